@@ -1,0 +1,154 @@
+"""The gen-launch command line: parse, call spec -> plan -> files, print, exit.
+
+Exit status: 0 ok; 1 `check` found drift; 2 bad spec or arguments, a pinned layout that breaks a rule, no layout
+that fits, a refusal; 3 `--strict` and the memory model warns.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import NoReturn
+
+import click
+
+from . import __version__
+from .errors import UserError
+from .plan import Plan
+from .render import check as check_files
+from .render import environment, plan_changes, render_files, write
+from .resolve import minimum_table, resolve
+from .spec import load_spec
+from .tables import load_tables
+
+CONTEXT_SETTINGS = {"help_option_names": ["-h", "--help"], "max_content_width": 100}
+EXIT_DRIFT, EXIT_USER, EXIT_STRICT = 1, 2, 3
+
+
+def _fail(error: UserError, source: str) -> NoReturn:
+    for line in error.lines(source):
+        click.echo(line, err=True)
+    sys.exit(error.exit_code)
+
+
+def _plan(spec_path: str, force: bool) -> Plan:
+    try:
+        return resolve(load_spec(spec_path), load_tables(), force=force)
+    except UserError as error:
+        _fail(error, spec_path)
+
+
+def _strict_exit(plan: Plan, strict: bool) -> None:
+    if plan.warnings:
+        for warning in plan.warnings:
+            click.echo(f"Warning: {warning}", err=True)
+        if strict:
+            click.echo("Error: --strict: the memory model warns (see above)", err=True)
+            sys.exit(EXIT_STRICT)
+
+
+spec_argument = click.argument("spec", type=click.Path(dir_okay=False, path_type=str))
+force_option = click.option("--force", is_flag=True,
+                            help="Accept a card count below the table minimum or a '-' cell (flagged in the plan); "
+                                 "on render, also overwrite generated files that were edited by hand.")
+strict_option = click.option("--strict", is_flag=True, help="Exit 3 when the memory model warns that a pinned "
+                                                            "layout may not fit or the time budget is missed.")
+out_option = click.option("-o", "--out", "out_dir", default="out", show_default=True,
+                          type=click.Path(file_okay=False, path_type=Path),
+                          help="Folder that holds one sub-folder per job.")
+
+
+@click.group(context_settings=CONTEXT_SETTINGS)
+@click.version_option(__version__, "-V", "--version", prog_name="gen-launch")
+def main() -> None:
+    """Plan and generate launch files for LLM training on Ascend NPU clusters.
+
+    \b
+    Example:
+        gen-launch plan examples/qwen3-32b-full-snt9b-16c.yaml
+        gen-launch render examples/qwen3-32b-full-snt9b-16c.yaml -o out
+        gen-launch check examples/qwen3-32b-full-snt9b-16c.yaml -o out
+    """
+
+
+@main.command()
+@spec_argument
+@click.option("--json", "as_json", is_flag=True, help="Print the plan as JSON (the keys plan.json has).")
+@force_option
+@strict_option
+def plan(spec: str, as_json: bool, force: bool, strict: bool) -> None:
+    """Show the cards, layout, memory and time chosen for SPEC, and why.
+
+    \b
+    Example:
+        gen-launch plan examples/qwen3-32b-full-snt9b-16c.yaml --json
+    """
+    result = _plan(spec, force)
+    if as_json:
+        click.echo(json.dumps(result.to_json(), indent=2, ensure_ascii=False))
+    else:
+        click.echo(environment().get_template("plan.txt.j2").render(plan=result), nl=False)
+    _strict_exit(result, strict)
+
+
+@main.command()
+@spec_argument
+@out_option
+@force_option
+@strict_option
+@click.option("--dry-run", is_flag=True, help="Render and report what would change; write nothing.")
+def render(spec: str, out_dir: Path, force: bool, strict: bool, dry_run: bool) -> None:
+    """Write OUT/<job>/: PLAN.md, plan.json, MANIFEST and each framework's launch files.
+
+    \b
+    Example:
+        gen-launch render examples/qwen3-32b-full-snt9b-16c.yaml -o out
+    """
+    result = _plan(spec, force)
+    _strict_exit(result, strict)
+    files = render_files(result)
+    try:
+        changes = plan_changes(files, out_dir / result.job) if dry_run else write(files, out_dir, result.job, force)
+    except UserError as error:
+        _fail(error, spec)
+    for change in changes:
+        click.echo(f"{change.action:>9}  {out_dir / result.job / change.path}")
+
+
+@main.command()
+@spec_argument
+@out_option
+def check(spec: str, out_dir: Path) -> None:
+    """Exit 0 when OUT/<job>/ holds exactly what render would write, 1 (with a summary) otherwise.
+
+    \b
+    Example (CI or pre-commit in an experiment repo):
+        gen-launch check jobs/qwen3-32b.yaml -o launch
+    """
+    result = _plan(spec, force=False)
+    problems = check_files(render_files(result), out_dir, result.job)
+    if problems:
+        for line in problems:
+            click.echo(line)
+        click.echo(f"{out_dir / result.job} is out of date: run gen-launch render {spec} -o {out_dir}", err=True)
+        sys.exit(EXIT_DRIFT)
+    click.echo(f"{out_dir / result.job} is up to date")
+
+
+@main.command()
+@click.option("--seq-len", default=4096, show_default=True, type=click.IntRange(256, 1048576),
+              help="Sequence length to look the minimum cards up for.")
+@click.option("--json", "as_json", is_flag=True, help="Print the listing as JSON.")
+def models(seq_len: int, as_json: bool) -> None:
+    """List the supported models with their minimum cards per framework and hardware.
+
+    \b
+    Cells: a card count (dies on snt9b23); '-' the table says unsupported there; 'mem' no table row, the
+    memory model decides at plan time.
+    """
+    rows = minimum_table(load_tables(), seq_len)
+    if as_json:
+        click.echo(json.dumps(rows, indent=2))
+        return
+    click.echo(environment().get_template("models.txt.j2").render(rows=rows, seq_len=seq_len), nl=False)

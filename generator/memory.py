@@ -1,0 +1,149 @@
+"""Memory per card for one layout: model states, adapters, activations, logits, itemised in GiB.
+
+Conventions (bf16 compute everywhere, flash attention, so no s^2 attention scores are stored):
+- Activations of one layer for one micro batch of b sequences of s tokens (s = seq_len / CP), in bytes:
+  outside the tensor-parallel regions 4 hidden-sized tensors (the two norms' inputs and outputs): 8*s*b*h;
+  inside them q, k, v, the attention output and the SwiGLU MLP (fc1 output 2F, activation output F):
+  2*s*b*(q + 2kv + q + 3F). TP divides the inside part; sequence parallel divides the outside part too
+  (Korthikanti et al. 2022, "Reducing Activation Recomputation", Table 2, adapted to GQA + SwiGLU).
+- Full recompute keeps only each layer's input (2*s*b*h) plus one layer's activations while it is recomputed.
+  Selective recompute (the activation function) drops the F-sized activation output.
+- 1F1B pipeline: stage i holds (PP - i) micro batches in flight; the first stage holds PP.
+- Logits: Megatron keeps s*b*V fp32 logits split over TP on the last stage; HuggingFace models (LLaMA-Factory)
+  hold bf16 logits plus their fp32 upcast (6 bytes an element).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from .tables import Model
+
+GIB = float(1 << 30)
+
+
+@dataclass(frozen=True)
+class MemoryBreakdown:
+    """GiB per card on the most loaded pipeline stage."""
+
+    weights: float
+    gradients: float
+    optimizer: float
+    adapters: float
+    activations: float
+    logits: float
+    overhead: float
+    stage: int = 0  # the pipeline stage the numbers are for
+
+    @property
+    def total(self) -> float:
+        return (self.weights + self.gradients + self.optimizer + self.adapters + self.activations + self.logits
+                + self.overhead)
+
+    def items(self) -> list[tuple[str, float]]:
+        return [("weights", self.weights), ("gradients", self.gradients), ("optimizer states", self.optimizer),
+                ("LoRA adapters (weights, grads, Adam)", self.adapters), ("activations", self.activations),
+                ("logits", self.logits), ("runtime overhead", self.overhead)]
+
+
+@dataclass(frozen=True)
+class LayoutShape:
+    """What the memory model needs to know about a layout."""
+
+    cards: int
+    tp: int
+    pp: int
+    cp: int
+    ep: int
+    micro_batch_size: int
+    recompute: str  # "none" | "selective" | "full"
+    sequence_parallel: bool
+    layers_per_stage: tuple[int, ...]
+    zero_stage: int | None = None  # DeepSpeed ZeRO stage (LLaMA-Factory); None for Megatron-style frameworks
+    offload: bool = False
+
+    @property
+    def dp(self) -> int:
+        return self.cards // (self.tp * self.pp * self.cp)
+
+
+def layer_activation_bytes(model: Model, seq: int, micro: int, tp: int, sp: bool, recompute: str) -> tuple[float, float]:
+    """(bytes kept per layer between forward and backward, bytes of one layer's working set) for one micro batch."""
+    sbh = seq * micro * model.hidden
+    ffn = model.ffn if not model.is_moe else model.moe_ffn * (model.topk + model.shared_experts)
+    outside = 8.0 * sbh
+    inside = 2.0 * seq * micro * (2 * model.q_dim + 2 * model.kv_dim + 3 * ffn)
+    if recompute == "selective":
+        inside -= 2.0 * seq * micro * ffn
+    full_layer = (outside / tp if sp else outside) + inside / tp
+    if recompute == "full":
+        kept = 2.0 * sbh / (tp if sp else 1)
+        return kept, full_layer
+    return full_layer, 0.0
+
+
+def estimate(model: Model, method: str, scheme: str, shape: LayoutShape, seq_len: int, lora_rank: int,
+             overhead_gb: float) -> MemoryBreakdown:
+    """Memory per card for `shape`; the worst pipeline stage."""
+    if scheme == "zero3":
+        return _zero3(model, method, shape, seq_len, lora_rank, overhead_gb)
+    return max((_megatron_stage(model, method, scheme, shape, seq_len, lora_rank, overhead_gb, stage)
+                for stage in range(shape.pp)), key=lambda m: m.total)
+
+
+def _megatron_stage(model: Model, method: str, scheme: str, shape: LayoutShape, seq_len: int, lora_rank: int,
+                    overhead_gb: float, stage: int) -> MemoryBreakdown:
+    layers = shape.layers_per_stage[stage]
+    first, last = stage == 0, stage == shape.pp - 1
+    moe_share = model.moe_layers / model.layers if model.is_moe else 0.0
+    dense = layers * model.layer_params / shape.tp
+    dense += (model.embedding_params / shape.tp) * (int(first) + int(last and (not model.tied or shape.pp > 1)))
+    experts = layers * moe_share * model.expert_params_per_layer / shape.ep
+    params = dense + experts
+    # Distributed optimizer / ZeRO-1 style sharding: dense states over DP, expert states over expert-DP.
+    expert_dp = max(1, shape.cards // (shape.pp * shape.ep))
+    if method == "lora":
+        weight_bytes = 4.0 if scheme == "megatron-fp32" else 2.0
+        weights, grads, optimizer = params * weight_bytes, 0.0, 0.0
+        adapters = layers * model.lora_params_per_layer(lora_rank) / shape.tp * 16.0
+    elif scheme == "megatron-fp32":
+        weights, grads, optimizer, adapters = params * 4.0, params * 4.0, params * 8.0, 0.0
+    else:  # megatron-distopt: bf16 weights, fp32 main grads, fp32 master + Adam sharded
+        weights, grads = params * 2.0, params * 4.0
+        optimizer = 12.0 * (dense / shape.dp + experts / expert_dp)
+        adapters = 0.0
+    seq = seq_len // shape.cp
+    kept, working = layer_activation_bytes(model, seq, shape.micro_batch_size, shape.tp, shape.sequence_parallel,
+                                           shape.recompute)
+    in_flight = max(1, shape.pp - stage)
+    activations = layers * kept * in_flight + working
+    logits = seq * shape.micro_batch_size * model.vocab * 4.0 / shape.tp if last else 0.0
+    return MemoryBreakdown(weights=weights / GIB, gradients=grads / GIB, optimizer=optimizer / GIB,
+                           adapters=adapters / GIB, activations=activations / GIB, logits=logits / GIB,
+                           overhead=overhead_gb, stage=stage)
+
+
+def _zero3(model: Model, method: str, shape: LayoutShape, seq_len: int, lora_rank: int,
+           overhead_gb: float) -> MemoryBreakdown:
+    """DeepSpeed ZeRO-3 (estimate_zero3_model_states_mem_needs): states sharded over all cards, 4 x largest layer
+    gathered at a time; with offload, parameters and optimizer live on the CPU and only the gather stays."""
+    world = shape.cards
+    gathered = 4.0 * model.largest_layer_params
+    if method == "lora":
+        frozen = 0.0 if shape.offload else 2.0 * model.params / world
+        adapters = model.layers * model.lora_params_per_layer(lora_rank) * 18.0 / world
+        weights, grads, optimizer = frozen + gathered, 0.0, 0.0
+    elif shape.offload:
+        weights, grads, optimizer, adapters = gathered, 0.0, 0.0, 0.0
+    else:
+        # 18 B/param, sharded: bf16 params 2 + fp32 grads 4 + fp32 master params 4 + Adam moments 8.
+        weights = 2.0 * model.params / world + gathered
+        grads = 4.0 * model.params / world
+        optimizer = 12.0 * model.params / world
+        adapters = 0.0
+    kept, working = layer_activation_bytes(model, seq_len, shape.micro_batch_size, 1, False, shape.recompute)
+    activations = model.layers * kept + working
+    logits = seq_len * shape.micro_batch_size * model.vocab * 6.0
+    return MemoryBreakdown(weights=weights / GIB, gradients=grads / GIB, optimizer=optimizer / GIB,
+                           adapters=adapters / GIB, activations=activations / GIB, logits=logits / GIB,
+                           overhead=overhead_gb)

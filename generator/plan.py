@@ -1,0 +1,213 @@
+"""The plan: what the resolver decided, with derived facts as read-only properties and a fixed JSON form.
+
+Sizes use one vocabulary (tp, pp, dp, cp, ep); each framework's own spelling lives only in its renderer.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from .memory import MemoryBreakdown
+
+# The search only accepts layouts whose estimate leaves this share of the usable memory free: the estimate is a
+# model, not a measurement, and a job that OOMs after the checkpoint has loaded costs far more than one more node.
+HEADROOM = 0.10
+
+
+@dataclass(frozen=True)
+class MinCards:
+    value: int
+    source: str  # which table row / preset / memory-model case gave it
+    case: str  # "exact row", "pretrain uses the full row", "next larger seq_len row", "largest seq_len row",
+    #            "preset", "memory model (no table row)", "memory model (--force on a '-' cell)"
+
+
+@dataclass(frozen=True)
+class Estimate:
+    total_tokens: float | None  # tokens x epochs
+    tokens_per_card_s: float
+    tps_source: str
+    is_estimate: bool
+    time_hours: float | None  # for the chosen card count
+    budget_cards: int | None = None  # cards the time budget asked for, before rounding to the platform
+
+
+@dataclass(frozen=True)
+class Rejected:
+    framework: str
+    layout: str
+    reason: str
+
+    def to_json(self) -> dict:
+        return {"framework": self.framework, "layout": self.layout, "reason": self.reason}
+
+
+@dataclass(frozen=True)
+class Layout:
+    """One framework's parallel layout, batch and memory settings."""
+
+    framework: str
+    cards: int
+    cards_per_node: int
+    tp: int
+    pp: int
+    cp: int
+    ep: int
+    micro_batch_size: int
+    global_batch_size: int
+    recompute: str  # "none" | "selective" | "full"
+    sequence_parallel: bool
+    num_layer_list: tuple[int, ...]  # layers per pipeline stage (one entry when pp == 1)
+    memory: MemoryBreakdown
+    usable_gb: float
+    zero_stage: int | None = None  # LLaMA-Factory only
+    offload: bool = False
+    source: str = "search"  # "preset: validated (...)" | "search" | "pinned"
+    preset_level: str | None = None
+    cp_algo: str | None = None
+    lora_rank: int | None = None
+    lora_alpha: int | None = None
+
+    def __post_init__(self):
+        product = self.tp * self.pp * self.cp
+        if self.cards % product:
+            raise ValueError(f"tp ({self.tp}) x pp ({self.pp}) x cp ({self.cp}) = {product} does not divide "
+                             f"{self.cards} cards")
+        if sum(self.num_layer_list) <= 0 or len(self.num_layer_list) != self.pp:
+            raise ValueError(f"num_layer_list {self.num_layer_list} must have pp ({self.pp}) entries")
+        if self.global_batch_size % (self.micro_batch_size * self.dp):
+            raise ValueError(f"global batch {self.global_batch_size} is not divisible by micro batch "
+                             f"({self.micro_batch_size}) x dp ({self.dp})")
+
+    @property
+    def dp(self) -> int:
+        return self.cards // (self.tp * self.pp * self.cp)
+
+    @property
+    def nodes(self) -> int:
+        return -(-self.cards // self.cards_per_node)
+
+    @property
+    def local_cards(self) -> int:
+        """Cards used on each node: all of them on multi-node jobs, the job's count below one node."""
+        return min(self.cards, self.cards_per_node)
+
+    @property
+    def grad_accum(self) -> int:
+        """Micro batches per optimizer step per DP rank (MindFormers' micro_batch_num when pp > 1)."""
+        return self.global_batch_size // (self.micro_batch_size * self.dp)
+
+    @property
+    def uneven_layers(self) -> bool:
+        return len(set(self.num_layer_list)) > 1
+
+    @property
+    def budget_gb(self) -> float:
+        """What the search lets the estimate use: the usable memory less the headroom."""
+        return self.usable_gb * (1.0 - HEADROOM)
+
+    @property
+    def fits(self) -> bool:
+        return self.memory.total <= self.budget_gb
+
+    def describe(self) -> str:
+        parts = [f"tp={self.tp}", f"pp={self.pp}", f"dp={self.dp}"]
+        if self.cp > 1:
+            parts.append(f"cp={self.cp}")
+        if self.ep > 1:
+            parts.append(f"ep={self.ep}")
+        parts.append(f"mbs={self.micro_batch_size}")
+        parts.append(f"recompute={self.recompute}")
+        if self.zero_stage is not None:
+            parts.append(f"zero={self.zero_stage}{'+offload' if self.offload else ''}")
+        return " ".join(parts)
+
+
+@dataclass(frozen=True)
+class FrameworkPlan:
+    name: str
+    label: str
+    layout: Layout
+    min_cards: MinCards
+    estimate: Estimate
+    forced: bool = False  # --force accepted something the table would refuse
+    upstream: str | None = None  # the upstream file a renderer follows
+
+    def to_json(self) -> dict:
+        lay = self.layout
+        return {
+            "cards": lay.cards, "nodes": lay.nodes, "tp": lay.tp, "pp": lay.pp, "dp": lay.dp, "cp": lay.cp,
+            "ep": lay.ep, "micro_batch_size": lay.micro_batch_size, "global_batch_size": lay.global_batch_size,
+            "grad_accum": lay.grad_accum, "recompute": lay.recompute, "sequence_parallel": lay.sequence_parallel,
+            "zero_stage": lay.zero_stage, "offload": lay.offload,
+            "memory_per_card_gb": round(lay.memory.total, 2), "usable_gb": lay.usable_gb,
+            "budget_gb": round(lay.budget_gb, 2),
+            "memory_breakdown_gb": {k: round(v, 2) for k, v in lay.memory.items()},
+            "num_layer_list": list(lay.num_layer_list), "source": lay.source,
+            "min_cards": {"value": self.min_cards.value, "source": self.min_cards.source, "case": self.min_cards.case},
+            "estimate": _estimate_json(self.estimate), "forced": self.forced,
+        }
+
+
+def _estimate_json(est: Estimate) -> dict:
+    return {"total_tokens": est.total_tokens, "tokens_per_card_s": round(est.tokens_per_card_s, 1),
+            "tps_source": est.tps_source, "time_hours": None if est.time_hours is None else round(est.time_hours, 2)}
+
+
+@dataclass(frozen=True)
+class PathValue:
+    value: str
+    placeholder: bool  # True: not given in the spec; the user must edit before running
+
+
+@dataclass(frozen=True)
+class Plan:
+    job: str
+    model: str
+    hf_id: str
+    method: str
+    seq_len: int
+    hardware: str
+    hardware_label: str
+    cards_per_node: int
+    frameworks: dict[str, FrameworkPlan]
+    rejected: tuple[Rejected, ...]
+    notes: tuple[str, ...]
+    warnings: tuple[str, ...]  # memory-model warnings: exit 3 under --strict
+    paths: dict[str, PathValue]
+    dataset_format: str
+    master_addr: str | None  # None: multi-node launch scripts ask for it at run time
+    master_port: int
+    spec_sha256: str
+    version: str = field(default="")
+
+    @property
+    def main(self) -> FrameworkPlan:
+        """The framework that needs the most cards (ties: the first); its numbers are the plan's top level."""
+        return max(self.frameworks.values(), key=lambda f: f.layout.cards)
+
+    @property
+    def cards(self) -> int:
+        return self.main.layout.cards
+
+    @property
+    def nodes(self) -> int:
+        return self.main.layout.nodes
+
+    def to_json(self) -> dict:
+        slowest = max(self.frameworks.values(), key=lambda f: f.estimate.time_hours or 0.0)
+        return {
+            "job": self.job, "model": self.model, "method": self.method, "seq_len": self.seq_len,
+            "hardware": self.hardware, "cards": self.cards, "nodes": self.nodes,
+            "cards_per_node": self.cards_per_node,
+            "min_cards": {"value": self.main.min_cards.value, "source": self.main.min_cards.source},
+            "estimate": {**_estimate_json(slowest.estimate), "framework": slowest.name},
+            "frameworks": {name: fp.to_json() for name, fp in self.frameworks.items()},
+            "rejected": [r.to_json() for r in self.rejected],
+            "notes": list(self.notes),
+            "warnings": list(self.warnings),
+            "paths": {k: {"value": v.value, "placeholder": v.placeholder} for k, v in self.paths.items()},
+            "cluster": {"master_addr": self.master_addr, "master_port": self.master_port},
+            "spec_sha256": self.spec_sha256,
+            "gen_launch_version": self.version,
+        }

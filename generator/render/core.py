@@ -1,0 +1,18 @@
+"""PLAN.md (the plan in words) and plan.json (the plan as data): written for every job."""
+
+from __future__ import annotations
+
+import json
+
+import jinja2
+
+from ..plan import HEADROOM, Plan
+
+
+def plan_json(plan: Plan) -> str:
+    return json.dumps(plan.to_json(), indent=2, ensure_ascii=False) + "\n"
+
+
+def render(plan: Plan, env: jinja2.Environment) -> dict[str, str]:
+    text = env.get_template("PLAN.md.j2").render(plan=plan, headroom_pct=round(HEADROOM * 100))
+    return {"PLAN.md": text, "plan.json": plan_json(plan)}

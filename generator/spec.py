@@ -1,0 +1,239 @@
+"""Read a job spec (YAML), validate it against schemas/job.schema.json and return a `Spec`.
+
+Every problem becomes a `Problem(key path, sentence)`; all schema problems are collected, not just the first.
+This module knows nothing about the model table: an unknown model name is the resolver's to report.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import dataclass, field
+from functools import lru_cache
+from pathlib import Path
+from typing import Any
+
+import jsonschema
+import yaml
+
+from .errors import Problem, SpecError, show
+from .resources import resource_dir
+
+FRAMEWORKS = ("mindformers", "mindspeed-llm", "llama-factory")
+PATH_KEYS = ("model_dir", "dataset", "output_dir", "mindformers_dir", "mindspeed_llm_dir", "mcore_ckpt_dir")
+
+
+@dataclass(frozen=True)
+class Pins:
+    """A framework's pinned layout values from `layout.<framework>`; None = let the resolver choose."""
+
+    tp: int | None = None
+    pp: int | None = None
+    cp: int | None = None
+    ep: int | None = None
+    micro_batch_size: int | None = None
+    recompute: str | None = None
+
+
+@dataclass(frozen=True)
+class Spec:
+    job: str
+    model: str
+    method: str
+    seq_len: int
+    hardware: str
+    frameworks: tuple[str, ...] | None  # None: every framework that supports the model
+    cards: int | None  # None: "auto"
+    sha256: str  # of the spec file's bytes: goes into every generated file's header
+    total_tokens: int | None = None  # per epoch
+    samples: int | None = None
+    tokens_per_sample: int | None = None
+    epochs: float = 1.0
+    time_budget_hours: float | None = None
+    tokens_per_card_s: float | None = None
+    scaling_efficiency: float = 1.0
+    global_batch_size: int | None = None
+    master_addr: str | None = None
+    master_port: int | None = None
+    paths: dict[str, str] = field(default_factory=dict)  # only the keys the spec gave
+    dataset_format: str = "alpaca"
+    layout: dict[str, Pins] = field(default_factory=dict)
+
+    @property
+    def train_tokens(self) -> float | None:
+        """Tok of the seed's formula: tokens in the data set times epochs."""
+        per_epoch = self.total_tokens
+        if per_epoch is None and self.samples is not None and self.tokens_per_sample is not None:
+            per_epoch = self.samples * self.tokens_per_sample
+        return None if per_epoch is None else per_epoch * self.epochs
+
+
+class _UniqueKeyLoader(yaml.SafeLoader):
+    """SafeLoader that refuses a key given twice in one mapping (PyYAML silently keeps the last)."""
+
+
+def _no_duplicates(loader: _UniqueKeyLoader, node: yaml.MappingNode, deep: bool = False) -> dict:
+    seen: set = set()
+    for key_node, _ in node.value:
+        key = loader.construct_object(key_node, deep=deep)
+        if key in seen:
+            raise yaml.constructor.ConstructorError(
+                None, None, f"key {show(key)} is given twice", key_node.start_mark)
+        seen.add(key)
+    return loader.construct_mapping(node, deep)
+
+
+_UniqueKeyLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _no_duplicates)
+
+
+@lru_cache(maxsize=1)
+def _validator() -> jsonschema.Draft202012Validator:
+    schema = json.loads((resource_dir("schemas") / "job.schema.json").read_text(encoding="utf-8"))
+    return jsonschema.Draft202012Validator(schema)
+
+
+def load_spec(path: str | Path) -> Spec:
+    """Read and validate the spec file at `path`; raise SpecError listing every problem."""
+    path = Path(path)
+    try:
+        raw = path.read_bytes()
+    except FileNotFoundError:
+        raise SpecError.at("(file)", "no such file") from None
+    except OSError as exc:
+        raise SpecError.at("(file)", f"cannot be read ({exc.strerror or 'I/O error'})") from None
+    return parse_spec(raw)
+
+
+def parse_spec(raw: bytes) -> Spec:
+    """Validate the bytes of a spec file and build the Spec."""
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError:
+        raise SpecError.at("(file)", "is not UTF-8 text") from None
+    try:
+        data = yaml.load(text, Loader=_UniqueKeyLoader)  # noqa: S506 - a SafeLoader subclass
+    except yaml.YAMLError as exc:
+        raise SpecError.at("(yaml)", _yaml_problem(exc)) from None
+    if data is None:
+        raise SpecError.at("(file)", "is empty; a job spec needs at least job, model, method, seq_len and hardware")
+    if not isinstance(data, dict):
+        raise SpecError.at("(top level)", f"must be a mapping of keys to values, got {show(data)}")
+    problems = schema_problems(data)
+    if problems:
+        raise SpecError(problems)
+    return _build(data, hashlib.sha256(raw).hexdigest())
+
+
+def _yaml_problem(exc: yaml.YAMLError) -> str:
+    mark = getattr(exc, "problem_mark", None)
+    where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark is not None else ""
+    what = getattr(exc, "problem", None) or "invalid syntax"
+    return f"not valid YAML{where}: {what}"
+
+
+def schema_problems(data: Any) -> list[Problem]:
+    """Every schema violation of `data`, one sentence each."""
+    problems: list[Problem] = []
+    for error in _validator().iter_errors(data):
+        problems.extend(_describe(error))
+    unique = {(p.path, p.message): p for p in problems}
+    return sorted(unique.values(), key=lambda p: (p.path, p.message))
+
+
+def _key_path(parts) -> str:
+    return ".".join(str(p) for p in parts) or "(top level)"
+
+
+_TYPE_WORDS = {"integer": "a whole number", "number": "a number", "string": "a string", "object": "a mapping",
+               "array": "a list", "boolean": "true or false"}
+
+
+def _describe(error: jsonschema.ValidationError) -> list[Problem]:
+    """Turn one jsonschema error into plain sentences at the offending key."""
+    path = _key_path(error.absolute_path)
+    kind, schema, value = error.validator, error.schema, error.instance
+    hint = schema.get("x-hint") if isinstance(schema, dict) else None
+    if kind == "additionalProperties":
+        allowed = ", ".join(sorted(schema.get("properties", {})))
+        extra = sorted(k for k in value if k not in schema.get("properties", {}))
+        return [Problem(_key_path([*error.absolute_path, k]), f"unknown key; allowed here: {allowed}") for k in extra]
+    if kind == "required":
+        missing = [k for k in error.validator_value if k not in value]
+        return [Problem(_key_path([*error.absolute_path, k]), "is required but missing") for k in missing]
+    if kind == "dependentRequired":
+        return [Problem(_key_path([*error.absolute_path, need]), f"is required when {key} is given")
+                for key, needs in error.validator_value.items() if key in value
+                for need in needs if need not in value]
+    if kind in ("oneOf", "anyOf") and hint:
+        return [Problem(path, f"{show(value)} is not valid: {hint}")]
+    if kind in ("oneOf", "anyOf"):
+        best = jsonschema.exceptions.best_match(error.context or [])
+        if best is None:
+            return [Problem(path, f"{show(value)} is not valid here")]
+        extra = len(error.context) - 1
+        found = _describe(best)
+        if extra > 0:
+            found = [Problem(p.path, f"{p.message} (and {extra} other way(s) it could be valid)") for p in found]
+        return found
+    if kind == "enum":
+        return [Problem(path, f"{show(value)} is not allowed; choose one of: "
+                              f"{', '.join(str(v) for v in error.validator_value)}")]
+    if kind == "const":
+        return [Problem(path, f"{show(value)} is not allowed; expected {show(error.validator_value)}")]
+    if kind == "type":
+        wanted = error.validator_value
+        wanted = [wanted] if isinstance(wanted, str) else wanted
+        words = " or ".join(_TYPE_WORDS.get(w, w) for w in wanted)
+        return [Problem(path, f"expected {words}, got {show(value)}")]
+    if hint:
+        return [Problem(path, f"{show(value)} is not valid: {hint}")]
+    if kind == "pattern":
+        return [Problem(path, f"{show(value)} does not match the pattern {error.validator_value}")]
+    if kind == "multipleOf":
+        return [Problem(path, f"{show(value)} is not a multiple of {error.validator_value}")]
+    if kind in ("minimum", "exclusiveMinimum", "maximum", "exclusiveMaximum"):
+        words = {"minimum": "at least", "exclusiveMinimum": "greater than", "maximum": "at most",
+                 "exclusiveMaximum": "less than"}[kind]
+        return [Problem(path, f"{show(value)} is out of range: must be {words} {error.validator_value}")]
+    if kind in ("minLength", "maxLength"):
+        words = "at least" if kind == "minLength" else "at most"
+        return [Problem(path, f"{show(value)} must be {words} {error.validator_value} characters long")]
+    if kind == "minItems":
+        return [Problem(path, f"must list at least {error.validator_value} item(s)")]
+    if kind == "uniqueItems":
+        return [Problem(path, "lists the same item twice")]
+    if kind == "not":
+        return [Problem(path, "has a combination of keys that is not allowed here")]
+    return [Problem(path, f"{show(value)} is not valid ({kind})")]
+
+
+def _build(data: dict, sha256: str) -> Spec:
+    data_block = data.get("data") or {}
+    cluster = data.get("cluster") or {}
+    paths = dict(data.get("paths") or {})
+    dataset_format = paths.pop("dataset_format", "alpaca")
+    cards = data.get("cards", "auto")
+    frameworks = data.get("frameworks")
+    return Spec(
+        job=data["job"],
+        model=data["model"],
+        method=data["method"],
+        seq_len=data["seq_len"],
+        hardware=data["hardware"],
+        frameworks=tuple(frameworks) if frameworks is not None else None,
+        cards=None if cards == "auto" else cards,
+        sha256=sha256,
+        total_tokens=data_block.get("total_tokens"),
+        samples=data_block.get("samples"),
+        tokens_per_sample=data_block.get("tokens_per_sample"),
+        epochs=data_block.get("epochs", 1),
+        time_budget_hours=data.get("time_budget_hours"),
+        tokens_per_card_s=data.get("tokens_per_card_s"),
+        scaling_efficiency=data.get("scaling_efficiency", 1.0),
+        global_batch_size=data.get("global_batch_size"),
+        master_addr=cluster.get("master_addr"),
+        master_port=cluster.get("master_port"),
+        paths=paths,
+        dataset_format=dataset_format,
+        layout={fw: Pins(**pins) for fw, pins in (data.get("layout") or {}).items()},
+    )

@@ -1,0 +1,292 @@
+"""The data tables under generator/data/, loaded once, with lookups by canonical name.
+
+Derived numbers (head_dim, parameter counts) are computed here from each row's shape, so a row cannot
+contradict itself. Nothing here reads the job spec.
+"""
+
+from __future__ import annotations
+
+import csv
+import difflib
+from dataclasses import dataclass, field, fields
+from functools import cached_property, lru_cache
+from pathlib import Path
+
+import yaml
+
+from .errors import SpecError, show
+from .resources import DATA_DIR
+
+METHODS = ("full", "lora", "pretrain")
+
+
+@dataclass(frozen=True)
+class Model:
+    name: str
+    hf_id: str
+    source: str
+    layers: int
+    hidden: int
+    ffn: int
+    heads: int
+    kv_heads: int
+    vocab: int
+    max_positions: int
+    head_dim: int | None = None
+    tied: bool = False
+    qk_norm: bool = False
+    qkv_bias: bool = False
+    rope_base: float = 1.0e6
+    norm_eps: float = 1.0e-6
+    experts: int = 0
+    topk: int = 0
+    moe_ffn: int = 0
+    shared_experts: int = 0
+    first_dense: int = 0
+    params_b: float | None = None
+    vision_params_b: float = 0.0
+
+    @property
+    def kv_channels(self) -> int:
+        return self.head_dim or self.hidden // self.heads
+
+    @property
+    def is_moe(self) -> bool:
+        return self.experts > 0
+
+    @property
+    def q_dim(self) -> int:
+        return self.heads * self.kv_channels
+
+    @property
+    def kv_dim(self) -> int:
+        return self.kv_heads * self.kv_channels
+
+    @property
+    def moe_layers(self) -> int:
+        return self.layers - self.first_dense if self.is_moe else 0
+
+    @cached_property
+    def attention_params(self) -> int:
+        """q, k, v, o projections (+ qkv bias, qk-norm weights) of one layer."""
+        p = 2 * self.hidden * self.q_dim + 2 * self.hidden * self.kv_dim
+        if self.qkv_bias:
+            p += self.q_dim + 2 * self.kv_dim
+        if self.qk_norm:
+            p += 2 * self.kv_channels
+        return p
+
+    @property
+    def dense_mlp_params(self) -> int:
+        return 3 * self.hidden * self.ffn  # SwiGLU: gate, up, down
+
+    @property
+    def expert_params_per_layer(self) -> int:
+        """Routed experts of one MoE layer (sharded by EP)."""
+        return self.experts * 3 * self.hidden * self.moe_ffn
+
+    @property
+    def shared_params_per_moe_layer(self) -> int:
+        """Router plus shared experts of one MoE layer (sharded like dense weights)."""
+        return self.hidden * self.experts + self.shared_experts * 3 * self.hidden * self.moe_ffn
+
+    @property
+    def embedding_params(self) -> int:
+        return self.vocab * self.hidden
+
+    @cached_property
+    def expert_params(self) -> int:
+        return self.moe_layers * self.expert_params_per_layer
+
+    @cached_property
+    def layer_params(self) -> int:
+        """Non-expert parameters of one transformer layer, averaged over the layers (norms included)."""
+        formula = self.layers * (self.attention_params + 2 * self.hidden) + (self.layers - self.moe_layers) * \
+            self.dense_mlp_params + self.moe_layers * self.shared_params_per_moe_layer
+        if self.params_b is not None:
+            # The published total fixes the non-expert part where the shape formula does not apply (MLA).
+            formula = int(self.params_b * 1e9) - self.expert_params - self._embeddings_total
+        return formula // self.layers
+
+    @property
+    def _embeddings_total(self) -> int:
+        return self.embedding_params * (1 if self.tied else 2) + self.hidden
+
+    @cached_property
+    def params(self) -> int:
+        """All parameters of the language model plus the vision tower."""
+        return self.layers * self.layer_params + self.expert_params + self._embeddings_total + self.vision_params
+
+    @property
+    def vision_params(self) -> int:
+        return int(self.vision_params_b * 1e9)
+
+    @cached_property
+    def active_params(self) -> int:
+        """Parameters one token passes through (MoE: top-k routed experts only)."""
+        if not self.is_moe:
+            return self.params
+        routed_active = self.moe_layers * self.topk * 3 * self.hidden * self.moe_ffn
+        return self.params - self.expert_params + routed_active
+
+    @property
+    def largest_layer_params(self) -> int:
+        """The largest single module DeepSpeed ZeRO-3 gathers at once: the embedding or a whole layer."""
+        per_layer = self.layer_params + (self.expert_params_per_layer if self.is_moe else 0)
+        return max(self.embedding_params, per_layer)
+
+    def lora_params_per_layer(self, rank: int) -> int:
+        """Adapters on linear_qkv, linear_proj, linear_fc1, linear_fc2 (dense MLP or shared part only)."""
+        qkv = rank * (self.hidden + self.q_dim + 2 * self.kv_dim)
+        proj = rank * (self.q_dim + self.hidden)
+        mlp_ffn = self.ffn if not self.is_moe else self.moe_ffn * max(self.shared_experts, 1)
+        mlp = rank * (self.hidden + 2 * mlp_ffn) + rank * (mlp_ffn + self.hidden)
+        return qkv + proj + mlp
+
+
+@dataclass(frozen=True)
+class Hardware:
+    name: str
+    label: str
+    cards_per_node: int
+    parallel_unit: int
+    memory_gb: float
+    usable_gb: float
+    peak_tflops_bf16: float
+    source: str
+
+
+@dataclass(frozen=True)
+class Framework:
+    name: str
+    label: str
+    memory: str
+    overhead_gb: float
+    mfu: dict
+    mfu_source: str
+    lora: dict
+    min_cards_from: str
+    models: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class MinCardsRow:
+    """One row of min_cards.csv; `line` is its line number in the file, for the plan's citation."""
+
+    model: str
+    methods: tuple[str, ...]
+    seq_lens: tuple[int, ...]
+    framework: str
+    cards: dict  # hardware name -> int, or None for "-"
+    confidence: str
+    line: int
+
+    def cite(self, hardware: str) -> str:
+        value = self.cards[hardware]
+        cell = "-" if value is None else value
+        return (f"min_cards.csv line {self.line}: {self.model} {'/'.join(self.methods)} "
+                f"{'/'.join(map(str, self.seq_lens))} {self.framework} {hardware}={cell} "
+                f"(confidence {self.confidence})")
+
+
+@dataclass(frozen=True)
+class Preset:
+    framework: str
+    model: str
+    methods: tuple[str, ...]
+    hardware: str
+    seq_len: int
+    cards: int
+    dp: int
+    tp: int
+    pp: int
+    micro_batch_num: int
+    micro_batch_size: int
+    recompute: bool
+    sequence_parallel: bool
+    gradient_aggregation_group: int
+    max_device_memory: str
+    level: str
+    num_layer_list: tuple[int, ...] | None = None
+
+
+@dataclass(frozen=True)
+class Tables:
+    models: dict[str, Model]
+    hardware: dict[str, Hardware]
+    frameworks: dict[str, Framework]
+    min_cards: tuple[MinCardsRow, ...]
+    presets: tuple[Preset, ...]
+    aliases: dict[str, str] = field(default_factory=dict)
+
+    def model(self, name: str) -> Model:
+        """Look a model up by canonical name or HF id (case-insensitive); unknown -> SpecError at `model`."""
+        key = self.aliases.get(name.lower())
+        if key is not None:
+            return self.models[key]
+        close = difflib.get_close_matches(name.lower(), sorted(self.models), n=1, cutoff=0.6)
+        hint = f"; did you mean {close[0]}?" if close else ""
+        raise SpecError.at("model", f"{show(name)} is not a known model{hint} (gen-launch models lists them)")
+
+    def supports(self, framework: str, model: str) -> bool:
+        fw = self.frameworks[framework]
+        if model in fw.models:
+            return True
+        column = fw.min_cards_from
+        return column in self.frameworks and any(
+            r.model == model and r.framework == column and any(v is not None for v in r.cards.values())
+            for r in self.min_cards)
+
+    def rows_for(self, model: str, framework: str) -> list[MinCardsRow]:
+        return [r for r in self.min_cards if r.model == model and r.framework == framework]
+
+
+def _typed_row(cls, row: dict, where: str):
+    names = {f.name for f in fields(cls)}
+    unknown = set(row) - names
+    if unknown:
+        raise ValueError(f"{where}: unknown column(s) {sorted(unknown)}")
+    return cls(**row)
+
+
+def _load_yaml(name: str):
+    return yaml.safe_load((DATA_DIR / name).read_text(encoding="utf-8"))
+
+
+def _load_min_cards(path: Path) -> tuple[MinCardsRow, ...]:
+    rows = []
+    with path.open(encoding="utf-8", newline="") as handle:
+        lines = [(n, line) for n, line in enumerate(handle, start=1) if not line.startswith("#")]
+    reader = csv.DictReader(line for _, line in lines)
+    for (number, _), rec in zip(lines[1:], reader):
+        cards = {hw: (None if rec[hw].strip() == "-" else int(rec[hw])) for hw in ("snt9b", "snt9b23")}
+        rows.append(MinCardsRow(
+            model=rec["model"], methods=tuple(rec["strategy"].split("/")),
+            seq_lens=tuple(int(s) for s in rec["seq_len"].split("/")), framework=rec["framework"],
+            cards=cards, confidence=rec["confidence"], line=number))
+    return tuple(rows)
+
+
+@lru_cache(maxsize=1)
+def load_tables() -> Tables:
+    models_doc = _load_yaml("models.yaml")
+    models = {}
+    for row in models_doc["models"]:
+        model = _typed_row(Model, row, f"models.yaml {row.get('name')}")
+        models[model.name] = model
+    aliases = {}
+    for model in models.values():
+        aliases[model.name.lower()] = model.name
+        aliases[model.hf_id.lower()] = model.name
+    hardware = {r["name"]: _typed_row(Hardware, r, "hardware.yaml") for r in _load_yaml("hardware.yaml")["hardware"]}
+    frameworks = {}
+    for r in _load_yaml("frameworks.yaml")["frameworks"]:
+        frameworks[r["name"]] = _typed_row(Framework, {**r, "models": tuple(r["models"])}, "frameworks.yaml")
+    presets_doc = _load_yaml("presets.yaml")
+    presets = tuple(
+        _typed_row(Preset, {**presets_doc["defaults"], **p, "methods": tuple(p["methods"]),
+                            "num_layer_list": tuple(p["num_layer_list"]) if p.get("num_layer_list") else None},
+                   "presets.yaml")
+        for p in presets_doc["presets"])
+    return Tables(models=models, hardware=hardware, frameworks=frameworks,
+                  min_cards=_load_min_cards(DATA_DIR / "min_cards.csv"), presets=presets, aliases=aliases)

@@ -1,0 +1,273 @@
+"""The resolver: presets, the whole minimum-card table sweep, rules, time formula, rounding, die pairs, pins."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from generator.errors import SpecError
+from generator.resolve import resolve
+from generator.tables import load_tables
+
+from helpers import make_spec
+
+T = load_tables()
+
+
+def plan_of(**fields):
+    return resolve(make_spec(**fields), T)
+
+
+def sweep_cases():
+    """Every non-'-' cell of the table for MindSpeed-LLM and LLaMA-Factory (each method, seq_len, platform; pretrain
+    on the full rows), the seed-003 presets for MindFormers, and every MindFormers model on both platforms."""
+    cases = set()
+    for row in T.min_cards:
+        if row.framework not in ("mindspeed-llm", "llama-factory"):
+            continue
+        for hw, value in row.cards.items():
+            if value is None:
+                continue
+            for method in row.methods:
+                for seq in row.seq_lens:
+                    cases.add((row.model, method, seq, hw, row.framework))
+                    if method == "full" and row.framework == "mindspeed-llm":
+                        cases.add((row.model, "pretrain", seq, hw, row.framework))
+    for p in T.presets:
+        for method in p.methods:
+            cases.add((p.model, method, p.seq_len, p.hardware, "mindformers"))
+    for name in T.frameworks["mindformers"].models:
+        for method in ("full", "lora", "pretrain"):
+            for hw in T.hardware:
+                cases.add((name, method, 4096, hw, "mindformers"))
+    return sorted(cases)
+
+
+SWEEP = sweep_cases()
+
+
+def check_layout_rules(plan, framework):
+    fp = plan.frameworks[framework]
+    lay, model, hw = fp.layout, T.models[plan.model], T.hardware[plan.hardware]
+    assert lay.tp * lay.pp * lay.cp * lay.dp == lay.cards
+    assert model.heads % lay.tp == 0 and model.kv_heads % lay.tp == 0
+    assert lay.tp <= hw.cards_per_node
+    assert len(lay.num_layer_list) == lay.pp and sum(lay.num_layer_list) == model.layers
+    assert min(lay.num_layer_list) >= 1
+    assert lay.global_batch_size % (lay.micro_batch_size * lay.dp) == 0
+    assert lay.grad_accum >= lay.pp
+    assert lay.recompute in ("none", "selective", "full")
+    assert not lay.sequence_parallel or lay.tp > 1
+    assert lay.cards % hw.parallel_unit == 0
+    assert lay.cards <= hw.cards_per_node or lay.cards % hw.cards_per_node == 0
+    if model.is_moe:
+        assert model.experts % lay.ep == 0 and (lay.cards // lay.pp) % lay.ep == 0
+    else:
+        assert lay.ep == 1
+    if lay.cp > 1:
+        assert plan.seq_len % (2 * lay.cp) == 0
+    if framework == "llama-factory":
+        assert (lay.tp, lay.pp, lay.cp, lay.zero_stage) == (1, 1, 1, 3)
+    else:
+        assert lay.zero_stage is None
+    if not lay.source.startswith("preset"):
+        assert lay.fits, f"{lay.describe()}: {lay.memory.total:.1f} GiB > budget {lay.budget_gb:.1f}"
+    assert lay.cards >= fp.min_cards.value
+
+
+@pytest.mark.parametrize("case", SWEEP, ids=lambda c: "-".join(map(str, c)))
+def test_sweep_plans_obey_every_rule(case):
+    model, method, seq, hw, framework = case
+    plan = plan_of(model=model, method=method, seq_len=seq, hardware=hw, frameworks=[framework])
+    check_layout_rules(plan, framework)
+    row_method = "full" if method == "pretrain" else method
+    column = "mindspeed-llm" if framework == "mindformers" else framework
+    rows = [r for r in T.rows_for(model, column) if row_method in r.methods and seq in r.seq_lens]
+    if rows and rows[0].cards[hw] is not None and framework != "mindformers":
+        table_min = rows[0].cards[hw]
+        assert plan.frameworks[framework].layout.cards >= max(table_min, 2 if hw == "snt9b23" else 1)
+
+
+def test_sweep_covers_the_table():
+    assert len(SWEEP) > 400
+    assert ("qwen3-32b", "pretrain", 8192, "snt9b23", "mindspeed-llm") in SWEEP
+    assert ("gemma3-27b", "full", 8192, "snt9b", "llama-factory") in SWEEP
+
+
+# Seed 003 appendix tables: (model, method) -> (cards, dp, mp, pp, micro_batch_num, recompute).
+SEED_003 = {
+    ("qwen3-32b", "full"): (16, 1, 4, 4, 4, "full"), ("qwen3-32b", "pretrain"): (16, 1, 4, 4, 4, "full"),
+    ("qwen3-14b", "full"): (8, 1, 8, 1, 1, "full"), ("qwen3-8b", "full"): (8, 1, 8, 1, 1, "none"),
+    ("qwen3-4b", "full"): (8, 1, 8, 1, 1, "none"), ("qwen3-1.7b", "full"): (8, 1, 8, 1, 1, "none"),
+    ("qwen3-0.6b", "full"): (8, 1, 8, 1, 1, "none"), ("qwen3-32b", "lora"): (8, 1, 8, 1, 1, "full"),
+    ("qwen3-14b", "lora"): (8, 1, 8, 1, 1, "full"), ("qwen3-8b", "lora"): (8, 1, 8, 1, 1, "none"),
+    ("qwen3-4b", "lora"): (8, 1, 8, 1, 1, "none"), ("qwen3-1.7b", "lora"): (8, 1, 8, 1, 1, "none"),
+    ("qwen3-0.6b", "lora"): (8, 1, 8, 1, 1, "none"),
+}
+
+
+@pytest.mark.parametrize("key", sorted(SEED_003), ids=lambda k: "-".join(k))
+def test_seed_003_presets_come_out_exactly(key):
+    cards, dp, mp, pp, mbn, recompute = SEED_003[key]
+    plan = plan_of(model=key[0], method=key[1], frameworks=["mindformers"])
+    lay = plan.frameworks["mindformers"].layout
+    assert (lay.cards, lay.dp, lay.tp, lay.pp, lay.grad_accum, lay.recompute) == (cards, dp, mp, pp, mbn, recompute)
+    assert lay.micro_batch_size == 1 and lay.sequence_parallel is False
+    assert lay.source.startswith("preset: validated")
+
+
+def test_qwen3_32b_pretrain_preset_keeps_upstream_offset():
+    lay = plan_of(model="qwen3-32b", method="pretrain", frameworks=["mindformers"]).frameworks["mindformers"].layout
+    assert lay.num_layer_list == (15, 15, 17, 17)  # upstream offset [-1, -1, 1, 1]
+
+
+def test_preset_only_on_exact_match():
+    # 32 cards is not the preset's 16: the search decides.
+    lay = plan_of(model="qwen3-32b", cards=32, frameworks=["mindformers"]).frameworks["mindformers"].layout
+    assert lay.source == "search"
+
+
+def test_snt9b23_single_die_minimum_becomes_a_pair():
+    plan = plan_of(model="llama3.2-1b", method="lora", hardware="snt9b23", frameworks=["llama-factory"])
+    fp = plan.frameworks["llama-factory"]
+    assert fp.min_cards.value == 2 and fp.layout.cards == 2
+
+
+def test_below_one_node_keeps_the_minimum_and_says_one_node_is_normal():
+    plan = plan_of(model="qwen2.5-7b", method="full", frameworks=["mindspeed-llm"])
+    assert plan.frameworks["mindspeed-llm"].layout.cards == 4
+    assert any("below one node" in n for n in plan.notes)
+
+
+def test_time_budget_rounds_to_multiple_of_8_then_whole_nodes():
+    # qwen3-8b full with a measured 1000 tokens/s/card: 1e10 tokens in 24 h needs 1e10/(86400*1000*0.9) = 128.6
+    plan = plan_of(model="qwen3-8b", frameworks=["mindspeed-llm"], data={"total_tokens": 10**10},
+                   time_budget_hours=24, tokens_per_card_s=1000, scaling_efficiency=0.9)
+    fp = plan.frameworks["mindspeed-llm"]
+    assert fp.estimate.budget_cards == math.ceil(1e10 / (24 * 3600 * 1000 * 0.9)) == 129
+    assert fp.layout.cards == 136  # next multiple of 8
+    assert fp.estimate.time_hours == pytest.approx(1e10 / (1000 * 136 * 0.9) / 3600)
+    assert fp.estimate.time_hours <= 24
+    a3 = plan_of(model="qwen3-8b", hardware="snt9b23", frameworks=["mindspeed-llm"], data={"total_tokens": 10**10},
+                 time_budget_hours=24, tokens_per_card_s=1000, scaling_efficiency=0.9)
+    assert a3.frameworks["mindspeed-llm"].layout.cards == 144  # 136 -> whole 16-die nodes
+
+
+def test_time_budget_never_below_the_minimum():
+    plan = plan_of(model="qwen3-32b", frameworks=["mindspeed-llm"], data={"total_tokens": 1000},
+                   time_budget_hours=100)
+    assert plan.frameworks["mindspeed-llm"].layout.cards == 16
+
+
+def test_predicted_time_without_budget():
+    plan = plan_of(model="qwen3-8b", frameworks=["mindspeed-llm"], data={"samples": 1000, "tokens_per_sample": 1000,
+                                                                          "epochs": 2}, tokens_per_card_s=500)
+    fp = plan.frameworks["mindspeed-llm"]
+    assert fp.estimate.total_tokens == 2_000_000
+    assert fp.estimate.time_hours == pytest.approx(2e6 / (500 * fp.layout.cards) / 3600)
+
+
+def test_frameworks_keep_their_own_card_counts_and_top_level_is_the_largest():
+    plan = plan_of(model="qwen2.5-7b", method="full")
+    cards = {name: fp.layout.cards for name, fp in plan.frameworks.items()}
+    assert cards["mindspeed-llm"] == 4 and cards["llama-factory"] == 8
+    assert plan.cards == max(cards.values()) and plan.to_json()["cards"] == 8
+
+
+def test_pinned_layout_is_kept_and_completed():
+    plan = plan_of(model="qwen3-32b", frameworks=["mindspeed-llm"], layout={"mindspeed-llm": {"tp": 8, "pp": 2}})
+    lay = plan.frameworks["mindspeed-llm"].layout
+    assert (lay.tp, lay.pp, lay.dp) == (8, 2, 1) and lay.sequence_parallel and lay.source == "pinned"
+
+
+def test_pinned_pp_that_does_not_divide_layers_gets_a_layer_list():
+    plan = plan_of(model="qwen3-14b", frameworks=["mindspeed-llm"], cards=24,
+                   layout={"mindspeed-llm": {"tp": 8, "pp": 3}})
+    lay = plan.frameworks["mindspeed-llm"].layout
+    assert lay.num_layer_list == (13, 13, 14) and lay.uneven_layers
+
+
+def test_pinned_layout_that_does_not_fit_warns():
+    plan = plan_of(model="qwen3-32b", frameworks=["mindspeed-llm"], layout={"mindspeed-llm": {"tp": 1, "pp": 2}})
+    assert plan.warnings and "may not fit" in plan.warnings[0]
+
+
+@pytest.mark.parametrize("pins,path,text", [
+    ({"tp": 3}, "layout.mindspeed-llm.tp", "TP (3) must divide the 64 attention heads of qwen3-32b"),
+    ({"tp": 8, "pp": 3}, "layout.mindspeed-llm.pp", "TP (8) x PP (3) x CP (1) = 24 must divide the 16 cards"),
+    ({"pp": 65}, "layout.mindspeed-llm.pp", "PP (65) exceeds the 64 layers of qwen3-32b"),
+    ({"cp": 2}, "layout.mindspeed-llm.cp", "CP (2) is for long sequences (> 8192); seq_len is 4096"),
+])
+def test_pinned_rule_breaks_are_errors_naming_the_rule(pins, path, text):
+    with pytest.raises(SpecError) as info:
+        plan_of(model="qwen3-32b", frameworks=["mindspeed-llm"], layout={"mindspeed-llm": pins})
+    assert (path, text) in [(p.path, p.message) for p in info.value.problems]
+
+
+def test_llama_factory_pins_are_data_parallel_only():
+    with pytest.raises(SpecError) as info:
+        plan_of(model="qwen3-8b", frameworks=["llama-factory"], layout={"llama-factory": {"tp": 2}})
+    assert info.value.problems[0].path == "layout.llama-factory.tp"
+
+
+def test_force_accepts_below_minimum_and_flags_it():
+    spec = make_spec(model="qwen3-32b", frameworks=["mindspeed-llm"], cards=8)
+    with pytest.raises(SpecError):
+        resolve(spec, T)
+    plan = resolve(spec, T, force=True)
+    assert plan.frameworks["mindspeed-llm"].forced and any("FORCED" in n for n in plan.notes)
+
+
+def test_force_on_a_dash_cell_lets_the_memory_model_decide():
+    spec = make_spec(model="llama3.1-8b", frameworks=["llama-factory"])
+    plan = resolve(spec, T, force=True)
+    fp = plan.frameworks["llama-factory"]
+    assert fp.forced and fp.min_cards.case.startswith("memory model")
+    check_layout_rules(plan, "llama-factory")
+
+
+def test_no_table_row_uses_the_memory_model():
+    plan = plan_of(model="debug-tiny", frameworks=["mindspeed-llm"])
+    fp = plan.frameworks["mindspeed-llm"]
+    assert fp.min_cards.case == "memory model (no table row)" and fp.layout.cards == 1
+
+
+def test_seq_len_between_rows_uses_the_next_larger():
+    plan = plan_of(model="qwen3-32b", seq_len=6144, frameworks=["mindspeed-llm"])
+    assert plan.frameworks["mindspeed-llm"].min_cards.case == "next larger seq_len row"
+    long = plan_of(model="qwen3-32b", seq_len=16384, frameworks=["mindspeed-llm"])
+    fp = long.frameworks["mindspeed-llm"]
+    assert fp.min_cards.case == "largest seq_len row"
+    check_layout_rules(long, "mindspeed-llm")
+
+
+def test_rejected_candidates_carry_their_rule():
+    plan = plan_of(model="qwen3-32b", frameworks=["mindspeed-llm"])
+    reasons = [r.reason for r in plan.rejected]
+    assert any(r.startswith("memory:") for r in reasons)
+    assert all(r.framework == "mindspeed-llm" and r.layout for r in plan.rejected)
+
+
+def test_gbs_divisibility_is_respected():
+    plan = plan_of(model="qwen3-8b", frameworks=["mindspeed-llm"], global_batch_size=96)
+    lay = plan.frameworks["mindspeed-llm"].layout
+    assert lay.global_batch_size == 96 and 96 % (lay.micro_batch_size * lay.dp) == 0
+
+
+def test_dataset_advice_from_seed_001():
+    plan = plan_of(model="qwen3-32b", method="lora", data={"samples": 20000, "tokens_per_sample": 512})
+    assert any("about 80000 good samples" in n for n in plan.notes)
+
+
+def test_plan_json_has_the_fixed_keys():
+    data = plan_of(model="qwen3-8b", data={"total_tokens": 10**9}).to_json()
+    for key in ("job", "model", "method", "seq_len", "hardware", "cards", "nodes", "cards_per_node", "min_cards",
+                "estimate", "frameworks", "rejected", "notes"):
+        assert key in data
+    assert set(data["min_cards"]) >= {"value", "source"}
+    assert set(data["estimate"]) >= {"total_tokens", "tokens_per_card_s", "tps_source", "time_hours"}
+    for fw in data["frameworks"].values():
+        assert set(fw) >= {"cards", "nodes", "tp", "pp", "dp", "cp", "ep", "micro_batch_size", "global_batch_size",
+                           "grad_accum", "recompute", "sequence_parallel", "zero_stage", "offload",
+                           "memory_per_card_gb", "source"}
