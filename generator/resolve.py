@@ -73,10 +73,17 @@ def resolve(spec: Spec, tables: Tables, force: bool = False) -> Plan:
         raise SpecError.at("seq_len", f"{spec.seq_len} exceeds the {model.max_positions} positions "
                                       f"(max_position_embeddings) of {model.name}")
     names = _frameworks(spec, tables, model)
+    notes: list[str] = []
+    if spec.frameworks is None and not force:
+        # Defaulted frameworks drop those the table marks '-' here; a named one is refused instead.
+        refusals = {n: _dash_refusal(Context(spec, model, hw, tables.frameworks[n], force), tables) for n in names}
+        if all(refusals.values()):
+            raise SpecError.at("hardware", "; ".join(refusals.values()))
+        notes.extend(f"{n} left out: {r}" for n, r in refusals.items() if r)
+        names = [n for n in names if not refusals[n]]
     _check_layout_keys(spec, names)
     plans: dict[str, FrameworkPlan] = {}
     rejected: list[Rejected] = []
-    notes: list[str] = []
     warnings: list[str] = []
     for name in names:
         ctx = Context(spec, model, hw, tables.frameworks[name], force)
@@ -101,15 +108,35 @@ def resolve(spec: Spec, tables: Tables, force: bool = False) -> Plan:
 def _frameworks(spec: Spec, tables: Tables, model: Model) -> list[str]:
     supported = [name for name in FRAMEWORKS if tables.supports(name, model.name)]
     if spec.frameworks is None:
-        if not supported:
-            raise SpecError.at("model", f"{model.name} is not supported by any framework in the tables")
-        return supported
-    problems = [Problem(f"frameworks.{i}", f"{name} does not support {model.name}; frameworks that do: "
-                                           f"{', '.join(supported) or 'none'}")
-                for i, name in enumerate(spec.frameworks) if name not in supported]
+        chosen = [name for name in supported if _job_refusal(tables, name, model, spec) is None]
+        if not chosen:
+            reasons = "; ".join(_job_refusal(tables, n, model, spec) for n in supported) or \
+                f"{model.name} is not supported by any framework in the tables"
+            raise SpecError.at("model", reasons)
+        return chosen
+    problems = []
+    for i, name in enumerate(spec.frameworks):
+        if name not in supported:
+            problems.append(Problem(f"frameworks.{i}", f"{name} does not support {model.name}; frameworks that do: "
+                                                       f"{', '.join(supported) or 'none'}"))
+        elif _job_refusal(tables, name, model, spec):
+            problems.append(Problem(f"frameworks.{i}", _job_refusal(tables, name, model, spec)))
     if problems:
         raise SpecError(problems)
     return [name for name in FRAMEWORKS if name in spec.frameworks]
+
+
+def _job_refusal(tables: Tables, name: str, model: Model, spec: Spec) -> str | None:
+    """Why `name` cannot run this job although it supports the model; None when it can."""
+    fw = tables.frameworks[name]
+    offered = fw.methods_for(model.name)
+    if offered is not None and spec.method not in offered:
+        return (f"{name} has no upstream {spec.method} config to follow for {model.name} "
+                f"(offered: {', '.join(offered)})")
+    if name == "mindformers" and spec.dataset_format != "alpaca" and spec.method != "pretrain":
+        # The upstream HFDataLoader recipes use AlpacaInstructDataHandler; there is no ShareGPT recipe to follow.
+        return "mindformers fine-tuning data must be alpaca-format (paths.dataset_format: alpaca)"
+    return None
 
 
 def _check_layout_keys(spec: Spec, names: list[str]) -> None:
@@ -165,28 +192,17 @@ def _resolve_framework(ctx: Context, tables: Tables):
 # Cards
 
 
-def _minimum(ctx: Context, tables: Tables, notes: list[str]) -> tuple[MinCards | None, bool]:
-    """The table's minimum for this framework; None when only the memory model can say. Second: forced."""
-    spec, hw = ctx.spec, ctx.hw
+def _table_row(ctx: Context, tables: Tables):
+    """(row, case) of the minimum-card table for this job in the framework's own column, or None."""
+    spec = ctx.spec
     row_method = "full" if spec.method == "pretrain" else spec.method
-    column = ctx.fw.min_cards_from
-    if column == "presets-then-mindspeed-llm":
-        preset = _preset_for(ctx, tables, cards=None)
-        if preset is not None:
-            return MinCards(preset.cards, f"seed 003 validated config ({preset.model} {spec.method} "
-                                          f"{preset.seq_len} on {preset.hardware}, level {preset.level})",
-                            "preset"), False
-        column = "mindspeed-llm"
-        notes.append("minimum cards: no seed-003 preset for this case, so the MindSpeed-LLM column of the "
-                     "minimum-card table stands in for MindFormers")
+    column = "mindspeed-llm" if ctx.fw.min_cards_from == "presets-then-mindspeed-llm" else ctx.fw.min_cards_from
     rows = [r for r in tables.rows_for(ctx.model.name, column) if row_method in r.methods]
     if not rows:
-        notes.append(f"minimum cards: the table has no {column} row for {ctx.model.name} {row_method}; "
-                     f"the memory model decides")
-        return None, False
+        return None
     exact = [r for r in rows if spec.seq_len in r.seq_lens]
-    larger = sorted((r for r in rows if max(r.seq_lens) >= spec.seq_len), key=lambda r: min(
-        s for s in r.seq_lens if s >= spec.seq_len))
+    larger = sorted((r for r in rows if max(r.seq_lens) >= spec.seq_len),
+                    key=lambda r: min(s for s in r.seq_lens if s >= spec.seq_len))
     if exact:
         row, case = exact[0], "exact row"
     elif larger:
@@ -195,17 +211,47 @@ def _minimum(ctx: Context, tables: Tables, notes: list[str]) -> tuple[MinCards |
         row, case = max(rows, key=lambda r: max(r.seq_lens)), "largest seq_len row"
     if spec.method == "pretrain":
         case = f"pretrain uses the full row; {case}"
+    return row, case
+
+
+def _dash_refusal(ctx: Context, tables: Tables) -> str | None:
+    """The refusal for a '-' cell in the framework's own column (MindFormers only borrows a column: never)."""
+    found = _table_row(ctx, tables)
+    if found is None or ctx.fw.min_cards_from != found[0].framework or found[0].cards[ctx.hw.name] is not None:
+        return None
+    row, hw = found[0], ctx.hw
+    elsewhere = [f"{h} ({row.cards[h]} cards)" for h in sorted(row.cards) if row.cards[h] is not None]
+    return (f"{ctx.fw.name} is not supported for {ctx.model.name} {'/'.join(row.methods)} on {hw.name} by the "
+            f"minimum-card table ({row.cite(hw.name)}); supported on: {', '.join(elsewhere) or 'no platform'}. "
+            f"Use --force to let the memory model decide")
+
+
+def _minimum(ctx: Context, tables: Tables, notes: list[str]) -> tuple[MinCards | None, bool]:
+    """The table's minimum for this framework; None when only the memory model can say. Second: forced."""
+    spec, hw = ctx.spec, ctx.hw
+    if ctx.fw.min_cards_from == "presets-then-mindspeed-llm":
+        preset = _preset_for(ctx, tables, cards=None)
+        if preset is not None:
+            return MinCards(preset.cards, f"seed 003 validated config ({preset.model} {spec.method} "
+                                          f"{preset.seq_len} on {preset.hardware}, level {preset.level})",
+                            "preset"), False
+        notes.append("minimum cards: no seed-003 preset for this case, so the MindSpeed-LLM column of the "
+                     "minimum-card table stands in for MindFormers")
+    found = _table_row(ctx, tables)
+    if found is None:
+        notes.append(f"minimum cards: the table has no row for {ctx.model.name} {spec.method}; "
+                     f"the memory model decides")
+        return None, False
+    row, case = found
     value = row.cards[hw.name]
     if value is None:
-        elsewhere = [f"{h} ({row.cards[h]} cards)" for h in sorted(row.cards) if row.cards[h] is not None]
-        if ctx.fw.min_cards_from != column:  # MindFormers borrowing MindSpeed-LLM's column: not a refusal
-            notes.append(f"minimum cards: the borrowed {column} cell is '-' on {hw.name}; the memory model decides")
+        refusal = _dash_refusal(ctx, tables)
+        if refusal is None:  # MindFormers borrowing MindSpeed-LLM's column: not a refusal
+            notes.append(f"minimum cards: the borrowed {row.framework} cell is '-' on {hw.name}; "
+                         f"the memory model decides")
             return None, False
         if not ctx.force:
-            where = ", ".join(elsewhere) or "no platform"
-            raise SpecError.at("hardware", f"{ctx.fw.name} is not supported for {ctx.model.name} {row_method} on "
-                                           f"{hw.name} by the minimum-card table ({row.cite(hw.name)}); supported "
-                                           f"on: {where}. Use --force to let the memory model decide")
+            raise SpecError.at("hardware", refusal)
         notes.append(f"FORCED: the table has '-' for {hw.name} ({row.cite(hw.name)}); the memory model decides")
         return None, True
     if value % hw.parallel_unit:

@@ -166,7 +166,15 @@ class Framework:
     mfu_source: str
     lora: dict
     min_cards_from: str
-    models: tuple[str, ...]
+    models: dict  # model name -> framework-specific facts about it (may be empty)
+
+    def methods_for(self, model: str) -> tuple[str, ...] | None:
+        """Methods this framework offers for `model` when its row limits them (None: all)."""
+        info = self.models.get(model) or {}
+        if "finetune" not in info:
+            return None
+        offered = ("full", "lora") if info["finetune"] else ()
+        return offered + (("pretrain",) if info.get("pretrain") else ())
 
 
 @dataclass(frozen=True)
@@ -281,7 +289,7 @@ def load_tables() -> Tables:
     hardware = {r["name"]: _typed_row(Hardware, r, "hardware.yaml") for r in _load_yaml("hardware.yaml")["hardware"]}
     frameworks = {}
     for r in _load_yaml("frameworks.yaml")["frameworks"]:
-        frameworks[r["name"]] = _typed_row(Framework, {**r, "models": tuple(r["models"])}, "frameworks.yaml")
+        frameworks[r["name"]] = _typed_row(Framework, r, "frameworks.yaml")
     presets_doc = _load_yaml("presets.yaml")
     presets = tuple(
         _typed_row(Preset, {**presets_doc["defaults"], **p, "methods": tuple(p["methods"]),

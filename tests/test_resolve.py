@@ -38,7 +38,7 @@ def sweep_cases():
         for method in p.methods:
             cases.add((p.model, method, p.seq_len, p.hardware, "mindformers"))
     for name in T.frameworks["mindformers"].models:
-        for method in ("full", "lora", "pretrain"):
+        for method in T.frameworks["mindformers"].methods_for(name):
             for hw in T.hardware:
                 cases.add((name, method, 4096, hw, "mindformers"))
     return sorted(cases)
