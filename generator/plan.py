@@ -8,6 +8,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from .memory import MemoryBreakdown
+from .tables import Model
 
 # The search only accepts layouts whose estimate leaves this share of the usable memory free: the estimate is a
 # model, not a measurement, and a job that OOMs after the checkpoint has loaded costs far more than one more node.
@@ -98,6 +99,12 @@ class Layout:
         return self.global_batch_size // (self.micro_batch_size * self.dp)
 
     @property
+    def stage_offsets(self) -> tuple[int, ...]:
+        """Each stage's layers minus an even share (MindFormers' `offset`); sums to layers % pp."""
+        base = sum(self.num_layer_list) // self.pp
+        return tuple(n - base for n in self.num_layer_list)
+
+    @property
     def uneven_layers(self) -> bool:
         return len(set(self.num_layer_list)) > 1
 
@@ -131,6 +138,7 @@ class FrameworkPlan:
     min_cards: MinCards
     estimate: Estimate
     forced: bool = False  # --force accepted something the table would refuse
+    info: dict = field(default_factory=dict)  # the framework's facts about this model (frameworks.yaml)
     upstream: str | None = None  # the upstream file a renderer follows
 
     def to_json(self) -> dict:
@@ -145,7 +153,7 @@ class FrameworkPlan:
             "memory_breakdown_gb": {k: round(v, 2) for k, v in lay.memory.items()},
             "num_layer_list": list(lay.num_layer_list), "source": lay.source,
             "min_cards": {"value": self.min_cards.value, "source": self.min_cards.source, "case": self.min_cards.case},
-            "estimate": _estimate_json(self.estimate), "forced": self.forced,
+            "estimate": _estimate_json(self.estimate), "forced": self.forced, "upstream": self.upstream,
         }
 
 
@@ -179,7 +187,15 @@ class Plan:
     master_addr: str | None  # None: multi-node launch scripts ask for it at run time
     master_port: int
     spec_sha256: str
+    shape: Model  # the model table row
+    epochs: float
+    samples_per_epoch: int | None  # spec samples, or total_tokens / seq_len; None without data
     version: str = field(default="")
+
+    @property
+    def whole_epochs(self) -> int:
+        """Frameworks that count epochs in integers (MindFormers) run this many."""
+        return max(1, -(-int(self.epochs * 1000) // 1000))
 
     @property
     def main(self) -> FrameworkPlan:

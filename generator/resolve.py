@@ -102,7 +102,14 @@ def resolve(spec: Spec, tables: Tables, force: bool = False) -> Plan:
                 hardware=hw.name, hardware_label=hw.label, cards_per_node=hw.cards_per_node, frameworks=plans,
                 rejected=tuple(rejected), notes=tuple(notes), warnings=tuple(warnings), paths=paths,
                 dataset_format=spec.dataset_format, master_addr=spec.master_addr,
-                master_port=spec.master_port or DEFAULT_MASTER_PORT, spec_sha256=spec.sha256, version=__version__)
+                master_port=spec.master_port or DEFAULT_MASTER_PORT, spec_sha256=spec.sha256, shape=model,
+                epochs=spec.epochs, samples_per_epoch=_samples_per_epoch(spec), version=__version__)
+
+
+def _samples_per_epoch(spec: Spec) -> int | None:
+    if spec.samples is not None:
+        return spec.samples
+    return None if spec.total_tokens is None else math.ceil(spec.total_tokens / spec.seq_len)
 
 
 def _frameworks(spec: Spec, tables: Tables, model: Model) -> list[str]:
@@ -183,8 +190,10 @@ def _resolve_framework(ctx: Context, tables: Tables):
             and est.time_hours > ctx.spec.time_budget_hours * 1.0001:
         warnings.append(f"predicted {est.time_hours:.1f} h exceeds the {ctx.spec.time_budget_hours:g} h budget "
                         f"on {layout.cards} cards")
+    info = ctx.fw.models.get(ctx.model.name) or {}
+    upstream = info.get("pretrain" if ctx.spec.method == "pretrain" else "finetune")
     fplan = FrameworkPlan(name=ctx.fw.name, label=ctx.fw.label, layout=layout, min_cards=minimum, estimate=est,
-                          forced=forced)
+                          forced=forced, info=info, upstream=upstream)
     return fplan, rejected, notes, warnings
 
 

@@ -13,3 +13,38 @@ def make_spec(**fields):
     data.update(fields)
     data = {k: v for k, v in data.items() if v is not None}
     return parse_spec(yaml.safe_dump(data).encode())
+
+
+def render_job(tables, **fields):
+    """Plan and render a job in memory: (plan, {relative path: text})."""
+    from generator.render import render_files
+    from generator.resolve import resolve
+
+    plan = resolve(make_spec(**fields), tables)
+    return plan, render_files(plan)
+
+
+def check_script(text: str, tmp_path, name: str = "launch.sh") -> None:
+    """bash -n and shellcheck (warning level) on a generated script; raises AssertionError with their output."""
+    import subprocess
+
+    path = tmp_path / name
+    path.write_text(text, encoding="utf-8")
+    syntax = subprocess.run(["bash", "-n", str(path)], capture_output=True, text=True)
+    assert syntax.returncode == 0, syntax.stderr
+    lint = subprocess.run(["shellcheck", "-S", "warning", str(path)], capture_output=True, text=True)
+    assert lint.returncode == 0, lint.stdout
+
+
+def flat_keys(node, prefix: str = "") -> set[str]:
+    """Every key path of a YAML document; list items of mappings share one `[]` path."""
+    keys: set[str] = set()
+    if isinstance(node, dict):
+        for key, value in node.items():
+            path = f"{prefix}.{key}" if prefix else str(key)
+            keys.add(path)
+            keys |= flat_keys(value, path)
+    elif isinstance(node, list):
+        for item in node:
+            keys |= flat_keys(item, f"{prefix}[]")
+    return keys

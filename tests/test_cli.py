@@ -73,8 +73,9 @@ def test_render_is_byte_identical_whatever_the_cwd_or_out_folder(tmp_path, monke
     monkeypatch.chdir(tmp_path)
     run("render", EXAMPLE, "-o", "b/c", catch_exceptions=False)
     first, second = tmp_path / "a" / "qwen3-32b-full-snt9b-16c", tmp_path / "b" / "c" / "qwen3-32b-full-snt9b-16c"
-    names = sorted(p.name for p in first.iterdir())
-    assert names == sorted(p.name for p in second.iterdir())
+    names = sorted(str(p.relative_to(first)) for p in first.rglob("*") if p.is_file())
+    assert names == sorted(str(p.relative_to(second)) for p in second.rglob("*") if p.is_file())
+    assert "mindformers/train.yaml" in names
     for name in names:
         data = (first / name).read_bytes()
         assert data == (second / name).read_bytes()

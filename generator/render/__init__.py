@@ -1,7 +1,7 @@
 """Plan -> {relative path: text}, then write (atomically) or check against disk.
 
-Every renderer is a function `(plan, env) -> {relative path: text}` registered in RENDERERS under the framework it
-serves (None = always). This module adds the provenance header to each file (in the file format's comment syntax)
+Every framework renderer is a pair of functions registered in FRAMEWORK_RENDERERS: `(plan, env) -> {relative path:
+text}` for its folder and `(plan, env) -> markdown` for its section of PLAN.md, which the core renderer writes last. This module adds the provenance header to each file (in the file format's comment syntax)
 and a MANIFEST listing every file with its sha256: JSON cannot carry a comment, and the hashes let `render` tell
 a file edited by hand from one it wrote itself.
 """
@@ -22,12 +22,17 @@ from .. import __version__
 from ..errors import UserError
 from ..plan import Plan
 from ..resources import resource_dir
-from . import core
+from ..shell import quote
+from ..yamlvalue import yaml_value
+from . import core, mindformers
 
 Renderer = Callable[[Plan, jinja2.Environment], dict[str, str]]
+Section = Callable[[Plan, jinja2.Environment], str]
 
-# (framework or None for every plan, renderer). Framework renderers add themselves here.
-RENDERERS: list[tuple[str | None, Renderer]] = [(None, core.render)]
+# Framework renderers: name -> (files of its folder, its section of PLAN.md). A new framework adds itself here.
+FRAMEWORK_RENDERERS: dict[str, tuple[Renderer, Section]] = {
+    mindformers.NAME: (mindformers.render, mindformers.plan_section),
+}
 
 MANIFEST = "MANIFEST"
 
@@ -38,6 +43,8 @@ def environment() -> jinja2.Environment:
                              undefined=jinja2.StrictUndefined, keep_trailing_newline=True, autoescape=False,
                              trim_blocks=True, lstrip_blocks=True)
     env.filters["code"] = markdown_code
+    env.filters["sh"] = quote
+    env.filters["yaml"] = yaml_value
     return env
 
 
@@ -77,12 +84,12 @@ def render_files(plan: Plan) -> dict[str, str]:
     """Every file of the job folder, headers and MANIFEST included, in a stable order."""
     env = environment()
     files: dict[str, str] = {}
-    for framework, renderer in RENDERERS:
-        if framework is None or framework in plan.frameworks:
-            for path, text in renderer(plan, env).items():
-                if path in files:
-                    raise RuntimeError(f"two renderers both write {path}")
-                files[path] = text
+    sections: dict[str, str] = {}
+    for framework, (renderer, section) in FRAMEWORK_RENDERERS.items():
+        if framework in plan.frameworks:
+            files.update(renderer(plan, env))
+            sections[framework] = section(plan, env)
+    files.update(core.render(plan, env, sections))
     header = header_text(plan)
     out = {path: with_header(path, files[path], header) for path in sorted(files)}
     lines = [f"# {header}",

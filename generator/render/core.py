@@ -13,6 +13,7 @@ def plan_json(plan: Plan) -> str:
     return json.dumps(plan.to_json(), indent=2, ensure_ascii=False) + "\n"
 
 
-def render(plan: Plan, env: jinja2.Environment) -> dict[str, str]:
-    text = env.get_template("PLAN.md.j2").render(plan=plan, headroom_pct=round(HEADROOM * 100))
+def render(plan: Plan, env: jinja2.Environment, sections: dict[str, str]) -> dict[str, str]:
+    """`sections`: each framework renderer's part of PLAN.md (its files and how to launch them)."""
+    text = env.get_template("PLAN.md.j2").render(plan=plan, headroom_pct=round(HEADROOM * 100), sections=sections)
     return {"PLAN.md": text, "plan.json": plan_json(plan)}

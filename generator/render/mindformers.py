@@ -1,0 +1,113 @@
+"""MindFormers: train.yaml (upstream's layout, the plan's values), launch.sh NODE_RANK and commands.txt."""
+
+from __future__ import annotations
+
+import jinja2
+
+from ..plan import FrameworkPlan, Plan
+from ..shell import quote
+from .common import launch_context
+
+NAME = "mindformers"
+# Mcore data columns (configs/qwen3/*.yaml); legacy research columns per family (research/*/finetune_*.yaml).
+MCORE_COLUMNS = ["input_ids", "labels", "loss_mask", "position_ids"]
+RESEARCH_COLUMNS = {"llama3_1": ["input_ids", "labels"], "qwen2_5": ["input_ids", "target_ids", "attention_mask"]}
+# Upstream learning rates: 1.e-6 (Qwen3 / DeepSeek-V3 fine-tune, Qwen3 pretrain); LoRA trains only the adapters and
+# uses LLaMA-Factory's LoRA example rate (examples/train_lora/qwen3_lora_sft.yaml: 1.0e-4).
+LEARNING_RATE = {"full": 1.0e-6, "pretrain": 1.0e-6, "lora": 1.0e-4}
+PRETRAIN_SAMPLES_PLACEHOLDER = 8000  # upstream pretrain_qwen3_32b_4k.yaml's `sizes`, when the spec has no data size
+CLUSTER_TIME_OUT = 7200  # seconds msrun waits for every node (upstream's value)
+
+
+def task_args(plan: Plan, fp: FrameworkPlan) -> str:
+    """run_mindformer.py arguments after --config; fixed words only, no spec value (those live in the YAML)."""
+    single = fp.layout.cards == 1
+    return " ".join(["--run_mode", "train", "--use_parallel", "False" if single else "True",
+                     "--auto_trans_ckpt", "True" if _auto_trans(plan, fp) else "False"])
+
+
+def _auto_trans(plan: Plan, fp: FrameworkPlan) -> bool:
+    # Fine-tuning loads the HuggingFace safetensors of pretrained_model_dir and reshards them for the layout.
+    return plan.method != "pretrain" and fp.layout.cards > 1
+
+
+def yaml_context(plan: Plan, fp: FrameworkPlan) -> dict:
+    lay, info = fp.layout, fp.info
+    research = info["layout"] == "research"
+    pipelined = lay.pp > 1
+    even = not lay.uneven_layers
+    return {
+        "upstream": fp.upstream, "shape": plan.shape, "info": info, "family": info.get("family"),
+        "research_seed": info.get("seed"), "hardware_label": plan.hardware_label, "cards": lay.cards,
+        "output_dir": plan.paths["output_dir"].value, "model_dir": plan.paths["model_dir"].value,
+        "dataset": plan.paths["dataset"].value,
+        "auto_trans_ckpt": _auto_trans(plan, fp), "use_parallel": lay.cards > 1,
+        "model_name": info["model_name"], "prefix": info["prefix"],
+        "epochs": plan.whole_epochs, "batch_size": lay.micro_batch_size,
+        # MindFormers accumulates through the pipeline's micro batches when pp > 1, else through the runner.
+        "micro_batch_num": lay.grad_accum if pipelined else 1,
+        "gradient_accumulation_steps": 1 if pipelined else lay.grad_accum,
+        "learning_rate": LEARNING_RATE[plan.method],
+        "input_columns": RESEARCH_COLUMNS[info["family"]] if research else MCORE_COLUMNS,
+        "create_attention_mask": plan.shape.name == "deepseek-v3",
+        "seq_len": plan.seq_len,
+        "max_device_memory": f"{lay.usable_gb:g}GB",
+        "parallel_speed_up_json_path": "./configs/qwen3/parallel_speed_up.json",
+        "data_parallel": lay.dp, "model_parallel": lay.tp, "context_parallel": lay.cp, "pipeline_stage": lay.pp,
+        "expert_parallel": lay.ep, "moe": plan.shape.is_moe,
+        "use_seq_parallel": lay.sequence_parallel,
+        "gradient_aggregation_group": 1 if not research else 4,
+        "vocab_emb_dp": lay.tp == 1,
+        "recompute": lay.recompute == "full", "select_recompute": lay.recompute == "selective",
+        "offset": 0 if even else list(lay.stage_offsets),
+        "untie": not plan.shape.tied,
+        "lora": {"rank": lay.lora_rank, "alpha": lay.lora_alpha} if plan.method == "lora" else None,
+        "moe_source": fp.upstream, "moe_balancing": "gbs_aux_loss" if plan.method == "pretrain" else "seq_aux_loss",
+        "print_separate_loss": plan.shape.is_moe, "topk_bias_callback": plan.shape.name == "deepseek-v3",
+        "train_samples": plan.samples_per_epoch or PRETRAIN_SAMPLES_PLACEHOLDER,
+        "train_samples_placeholder": plan.samples_per_epoch is None,
+    }
+
+
+def command_line(plan: Plan, fp: FrameworkPlan, rank: int) -> str:
+    """The exact command for node `rank`, for commands.txt; $JOB_DIR is this folder on the cluster."""
+    lay = fp.layout
+    prefix = f"export DEVICE_NUM_PER_NODE={lay.cards_per_node} && " if lay.cards_per_node != 8 else ""
+    cd = f"cd {quote(plan.paths['mindformers_dir'].value)} && "
+    if lay.cards == 1:
+        return f"{prefix}{cd}python run_mindformer.py --config \"$JOB_DIR/train.yaml\" {task_args(plan, fp)}"
+    master = quote(plan.master_addr) if plan.master_addr else '"${MASTER_ADDR:?}"'
+    return (f"{prefix}{cd}bash scripts/msrun_launcher.sh \"run_mindformer.py --config $JOB_DIR/train.yaml "
+            f"{task_args(plan, fp)}\" {lay.cards} {lay.local_cards} {master} {plan.master_port} {rank} "
+            f"{quote(log_dir(plan))} False {CLUSTER_TIME_OUT}")
+
+
+def log_dir(plan: Plan) -> str:
+    # msrun_launcher evals LOG_DIR inside its command: a fixed relative path (job names are [a-z0-9._-]) stays safe.
+    return f"output/msrun_log/{plan.job}"
+
+
+def render(plan: Plan, env: jinja2.Environment) -> dict[str, str]:
+    fp = plan.frameworks[NAME]
+    lay = fp.layout
+    kind = "pretrain" if plan.method == "pretrain" else "finetune"
+    yaml_text = env.get_template(f"mindformers/{fp.info['layout']}_{kind}.yaml.j2").render(**yaml_context(plan, fp))
+    launch = env.get_template("mindformers/launch.sh.j2").render(
+        **launch_context(plan, fp, ["model_dir", "dataset", "output_dir", "mindformers_dir"]),
+        title=f"MindFormers launch for job {plan.job}: {plan.model} {plan.method}, generated by gen-launch",
+        run_mode="pretrain" if plan.method == "pretrain" else "fine-tune",
+        mindformers_dir=plan.paths["mindformers_dir"].value,
+        device_num_per_node=lay.cards_per_node if lay.cards_per_node != 8 else None,
+        single_card=lay.cards == 1, task_args=task_args(plan, fp), worker_num=lay.cards, cards=lay.cards,
+        local_worker=lay.local_cards, log_dir=log_dir(plan), cluster_time_out=CLUSTER_TIME_OUT)
+    commands = env.get_template("commands.txt.j2").render(
+        framework="MindFormers", lines=[command_line(plan, fp, rank) for rank in range(lay.nodes)],
+        needs_job_dir=True, master_addr=plan.master_addr)
+    return {"mindformers/train.yaml": yaml_text, "mindformers/launch.sh": launch, "mindformers/commands.txt": commands}
+
+
+def plan_section(plan: Plan, env: jinja2.Environment) -> str:
+    fp = plan.frameworks[NAME]
+    return env.get_template("mindformers/plan_section.md.j2").render(
+        plan=plan, fp=fp, lines=[command_line(plan, fp, rank) for rank in range(fp.layout.nodes)],
+        auto_trans=_auto_trans(plan, fp))

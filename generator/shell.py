@@ -1,0 +1,13 @@
+"""The one quoting helper for every value that reaches a shell line.
+
+`quote` makes any string one literal word for bash (single quotes; embedded quotes closed and escaped), so paths
+with spaces, quotes, `$(...)`, backticks or newlines reach the program unchanged and inert.
+"""
+
+from __future__ import annotations
+
+import shlex
+
+
+def quote(value: object) -> str:
+    return shlex.quote(str(value))

@@ -1,0 +1,275 @@
+"""MindFormers renderer: train.yaml against upstream's keys and MindFormers' rules, launch.sh and commands.txt,
+across every model, platform and method MindFormers is offered for."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+from pathlib import Path
+
+import pytest
+import yaml
+
+from generator.tables import load_tables
+from helpers import check_script, flat_keys, render_job
+
+T = load_tables()
+UPSTREAM = Path(__file__).parent / "data" / "upstream" / "mindformers"
+
+# Strict sections (reference mindformers.md s4 / rule V18: unknown keys raise KeyError).
+STRICT = {
+    "parallel_config": {"data_parallel", "model_parallel", "context_parallel", "expert_parallel", "pipeline_stage",
+                        "micro_batch_num", "seq_split_num", "use_seq_parallel", "optimizer_shard",
+                        "gradient_aggregation_group", "vocab_emb_dp", "context_parallel_algo", "ulysses_degree_in_cp",
+                        "mem_coeff"},
+    "recompute_config": {"recompute", "select_recompute", "parallel_optimizer_comm_recompute", "select_comm_recompute",
+                         "mp_comm_recompute", "recompute_slice_activation", "select_recompute_exclude",
+                         "select_comm_recompute_exclude"},
+    "runner_config": {"batch_size", "epochs", "sink_mode", "sink_size", "gradient_accumulation_steps", "num_classes",
+                      "stop_step"},
+}
+MAX_DEVICE_MEMORY = re.compile(r"^([1-9][0-9]*(\.)?[0-9]*GB|0\.[0-9]*GB)$")  # rule V21
+
+
+def sweep():
+    fw = T.frameworks["mindformers"]
+    return [(model, method, hw) for model in fw.models if model != "debug-tiny"
+            for method in fw.methods_for(model) for hw in T.hardware]
+
+
+def msrun_args(launch: str) -> list[str]:
+    """WORKER_NUM LOCAL_WORKER ... from the msrun_launcher.sh line of launch.sh."""
+    tail = launch.split('--auto_trans_ckpt ', 1)[1].split("\n", 1)[1]
+    return tail.replace("\\", " ").split()
+
+
+@pytest.mark.parametrize("case", sweep(), ids=lambda c: "-".join(c))
+def test_train_yaml_obeys_mindformers_rules(case, tmp_path):
+    model_name, method, hw = case
+    plan, files = render_job(T, model=model_name, method=method, hardware=hw, frameworks=["mindformers"])
+    lay, model = plan.frameworks["mindformers"].layout, plan.shape
+    doc = yaml.safe_load(files["mindformers/train.yaml"])
+    pc, rc = doc["parallel_config"], doc["recompute_config"]
+    for section, allowed in STRICT.items():
+        assert set(doc[section]) <= allowed, f"{section}: {set(doc[section]) - allowed}"
+    assert "pp_interleave_num" not in pc  # V13
+    for required in (doc["trainer"], doc["optimizer"], doc["lr_schedule"], doc["runner_wrapper"],
+                     doc["train_dataset_task"], *doc["callbacks"]):
+        assert "type" in required
+    cp = pc.get("context_parallel", 1)
+    world = pc["data_parallel"] * pc["model_parallel"] * cp * pc["pipeline_stage"]
+    assert world == lay.cards  # V1
+    mc = doc["model"]["model_config"]
+    assert model.heads % pc["model_parallel"] == 0 and model.kv_heads % pc["model_parallel"] == 0  # V5, V6
+    if pc["pipeline_stage"] > 1:
+        assert pc["micro_batch_num"] >= pc["pipeline_stage"]  # V3
+        assert doc["runner_config"]["gradient_accumulation_steps"] == 1
+    if pc["use_seq_parallel"]:
+        assert pc["model_parallel"] > 1  # V8
+    offset = mc["offset"]
+    if isinstance(offset, list):  # V12
+        assert len(offset) == pc["pipeline_stage"] and sum(offset) == model.layers % pc["pipeline_stage"]
+        assert all(model.layers // pc["pipeline_stage"] + o >= 1 for o in offset)
+    else:
+        assert offset == 0 and model.layers % pc["pipeline_stage"] == 0
+    assert MAX_DEVICE_MEMORY.match(doc["context"]["max_device_memory"])  # V21
+    assert doc["context"]["max_device_memory"] == "58GB"
+    assert rc["recompute"] == (lay.recompute == "full")
+    # Global batch: batch_size x micro_batch_num x GA x dp (MindFormers base_trainer) equals the plan's.
+    rcfg = doc["runner_config"]
+    assert rcfg["batch_size"] * pc["micro_batch_num"] * rcfg["gradient_accumulation_steps"] * pc["data_parallel"] \
+        == lay.global_batch_size
+    data = doc["train_dataset"]
+    if "parallel" in doc and doc["parallel"].get("full_batch") is False:  # V17
+        strategy = doc["parallel"]["dataset_strategy"]
+        assert len(strategy) == len(data["input_columns"]) and strategy[0][0] == pc["data_parallel"]
+    # V25: one seq_length everywhere.
+    seqs = {int(v) for v in re.findall(r"seq_length: (\d+)", files["mindformers/train.yaml"])}
+    assert seqs == {plan.seq_len}
+    handlers = data["data_loader"].get("handler", [])
+    assert all(h["type"] != "take" for h in handlers)  # never silently cut the data set
+    if method == "lora":
+        assert mc["pet_config"]["pet_type"] == "lora" and mc["pet_config"]["lora_rank"] > 0
+    else:
+        assert "pet_config" not in mc
+    if model.is_moe:
+        assert pc["expert_parallel"] == lay.ep
+    launch = files["mindformers/launch.sh"]
+    check_script(launch, tmp_path)
+    if lay.cards > 1:
+        worker, local = msrun_args(launch)[:2]
+        assert int(worker) == world and int(local) == min(lay.cards, lay.cards_per_node)
+        assert ("export DEVICE_NUM_PER_NODE=16" in launch) == (hw == "snt9b23")
+    assert doc["use_parallel"] == (lay.cards > 1)
+
+
+def test_seed_003_configs_reproduced_exactly_in_the_yaml():
+    expected = {  # seed 003 appendix: (model, method) -> parallel_config and recompute
+        ("qwen3-32b", "full"): dict(data_parallel=1, model_parallel=4, pipeline_stage=4, micro_batch_num=4,
+                                    use_seq_parallel=False, gradient_aggregation_group=1, recompute=True),
+        ("qwen3-32b", "lora"): dict(data_parallel=1, model_parallel=8, pipeline_stage=1, micro_batch_num=1,
+                                    use_seq_parallel=False, gradient_aggregation_group=1, recompute=True),
+        ("qwen3-14b", "full"): dict(data_parallel=1, model_parallel=8, pipeline_stage=1, micro_batch_num=1,
+                                    use_seq_parallel=False, gradient_aggregation_group=1, recompute=True),
+        ("qwen3-8b", "full"): dict(data_parallel=1, model_parallel=8, pipeline_stage=1, micro_batch_num=1,
+                                   use_seq_parallel=False, gradient_aggregation_group=1, recompute=False),
+        ("qwen3-0.6b", "lora"): dict(data_parallel=1, model_parallel=8, pipeline_stage=1, micro_batch_num=1,
+                                     use_seq_parallel=False, gradient_aggregation_group=1, recompute=False),
+    }
+    for (model, method), want in expected.items():
+        _, files = render_job(T, model=model, method=method, frameworks=["mindformers"])
+        doc = yaml.safe_load(files["mindformers/train.yaml"])
+        recompute = want.pop("recompute")
+        assert doc["parallel_config"] == want, (model, method)
+        assert doc["recompute_config"] == {"recompute": recompute, "select_recompute": False,
+                                           "parallel_optimizer_comm_recompute": True, "mp_comm_recompute": True}
+        assert doc["context"]["max_device_memory"] == "58GB"
+
+
+def upstream(name):
+    return yaml.safe_load((UPSTREAM / name).read_text(encoding="utf-8"))
+
+
+def keys(doc) -> set[str]:
+    """Key paths, leaving out the copy that the *train_dataset alias makes under train_dataset_task."""
+    return {k for k in flat_keys(doc) if not k.startswith("train_dataset_task.dataset_config.")}
+
+
+def test_finetune_key_tree_matches_upstream_qwen3():
+    _, files = render_job(T, model="qwen3-32b", method="full", frameworks=["mindformers"])
+    ours = yaml.safe_load(files["mindformers/train.yaml"])
+    theirs = upstream("configs__qwen3__finetune_qwen3.yaml")
+    assert list(ours) == list(theirs)  # same top-level keys, same order
+    added = keys(ours) - keys(theirs)
+    removed = keys(theirs) - keys(ours)
+    assert added == {"runner_config.sink_mode", "runner_config.sink_size", "train_dataset.data_loader.data_files",
+                     "model.model_config.seq_length"}
+    assert removed == {"train_dataset.data_loader.handler[].n"}  # the `take` handler that cuts the data
+
+
+def test_pretrain_key_tree_matches_upstream_qwen3_32b():
+    _, files = render_job(T, model="qwen3-32b", method="pretrain", frameworks=["mindformers"])
+    ours = yaml.safe_load(files["mindformers/train.yaml"])
+    theirs = upstream("configs__qwen3__pretrain_qwen3_32b_4k.yaml")
+    assert list(ours) == list(theirs)
+    assert keys(ours) - keys(theirs) == {"runner_config.sink_mode", "runner_config.sink_size"}
+    assert keys(theirs) - keys(ours) == set()
+    mc, up = ours["model"]["model_config"], theirs["model"]["model_config"]
+    for key in ("vocab_size", "hidden_size", "intermediate_size", "num_hidden_layers", "num_attention_heads",
+                "num_key_value_heads", "head_dim", "rms_norm_eps", "rope_theta", "offset", "tie_word_embeddings"):
+        assert mc[key] == up[key], key
+    assert ours["parallel_config"] == theirs["parallel_config"]
+
+
+@pytest.mark.parametrize("model,name", [("llama3.1-8b", "research__llama3_1__llama3_1_8b__finetune_llama3_1_8b.yaml"),
+                                        ("qwen2.5-7b", "research__qwen2_5__finetune_qwen2_5_7b_8k.yaml")])
+def test_research_layout_keeps_upstream_sections(model, name):
+    _, files = render_job(T, model=model, method="full", seq_len=8192, frameworks=["mindformers"])
+    ours = yaml.safe_load(files["mindformers/train.yaml"])
+    theirs = upstream(name)
+    assert set(theirs) - {"src_strategy_path_or_dir"} <= set(ours)
+    mc = ours["model"]["model_config"]
+    for key in ("hidden_size", "num_layers", "num_heads", "n_kv_heads", "vocab_size", "seq_length", "rms_norm_eps"):
+        assert mc[key] == theirs["model"]["model_config"][key], key
+    assert ours["model"]["arch"] == theirs["model"]["arch"]
+
+
+def test_untied_flag_follows_the_model():
+    _, tied = render_job(T, model="qwen3-0.6b", method="full", frameworks=["mindformers"])
+    mc = yaml.safe_load(tied["mindformers/train.yaml"])["model"]["model_config"]
+    assert mc["untie_embeddings_and_output_weights"] is False  # Qwen3-0.6B ties its embeddings
+
+
+def test_single_card_runs_python_directly(tmp_path):
+    plan, files = render_job(T, model="debug-tiny", method="full", frameworks=["mindformers"], cards=1)
+    launch = files["mindformers/launch.sh"]
+    assert "bash scripts/msrun_launcher.sh" not in launch
+    assert 'python run_mindformer.py --config "$CONFIG" --run_mode train --use_parallel False' in launch
+    assert yaml.safe_load(files["mindformers/train.yaml"])["use_parallel"] is False
+    check_script(launch, tmp_path)
+
+
+def test_commands_differ_only_in_node_rank():
+    plan, files = render_job(T, model="qwen3-32b", method="full", frameworks=["mindformers"], cards=32,
+                             cluster={"master_addr": "10.0.0.1"})
+    lines = [l for l in files["mindformers/commands.txt"].splitlines() if l and not l.startswith("#")]
+    assert len(lines) == plan.frameworks["mindformers"].layout.nodes == 4
+    for rank, line in enumerate(lines):
+        assert line == lines[0].replace(" 10.0.0.1 50001 0 ", f" 10.0.0.1 50001 {rank} ")
+
+
+HOSTILE = "/data/my model/it's \"q\" $(touch pwned) `id` ünï"
+
+
+def fake_mindformers(root: Path) -> Path:
+    """A MindFormers checkout whose msrun_launcher.sh builds and evals the command like upstream's, and an `msrun`
+    and python that record the arguments they get."""
+    (root / "scripts").mkdir(parents=True)
+    (root / "scripts" / "msrun_launcher.sh").write_text(
+        '#!/bin/bash\n'
+        'WORKER_NUM=$2; LOCAL_WORKER=$3; MASTER_ADDR=$4; MASTER_PORT=$5; NODE_RANK=$6; LOG_DIR=$7; JOIN=$8; '
+        'CLUSTER_TIME_OUT=$9\n'
+        'MSRUN_CMD="msrun --bind_core=True --worker_num=$WORKER_NUM --local_worker_num=$LOCAL_WORKER '
+        '--master_addr=$MASTER_ADDR --master_port=$MASTER_PORT --node_rank=$NODE_RANK --log_dir=$LOG_DIR '
+        '--join=$JOIN --cluster_time_out=$CLUSTER_TIME_OUT"\n'
+        'eval "$MSRUN_CMD $1"\n')
+    bindir = root / "bin"
+    bindir.mkdir()
+    recorder = '#!/usr/bin/env python3\nimport json, os, sys\n' \
+               'open(os.environ["RECORD"], "a").write(json.dumps(sys.argv[1:]) + "\\n")\n'
+    for name in ("msrun", "python"):
+        (bindir / name).write_text(recorder)
+        (bindir / name).chmod(0o755)
+    return bindir
+
+
+@pytest.mark.parametrize("cards", [16, 1])
+def test_launch_passes_hostile_paths_as_one_literal_argument(tmp_path, cards):
+    from generator.render import write
+    checkout = tmp_path / "mf $(x) 'dir'"
+    bindir = fake_mindformers(checkout)
+    fields = dict(model="qwen3-32b" if cards > 1 else "debug-tiny", method="full", frameworks=["mindformers"],
+                  cards=cards, paths={"mindformers_dir": str(checkout), "model_dir": "/m", "dataset": "/d.json",
+                                      "output_dir": "/o"})
+    plan, files = render_job(T, **fields)
+    out = tmp_path / HOSTILE.lstrip("/").replace("/", "_")
+    write(files, out, plan.job, force=False)
+    job_dir = out / plan.job
+    record = tmp_path / "record.jsonl"
+    env = {**os.environ, "PATH": f"{bindir}:{os.environ['PATH']}", "RECORD": str(record), "MASTER_ADDR": "10.0.0.9"}
+    result = subprocess.run(["bash", str(job_dir / "mindformers" / "launch.sh"), "0"], env=env, cwd=tmp_path,
+                            capture_output=True, text=True)
+    assert result.returncode == 0, result.stderr
+    argv = json.loads(record.read_text().splitlines()[0])
+    config = str((job_dir / "mindformers" / "train.yaml").resolve())
+    assert argv[argv.index("--config") + 1] == config
+    if cards > 1:
+        assert "--worker_num=16" in argv and "--node_rank=0" in argv and "--master_addr=10.0.0.9" in argv
+    assert not (tmp_path / "pwned").exists()
+
+
+def test_launch_refuses_a_bad_node_rank_and_placeholders(tmp_path):
+    from generator.render import write
+    plan, files = render_job(T, model="qwen3-32b", method="full", frameworks=["mindformers"])
+    write(files, tmp_path, plan.job, force=False)
+    script = tmp_path / plan.job / "mindformers" / "launch.sh"
+    env = {**os.environ, "MASTER_ADDR": "10.0.0.9"}
+    for bad in ("", "x", "2", "-1"):
+        result = subprocess.run(["bash", str(script), bad], env=env, capture_output=True, text=True)
+        assert result.returncode == 2 and ("usage" in result.stderr or "out of range" in result.stderr)
+    result = subprocess.run(["bash", str(script), "0"], env=env, capture_output=True, text=True)
+    assert result.returncode == 2 and "paths.model_dir is the placeholder" in result.stderr
+    no_addr = {k: v for k, v in os.environ.items() if k != "MASTER_ADDR"}
+    result = subprocess.run(["bash", str(script), "0"], env=no_addr, capture_output=True, text=True)
+    assert result.returncode != 0 and "MASTER_ADDR" in result.stderr
+
+
+def test_hostile_values_are_inert_in_the_yaml():
+    _, files = render_job(T, model="qwen3-8b", method="lora", frameworks=["mindformers"],
+                          paths={"model_dir": HOSTILE, "dataset": "/x: y #z", "output_dir": "/o: 'p'"})
+    doc = yaml.safe_load(files["mindformers/train.yaml"])
+    assert doc["pretrained_model_dir"] == HOSTILE
+    assert doc["train_dataset"]["data_loader"]["data_files"] == "/x: y #z"
+    assert doc["output_dir"] == "/o: 'p'"
