@@ -124,8 +124,11 @@ def _frameworks(spec: Spec, tables: Tables, model: Model) -> list[str]:
     problems = []
     for i, name in enumerate(spec.frameworks):
         if name not in supported:
-            problems.append(Problem(f"frameworks.{i}", f"{name} does not support {model.name}; frameworks that do: "
-                                                       f"{', '.join(supported) or 'none'}"))
+            fw = tables.frameworks[name]
+            own = f" (its models: {', '.join(m for m in fw.models if m != 'debug-tiny')})" \
+                if fw.support == "listed" else ""
+            problems.append(Problem(f"frameworks.{i}", f"{name} does not support {model.name}{own}; frameworks that "
+                                                       f"do: {', '.join(supported) or 'none'}"))
         elif _job_refusal(tables, name, model, spec):
             problems.append(Problem(f"frameworks.{i}", _job_refusal(tables, name, model, spec)))
     if problems:

@@ -166,6 +166,7 @@ class Framework:
     mfu_source: str
     lora: dict
     min_cards_from: str
+    support: str  # "listed": only `models`; "table": `models` plus every model with a row in its min_cards column
     models: dict  # model name -> framework-specific facts about it (may be empty)
 
     def methods_for(self, model: str) -> tuple[str, ...] | None:
@@ -240,9 +241,8 @@ class Tables:
         fw = self.frameworks[framework]
         if model in fw.models:
             return True
-        column = fw.min_cards_from
-        return column in self.frameworks and any(
-            r.model == model and r.framework == column and any(v is not None for v in r.cards.values())
+        return fw.support == "table" and any(
+            r.model == model and r.framework == framework and any(v is not None for v in r.cards.values())
             for r in self.min_cards)
 
     def rows_for(self, model: str, framework: str) -> list[MinCardsRow]:

@@ -62,7 +62,10 @@ def yaml_context(plan: Plan, fp: FrameworkPlan) -> dict:
         "offset": 0 if even else list(lay.stage_offsets),
         "untie": not plan.shape.tied,
         "lora": {"rank": lay.lora_rank, "alpha": lay.lora_alpha} if plan.method == "lora" else None,
-        "moe_source": fp.upstream, "moe_balancing": "gbs_aux_loss" if plan.method == "pretrain" else "seq_aux_loss",
+        # Pretraining defines the architecture (upstream's qwen3_moe values); fine-tuning keeps the checkpoint's
+        # config.json, so routing keys such as norm_topk_prob or routed_scaling_factor are not overridden.
+        "moe_architecture": plan.method == "pretrain",
+        "moe_balancing": "gbs_aux_loss" if plan.method == "pretrain" else "seq_aux_loss",
         "print_separate_loss": plan.shape.is_moe, "topk_bias_callback": plan.shape.name == "deepseek-v3",
         "train_samples": plan.samples_per_epoch or PRETRAIN_SAMPLES_PLACEHOLDER,
         "train_samples_placeholder": plan.samples_per_epoch is None,
