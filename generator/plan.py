@@ -197,6 +197,10 @@ class Plan:
         """Frameworks that count epochs in integers (MindFormers) run this many."""
         return max(1, -(-int(self.epochs * 1000) // 1000))
 
+    def output_dir(self, framework: str) -> str:
+        """Where `framework` writes checkpoints and logs: its own folder under paths.output_dir."""
+        return f"{self.paths['output_dir'].value.rstrip('/')}/{framework}"
+
     @property
     def main(self) -> FrameworkPlan:
         """The framework that needs the most cards (ties: the first); its numbers are the plan's top level."""

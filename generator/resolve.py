@@ -195,6 +195,12 @@ def _resolve_framework(ctx: Context, tables: Tables):
                         f"on {layout.cards} cards")
     info = ctx.fw.models.get(ctx.model.name) or {}
     upstream = info.get("pretrain" if ctx.spec.method == "pretrain" else "finetune")
+    if ctx.fw.memory == "zero3":
+        unsharded = ctx.model.params * 2 / GIB
+        notes.append(f"seed 001 check: the bf16 weights alone need {unsharded:.1f} GiB on one card without sharding "
+                     f"({'over' if unsharded > ctx.hw.usable_gb else 'within'} the {ctx.hw.usable_gb:g} GiB usable); "
+                     f"ZeRO-3 over {layout.cards} card(s) needs {layout.memory.total:.1f} GiB per card, "
+                     f"{layout.memory.total / ctx.hw.usable_gb:.0%} of it")
     fplan = FrameworkPlan(name=ctx.fw.name, label=ctx.fw.label, layout=layout, min_cards=minimum, estimate=est,
                           forced=forced, info=info, upstream=upstream)
     return fplan, rejected, notes, warnings

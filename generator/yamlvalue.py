@@ -22,9 +22,14 @@ def yaml_value(value: object) -> str:
         if not math.isfinite(value):
             raise ValueError(f"cannot write {value} into YAML")
         text = repr(value)
-        if "e" in text and "." not in text.split("e")[0]:
+        if 0 < abs(value) < 1e-3:  # learning rates read best as upstream writes them: 1.0e-4, not 0.0001
+            mantissa, exponent = f"{value:.15e}".split("e")
+            mantissa = mantissa.rstrip("0")
+            text = f"{mantissa}0e{exponent}" if mantissa.endswith(".") else f"{mantissa}e{exponent}"
+        if "e" in text:  # YAML 1.1 needs a dot and a signed exponent: 1.0e-5, not 1e-05 (a string to PyYAML)
             mantissa, exponent = text.split("e")
-            text = f"{mantissa}.0e{exponent}"  # YAML 1.1 needs a dot: 1.0e-05, not 1e-05
+            mantissa = mantissa if "." in mantissa else f"{mantissa}.0"
+            text = f"{mantissa}e{int(exponent):+d}"
         return text
     if isinstance(value, str):
         return yaml.safe_dump(value, default_style='"', allow_unicode=True, width=1 << 30).rstrip("\n") \

@@ -272,4 +272,4 @@ def test_hostile_values_are_inert_in_the_yaml():
     doc = yaml.safe_load(files["mindformers/train.yaml"])
     assert doc["pretrained_model_dir"] == HOSTILE
     assert doc["train_dataset"]["data_loader"]["data_files"] == "/x: y #z"
-    assert doc["output_dir"] == "/o: 'p'"
+    assert doc["output_dir"] == "/o: 'p'/mindformers"

@@ -24,7 +24,7 @@ from ..plan import Plan
 from ..resources import resource_dir
 from ..shell import quote
 from ..yamlvalue import yaml_value
-from . import core, mindformers
+from . import core, llama_factory, mindformers
 
 Renderer = Callable[[Plan, jinja2.Environment], dict[str, str]]
 Section = Callable[[Plan, jinja2.Environment], str]
@@ -32,6 +32,7 @@ Section = Callable[[Plan, jinja2.Environment], str]
 # Framework renderers: name -> (files of its folder, its section of PLAN.md). A new framework adds itself here.
 FRAMEWORK_RENDERERS: dict[str, tuple[Renderer, Section]] = {
     mindformers.NAME: (mindformers.render, mindformers.plan_section),
+    llama_factory.NAME: (llama_factory.render, llama_factory.plan_section),
 }
 
 MANIFEST = "MANIFEST"

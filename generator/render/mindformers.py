@@ -39,7 +39,7 @@ def yaml_context(plan: Plan, fp: FrameworkPlan) -> dict:
     return {
         "upstream": fp.upstream, "shape": plan.shape, "info": info, "family": info.get("family"),
         "research_seed": info.get("seed"), "hardware_label": plan.hardware_label, "cards": lay.cards,
-        "output_dir": plan.paths["output_dir"].value, "model_dir": plan.paths["model_dir"].value,
+        "output_dir": plan.output_dir(NAME), "model_dir": plan.paths["model_dir"].value,
         "dataset": plan.paths["dataset"].value,
         "auto_trans_ckpt": _auto_trans(plan, fp), "use_parallel": lay.cards > 1,
         "model_name": info["model_name"], "prefix": info["prefix"],
