@@ -197,6 +197,13 @@ class Plan:
         """Frameworks that count epochs in integers (MindFormers) run this many."""
         return max(1, -(-int(self.epochs * 1000) // 1000))
 
+    def train_iters(self, framework: str) -> int | None:
+        """Optimizer steps for the whole data set (samples x epochs / global batch); None without a data size."""
+        if self.samples_per_epoch is None:
+            return None
+        gbs = self.frameworks[framework].layout.global_batch_size
+        return max(1, -(-int(self.samples_per_epoch * self.epochs) // gbs))
+
     def output_dir(self, framework: str) -> str:
         """Where `framework` writes checkpoints and logs: its own folder under paths.output_dir."""
         return f"{self.paths['output_dir'].value.rstrip('/')}/{framework}"

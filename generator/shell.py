@@ -10,4 +10,7 @@ import shlex
 
 
 def quote(value: object) -> str:
-    return shlex.quote(str(value))
+    text = str(value)
+    if "," in text and shlex.quote(text) == text:
+        return f"'{text}'"  # a bare comma list reads like a mistaken array to shellcheck (SC2054); same word to bash
+    return shlex.quote(text)

@@ -24,7 +24,7 @@ from ..plan import Plan
 from ..resources import resource_dir
 from ..shell import quote
 from ..yamlvalue import yaml_value
-from . import core, llama_factory, mindformers
+from . import core, llama_factory, mindformers, mindspeed_llm
 
 Renderer = Callable[[Plan, jinja2.Environment], dict[str, str]]
 Section = Callable[[Plan, jinja2.Environment], str]
@@ -33,6 +33,7 @@ Section = Callable[[Plan, jinja2.Environment], str]
 FRAMEWORK_RENDERERS: dict[str, tuple[Renderer, Section]] = {
     mindformers.NAME: (mindformers.render, mindformers.plan_section),
     llama_factory.NAME: (llama_factory.render, llama_factory.plan_section),
+    mindspeed_llm.NAME: (mindspeed_llm.render, mindspeed_llm.plan_section),
 }
 
 MANIFEST = "MANIFEST"
