@@ -7,6 +7,7 @@ import importlib.util
 import json
 import os
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -185,8 +186,15 @@ def test_launch_runs_llamafactory_from_its_folder_with_the_right_environment(tmp
 @pytest.mark.integration
 @pytest.mark.skipif(not (importlib.util.find_spec("llamafactory") and importlib.util.find_spec("deepspeed")),
                     reason="llamafactory and deepspeed are not installed (pip install llamafactory==0.9.5 deepspeed)")
-def test_llamafactory_and_deepspeed_accept_the_pair(tmp_path):  # pragma: no cover - needs the real packages
-    plan, files = render_job(T, model="qwen3-8b", method="lora", frameworks=["llama-factory"])
+@pytest.mark.parametrize("fields", [
+    dict(model="qwen3-8b", method="lora"),
+    dict(model="qwen2.5-32b", method="full", cards=16),
+    dict(model="qwen2-7b", method="full", cards=1),  # ZeRO-3 offload
+    dict(model="qwen3-8b", method="pretrain"),
+    dict(model="glm4-9b", method="lora", paths={"dataset": "/d/chat.jsonl", "dataset_format": "sharegpt"}),
+], ids=["lora", "full-16", "offload", "pretrain", "sharegpt"])
+def test_llamafactory_and_deepspeed_accept_the_pair(tmp_path, fields):  # pragma: no cover - needs the packages
+    plan, files = render_job(T, frameworks=["llama-factory"], **fields)
     write(files, tmp_path, plan.job, force=False)
     folder = tmp_path / plan.job / "llama-factory"
     script = (
@@ -205,5 +213,5 @@ def test_llamafactory_and_deepspeed_accept_the_pair(tmp_path):  # pragma: no cov
     )
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "DS_ACCELERATOR": "cpu", "LOCAL_RANK": "0", "RANK": "0",
            "WORLD_SIZE": "1", "LOCAL_WORLD_SIZE": "1", "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": "29555"}
-    result = subprocess.run(["python", "-c", script], cwd=folder, env=env, capture_output=True, text=True)
+    result = subprocess.run([sys.executable, "-c", script], cwd=folder, env=env, capture_output=True, text=True)
     assert result.returncode == 0, result.stderr[-3000:]
