@@ -48,3 +48,21 @@ def flat_keys(node, prefix: str = "") -> set[str]:
         for item in node:
             keys |= flat_keys(item, f"{prefix}[]")
     return keys
+
+
+def table_cells(tables, framework: str) -> set[tuple]:
+    """(model, method, seq_len, hardware) for every non-'-' cell of `framework`'s minimum-card column, each method
+    and seq_len a row lists; MindSpeed-LLM also pretrains on its full rows."""
+    cells = set()
+    for row in tables.min_cards:
+        if row.framework != framework:
+            continue
+        for hw, value in row.cards.items():
+            if value is None:
+                continue
+            for method in row.methods:
+                for seq in row.seq_lens:
+                    cells.add((row.model, method, seq, hw))
+                    if method == "full" and framework == "mindspeed-llm":
+                        cells.add((row.model, "pretrain", seq, hw))
+    return cells

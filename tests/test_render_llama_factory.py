@@ -15,7 +15,7 @@ import yaml
 
 from generator.render import write
 from generator.tables import load_tables
-from helpers import check_script, flat_keys, render_job
+from helpers import check_script, flat_keys, render_job, table_cells
 
 T = load_tables()
 DATA = Path(__file__).parent / "data"
@@ -47,14 +47,7 @@ def type_ok(value, kind: str) -> bool:
 
 
 def sweep():
-    cases = set()
-    for row in T.min_cards:
-        if row.framework != "llama-factory":
-            continue
-        for hw, value in row.cards.items():
-            if value is not None:
-                cases |= {(row.model, method, seq, hw) for method in row.methods for seq in row.seq_lens}
-    return sorted(cases)
+    return sorted(table_cells(T, "llama-factory"))
 
 
 def load_pair(files):

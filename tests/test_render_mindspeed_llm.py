@@ -14,7 +14,7 @@ import pytest
 
 from generator.render import write
 from generator.tables import load_tables
-from helpers import check_script, render_job
+from helpers import check_script, render_job, table_cells
 
 T = load_tables()
 DATA = Path(__file__).parent / "data"
@@ -67,19 +67,7 @@ def parse(words: list[str]) -> dict[str, list[str]]:
 
 
 def sweep():
-    cases = set()
-    for row in T.min_cards:
-        if row.framework != "mindspeed-llm":
-            continue
-        for hw, value in row.cards.items():
-            if value is None:
-                continue
-            for method in row.methods:
-                for seq in row.seq_lens:
-                    cases.add((row.model, method, seq, hw))
-                    if method == "full":
-                        cases.add((row.model, "pretrain", seq, hw))
-    return sorted(cases)
+    return sorted(table_cells(T, "mindspeed-llm"))
 
 
 @pytest.mark.parametrize("case", sweep(), ids=lambda c: "-".join(map(str, c)))

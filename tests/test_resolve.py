@@ -10,7 +10,7 @@ from generator.errors import SpecError
 from generator.resolve import resolve
 from generator.tables import load_tables
 
-from helpers import make_spec
+from helpers import make_spec, table_cells
 
 T = load_tables()
 
@@ -22,18 +22,7 @@ def plan_of(**fields):
 def sweep_cases():
     """Every non-'-' cell of the table for MindSpeed-LLM and LLaMA-Factory (each method, seq_len, platform; pretrain
     on the full rows), the seed-003 presets for MindFormers, and every MindFormers model on both platforms."""
-    cases = set()
-    for row in T.min_cards:
-        if row.framework not in ("mindspeed-llm", "llama-factory"):
-            continue
-        for hw, value in row.cards.items():
-            if value is None:
-                continue
-            for method in row.methods:
-                for seq in row.seq_lens:
-                    cases.add((row.model, method, seq, hw, row.framework))
-                    if method == "full" and row.framework == "mindspeed-llm":
-                        cases.add((row.model, "pretrain", seq, hw, row.framework))
+    cases = {(*cell, fw) for fw in ("mindspeed-llm", "llama-factory") for cell in table_cells(T, fw)}
     for p in T.presets:
         for method in p.methods:
             cases.add((p.model, method, p.seq_len, p.hardware, "mindformers"))
