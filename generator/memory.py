@@ -10,14 +10,14 @@ Conventions (bf16 compute everywhere, flash attention, so no s^2 attention score
   Selective recompute (the activation function) drops the F-sized activation output.
 - 1F1B pipeline: stage i holds (PP - i) micro batches in flight; the first stage holds PP.
 - Logits: Megatron keeps s*b*V fp32 logits split over TP on the last stage; HuggingFace models (LLaMA-Factory)
-  hold bf16 logits plus their fp32 upcast (6 bytes an element).
+  hold bf16 logits, their fp32 upcast and its gradient (HF_LOGIT_BYTES an element).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .tables import Model
+from .tables import Model, trains_adapters
 
 GIB = float(1 << 30)
 
@@ -72,7 +72,7 @@ def layer_activation_bytes(model: Model, seq: int, micro: int, tp: int, sp: bool
     sbh = seq * micro * model.hidden
     ffn = model.ffn if not model.is_moe else model.moe_ffn * (model.topk + model.shared_experts)
     outside = 8.0 * sbh
-    inside = 2.0 * seq * micro * (2 * model.q_dim + 2 * model.kv_dim + 3 * ffn)
+    inside = 2.0 * seq * micro * (2 * model.q_dim + 2 * model.kv_dim + model.mlp_matrices * ffn)
     if recompute == "selective":
         inside -= 2.0 * seq * micro * ffn
     full_layer = (outside / tp if sp else outside) + inside / tp
@@ -83,10 +83,10 @@ def layer_activation_bytes(model: Model, seq: int, micro: int, tp: int, sp: bool
 
 
 def estimate(model: Model, method: str, scheme: str, shape: LayoutShape, seq_len: int, lora_rank: int,
-             overhead_gb: float) -> MemoryBreakdown:
+             overhead_gb: float, quant_bits: int | None = None) -> MemoryBreakdown:
     """Memory per card for `shape`; the worst pipeline stage."""
-    if scheme == "zero3":
-        return _zero3(model, method, shape, seq_len, lora_rank, overhead_gb)
+    if scheme == "deepspeed":
+        return _deepspeed(model, method, shape, seq_len, lora_rank, overhead_gb, quant_bits)
     return max((_megatron_stage(model, method, scheme, shape, seq_len, lora_rank, overhead_gb, stage)
                 for stage in range(shape.pp)), key=lambda m: m.total)
 
@@ -102,7 +102,7 @@ def _megatron_stage(model: Model, method: str, scheme: str, shape: LayoutShape, 
     params = dense + experts
     # Distributed optimizer / ZeRO-1 style sharding: dense states over DP, expert states over expert-DP.
     expert_dp = max(1, shape.cards // (shape.pp * shape.ep))
-    if method == "lora":
+    if trains_adapters(method):
         weight_bytes = 4.0 if scheme == "megatron-fp32" else 2.0
         weights, grads, optimizer = params * weight_bytes, 0.0, 0.0
         adapters = layers * model.lora_params_per_layer(lora_rank) / shape.tp * 16.0
@@ -123,27 +123,50 @@ def _megatron_stage(model: Model, method: str, scheme: str, shape: LayoutShape, 
                            overhead=overhead_gb, stage=stage)
 
 
-def _zero3(model: Model, method: str, shape: LayoutShape, seq_len: int, lora_rank: int,
-           overhead_gb: float) -> MemoryBreakdown:
-    """DeepSpeed ZeRO-3 (estimate_zero3_model_states_mem_needs): states sharded over all cards, 4 x largest layer
-    gathered at a time; with offload, parameters and optimizer live on the CPU and only the gather stays."""
+# LLaMA-Factory (HuggingFace Trainer + DeepSpeed), calibrated against seed 002's measured peaks (tests/data/
+# seed002_memory.csv; tests/test_memory_seed002.py reports the error per row):
+QUANT_BYTES = {4: 0.5625, 8: 1.5}  # nf4: 4 bits + an fp32 absmax per 64-weight block; LLM.int8: the int8 weights
+#                                   plus bitsandbytes' reformatted copy for its int8 matmul (measured, ~1.5 B)
+KBIT_UNQUANTIZED_BYTES = 4.0  # embeddings / lm_head / norms of a k-bit model are upcast to fp32 for training
+HF_LOGIT_BYTES = 10.0  # per logit: bf16 logits 2 + their fp32 upcast for the loss 4 + the fp32 gradient 4
+ADAPTER_WEIGHT_BYTES, ADAPTER_STATE_BYTES = 4.0, 12.0  # trainable LoRA weights in fp32; grads 4 + Adam 8 (shardable)
+# ZeRO-3 offload keeps on the device what upstream's ds_z3_offload_config.json lets it: up to
+# stage3_max_live_parameters (1e9) live bf16 parameters, a sub_group_size (1e9) group of fp32 gradients and
+# parameters on their way to and from the CPU optimizer, and the largest layer being gathered.
+OFFLOAD_LIVE_PARAMS = 1_000_000_000
+OFFLOAD_SUB_GROUP = 1_000_000_000
+
+
+def _deepspeed(model: Model, method: str, shape: LayoutShape, seq_len: int, lora_rank: int, overhead_gb: float,
+               quant_bits: int | None) -> MemoryBreakdown:
+    """LLaMA-Factory: no DeepSpeed (zero_stage None), ZeRO-2 (optimizer and gradients sharded) or ZeRO-3
+    (everything sharded; DeepSpeed's estimate_zero3_model_states_mem_needs: 18 B/param over the world plus 4 x the
+    largest layer being gathered), optionally with ZeRO-3 offload."""
     world = shape.cards
-    gathered = 4.0 * model.largest_layer_params
-    if method == "lora":
-        frozen = 0.0 if shape.offload else 2.0 * model.params / world
-        adapters = model.layers * model.lora_params_per_layer(lora_rank) * 18.0 / world
-        weights, grads, optimizer = frozen + gathered, 0.0, 0.0
+    stage = shape.zero_stage or 0
+    gathered = 4.0 * model.largest_layer_params if stage == 3 else 0.0
+    weights = grads = optimizer = adapters = 0.0
+    if trains_adapters(method):
+        if quant_bits:
+            embeddings = model.embedding_params * (1 if model.tied else 2)
+            frozen = (model.params - embeddings) * QUANT_BYTES[quant_bits] + embeddings * KBIT_UNQUANTIZED_BYTES
+        else:
+            frozen = 2.0 * model.params
+        weights = (frozen / world if stage == 3 else frozen) + gathered
+        lora = model.layers * model.lora_params_per_layer(lora_rank)
+        adapters = lora * (ADAPTER_WEIGHT_BYTES / (world if stage == 3 else 1)
+                           + ADAPTER_STATE_BYTES / (world if stage >= 2 else 1))
     elif shape.offload:
-        weights, grads, optimizer, adapters = gathered, 0.0, 0.0, 0.0
+        weights = 2.0 * min(model.params, OFFLOAD_LIVE_PARAMS) + gathered
+        grads = optimizer = 4.0 * min(model.params, OFFLOAD_SUB_GROUP)
     else:
-        # 18 B/param, sharded: bf16 params 2 + fp32 grads 4 + fp32 master params 4 + Adam moments 8.
-        weights = 2.0 * model.params / world + gathered
-        grads = 4.0 * model.params / world
-        optimizer = 12.0 * model.params / world
-        adapters = 0.0
+        # 18 B/param: bf16 params 2 + fp32 grads 4 + fp32 master params 4 + Adam moments 8; ZeRO-2 keeps the params.
+        weights = 2.0 * model.params / (world if stage == 3 else 1) + gathered
+        grads = 4.0 * model.params / (world if stage >= 2 else 1)
+        optimizer = 12.0 * model.params / (world if stage >= 1 else 1)
     kept, working = layer_activation_bytes(model, seq_len, shape.micro_batch_size, 1, False, shape.recompute)
     activations = model.layers * kept + working
-    logits = seq_len * shape.micro_batch_size * model.vocab * 6.0
+    logits = seq_len * shape.micro_batch_size * model.vocab * HF_LOGIT_BYTES
     return MemoryBreakdown(weights=weights / GIB, gradients=grads / GIB, optimizer=optimizer / GIB,
                            adapters=adapters / GIB, activations=activations / GIB, logits=logits / GIB,
                            overhead=overhead_gb)

@@ -177,6 +177,7 @@ class Plan:
     seq_len: int
     hardware: str
     hardware_label: str
+    accelerator: str  # "npu" | "gpu"
     cards_per_node: int
     frameworks: dict[str, FrameworkPlan]
     rejected: tuple[Rejected, ...]
@@ -189,7 +190,8 @@ class Plan:
     spec_sha256: str
     shape: Model  # the model table row
     epochs: float
-    samples_per_epoch: int | None  # spec samples, or total_tokens / seq_len; None without data
+    samples_per_epoch: int | None
+    quantization_bit: int | None  # spec samples, or total_tokens / seq_len; None without data
     version: str = field(default="")
 
     @property
@@ -224,7 +226,8 @@ class Plan:
     def to_json(self) -> dict:
         slowest = max(self.frameworks.values(), key=lambda f: f.estimate.time_hours or 0.0)
         return {
-            "job": self.job, "model": self.model, "method": self.method, "seq_len": self.seq_len,
+            "job": self.job, "model": self.model, "method": self.method, "quantization_bit": self.quantization_bit,
+            "seq_len": self.seq_len,
             "hardware": self.hardware, "cards": self.cards, "nodes": self.nodes,
             "cards_per_node": self.cards_per_node,
             "min_cards": {"value": self.main.min_cards.value, "source": self.main.min_cards.source},

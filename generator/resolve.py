@@ -20,18 +20,18 @@ from .errors import Problem, SpecError
 from .memory import GIB, LayoutShape, estimate
 from .plan import HEADROOM, Estimate, FrameworkPlan, Layout, MinCards, PathValue, Plan, Rejected
 from .spec import FRAMEWORKS, Pins, Spec
-from .tables import Framework, Hardware, Model, Preset, Tables
+from .tables import Framework, Hardware, Model, Preset, Tables, trains_adapters
 from .throughput import cards_for_budget, hours, throughput
 
 RECOMPUTE = ("none", "selective", "full")
 TP_CHOICES = (1, 2, 4, 8, 16)
 CP_SEQ_THRESHOLD = 8192  # context parallel is considered only above this sequence length
-DEFAULT_GBS = {"full": 128, "lora": 128, "pretrain": 512}  # samples per step when neither spec nor preset sets it
+DEFAULT_GBS = {"full": 128, "lora": 128, "qlora": 128, "pretrain": 512}  # samples per step when neither spec nor preset sets it
 DEFAULT_MASTER_PORT = 50001  # seed 003's example port; MindFormers suggests 50000-65535
 MAX_SEARCH_CARDS = 65536
 # Bytes per parameter of the model states that no layout can avoid, by (memory scheme, LoRA): a lower bound on cards.
 STATE_BYTES = {("megatron-fp32", False): 16, ("megatron-fp32", True): 4, ("megatron-distopt", False): 6,
-               ("megatron-distopt", True): 2, ("zero3", False): 0, ("zero3", True): 0}
+               ("megatron-distopt", True): 2, ("deepspeed", False): 0, ("deepspeed", True): 0}
 MAX_RAISE = 4  # the memory model may raise the table's card count up to this factor before giving up
 # 1F1B pipeline bubble = (PP - 1) / micro batches per step (Narayanan et al. 2021, "Efficient Large-Scale Language
 # Model Training on GPU Clusters", section 2.2.1). The search rejects layouts that idle more than this share.
@@ -72,6 +72,10 @@ def resolve(spec: Spec, tables: Tables, force: bool = False) -> Plan:
     if spec.seq_len > model.max_positions:
         raise SpecError.at("seq_len", f"{spec.seq_len} exceeds the {model.max_positions} positions "
                                       f"(max_position_embeddings) of {model.name}")
+    if spec.quantization_bit is not None and spec.quantization_bit not in hw.quantization_bits:
+        raise SpecError.at("quantization_bit", f"{spec.quantization_bit}-bit bases are not offered on {hw.name}; "
+                                               f"choose {' or '.join(map(str, hw.quantization_bits))} (seed 001: "
+                                               f"int8 misbehaves on 910B; LLaMA-Factory's Ascend example is 4-bit)")
     names = _frameworks(spec, tables, model)
     notes: list[str] = []
     if spec.frameworks is None and not force:
@@ -99,11 +103,13 @@ def resolve(spec: Spec, tables: Tables, force: bool = False) -> Plan:
         notes.append(f"paths not given in the spec, written as placeholders to edit before launch: "
                      f"{', '.join(placeholders)}")
     return Plan(job=spec.job, model=model.name, hf_id=model.hf_id, method=spec.method, seq_len=spec.seq_len,
-                hardware=hw.name, hardware_label=hw.label, cards_per_node=hw.cards_per_node, frameworks=plans,
+                hardware=hw.name, hardware_label=hw.label, accelerator=hw.accelerator, cards_per_node=hw.cards_per_node,
+                frameworks=plans,
                 rejected=tuple(rejected), notes=tuple(notes), warnings=tuple(warnings), paths=paths,
                 dataset_format=spec.dataset_format, master_addr=spec.master_addr,
                 master_port=spec.master_port or DEFAULT_MASTER_PORT, spec_sha256=spec.sha256, shape=model,
-                epochs=spec.epochs, samples_per_epoch=_samples_per_epoch(spec), version=__version__)
+                epochs=spec.epochs, samples_per_epoch=_samples_per_epoch(spec), quantization_bit=spec.quantization_bit,
+                version=__version__)
 
 
 def _samples_per_epoch(spec: Spec) -> int | None:
@@ -139,6 +145,11 @@ def _frameworks(spec: Spec, tables: Tables, model: Model) -> list[str]:
 def _job_refusal(tables: Tables, name: str, model: Model, spec: Spec) -> str | None:
     """Why `name` cannot run this job although it supports the model; None when it can."""
     fw = tables.frameworks[name]
+    hw = tables.hardware[spec.hardware]
+    if name not in hw.frameworks:
+        return f"{name} does not run on {hw.name} ({hw.label}); frameworks there: {', '.join(hw.frameworks)}"
+    if spec.method not in fw.methods:
+        return f"{name} does not offer method {spec.method} (it offers: {', '.join(fw.methods)})"
     offered = fw.methods_for(model.name)
     if offered is not None and spec.method not in offered:
         return (f"{name} has no upstream {spec.method} config to follow for {model.name} "
@@ -195,7 +206,7 @@ def _resolve_framework(ctx: Context, tables: Tables):
                         f"on {layout.cards} cards")
     info = ctx.fw.models.get(ctx.model.name) or {}
     upstream = info.get("pretrain" if ctx.spec.method == "pretrain" else "finetune")
-    if ctx.fw.memory == "zero3":
+    if ctx.fw.memory == "deepspeed":
         unsharded = ctx.model.params * 2 / GIB
         notes.append(f"seed 001 check: the bf16 weights alone need {unsharded:.1f} GiB on one card without sharding "
                      f"({'over' if unsharded > ctx.hw.usable_gb else 'within'} the {ctx.hw.usable_gb:g} GiB usable); "
@@ -213,10 +224,10 @@ def _resolve_framework(ctx: Context, tables: Tables):
 def _table_row(ctx: Context, tables: Tables):
     """(row, case) of the minimum-card table for this job in the framework's own column, or None."""
     spec = ctx.spec
-    row_method = "full" if spec.method == "pretrain" else spec.method
+    row_method = {"pretrain": "full", "qlora": "lora"}.get(spec.method, spec.method)
     column = "mindspeed-llm" if ctx.fw.min_cards_from == "presets-then-mindspeed-llm" else ctx.fw.min_cards_from
     rows = [r for r in tables.rows_for(ctx.model.name, column) if row_method in r.methods]
-    if not rows:
+    if not rows or ctx.hw.name not in rows[0].cards:  # the table has Ascend columns only
         return None
     exact = [r for r in rows if spec.seq_len in r.seq_lens]
     larger = sorted((r for r in rows if max(r.seq_lens) >= spec.seq_len),
@@ -227,8 +238,8 @@ def _table_row(ctx: Context, tables: Tables):
         row, case = larger[0], "next larger seq_len row"
     else:
         row, case = max(rows, key=lambda r: max(r.seq_lens)), "largest seq_len row"
-    if spec.method == "pretrain":
-        case = f"pretrain uses the full row; {case}"
+    if spec.method in ("pretrain", "qlora"):
+        case = f"{spec.method} uses the {row_method} row; {case}"
     return row, case
 
 
@@ -339,7 +350,7 @@ def _smallest_fit(ctx: Context) -> int:
     alone, perfectly sharded, fill the budget (nothing smaller can fit)."""
     free = replace(ctx, spec=replace(ctx.spec, layout={}))
     budget = ctx.hw.usable_gb * (1.0 - HEADROOM) * GIB
-    floor = math.ceil(ctx.model.params * STATE_BYTES[(ctx.fw.memory, ctx.spec.method == "lora")] / budget)
+    floor = math.ceil(ctx.model.params * STATE_BYTES[(ctx.fw.memory, trains_adapters(ctx.spec.method))] / budget)
     for n in _valid_counts(ctx.hw, max(floor, 1)):
         found, _, _ = _search(free, n)
         if found is not None:
@@ -429,14 +440,9 @@ def _validate_pins(ctx: Context, cards: int) -> None:
     """A pinned value that breaks a rule is an error naming the rule, at the pin's key."""
     pins = ctx.pins
     problems = []
-    if ctx.fw.memory == "zero3":
-        for key in ("tp", "pp", "cp", "ep"):
-            if getattr(pins, key) not in (None, 1):
-                problems.append(Problem(ctx.pin_path(key), f"{ctx.fw.name} trains with DeepSpeed ZeRO-3 data "
-                                                           f"parallelism only; {key} must be 1"))
-        if pins.recompute == "selective":
-            problems.append(Problem(ctx.pin_path("recompute"), "LLaMA-Factory has gradient checkpointing (full) or "
-                                                               "none; selective is not available"))
+    if pins.offload and ctx.spec.quantization_bit:
+        problems.append(Problem(ctx.pin_path("offload"), "ZeRO-3 offload is for bf16 weights; a quantized (qlora) "
+                                                         "base stays on the device"))
     for key, reason in _structure_problems(ctx, cards, pins.tp or 1, pins.pp or 1, pins.cp or 1, pins.ep or 1):
         if getattr(pins, key) is not None:
             problems.append(Problem(ctx.pin_path(key), reason))
@@ -477,8 +483,8 @@ def _structure_problems(ctx: Context, cards: int, tp: int, pp: int, cp: int, ep:
 def _search(ctx: Context, cards: int) -> tuple[Layout | None, Layout | None, list[Rejected]]:
     """All structural candidates at `cards`: (the best that fits, the one with the least memory, the rejected)."""
     pins, model, seq = ctx.pins, ctx.model, ctx.spec.seq_len
-    if ctx.fw.memory == "zero3":
-        structures = [(1, 1, 1, 1, offload) for offload in (False, True)]
+    if ctx.fw.memory == "deepspeed":
+        structures = [(1, 1, 1, 1, stage) for stage in _deepspeed_stages(ctx, cards)]
         recomputes = [pins.recompute] if pins.recompute else ["none", "full"]
     else:
         tps = [pins.tp] if pins.tp else [t for t in TP_CHOICES if t <= ctx.hw.cards_per_node and t <= cards]
@@ -493,8 +499,9 @@ def _search(ctx: Context, cards: int) -> tuple[Layout | None, Layout | None, lis
     fitting: list[tuple[tuple, Layout]] = []
     rejected: list[Rejected] = []
     closest: Layout | None = None
-    for tp, pp, cp, ep, offload in structures:
-        label = _label(ctx, tp, pp, cp, ep, offload)
+    for order, (tp, pp, cp, ep, stage) in enumerate(structures):
+        zero_stage, offload = stage if ctx.fw.memory == "deepspeed" else (None, False)
+        label = _label(ctx, tp, pp, cp, ep, stage)
         broken = _structure_problems(ctx, cards, tp, pp, cp, ep)
         if broken:
             rejected.append(Rejected(ctx.fw.name, label, broken[0][1]))
@@ -511,12 +518,12 @@ def _search(ctx: Context, cards: int) -> tuple[Layout | None, Layout | None, lis
                 shape = LayoutShape(cards=cards, tp=tp, pp=pp, cp=cp, ep=ep, micro_batch_size=mbs,
                                     recompute=recompute, sequence_parallel=tp > 1,
                                     layers_per_stage=_split_layers(model.layers, pp),
-                                    zero_stage=3 if ctx.fw.memory == "zero3" else None, offload=offload)
+                                    zero_stage=zero_stage, offload=offload)
                 layout = _layout(ctx, shape, gbs, source="pinned" if ctx.pinned else "search")
                 if closest is None or layout.memory.total < closest.memory.total:
                     closest = layout
                 if layout.fits:
-                    key = (tp, pp, cp, ep, int(offload), rc_rank, -mbs)
+                    key = (tp, pp, cp, ep, order, rc_rank, -mbs)
                     fitting.append((key, layout))
                     best_here = best_here or layout
                 elif reason is None or "memory" in reason:
@@ -529,15 +536,35 @@ def _search(ctx: Context, cards: int) -> tuple[Layout | None, Layout | None, lis
     return best, closest, rejected
 
 
-def _label(ctx: Context, tp: int, pp: int, cp: int, ep: int, offload: bool) -> str:
-    if ctx.fw.memory == "zero3":
-        return f"zero3{' + offload' if offload else ''}"
+def _label(ctx: Context, tp: int, pp: int, cp: int, ep: int, stage) -> str:
+    if ctx.fw.memory == "deepspeed":
+        zero, offload = stage
+        return "no DeepSpeed" if zero is None else f"ZeRO-{zero}{' + offload' if offload else ''}"
     parts = [f"tp={tp}", f"pp={pp}"]
     if cp > 1:
         parts.append(f"cp={cp}")
     if ep > 1:
         parts.append(f"ep={ep}")
     return " ".join(parts)
+
+
+def _deepspeed_stages(ctx: Context, cards: int) -> list[tuple[int | None, bool]]:
+    """LLaMA-Factory's DeepSpeed choices, least communication first: one card trains adapters without DeepSpeed
+    (as seed 002's single-GPU LoRA runs did); a quantized base shards only the adapters' states (ZeRO-2), or the
+    whole model with 4-bit (LLaMA-Factory refuses an 8-bit base under ZeRO-3); bf16 weights use ZeRO-3, with CPU
+    offload only when nothing else fits. A pinned `offload` keeps only the matching choices."""
+    method, bits, pinned = ctx.spec.method, ctx.spec.quantization_bit, ctx.pins.offload
+    stages: list[tuple[int | None, bool]] = []
+    if trains_adapters(method) and cards == 1:
+        stages.append((None, False))
+    if method == "qlora":
+        if cards > 1:
+            stages.append((2, False))
+            if bits == 4:
+                stages.append((3, False))
+    else:
+        stages += [(3, False), (3, True)]
+    return [s for s in stages if pinned is None or s[1] == pinned]
 
 
 def _global_batch(ctx: Context, mbs: int, dp: int, pp: int) -> tuple[int, str | None]:
@@ -565,9 +592,12 @@ def _global_batch(ctx: Context, mbs: int, dp: int, pp: int) -> tuple[int, str | 
 
 
 def _layout(ctx: Context, shape: LayoutShape, gbs: int, source: str) -> Layout:
-    lora = ctx.fw.lora if ctx.spec.method == "lora" else {}
-    memory = estimate(ctx.model, ctx.spec.method, ctx.fw.memory, shape, ctx.spec.seq_len,
-                      ctx.fw.lora["rank"], ctx.fw.overhead_gb)
+    # A pinned rank keeps LLaMA-Factory's own alpha default, 2 x rank.
+    rank = ctx.pins.lora_rank or ctx.fw.lora["rank"]
+    alpha = 2 * rank if ctx.pins.lora_rank else ctx.fw.lora["alpha"]
+    lora = {"rank": rank, "alpha": alpha} if trains_adapters(ctx.spec.method) else {}
+    memory = estimate(ctx.model, ctx.spec.method, ctx.fw.memory, shape, ctx.spec.seq_len, rank,
+                      ctx.fw.overhead_gb, ctx.spec.quantization_bit)
     return Layout(framework=ctx.fw.name, cards=shape.cards, cards_per_node=ctx.hw.cards_per_node, tp=shape.tp,
                   pp=shape.pp, cp=shape.cp, ep=shape.ep, micro_batch_size=shape.micro_batch_size,
                   global_batch_size=gbs, recompute=shape.recompute, sequence_parallel=shape.sequence_parallel,
@@ -583,7 +613,7 @@ def _layout(ctx: Context, shape: LayoutShape, gbs: int, source: str) -> Layout:
 
 def _general_notes(spec: Spec, model: Model, plans: dict[str, FrameworkPlan]) -> list[str]:
     notes = []
-    if spec.samples is not None and spec.method in ("full", "lora"):
+    if spec.samples is not None and spec.method != "pretrain":
         size_b = model.params / 1e9
         for limit, advice, label in DATASET_ADVICE:
             if size_b <= limit:
@@ -637,7 +667,7 @@ def minimum_table(tables: Tables, seq_len: int) -> list[dict]:
                 continue
             cells = {}
             for method in ("full", "lora"):
-                for hw in tables.hardware.values():
+                for hw in (h for h in tables.hardware.values() if h.accelerator == "npu"):
                     spec = Spec(job="models", model=model.name, method=method, seq_len=seq_len, hardware=hw.name,
                                 frameworks=(name,), cards=None, sha256="")
                     try:

@@ -33,6 +33,8 @@ class Pins:
     ep: int | None = None
     micro_batch_size: int | None = None
     recompute: str | None = None
+    offload: bool | None = None  # LLaMA-Factory: ZeRO-3 offload of parameters and optimizer states
+    lora_rank: int | None = None  # LLaMA-Factory: LoRA rank
 
 
 @dataclass(frozen=True)
@@ -53,6 +55,7 @@ class Spec:
     tokens_per_card_s: float | None = None
     scaling_efficiency: float = 1.0
     global_batch_size: int | None = None
+    quantization_bit: int | None = None  # qlora: 4 or 8
     master_addr: str | None = None
     master_port: int | None = None
     paths: dict[str, str] = field(default_factory=dict)  # only the keys the spec gave
@@ -153,6 +156,8 @@ def _describe(error: jsonschema.ValidationError) -> list[Problem]:
     path = _key_path(error.absolute_path)
     kind, schema, value = error.validator, error.schema, error.instance
     hint = schema.get("x-hint") if isinstance(schema, dict) else None
+    if kind == "not" and isinstance(schema, dict) and "x-key" in schema:
+        return [Problem(_key_path([*error.absolute_path, schema["x-key"]]), schema["x-hint"])]
     if kind == "additionalProperties":
         allowed = ", ".join(sorted(schema.get("properties", {})))
         extra = sorted(k for k in value if k not in schema.get("properties", {}))
@@ -231,6 +236,7 @@ def _build(data: dict, sha256: str) -> Spec:
         tokens_per_card_s=data.get("tokens_per_card_s"),
         scaling_efficiency=data.get("scaling_efficiency", 1.0),
         global_batch_size=data.get("global_batch_size"),
+        quantization_bit=data.get("quantization_bit"),
         master_addr=cluster.get("master_addr"),
         master_port=cluster.get("master_port"),
         paths=paths,

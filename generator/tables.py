@@ -17,7 +17,12 @@ import yaml
 from .errors import SpecError, show
 from .resources import DATA_DIR
 
-METHODS = ("full", "lora", "pretrain")
+METHODS = ("full", "lora", "qlora", "pretrain")
+
+
+def trains_adapters(method: str) -> bool:
+    """LoRA and QLoRA train adapters on a frozen base."""
+    return method in ("lora", "qlora")
 
 
 @dataclass(frozen=True)
@@ -45,6 +50,7 @@ class Model:
     first_dense: int = 0
     params_b: float | None = None
     vision_params_b: float = 0.0
+    gated_mlp: bool = True
 
     @property
     def kv_channels(self) -> int:
@@ -77,8 +83,12 @@ class Model:
         return p
 
     @property
+    def mlp_matrices(self) -> int:
+        return 3 if self.gated_mlp else 2  # SwiGLU: gate, up, down; GELU: up, down
+
+    @property
     def dense_mlp_params(self) -> int:
-        return 3 * self.hidden * self.ffn  # SwiGLU: gate, up, down
+        return self.mlp_matrices * self.hidden * self.ffn
 
     @property
     def expert_params_per_layer(self) -> int:
@@ -140,7 +150,7 @@ class Model:
         qkv = rank * (self.hidden + self.q_dim + 2 * self.kv_dim)
         proj = rank * (self.q_dim + self.hidden)
         mlp_ffn = self.ffn if not self.is_moe else self.moe_ffn * max(self.shared_experts, 1)
-        mlp = rank * (self.hidden + 2 * mlp_ffn) + rank * (mlp_ffn + self.hidden)
+        mlp = rank * (self.hidden + (self.mlp_matrices - 1) * mlp_ffn) + rank * (mlp_ffn + self.hidden)
         return qkv + proj + mlp
 
 
@@ -153,6 +163,9 @@ class Hardware:
     memory_gb: float
     usable_gb: float
     peak_tflops_bf16: float
+    accelerator: str
+    frameworks: tuple[str, ...]
+    quantization_bits: tuple[int, ...]
     source: str
 
 
@@ -161,6 +174,7 @@ class Framework:
     name: str
     label: str
     memory: str
+    methods: tuple[str, ...]
     overhead_gb: float
     mfu: dict
     mfu_source: str
@@ -286,10 +300,12 @@ def load_tables() -> Tables:
     for model in models.values():
         aliases[model.name.lower()] = model.name
         aliases[model.hf_id.lower()] = model.name
-    hardware = {r["name"]: _typed_row(Hardware, r, "hardware.yaml") for r in _load_yaml("hardware.yaml")["hardware"]}
+    hardware = {r["name"]: _typed_row(Hardware, {**r, "frameworks": tuple(r["frameworks"]),
+                                                 "quantization_bits": tuple(r["quantization_bits"])}, "hardware.yaml")
+                for r in _load_yaml("hardware.yaml")["hardware"]}
     frameworks = {}
     for r in _load_yaml("frameworks.yaml")["frameworks"]:
-        frameworks[r["name"]] = _typed_row(Framework, r, "frameworks.yaml")
+        frameworks[r["name"]] = _typed_row(Framework, {**r, "methods": tuple(r["methods"])}, "frameworks.yaml")
     presets_doc = _load_yaml("presets.yaml")
     presets = tuple(
         _typed_row(Preset, {**presets_doc["defaults"], **p, "methods": tuple(p["methods"]),

@@ -11,13 +11,13 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from .tables import Framework, Hardware, Model
+from .tables import Framework, Hardware, Model, trains_adapters
 
 
 def flops_per_token(model: Model, method: str, seq_len: int) -> float:
     """Model FLOPs per trained token: 6N + 12*L*q*s for training (N = active parameters, q = heads x head_dim);
     LoRA computes no weight gradients of the frozen base, so 4N instead of 6N."""
-    dense_factor = 4.0 if method == "lora" else 6.0
+    dense_factor = 4.0 if trains_adapters(method) else 6.0
     return dense_factor * model.active_params + 12.0 * model.layers * model.q_dim * seq_len
 
 
@@ -33,7 +33,7 @@ def throughput(model: Model, method: str, seq_len: int, framework: Framework, ha
     """The spec's measured tokens/s per card, else MFU x peak / FLOPs per token."""
     if measured is not None:
         return Throughput(measured, "measured (spec tokens_per_card_s)", False)
-    key = "moe" if model.is_moe and method != "lora" else method
+    key = "moe" if model.is_moe and not trains_adapters(method) else method
     mfu = framework.mfu[key]
     tps = mfu * hardware.peak_tflops_bf16 * 1e12 / flops_per_token(model, method, seq_len)
     return Throughput(tps, f"estimate: MFU {mfu:.1%} x {hardware.peak_tflops_bf16:g} TFLOPS / "

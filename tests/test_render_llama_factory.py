@@ -51,9 +51,10 @@ def sweep():
 
 
 def load_pair(files):
+    """(train.yaml, its DeepSpeed JSON or None when it uses no DeepSpeed)."""
     train = yaml.safe_load(files["llama-factory/train.yaml"])
-    name = train["deepspeed"]
-    return train, json.loads(files[f"llama-factory/{name}"])
+    name = train.get("deepspeed")
+    return train, None if name is None else json.loads(files[f"llama-factory/{name}"])
 
 
 @pytest.mark.parametrize("case", sweep(), ids=lambda c: "-".join(map(str, c)))
@@ -67,6 +68,11 @@ def test_yaml_and_deepspeed_json_agree(case, tmp_path):
     for key, value in train.items():
         assert type_ok(value, ARGS[key]), (key, value, ARGS[key])
     assert "max_samples" not in train  # it would silently cut the data set
+    assert not [f for f in files if f.endswith(".json") and "ds_z" in f and f != f"llama-factory/{train.get('deepspeed')}"]
+    if ds is None:  # one card training adapters runs without DeepSpeed (seed 002's single-GPU LoRA rows)
+        assert lay.cards == 1 and method == "lora" and lay.zero_stage is None
+        assert train["per_device_train_batch_size"] * train["gradient_accumulation_steps"] == lay.global_batch_size
+        return check_script(files["llama-factory/launch.sh"], tmp_path)
     assert ds["train_batch_size"] == ds["train_micro_batch_size_per_gpu"] * ds["gradient_accumulation_steps"] * \
         lay.cards
     assert ds["train_micro_batch_size_per_gpu"] == train["per_device_train_batch_size"]
@@ -74,7 +80,7 @@ def test_yaml_and_deepspeed_json_agree(case, tmp_path):
     assert ds["train_batch_size"] == lay.global_batch_size
     assert ds["gradient_clipping"] == train["max_grad_norm"]
     assert ds["bf16"]["enabled"] is True and train["bf16"] is True and ds["fp16"]["enabled"] is False
-    assert ds["zero_optimization"]["stage"] == 3 and isinstance(ds["zero_optimization"]["stage"], int)
+    assert ds["zero_optimization"]["stage"] == lay.zero_stage == 3 and isinstance(ds["zero_optimization"]["stage"], int)
     assert train["cutoff_len"] == seq and train["stage"] == "sft"
     assert train["finetuning_type"] == method
     assert isinstance(train["learning_rate"], float)

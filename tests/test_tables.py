@@ -17,7 +17,7 @@ def test_model_row_invariants(model):
     assert model.layers > 0 and model.hidden > 0 and model.ffn > 0 and model.vocab > 0
     assert model.heads % model.kv_heads == 0, "GQA: heads must be a multiple of KV heads"
     assert model.head_dim is not None or model.hidden % model.heads == 0
-    assert model.max_positions >= 4096
+    assert model.max_positions >= 2048
     assert model.source
     if model.is_moe:
         assert 0 < model.topk <= model.experts and model.moe_ffn > 0
@@ -71,7 +71,11 @@ def test_hardware_rows():
     assert TABLES.hardware["snt9b"].cards_per_node == 8 and TABLES.hardware["snt9b"].parallel_unit == 1
     assert TABLES.hardware["snt9b23"].cards_per_node == 16 and TABLES.hardware["snt9b23"].parallel_unit == 2
     for hw in TABLES.hardware.values():
-        assert hw.usable_gb < hw.memory_gb and hw.peak_tflops_bf16 > 0 and hw.source
+        assert hw.usable_gb <= hw.memory_gb and hw.peak_tflops_bf16 > 0 and hw.source
+        assert hw.accelerator in ("npu", "gpu") and set(hw.frameworks) <= set(FRAMEWORKS)
+        # NVIDIA GPUs serve LLaMA-Factory only; Ascend NPUs keep headroom for the runtime (max_device_memory).
+        assert (hw.accelerator == "gpu") == (hw.frameworks == ("llama-factory",))
+        assert hw.accelerator == "gpu" or hw.usable_gb < hw.memory_gb
 
 
 def test_lookup_by_hf_id_and_suggestion():
