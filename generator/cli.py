@@ -1,6 +1,6 @@
 """The gen-launch command line: parse, call spec -> plan -> files, print, exit.
 
-Exit status: 0 ok; 1 `check` found drift; 2 bad spec or arguments, a pinned layout that breaks a rule, no layout
+Exit status: 0 ok; 1 `check` found drift or `validate` a problem; 2 bad spec or arguments, a pinned layout that breaks a rule, no layout
 that fits, a refusal; 3 `--strict` and the memory model warns.
 """
 
@@ -21,6 +21,7 @@ from .render import environment, plan_changes, render_files, write
 from .resolve import minimum_table, resolve
 from .spec import load_spec
 from .tables import load_tables
+from .validate import validate as validate_job
 
 CONTEXT_SETTINGS = {"help_option_names": ["-h", "--help"], "max_content_width": 100}
 EXIT_DRIFT, EXIT_USER, EXIT_STRICT = 1, 2, 3
@@ -152,3 +153,28 @@ def models(seq_len: int, as_json: bool) -> None:
         click.echo(json.dumps(rows, indent=2))
         return
     click.echo(environment().get_template("models.txt.j2").render(rows=rows, seq_len=seq_len), nl=False)
+
+
+@main.command()
+@click.argument("job_dir", type=click.Path(file_okay=False, exists=True, path_type=Path))
+def validate(job_dir: Path) -> None:
+    """Check the files render wrote in JOB_DIR with the real tools: one line per file, ok / problem / skipped.
+
+    \b
+    bash -n and shellcheck for scripts, the pinned MindSpeed-LLM flag list, MindFormers' strict keys and parallel
+    rules, LLaMA-Factory's argument list and batch arithmetic; LLaMA-Factory's own parser and DeepSpeed's config
+    class when installed (pip install 'gen-launch[validate]'). Exit 1 when any file has a problem.
+
+    \b
+    Example:
+        gen-launch validate out/qwen3-32b-full-snt9b-16c
+    """
+    try:
+        results = validate_job(job_dir)
+    except UserError as error:
+        _fail(error, str(job_dir))
+    for result in results:
+        detail = f"  {result.detail}" if result.detail else ""
+        click.echo(f"{result.status:>8}  {result.path}{detail}")
+    if any(r.status == "problem" for r in results):
+        sys.exit(EXIT_DRIFT)

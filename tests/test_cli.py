@@ -14,7 +14,7 @@ from generator.cli import main
 
 REPO = Path(__file__).resolve().parent.parent
 EXAMPLE = REPO / "examples" / "qwen3-32b-full-snt9b-16c.yaml"
-COMMANDS = ["plan", "render", "check", "models"]
+COMMANDS = ["plan", "render", "check", "models", "validate"]
 
 
 def run(*args, **kw):

@@ -6,7 +6,6 @@ from __future__ import annotations
 import json
 import os
 import re
-import shlex
 import subprocess
 from pathlib import Path
 
@@ -14,55 +13,22 @@ import pytest
 
 from generator.render import write
 from generator.tables import load_tables
+from generator.validate import bash_arrays, parse_mindspeed_args
 from helpers import check_script, render_job, table_cells
 
 T = load_tables()
 DATA = Path(__file__).parent / "data"
 
 
-def parser_flags() -> dict[str, tuple[str, str]]:
-    """flag -> (kind, nargs) of the pinned parser (tests/data/mindspeed_llm_flags_kinds.tsv)."""
-    rows = [line.split("\t") for line in (DATA / "mindspeed_llm_flags_kinds.tsv").read_text().splitlines()
-            if line and not line.startswith("#")][1:]
-    return {row[0]: (row[1], row[2]) for row in rows}
-
-
-FLAGS = parser_flags()
 LISTED = {line.strip() for line in (DATA / "mindspeed_llm_flags.txt").read_text().splitlines()
           if line.startswith("--")}
 
 
-def arrays(script: str) -> dict[str, list[str]]:
-    """NAME=( ... ) blocks of a generated script, as the words bash would put in each array."""
-    found = {}
-    for name, body in re.findall(r"^([A-Z0-9_]+)=\(\n(.*?)^\)", script, re.S | re.M):
-        found[name] = shlex.split(body)
-    return found
-
-
 def parse(words: list[str]) -> dict[str, list[str]]:
-    """Group words into flag -> values, checking each flag against the pinned parser as it goes."""
-    parsed: dict[str, list[str]] = {}
-    current = None
-    for word in words:
-        if word.startswith("--") and not re.fullmatch(r"-\d+", word):
-            assert word in FLAGS and word in LISTED, f"unknown flag {word}"
-            assert word not in parsed, f"{word} given twice"
-            parsed[word] = []
-            current = word
-        else:
-            assert current is not None, f"value {word} before any flag"
-            parsed[current].append(word)
-    for flag, values in parsed.items():
-        kind, nargs = FLAGS[flag]
-        if kind in ("store_true", "store_false"):
-            assert values == [], f"switch {flag} got {values}"
-        elif nargs == "":
-            assert len(values) == 1, f"{flag} takes one value, got {values}"
-        elif nargs == "+":
-            assert values, f"{flag} needs at least one value"
-        elif nargs.isdigit():
-            assert len(values) == int(nargs), f"{flag} takes {nargs} values"
+    """flag -> values as the pinned parser groups them; fails on any flag it would reject."""
+    parsed, problems = parse_mindspeed_args(words)
+    assert not problems, problems
+    assert set(parsed) <= LISTED  # the plain flag list agrees with the kinds table
     return parsed
 
 
@@ -80,7 +46,7 @@ def test_training_script_obeys_the_pinned_parser_and_layout_rules(case, tmp_path
     for name in ("launch.sh", "convert_ckpt.sh", "preprocess_data.sh"):
         if f"mindspeed-llm/{name}" in files:
             check_script(files[f"mindspeed-llm/{name}"], tmp_path, name)
-    groups = arrays(script)
+    groups = bash_arrays(script)
     assert {"GPT_ARGS", "DATA_ARGS", "CKPT_ARGS", "OUTPUT_ARGS"} <= set(groups)
     words = [w for name, ws in groups.items() if name != "DISTRIBUTED_ARGS" for w in ws]
     args = parse(words)
@@ -126,7 +92,7 @@ def test_training_script_obeys_the_pinned_parser_and_layout_rules(case, tmp_path
         assert args["--spec"] == ["mindspeed_llm.tasks.models.spec.qwen3_spec", "layer_spec"]
         assert "--qk-layernorm" in args and args["--kv-channels"] == ["128"]
     # Conversion writes the layout training loads.
-    convert = arrays(files["mindspeed-llm/convert_ckpt.sh"])
+    convert = bash_arrays(files["mindspeed-llm/convert_ckpt.sh"])
     to_mcore = convert["HF2MCORE_ARGS"]
     pairs = dict(zip(to_mcore, to_mcore[1:]))
     assert int(pairs["--target-tensor-parallel-size"]) == tp
@@ -149,7 +115,7 @@ def test_commands_differ_only_in_node_rank():
 
 def test_lora_conversion_back_merges_the_adapters():
     _, files = render_job(T, model="qwen3-8b", method="lora", frameworks=["mindspeed-llm"])
-    back = arrays(files["mindspeed-llm/convert_ckpt.sh"])["MCORE2HF_ARGS"]
+    back = bash_arrays(files["mindspeed-llm/convert_ckpt.sh"])["MCORE2HF_ARGS"]
     pairs = dict(zip(back, back[1:]))
     assert pairs["--target-tensor-parallel-size"] == "1" and pairs["--target-pipeline-parallel-size"] == "1"
     assert "--lora-load" in back and "--lora-r" in back and "linear_fc2" in back
@@ -160,7 +126,7 @@ def test_deepseek_uses_its_own_converters():
     script = files["mindspeed-llm/convert_ckpt.sh"]
     assert "examples/mcore/deepseek3/convert_ckpt_deepseek3.py" in script
     assert "--moe-grouped-gemm" not in script  # refused with LoRA by upstream's converter
-    args = parse(arrays(files["mindspeed-llm/launch.sh"])["GPT_ARGS"])
+    args = parse(bash_arrays(files["mindspeed-llm/launch.sh"])["GPT_ARGS"])
     assert "--multi-head-latent-attention" in args and "--group-query-attention" not in args
 
 
@@ -168,13 +134,13 @@ def test_pretrain_reads_the_spec_prefix_and_has_no_preprocessing():
     _, files = render_job(T, model="llama3.1-8b", method="pretrain", frameworks=["mindspeed-llm"],
                           paths={"dataset": "/data/web_text_document"})
     assert "mindspeed-llm/preprocess_data.sh" not in files
-    assert parse(arrays(files["mindspeed-llm/launch.sh"])["DATA_ARGS"])["--data-path"] == ["/data/web_text_document"]
+    assert parse(bash_arrays(files["mindspeed-llm/launch.sh"])["DATA_ARGS"])["--data-path"] == ["/data/web_text_document"]
 
 
 def test_train_iters_from_the_data_size():
     plan, files = render_job(T, model="qwen3-8b", method="full", frameworks=["mindspeed-llm"],
                              data={"samples": 10000, "tokens_per_sample": 512, "epochs": 3}, global_batch_size=64)
-    args = parse(arrays(files["mindspeed-llm/launch.sh"])["GPT_ARGS"])
+    args = parse(bash_arrays(files["mindspeed-llm/launch.sh"])["GPT_ARGS"])
     assert args["--train-iters"] == [str(-(-10000 * 3 // 64))]
 
 

@@ -18,7 +18,6 @@ from pathlib import Path, PurePosixPath
 
 import jinja2
 
-from .. import __version__
 from ..errors import UserError
 from ..plan import Plan
 from ..resources import resource_dir

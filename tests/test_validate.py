@@ -1,0 +1,75 @@
+"""gen-launch validate: one line per file; problems exit 1; a folder render did not write exits 2."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+from pathlib import Path
+
+from click.testing import CliRunner
+
+from generator import validate as validate_module
+from generator.cli import main
+
+REPO = Path(__file__).resolve().parent.parent
+EXAMPLE = REPO / "examples" / "qwen3-32b-full-snt9b-16c.yaml"
+JOB = "qwen3-32b-full-snt9b-16c"
+
+
+def render(tmp_path) -> Path:
+    CliRunner().invoke(main, ["render", str(EXAMPLE), "-o", str(tmp_path)], catch_exceptions=False)
+    return tmp_path / JOB
+
+
+def rewrite(job: Path, path: str, text: str) -> None:
+    """Change a file and its MANIFEST hash, so validate checks the content rather than flagging an edit."""
+    (job / path).write_text(text)
+    digest = hashlib.sha256(text.encode()).hexdigest()
+    manifest = (job / "MANIFEST").read_text()
+    (job / "MANIFEST").write_text(re.sub(rf"^[0-9a-f]{{64}}  {re.escape(path)}$", f"{digest}  {path}", manifest,
+                                         flags=re.M))
+
+
+def test_fresh_render_validates(tmp_path, monkeypatch):
+    monkeypatch.setattr(validate_module, "llamafactory_installed", lambda: False)
+    result = CliRunner().invoke(main, ["validate", str(render(tmp_path))], catch_exceptions=False)
+    assert result.exit_code == 0, result.output
+    lines = result.output.splitlines()
+    manifest = [l.split("  ")[1] for l in (tmp_path / JOB / "MANIFEST").read_text().splitlines()
+                if not l.startswith("#")]
+    assert len(lines) == len(manifest)  # one line per file
+    assert all(line.split()[0] == "ok" for line in lines)
+    lf = next(l for l in lines if "llama-factory/train.yaml" in l)
+    assert "skipped: not installed" in lf
+
+
+def test_problems_are_named_and_exit_1(tmp_path):
+    job = render(tmp_path)
+    ds = json.loads((job / "llama-factory" / "ds_z3_config.json").read_text())
+    ds["train_batch_size"] = 7
+    rewrite(job, "llama-factory/ds_z3_config.json", json.dumps(ds, indent=2) + "\n")
+    mf = (job / "mindformers" / "train.yaml").read_text().replace("model_parallel: 4", "model_parallel: 3")
+    rewrite(job, "mindformers/train.yaml", mf)
+    ms = (job / "mindspeed-llm" / "launch.sh").read_text().replace("  --swiglu\n", "  --swiglu\n  --not-a-flag\n")
+    rewrite(job, "mindspeed-llm/launch.sh", ms)
+    (job / "PLAN.md").write_text("edited\n")  # edited by hand: hash no longer matches
+    result = CliRunner().invoke(main, ["validate", str(job)])
+    assert result.exit_code == 1
+    out = result.output
+    assert re.search(r"problem  llama-factory/train.yaml .*train_batch_size 7 != micro", out)
+    assert re.search(r"problem  mindformers/train.yaml .*\(V1\)", out) and "(V5, V6)" in out
+    assert re.search(r"problem  mindspeed-llm/launch.sh .*--not-a-flag is not a flag", out)
+    assert "problem  PLAN.md  changed since gen-launch render wrote it" in out
+
+
+def test_a_script_that_bash_rejects(tmp_path):
+    job = render(tmp_path)
+    rewrite(job, "mindformers/launch.sh", (job / "mindformers" / "launch.sh").read_text() + "if then\n")
+    result = CliRunner().invoke(main, ["validate", str(job)])
+    assert result.exit_code == 1 and "problem  mindformers/launch.sh  bash -n:" in result.output
+
+
+def test_not_a_job_folder(tmp_path):
+    result = CliRunner().invoke(main, ["validate", str(tmp_path)])
+    assert result.exit_code == 2 and "no MANIFEST" in result.stderr
