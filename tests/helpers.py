@@ -66,3 +66,47 @@ def table_cells(tables, framework: str) -> set[tuple]:
                     if method == "full" and framework == "mindspeed-llm":
                         cells.add((row.model, "pretrain", seq, hw))
     return cells
+
+
+def check_layout_rules(plan, framework):
+    """Every rule a framework's layout must satisfy (the resolver's own rules, checked independently)."""
+    from generator.tables import load_tables
+
+    tables = load_tables()
+    fp = plan.frameworks[framework]
+    lay, model, hw = fp.layout, tables.models[plan.model], tables.hardware[plan.hardware]
+    assert lay.tp * lay.pp * lay.cp * lay.dp == lay.cards
+    assert model.heads % lay.tp == 0 and model.kv_heads % lay.tp == 0
+    assert lay.tp <= hw.cards_per_node
+    assert len(lay.num_layer_list) == lay.pp and sum(lay.num_layer_list) == model.layers
+    assert min(lay.num_layer_list) >= 1
+    assert lay.global_batch_size % (lay.micro_batch_size * lay.dp) == 0
+    assert lay.grad_accum >= lay.pp
+    assert lay.recompute in ("none", "selective", "full")
+    assert not lay.sequence_parallel or lay.tp > 1
+    assert lay.cards % hw.parallel_unit == 0
+    assert lay.cards <= hw.cards_per_node or lay.cards % hw.cards_per_node == 0
+    if model.is_moe:
+        assert model.experts % lay.ep == 0 and (lay.cards // lay.pp) % lay.ep == 0
+    else:
+        assert lay.ep == 1
+    if lay.cp > 1:
+        assert plan.seq_len % (2 * lay.cp) == 0
+    if framework == "llama-factory":
+        assert (lay.tp, lay.pp, lay.cp) == (1, 1, 1)
+        # No DeepSpeed only for one card training adapters; ZeRO-2 only for quantized bases; never an 8-bit base
+        # under ZeRO-3 (LLaMA-Factory refuses it); offload only for bf16 ZeRO-3.
+        if lay.zero_stage is None:
+            assert lay.cards == 1 and plan.method in ("lora", "qlora")
+        elif lay.zero_stage == 2:
+            assert plan.method == "qlora"
+        else:
+            assert lay.zero_stage == 3 and plan.quantization_bit != 8
+        assert not lay.offload or (lay.zero_stage == 3 and plan.quantization_bit is None)
+    else:
+        assert lay.zero_stage is None
+    if not lay.fits:  # only a validated preset, or a pinned / forced layout with a warning, may exceed the budget
+        assert lay.source.startswith("preset") or (
+            (lay.source == "pinned" or fp.forced) and any("may not fit" in w for w in plan.warnings)), \
+            f"{lay.describe()}: {lay.memory.total:.1f} GiB > budget {lay.budget_gb:.1f}"
+    assert lay.cards >= fp.min_cards.value or fp.forced

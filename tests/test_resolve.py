@@ -10,7 +10,7 @@ from generator.errors import SpecError
 from generator.resolve import resolve
 from generator.tables import load_tables
 
-from helpers import make_spec, table_cells
+from helpers import check_layout_rules, make_spec, table_cells
 
 T = load_tables()
 
@@ -34,37 +34,6 @@ def sweep_cases():
 
 
 SWEEP = sweep_cases()
-
-
-def check_layout_rules(plan, framework):
-    fp = plan.frameworks[framework]
-    lay, model, hw = fp.layout, T.models[plan.model], T.hardware[plan.hardware]
-    assert lay.tp * lay.pp * lay.cp * lay.dp == lay.cards
-    assert model.heads % lay.tp == 0 and model.kv_heads % lay.tp == 0
-    assert lay.tp <= hw.cards_per_node
-    assert len(lay.num_layer_list) == lay.pp and sum(lay.num_layer_list) == model.layers
-    assert min(lay.num_layer_list) >= 1
-    assert lay.global_batch_size % (lay.micro_batch_size * lay.dp) == 0
-    assert lay.grad_accum >= lay.pp
-    assert lay.recompute in ("none", "selective", "full")
-    assert not lay.sequence_parallel or lay.tp > 1
-    assert lay.cards % hw.parallel_unit == 0
-    assert lay.cards <= hw.cards_per_node or lay.cards % hw.cards_per_node == 0
-    if model.is_moe:
-        assert model.experts % lay.ep == 0 and (lay.cards // lay.pp) % lay.ep == 0
-    else:
-        assert lay.ep == 1
-    if lay.cp > 1:
-        assert plan.seq_len % (2 * lay.cp) == 0
-    if framework == "llama-factory":
-        assert (lay.tp, lay.pp, lay.cp) == (1, 1, 1)
-        # No DeepSpeed only for one card training adapters; ZeRO-3 otherwise (bf16 bases).
-        assert lay.zero_stage == (None if lay.cards == 1 and plan.method == "lora" else 3)
-    else:
-        assert lay.zero_stage is None
-    if not lay.source.startswith("preset"):
-        assert lay.fits, f"{lay.describe()}: {lay.memory.total:.1f} GiB > budget {lay.budget_gb:.1f}"
-    assert lay.cards >= fp.min_cards.value
 
 
 @pytest.mark.parametrize("case", SWEEP, ids=lambda c: "-".join(map(str, c)))
