@@ -349,14 +349,21 @@ def _smallest_fit(ctx: Context) -> int:
     """The smallest card count with an unpinned layout that fits. Starts from the count at which the model states
     alone, perfectly sharded, fill the budget (nothing smaller can fit)."""
     free = replace(ctx, spec=replace(ctx.spec, layout={}))
+    # Activations, logits and runtime do not shrink with more cards: if the largest job cannot fit, none can.
+    largest = _round_up(ctx.hw, MAX_SEARCH_CARDS)
+    found, closest, _ = _search(free, largest)
+    if found is None:
+        detail = f"; even on {largest} cards the smallest estimate is {closest.memory.total:.1f} GiB per card " \
+                 f"({closest.describe()}) > {closest.budget_gb:.1f} GiB" if closest else ""
+        raise SpecError.at("model", f"no {ctx.fw.name} layout fits {ctx.model.name} {ctx.spec.method} at seq_len "
+                                    f"{ctx.spec.seq_len} on {ctx.hw.name}{detail}")
     budget = ctx.hw.usable_gb * (1.0 - HEADROOM) * GIB
     floor = math.ceil(ctx.model.params * STATE_BYTES[(ctx.fw.memory, trains_adapters(ctx.spec.method))] / budget)
     for n in _valid_counts(ctx.hw, max(floor, 1)):
         found, _, _ = _search(free, n)
         if found is not None:
             return n
-    raise SpecError.at("model", f"no {ctx.fw.name} layout fits {ctx.model.name} on up to {MAX_SEARCH_CARDS} cards "
-                                f"of {ctx.hw.name}")
+    return largest
 
 
 # ----------------------------------------------------------------------------------------------------------------
