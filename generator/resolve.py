@@ -348,7 +348,8 @@ def _auto_cards(ctx: Context, minimum: MinCards, budget_cards: int | None, notes
 def _smallest_fit(ctx: Context) -> int:
     """The smallest card count with an unpinned layout that fits. Starts from the count at which the model states
     alone, perfectly sharded, fill the budget (nothing smaller can fit)."""
-    free = replace(ctx, spec=replace(ctx.spec, layout={}))
+    # Memory alone decides here: no pins, and no global batch that a card count may not divide.
+    free = replace(ctx, spec=replace(ctx.spec, layout={}, global_batch_size=None))
     # Activations, logits and runtime do not shrink with more cards: if the largest job cannot fit, none can.
     largest = _round_up(ctx.hw, MAX_SEARCH_CARDS)
     found, closest, _ = _search(free, largest)
