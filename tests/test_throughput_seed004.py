@@ -1,0 +1,61 @@
+"""The throughput estimate against seed 004 (MindSpeed-LLM's measured figures on Atlas 900 A2 PODc, 910B).
+
+The planner's estimate is tokens/s per card = MFU x peak / FLOPs per token (6N + 12 L q s). Here the MFU is fitted
+on ONE seed-004 row (LLaMA2-13B pretraining, 1x8: 64.7%) and used, unchanged, to predict the other rows: the other
+pretraining MFUs, and LLaMA2-7B full fine-tuning throughput in samples/s at 16K and 32K (1.14 and 0.51).
+Run with -s for the per-row report. Rows the single constant cannot reach within 15% are expected failures
+(strict: they fail the suite if they start passing), with the reason in the marker.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import pytest
+
+from generator.tables import load_tables
+from generator.throughput import flops_per_token, throughput
+
+T = load_tables()
+HW, FW = T.hardware["snt9b"], T.frameworks["mindspeed-llm"]
+FIT_ROW = ("llama2-13b", 8, 0.647)  # model, cards, measured MFU
+FITTED_MFU = FIT_ROW[2]
+
+MULTI_NODE = ("one MFU constant carries no communication or pipeline term: 4 and 8 nodes lose 30-50% more than one "
+              "node, so the planner's MFU table keeps seed 004's multi-node (44.1%) and MoE (31.7%) figures")
+
+
+def predicted_samples_per_s(model: str, seq: int, cards: int) -> float:
+    """samples/s of a job at FITTED_MFU, through the planner's own throughput function."""
+    framework = replace(FW, mfu={**FW.mfu, "full": FITTED_MFU})
+    tps = throughput(T.models[model], "full", seq, framework, HW, None).tokens_per_card_s
+    return tps * cards / seq
+
+
+CASES = [
+    # (row, measured, predicted-quantity function, expected to fail because)
+    ("pretrain llama2-7b 1x8 MFU", 0.690, lambda: FITTED_MFU, None),
+    ("pretrain llama2-70b 4x8 MFU", 0.441, lambda: FITTED_MFU, MULTI_NODE),
+    ("pretrain mixtral-8x7b 8x8 MFU", 0.317, lambda: FITTED_MFU, MULTI_NODE + "; MoE all-to-all is not modelled"),
+    ("fine-tune llama2-7b 1x8 16K samples/s", 1.14, lambda: predicted_samples_per_s("llama2-7b", 16384, 8),
+     "at 16K seed 004's own MFU (37.4%) is 11 points below its 32K figure; the fine-tuning recipe (recompute, "
+     "dynamic lengths) costs more than the attention FLOPs explain"),
+    ("fine-tune llama2-7b 1x8 32K samples/s", 0.51, lambda: predicted_samples_per_s("llama2-7b", 32768, 8), None),
+]
+
+
+def test_fit_uses_one_row_and_the_planner_formula():
+    model = T.models["llama2-13b"]
+    # 6N + 12 L q s at 4K: the FLOPs the MFU is a share of.
+    assert flops_per_token(model, "pretrain", 4096) == pytest.approx(6 * model.params + 12 * 40 * 5120 * 4096)
+    assert FITTED_MFU == 0.647
+
+
+@pytest.mark.parametrize("row,measured,predict,reason",
+                         [pytest.param(*case, marks=pytest.mark.xfail(strict=True, reason=case[3]) if case[3] else ())
+                          for case in CASES], ids=[c[0] for c in CASES])
+def test_prediction_within_15_percent(row, measured, predict, reason):
+    predicted = predict()
+    error = (predicted - measured) / measured
+    print(f"\n{row:42s} measured {measured:6.3f}  predicted {predicted:6.3f}  error {error:+.0%}")
+    assert abs(error) <= 0.15
