@@ -192,7 +192,7 @@ def _resolve_framework(ctx: Context, tables: Tables):
         cards = _auto_cards(ctx, minimum, budget_cards, notes)
 
     layout, rejected = _choose_layout(ctx, tables, cards, notes, warnings)
-    if layout.cards < ctx.hw.cards_per_node and layout.cards == minimum.value:
+    if ctx.hw.accelerator == "npu" and layout.cards < ctx.hw.cards_per_node and layout.cards == minimum.value:
         notes.append(f"{layout.cards} card(s) is below one node; seed 000: one node ({ctx.hw.cards_per_node}) is "
                      f"normally used below 8 cards (set cards: {ctx.hw.cards_per_node} to do so)")
     est = Estimate(total_tokens=tokens, tokens_per_card_s=tput.tokens_per_card_s, tps_source=tput.source,
@@ -206,11 +206,13 @@ def _resolve_framework(ctx: Context, tables: Tables):
                         f"on {layout.cards} cards")
     info = ctx.fw.models.get(ctx.model.name) or {}
     upstream = info.get("pretrain" if ctx.spec.method == "pretrain" else "finetune")
-    if ctx.fw.memory == "deepspeed":
+    if ctx.fw.memory == "deepspeed" and ctx.hw.accelerator == "npu":  # seed 001 ran LLaMA-Factory on 910B
         unsharded = ctx.model.params * 2 / GIB
+        how = "without DeepSpeed" if layout.zero_stage is None else \
+            f"ZeRO-{layout.zero_stage}{' + offload' if layout.offload else ''} over {layout.cards} card(s)"
         notes.append(f"seed 001 check: the bf16 weights alone need {unsharded:.1f} GiB on one card without sharding "
                      f"({'over' if unsharded > ctx.hw.usable_gb else 'within'} the {ctx.hw.usable_gb:g} GiB usable); "
-                     f"ZeRO-3 over {layout.cards} card(s) needs {layout.memory.total:.1f} GiB per card, "
+                     f"{how} needs {layout.memory.total:.1f} GiB per card, "
                      f"{layout.memory.total / ctx.hw.usable_gb:.0%} of it")
     fplan = FrameworkPlan(name=ctx.fw.name, label=ctx.fw.label, layout=layout, min_cards=minimum, estimate=est,
                           forced=forced, info=info, upstream=upstream)
