@@ -18,7 +18,6 @@ from hypothesis import strategies as st
 
 from generator.cli import main
 from generator.resolve import resolve
-from generator.spec import FRAMEWORKS
 from generator.tables import load_tables
 from helpers import check_layout_rules, make_spec
 
@@ -112,13 +111,23 @@ def check_outcome(spec_path: Path, result) -> dict | None:
     return json.loads(result.stdout)
 
 
-@settings(max_examples=1500, deadline=None, derandomize=True,
-          suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+def fuzz(examples: int):
+    """Reproducible in CI (derandomize); planning big jobs is slow for Hypothesis' default deadline."""
+    return settings(max_examples=examples, deadline=None, derandomize=True,
+                    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+
+
+def write_spec(folder: str, spec: dict) -> Path:
+    path = Path(folder) / "job.yaml"
+    path.write_text(yaml.safe_dump(spec, allow_unicode=True), encoding="utf-8")
+    return path
+
+
+@fuzz(1500)
 @given(specs())
 def test_plan_never_crashes_and_valid_plans_obey_every_rule(spec):
     with tempfile.TemporaryDirectory() as tmp:
-        spec_path = Path(tmp) / "job.yaml"
-        spec_path.write_text(yaml.safe_dump(spec, allow_unicode=True), encoding="utf-8")
+        spec_path = write_spec(tmp, spec)
         result = run_cli(["plan", str(spec_path), "--json", "--force"])
         plan_json = check_outcome(spec_path, result)
         if plan_json is None:
@@ -129,13 +138,11 @@ def test_plan_never_crashes_and_valid_plans_obey_every_rule(spec):
         assert plan_json["cards"] == plan.cards
 
 
-@settings(max_examples=150, deadline=None, derandomize=True,
-          suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+@fuzz(150)
 @given(specs())
 def test_render_writes_everything_or_nothing(spec):
     with tempfile.TemporaryDirectory() as tmp:
-        spec_path = Path(tmp) / "job.yaml"
-        spec_path.write_text(yaml.safe_dump(spec, allow_unicode=True), encoding="utf-8")
+        spec_path = write_spec(tmp, spec)
         out = Path(tmp) / "out"
         result = run_cli(["render", str(spec_path), "-o", str(out)])
         assert result.exception is None or isinstance(result.exception, SystemExit), result.exception
