@@ -114,6 +114,11 @@ class Layout:
         return self.usable_gb * (1.0 - HEADROOM)
 
     @property
+    def memory_share(self) -> float:
+        """The estimate as a share of the usable memory."""
+        return self.memory.total / self.usable_gb
+
+    @property
     def fits(self) -> bool:
         return self.memory.total <= self.budget_gb
 

@@ -1,0 +1,146 @@
+"""Card counts: the minimum-card table's row for a job (or a seed-003 preset), the counts a platform allows,
+and the count a spec asks for, explicitly or through a time budget."""
+
+from __future__ import annotations
+
+import math
+
+from .context import Context
+from .errors import SpecError
+from .plan import MinCards
+from .tables import Hardware, Preset, Tables
+
+MAX_SEARCH_CARDS = 65536
+
+
+def table_row(ctx: Context, tables: Tables):
+    """(row, case) of the minimum-card table for this job in the framework's own column, or None."""
+    spec = ctx.spec
+    row_method = {"pretrain": "full", "qlora": "lora"}.get(spec.method, spec.method)
+    column = "mindspeed-llm" if ctx.fw.min_cards_from == "presets-then-mindspeed-llm" else ctx.fw.min_cards_from
+    rows = [r for r in tables.rows_for(ctx.model.name, column) if row_method in r.methods]
+    if not rows or ctx.hw.name not in rows[0].cards:  # the table has Ascend columns only
+        return None
+    exact = [r for r in rows if spec.seq_len in r.seq_lens]
+    larger = sorted((r for r in rows if max(r.seq_lens) >= spec.seq_len),
+                    key=lambda r: min(s for s in r.seq_lens if s >= spec.seq_len))
+    if exact:
+        row, case = exact[0], "exact row"
+    elif larger:
+        row, case = larger[0], "next larger seq_len row"
+    else:
+        row, case = max(rows, key=lambda r: max(r.seq_lens)), "largest seq_len row"
+    if spec.method in ("pretrain", "qlora"):
+        case = f"{spec.method} uses the {row_method} row; {case}"
+    return row, case
+
+
+def dash_refusal(ctx: Context, tables: Tables) -> str | None:
+    """The refusal for a '-' cell in the framework's own column (MindFormers only borrows a column: never)."""
+    found = table_row(ctx, tables)
+    if found is None or ctx.fw.min_cards_from != found[0].framework or found[0].cards[ctx.hw.name] is not None:
+        return None
+    row, hw = found[0], ctx.hw
+    elsewhere = [f"{h} ({row.cards[h]} cards)" for h in sorted(row.cards) if row.cards[h] is not None]
+    return (f"{ctx.fw.name} is not supported for {ctx.model.name} {'/'.join(row.methods)} on {hw.name} by the "
+            f"minimum-card table ({row.cite(hw.name)}); supported on: {', '.join(elsewhere) or 'no platform'}. "
+            f"Use --force to let the memory model decide")
+
+
+def minimum_cards(ctx: Context, tables: Tables, notes: list[str]) -> tuple[MinCards | None, bool]:
+    """The table's minimum for this framework; None when only the memory model can say. Second: forced."""
+    spec, hw = ctx.spec, ctx.hw
+    if ctx.fw.min_cards_from == "presets-then-mindspeed-llm":
+        preset = preset_for(ctx, tables, cards=None)
+        if preset is not None:
+            return MinCards(preset.cards, f"seed 003 validated config ({preset.model} {spec.method} "
+                                          f"{preset.seq_len} on {preset.hardware}, level {preset.level})",
+                            "preset"), False
+        notes.append("minimum cards: no seed-003 preset for this case, so the MindSpeed-LLM column of the "
+                     "minimum-card table stands in for MindFormers")
+    found = table_row(ctx, tables)
+    if found is None:
+        notes.append(f"minimum cards: the table has no row for {ctx.model.name} {spec.method}; "
+                     f"the memory model decides")
+        return None, False
+    row, case = found
+    value = row.cards[hw.name]
+    if value is None:
+        refusal = dash_refusal(ctx, tables)
+        if refusal is None:  # MindFormers borrowing MindSpeed-LLM's column: not a refusal
+            notes.append(f"minimum cards: the borrowed {row.framework} cell is '-' on {hw.name}; "
+                         f"the memory model decides")
+            return None, False
+        if not ctx.force:
+            raise SpecError.at("hardware", refusal)
+        notes.append(f"FORCED: the table has '-' for {hw.name} ({row.cite(hw.name)}); the memory model decides")
+        return None, True
+    if value % hw.parallel_unit:
+        notes.append(f"minimum cards: table value {value} raised to {value + 1}: {hw.name} uses dies in pairs")
+        value += hw.parallel_unit - value % hw.parallel_unit
+    return MinCards(value, row.cite(hw.name), case), False
+
+
+def valid_counts(hw: Hardware, start: int):
+    """Card counts the platform allows, from `start` up: multiples of the parallel unit up to one node,
+    whole nodes beyond."""
+    n = max(start, hw.parallel_unit)
+    while n <= MAX_SEARCH_CARDS:
+        if n <= hw.cards_per_node:
+            if n % hw.parallel_unit == 0:
+                yield n
+            n += 1
+        else:
+            if n % hw.cards_per_node == 0:
+                yield n
+                n += hw.cards_per_node
+            else:
+                n += hw.cards_per_node - n % hw.cards_per_node
+
+
+def round_up(hw: Hardware, n: int) -> int:
+    return next(valid_counts(hw, n))
+
+
+def explicit_cards(ctx: Context, minimum: MinCards, notes: list[str]) -> int:
+    cards, hw = ctx.spec.cards, ctx.hw
+    if cards % hw.parallel_unit:
+        raise SpecError.at("cards", f"{cards} is odd: {hw.name} uses dies in pairs (2 dies is the smallest "
+                                    f"parallel unit); use {cards + 1}")
+    if cards > hw.cards_per_node and cards % hw.cards_per_node:
+        lower = cards - cards % hw.cards_per_node
+        raise SpecError.at("cards", f"{cards} is not a whole number of {hw.name} nodes ({hw.cards_per_node} "
+                                    f"cards each): a job larger than one node uses whole nodes; use {lower} or "
+                                    f"{lower + hw.cards_per_node}")
+    if cards < minimum.value:
+        if not ctx.force:
+            raise SpecError.at("cards", f"{cards} is below the minimum of {minimum.value} for {ctx.model.name} "
+                                        f"{ctx.spec.method} {ctx.spec.seq_len} with {ctx.fw.name} on {hw.name} "
+                                        f"({minimum.source}); use --force to try anyway")
+        notes.append(f"FORCED: {cards} cards is below the table minimum {minimum.value} ({minimum.source})")
+    return cards
+
+
+def auto_cards(ctx: Context, minimum: MinCards, budget_cards: int | None, notes: list[str]) -> int:
+    cards = minimum.value
+    if budget_cards is not None:
+        wanted = budget_cards
+        if wanted > 8:  # seed 000: above 8 cards, a multiple of 8
+            wanted = math.ceil(wanted / 8) * 8
+        rounded = round_up(ctx.hw, wanted)
+        notes.append(f"time budget {ctx.spec.time_budget_hours:g} h: N = Tok / (Time x TPS x eff) = {budget_cards} "
+                     f"card(s), rounded to {rounded} (multiple of 8 above 8, whole nodes on {ctx.hw.name})")
+        if rounded > cards:
+            cards = rounded
+        else:
+            notes.append(f"time budget: the minimum {cards} cards already meets it")
+    return round_up(ctx.hw, cards)
+
+
+def preset_for(ctx: Context, tables: Tables, cards: int | None) -> Preset | None:
+    for p in tables.presets:
+        if (p.framework == ctx.fw.name and p.model == ctx.model.name and ctx.spec.method in p.methods
+                and p.hardware == ctx.hw.name and p.seq_len == ctx.spec.seq_len
+                and (cards is None or p.cards == cards)):
+            return p
+    return None
