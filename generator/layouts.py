@@ -149,7 +149,9 @@ def search(ctx: Context, cards: int) -> tuple[Layout | None, Layout | None, list
         cps = [pins.cp] if pins.cp else ([1] if seq <= CP_SEQ_THRESHOLD else [1, 2, 4, 8, 16])
         eps = [pins.ep] if pins.ep else ([1] if not model.is_moe else
                                          [e for e in (1, 2, 4, 8, 16, 32, 64, 128, 256) if e <= cards])
-        structures = [(tp, pp, cp, ep, False) for tp, pp, cp, ep in product(tps, pps, cps, eps)]
+        # Only combinations that can tile the cards are candidates, unless a pin makes them the user's choice.
+        structures = [(tp, pp, cp, ep, False) for tp, pp, cp, ep in product(tps, pps, cps, eps)
+                      if cards % (tp * pp * cp) == 0 or ctx.pinned]
         recomputes = [pins.recompute] if pins.recompute else list(RECOMPUTE)
     mbs_options = [pins.micro_batch_size] if pins.micro_batch_size else \
         ([m for m in (4, 2, 1) if m * seq <= 4096] or [1])

@@ -160,9 +160,9 @@ def _resolve_framework(ctx: Context, tables: Tables):
         cards = auto_cards(ctx, minimum, budget_cards, notes)
 
     layout, rejected = choose_layout(ctx, tables, cards, notes, warnings)
-    if ctx.hw.accelerator == "npu" and layout.cards < ctx.hw.cards_per_node and layout.cards == minimum.value:
-        notes.append(f"{layout.cards} card(s) is below one node; seed 000: one node ({ctx.hw.cards_per_node}) is "
-                     f"normally used below 8 cards (set cards: {ctx.hw.cards_per_node} to do so)")
+    if ctx.hw.accelerator == "npu" and layout.cards < 8 and layout.cards == minimum.value:
+        notes.append(f"{layout.cards} card(s) is below one node; seed 000: below 8 cards one normally uses 8 "
+                     f"(set cards: 8 to do so)")
     est = Estimate(total_tokens=tokens, tokens_per_card_s=tput.tokens_per_card_s, tps_source=tput.source,
                    is_estimate=tput.is_estimate,
                    time_hours=None if tokens is None else hours(tokens, tput.tokens_per_card_s, layout.cards,

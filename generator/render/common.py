@@ -4,13 +4,24 @@ as placeholders."""
 from __future__ import annotations
 
 from ..plan import FrameworkPlan, Plan
+from ..shell import quote
+
+
+def master_addr(plan: Plan, fp: FrameworkPlan) -> str | None:
+    """One node needs no address: the local host. Several need the spec's, or MASTER_ADDR at launch time (None)."""
+    return plan.master_addr or ("127.0.0.1" if fp.layout.nodes == 1 else None)
+
+
+def master_word(plan: Plan, fp: FrameworkPlan) -> str:
+    """The master address as one shell word in commands.txt: quoted, or the environment's (required)."""
+    addr = master_addr(plan, fp)
+    return quote(addr) if addr else '"${MASTER_ADDR:?}"'
 
 
 def launch_context(plan: Plan, fp: FrameworkPlan, path_keys: list[str]) -> dict:
     return {
         "nodes": fp.layout.nodes,
-        # One node needs no address: the local host. Several need the spec's, or MASTER_ADDR at launch time.
-        "master_addr": plan.master_addr or ("127.0.0.1" if fp.layout.nodes == 1 else None),
+        "master_addr": master_addr(plan, fp),
         "master_port": plan.master_port,
         "used_paths": [(key, plan.paths[key].value) for key in path_keys],
     }

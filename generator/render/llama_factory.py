@@ -8,8 +8,7 @@ import jinja2
 
 from ..plan import FrameworkPlan, Plan
 from ..tables import trains_adapters
-from ..shell import quote
-from .common import launch_context
+from .common import launch_context, master_addr, master_word
 
 NAME = "llama-factory"
 MAX_GRAD_NORM = 1.0  # transformers' default; written in the YAML and as the JSON's gradient_clipping
@@ -79,7 +78,7 @@ def dataset_info(plan: Plan) -> dict:
 def env_words(plan: Plan, fp: FrameworkPlan, rank: int) -> list[str]:
     """The environment words in front of `llamafactory-cli train train.yaml` on node `rank` (commands.txt)."""
     lay = fp.layout
-    master = quote(plan.master_addr) if plan.master_addr else '"${MASTER_ADDR:?}"'
+    master = master_word(plan, fp)
     return ["FORCE_TORCHRUN=1", f"NNODES={lay.nodes}", f"NODE_RANK={rank}", f"NPROC_PER_NODE={lay.local_cards}",
             f"{DEVICE_ENV[plan.accelerator]}={visible_devices(fp)}", f"MASTER_ADDR={master}",
             f"MASTER_PORT={plan.master_port}"]
@@ -116,7 +115,7 @@ def render(plan: Plan, env: jinja2.Environment) -> dict[str, str]:
         device_env=DEVICE_ENV[plan.accelerator])
     commands = env.get_template("commands.txt.j2").render(
         framework="LLaMA-Factory", lines=[command_line(plan, fp, rank) for rank in range(lay.nodes)],
-        needs_job_dir=True, master_addr=plan.master_addr)
+        needs_job_dir=True, master_addr=master_addr(plan, fp))
     files = {
         "llama-factory/train.yaml": train,
         "llama-factory/dataset_info.json": json.dumps(dataset_info(plan), indent=2, ensure_ascii=False) + "\n",

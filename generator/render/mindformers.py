@@ -6,7 +6,7 @@ import jinja2
 
 from ..plan import FrameworkPlan, Plan
 from ..shell import quote
-from .common import launch_context
+from .common import launch_context, master_addr, master_word
 
 NAME = "mindformers"
 # Mcore data columns (configs/qwen3/*.yaml); legacy research columns per family (research/*/finetune_*.yaml).
@@ -79,7 +79,7 @@ def command_line(plan: Plan, fp: FrameworkPlan, rank: int) -> str:
     cd = f"cd {quote(plan.paths['mindformers_dir'].value)} && "
     if lay.cards == 1:
         return f"{prefix}{cd}python run_mindformer.py --config \"$JOB_DIR/train.yaml\" {task_args(plan, fp)}"
-    master = quote(plan.master_addr) if plan.master_addr else '"${MASTER_ADDR:?}"'
+    master = master_word(plan, fp)
     return (f"{prefix}{cd}bash scripts/msrun_launcher.sh \"run_mindformer.py --config $JOB_DIR/train.yaml "
             f"{task_args(plan, fp)}\" {lay.cards} {lay.local_cards} {master} {plan.master_port} {rank} "
             f"{quote(log_dir(plan))} False {CLUSTER_TIME_OUT}")
@@ -105,7 +105,7 @@ def render(plan: Plan, env: jinja2.Environment) -> dict[str, str]:
         local_worker=lay.local_cards, log_dir=log_dir(plan), cluster_time_out=CLUSTER_TIME_OUT)
     commands = env.get_template("commands.txt.j2").render(
         framework="MindFormers", lines=[command_line(plan, fp, rank) for rank in range(lay.nodes)],
-        needs_job_dir=True, master_addr=plan.master_addr)
+        needs_job_dir=True, master_addr=master_addr(plan, fp))
     return {"mindformers/train.yaml": yaml_text, "mindformers/launch.sh": launch, "mindformers/commands.txt": commands}
 
 

@@ -10,8 +10,7 @@ from __future__ import annotations
 import jinja2
 
 from ..plan import FrameworkPlan, Plan
-from ..shell import quote
-from .common import launch_context
+from .common import launch_context, master_addr, master_word
 
 NAME = "mindspeed-llm"
 VERSION = "MindSpeed-LLM 2.2.0 / MindSpeed 2.2.0_core_r0.12.1 / Megatron core_v0.12.1"
@@ -211,7 +210,7 @@ def preprocess_flags(plan: Plan, fp: FrameworkPlan) -> Flags:
 
 
 def command_line(plan: Plan, fp: FrameworkPlan, rank: int) -> str:
-    master = quote(plan.master_addr) if plan.master_addr else '"${MASTER_ADDR:?}"'
+    master = master_word(plan, fp)
     return f'bash "$JOB_DIR/launch.sh" {rank} {master}'
 
 
@@ -232,7 +231,7 @@ def render(plan: Plan, env: jinja2.Environment) -> dict[str, str]:
     files = {"mindspeed-llm/launch.sh": launch, "mindspeed-llm/convert_ckpt.sh": convert,
              "mindspeed-llm/commands.txt": env.get_template("commands.txt.j2").render(
                  framework="MindSpeed-LLM", lines=[command_line(plan, fp, r) for r in range(lay.nodes)],
-                 needs_job_dir=True, master_addr=plan.master_addr)}
+                 needs_job_dir=True, master_addr=master_addr(plan, fp))}
     if plan.method != "pretrain":
         files["mindspeed-llm/preprocess_data.sh"] = env.get_template("mindspeed-llm/preprocess_data.sh.j2").render(
             **common, job=plan.job, flags=preprocess_flags(plan, fp), prefix_dir=f"{plan.output_dir(NAME)}/data",
