@@ -63,7 +63,7 @@ out_option = click.option("-o", "--out", "out_dir", default="out", show_default=
 @click.group(context_settings=CONTEXT_SETTINGS)
 @click.version_option(__version__, "-V", "--version", prog_name="gen-launch")
 def main() -> None:
-    """Plan and generate launch files for LLM training on Ascend NPU clusters.
+    """Plan and generate launch files for LLM training on Ascend NPU clusters (and LLaMA-Factory on NVIDIA GPUs).
 
     \b
     Example:
@@ -146,7 +146,8 @@ def models(seq_len: int, as_json: bool) -> None:
 
     \b
     Cells: a card count (dies on snt9b23); '-' the table says unsupported there; 'mem' no table row, the
-    memory model decides at plan time.
+    memory model decides at plan time. GPUs (rtx3090, rtx4090, a800, h800) have no table column: the memory
+    model always decides there.
     """
     rows = minimum_table(load_tables(), seq_len)
     if as_json:
