@@ -148,6 +148,10 @@ def models(seq_len: int, as_json: bool) -> None:
     Cells: a card count (dies on snt9b23); '-' the table says unsupported there; 'mem' no table row, the
     memory model decides at plan time. GPUs (rtx3090, rtx4090, a800, h800) have no table column: the memory
     model always decides there.
+
+    \b
+    Example:
+        gen-launch models --seq-len 8192
     """
     rows = minimum_table(load_tables(), seq_len)
     if as_json:

@@ -5,6 +5,7 @@ Sizes use one vocabulary (tp, pp, dp, cp, ep); each framework's own spelling liv
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 
 from .memory import MemoryBreakdown
@@ -202,7 +203,7 @@ class Plan:
     @property
     def whole_epochs(self) -> int:
         """Frameworks that count epochs in integers (MindFormers) run this many."""
-        return max(1, -(-int(self.epochs * 1000) // 1000))
+        return max(1, math.ceil(self.epochs))
 
     def train_iters(self, framework: str) -> int | None:
         """Optimizer steps for the whole data set (samples x epochs / global batch); None without a data size."""

@@ -200,6 +200,9 @@ def _general_notes(spec: Spec, model: Model, plans: dict[str, FrameworkPlan]) ->
                 notes.append(f"data: {spec.samples} samples; seed 001's rule of thumb for a ~{label} model is about "
                              f"{advice} good samples ({ratio:.1f}x that){'; quality matters more than count' if ratio > 2 else ''}")
                 break
+    if "mindformers" in plans and spec.epochs != int(spec.epochs):
+        notes.append(f"mindformers counts whole epochs: runner_config.epochs is {math.ceil(spec.epochs)} for the "
+                     f"spec's {spec.epochs:g}")
     multi = [name for name, fp in plans.items() if fp.layout.nodes > 1]
     if multi and spec.master_addr is None:
         notes.append(f"multi-node ({', '.join(multi)}) without cluster.master_addr: the launch scripts take "
