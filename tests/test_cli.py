@@ -171,3 +171,16 @@ def test_render_into_a_file_path_is_refused(tmp_path):
     (job_file / "qwen3-32b-full-snt9b-16c").write_text("")
     refused = run("render", EXAMPLE, "-o", job_file)
     assert refused.exit_code == 2 and refused.stderr.startswith("Error: ") and "is not a folder" in refused.stderr
+
+
+def test_render_removes_files_it_no_longer_generates(tmp_path, spec_file):
+    both = {"job": "j", "model": "qwen3-8b", "method": "lora", "seq_len": 4096, "hardware": "snt9b",
+            "frameworks": ["mindformers", "llama-factory"]}
+    run("render", spec_file(both), "-o", tmp_path, catch_exceptions=False)
+    assert (tmp_path / "j" / "llama-factory" / "train.yaml").is_file()
+    one = spec_file({**both, "frameworks": ["mindformers"]}, name="one.yaml")
+    stale = run("check", one, "-o", tmp_path)
+    assert stale.exit_code == 1 and "no longer generated: llama-factory/train.yaml" in stale.output
+    result = run("render", one, "-o", tmp_path, catch_exceptions=False)
+    assert "remove" in result.output and not (tmp_path / "j" / "llama-factory").exists()
+    assert run("check", one, "-o", tmp_path).exit_code == 0

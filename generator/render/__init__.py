@@ -187,11 +187,20 @@ def write(files: dict[str, str], out_dir: Path, job: str, force: bool) -> list[C
                     os.replace(staging / change.path, job_dir / change.path)
                 elif change.action == "remove":
                     (job_dir / change.path).unlink()
+                    _remove_empty_parents(job_dir, job_dir / change.path)
     except OSError as exc:
         raise UserError(f"cannot write {job_dir}: {exc.strerror or exc}") from None
     finally:
         shutil.rmtree(staging, ignore_errors=True)
     return changes
+
+
+def _remove_empty_parents(job_dir: Path, path: Path) -> None:
+    """Folders a removed file leaves empty (e.g. a framework no longer planned) go too; the job folder stays."""
+    folder = path.parent
+    while folder != job_dir and not any(folder.iterdir()):
+        folder.rmdir()
+        folder = folder.parent
 
 
 def check(files: dict[str, str], out_dir: Path, job: str) -> list[str]:
