@@ -77,3 +77,22 @@ def test_offload_moves_states_off_the_card():
     on = estimate(model, "full", "deepspeed", shape(cards=8, zero_stage=3), 4096, 8, 3.0)
     off = estimate(model, "full", "deepspeed", shape(cards=8, zero_stage=3, offload=True), 4096, 8, 3.0)
     assert off.total < on.total - 50
+
+
+def test_seed_001_lora_without_sharding_on_one_910b_card():
+    # Seed 001 (910B, 64 GB): a 14B LoRA run without DeepSpeed fits one card; a 32B one does not (bf16 weights alone
+    # exceed the card); 32B LoRA under ZeRO-3 fits one 8-card node.
+    from generator.resolve import resolve
+    from helpers import make_spec
+    tables = load_tables()
+    # force: the table's minimum for this row is 4 cards (low confidence); the memory question is one card's.
+    fits = resolve(make_spec(model="qwen2.5-14b", method="lora", cards=1, frameworks=["llama-factory"],
+                             global_batch_size=8), tables, force=True).frameworks["llama-factory"].layout
+    assert fits.zero_stage is None and fits.fits
+    big = resolve(make_spec(model="qwen2.5-32b", method="lora", cards=1, frameworks=["llama-factory"],
+                            global_batch_size=8, layout={"llama-factory": {"micro_batch_size": 1}}),
+                  tables, force=True).frameworks["llama-factory"].layout
+    assert big.memory.total > big.usable_gb
+    node = resolve(make_spec(model="qwen2.5-32b", method="lora", cards=8, frameworks=["llama-factory"]),
+                   tables).frameworks["llama-factory"].layout
+    assert node.zero_stage == 3 and node.fits
