@@ -38,8 +38,9 @@ CASES = [
     ("pretrain llama2-70b 4x8 MFU", 0.441, lambda: FITTED_MFU, MULTI_NODE),
     ("pretrain mixtral-8x7b 8x8 MFU", 0.317, lambda: FITTED_MFU, MULTI_NODE + "; MoE all-to-all is not modelled"),
     ("fine-tune llama2-7b 1x8 16K samples/s", 1.14, lambda: predicted_samples_per_s("llama2-7b", 16384, 8),
-     "at 16K seed 004's own MFU (37.4%) is 11 points below its 32K figure; the fine-tuning recipe (recompute, "
-     "dynamic lengths) costs more than the attention FLOPs explain"),
+     "upstream's 16K recipe (examples/mcore/llama2/tune_llama2_7b_full_pack_16k.sh: TP1 PP2 CP2 ring attention "
+     "with a general mask, swap-attention) computes all the attention 12*L*h*s counts, while the 32K recipe's causal "
+     "mask (TP2 CP4 Ulysses) skips half of it; one MFU cannot serve both masks"),
     ("fine-tune llama2-7b 1x8 32K samples/s", 0.51, lambda: predicted_samples_per_s("llama2-7b", 32768, 8), None),
 ]
 
