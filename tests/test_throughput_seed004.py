@@ -22,7 +22,10 @@ FIT_ROW = ("llama2-13b", 8, 0.647)  # model, cards, measured MFU
 FITTED_MFU = FIT_ROW[2]
 
 MULTI_NODE = ("one MFU constant carries no communication or pipeline term: 4 and 8 nodes lose 30-50% more than one "
-              "node, so the planner's MFU table keeps seed 004's multi-node (44.1%) and MoE (31.7%) figures")
+              "node, so the planner's MFU table keeps seed 004's multi-node (44.1%) and MoE (31.7%) figures. The "
+              "benchmark scripts the seed links: 70B = examples/mcore/llama2/pretrain_llama2_70b_pack_ptd.sh, TP8 PP4 "
+              "with virtual stages over 4 nodes; Mixtral = examples/mcore/mixtral/pretrain_mixtral_8x7b_ptd.sh, seq "
+              "32768, TP8 CP4 ring attention over 8 nodes")
 
 
 def predicted_samples_per_s(model: str, seq: int, cards: int) -> float:
@@ -36,7 +39,7 @@ CASES = [
     # (row, measured, predicted-quantity function, expected to fail because)
     ("pretrain llama2-7b 1x8 MFU", 0.690, lambda: FITTED_MFU, None),
     ("pretrain llama2-70b 4x8 MFU", 0.441, lambda: FITTED_MFU, MULTI_NODE),
-    ("pretrain mixtral-8x7b 8x8 MFU", 0.317, lambda: FITTED_MFU, MULTI_NODE + "; MoE all-to-all is not modelled"),
+    ("pretrain mixtral-8x7b 8x8 MFU", 0.317, lambda: FITTED_MFU, MULTI_NODE + "; MoE and CP traffic are not modelled"),
     ("fine-tune llama2-7b 1x8 16K samples/s", 1.14, lambda: predicted_samples_per_s("llama2-7b", 16384, 8),
      "upstream's 16K recipe (examples/mcore/llama2/tune_llama2_7b_full_pack_16k.sh: TP1 PP2 CP2 ring attention "
      "with a general mask, swap-attention) computes all the attention 12*L*h*s counts, while the 32K recipe's causal "
