@@ -12,7 +12,7 @@ from .cards import MAX_SEARCH_CARDS, preset_for, round_up, valid_counts
 from .context import Context
 from .errors import Problem, SpecError
 from .memory import GIB, LayoutShape, estimate
-from .plan import HEADROOM, Layout, Rejected
+from .plan import HEADROOM, Layout, Rejected, deepspeed_words
 from .spec import Pins
 from .tables import Preset, Tables, trains_adapters
 
@@ -197,8 +197,7 @@ def search(ctx: Context, cards: int) -> tuple[Layout | None, Layout | None, list
 
 def _label(ctx: Context, tp: int, pp: int, cp: int, ep: int, stage) -> str:
     if ctx.fw.memory == "deepspeed":
-        zero, offload = stage
-        return "no DeepSpeed" if zero is None else f"ZeRO-{zero}{' + offload' if offload else ''}"
+        return f"DeepSpeed {deepspeed_words(*stage)}"
     parts = [f"tp={tp}", f"pp={pp}"]
     if cp > 1:
         parts.append(f"cp={cp}")
@@ -261,7 +260,8 @@ def _layout(ctx: Context, shape: LayoutShape, gbs: int, source: str) -> Layout:
                   pp=shape.pp, cp=shape.cp, ep=shape.ep, micro_batch_size=shape.micro_batch_size,
                   global_batch_size=gbs, recompute=shape.recompute, sequence_parallel=shape.sequence_parallel,
                   num_layer_list=shape.layers_per_stage, memory=memory, usable_gb=ctx.hw.usable_gb,
-                  zero_stage=shape.zero_stage, offload=shape.offload, source=source,
+                  zero_stage=shape.zero_stage, offload=shape.offload, deepspeed=ctx.fw.memory == "deepspeed",
+                  source=source,
                   cp_algo="megatron_cp_algo" if shape.cp > 1 else None,
                   lora_rank=lora.get("rank"), lora_alpha=lora.get("alpha"))
 

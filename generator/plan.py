@@ -16,6 +16,11 @@ from .tables import Model
 HEADROOM = 0.10
 
 
+def deepspeed_words(zero_stage: int | None, offload: bool) -> str:
+    """LLaMA-Factory's DeepSpeed setting in words: "none", "ZeRO-2", "ZeRO-3 + offload"."""
+    return "none" if zero_stage is None else f"ZeRO-{zero_stage}{' + offload' if offload else ''}"
+
+
 @dataclass(frozen=True)
 class MinCards:
     value: int
@@ -62,8 +67,9 @@ class Layout:
     num_layer_list: tuple[int, ...]  # layers per pipeline stage (one entry when pp == 1)
     memory: MemoryBreakdown
     usable_gb: float
-    zero_stage: int | None = None  # LLaMA-Factory only
+    zero_stage: int | None = None  # LLaMA-Factory: None = no DeepSpeed
     offload: bool = False
+    deepspeed: bool = False  # the framework trains through DeepSpeed (LLaMA-Factory), so zero_stage applies
     source: str = "search"  # "preset: validated (...)" | "search" | "pinned"
     preset_level: str | None = None
     cp_algo: str | None = None
@@ -115,6 +121,11 @@ class Layout:
         return self.usable_gb * (1.0 - HEADROOM)
 
     @property
+    def deepspeed_label(self) -> str:
+        """The DeepSpeed setting in words, one spelling everywhere: "ZeRO-3 + offload", "none", or "-" (Megatron)."""
+        return deepspeed_words(self.zero_stage, self.offload) if self.deepspeed else "-"
+
+    @property
     def memory_share(self) -> float:
         """The estimate as a share of the usable memory."""
         return self.memory.total / self.usable_gb
@@ -131,8 +142,8 @@ class Layout:
             parts.append(f"ep={self.ep}")
         parts.append(f"mbs={self.micro_batch_size}")
         parts.append(f"recompute={self.recompute}")
-        if self.zero_stage is not None:
-            parts.append(f"zero={self.zero_stage}{'+offload' if self.offload else ''}")
+        if self.deepspeed:
+            parts.append(f"deepspeed={self.deepspeed_label}")
         return " ".join(parts)
 
 

@@ -176,8 +176,7 @@ def _resolve_framework(ctx: Context, tables: Tables):
     upstream = info.get("pretrain" if ctx.spec.method == "pretrain" else "finetune")
     if ctx.fw.memory == "deepspeed" and ctx.hw.accelerator == "npu":  # seed 001 ran LLaMA-Factory on 910B
         unsharded = ctx.model.params * 2 / GIB
-        how = "without DeepSpeed" if layout.zero_stage is None else \
-            f"ZeRO-{layout.zero_stage}{' + offload' if layout.offload else ''} over {layout.cards} card(s)"
+        how = f"DeepSpeed {layout.deepspeed_label} on {layout.cards} card(s)"
         notes.append(f"seed 001 check: the bf16 weights alone need {unsharded:.1f} GiB on one card without sharding "
                      f"({'over' if unsharded > ctx.hw.usable_gb else 'within'} the {ctx.hw.usable_gb:g} GiB usable); "
                      f"{how} needs {layout.memory.total:.1f} GiB per card, {layout.memory_share:.0%} of it")

@@ -48,6 +48,9 @@ def test_plan_text_and_json():
     text = run("plan", EXAMPLE, catch_exceptions=False)
     assert text.exit_code == 0
     assert "mindformers" in text.output and "preset: validated" in text.output
+    rows = {line.split()[0]: line for line in text.output.splitlines() if line.split()[:1] in (["mindformers"],
+                                                                                                ["llama-factory"])}
+    assert " ZeRO-3 " in rows["llama-factory"] and " - " in rows["mindformers"]
     data = json.loads(run("plan", EXAMPLE, "--json", catch_exceptions=False).output)
     assert data["cards"] == 16 and data["frameworks"]["mindformers"]["tp"] == 4
 

@@ -43,6 +43,7 @@ def test_yaml_and_deepspeed_json_agree(case, tmp_path):
     assert not [f for f in files if f.endswith(".json") and "ds_z" in f and f != f"llama-factory/{train.get('deepspeed')}"]
     if ds is None:  # one card training adapters runs without DeepSpeed (seed 002's single-GPU LoRA rows)
         assert lay.cards == 1 and method == "lora" and lay.zero_stage is None
+        assert "| none |" in files["PLAN.md"]  # said in words, not the Megatron frameworks' "-"
         assert train["per_device_train_batch_size"] * train["gradient_accumulation_steps"] == lay.global_batch_size
         return check_script(files["llama-factory/launch.sh"], tmp_path)
     assert ds["train_batch_size"] == ds["train_micro_batch_size_per_gpu"] * ds["gradient_accumulation_steps"] * \
