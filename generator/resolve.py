@@ -44,8 +44,7 @@ def resolve(spec: Spec, tables: Tables, force: bool = False) -> Plan:
         raise SpecError.at("quantization_bit", f"{spec.quantization_bit}-bit bases are not offered on {hw.name}; "
                                                f"choose {' or '.join(map(str, hw.quantization_bits))} (seed 001: "
                                                f"int8 misbehaves on 910B; LLaMA-Factory's Ascend example is 4-bit)")
-    names = _frameworks(spec, tables, model)
-    notes: list[str] = []
+    names, notes = _frameworks(spec, tables, model)
     if spec.frameworks is None and not force:
         # Defaulted frameworks drop those the table marks '-' here; a named one is refused instead.
         refusals = {n: dash_refusal(Context(spec, model, hw, tables.frameworks[n], force), tables) for n in names}
@@ -86,15 +85,16 @@ def _samples_per_epoch(spec: Spec) -> int | None:
     return None if spec.total_tokens is None else math.ceil(spec.total_tokens / spec.seq_len)
 
 
-def _frameworks(spec: Spec, tables: Tables, model: Model) -> list[str]:
+def _frameworks(spec: Spec, tables: Tables, model: Model) -> tuple[list[str], list[str]]:
+    """The frameworks to plan, and notes on those a defaulted list left out (and why)."""
     supported = [name for name in FRAMEWORKS if tables.supports(name, model.name)]
     if spec.frameworks is None:
-        chosen = [name for name in supported if _job_refusal(tables, name, model, spec) is None]
+        refusals = {name: _job_refusal(tables, name, model, spec) for name in supported}
+        chosen = [name for name, refusal in refusals.items() if refusal is None]
         if not chosen:
-            reasons = "; ".join(_job_refusal(tables, n, model, spec) for n in supported) or \
-                f"{model.name} is not supported by any framework in the tables"
+            reasons = "; ".join(refusals.values()) or f"{model.name} is not supported by any framework in the tables"
             raise SpecError.at("model", reasons)
-        return chosen
+        return chosen, [f"{name} left out: {refusal}" for name, refusal in refusals.items() if refusal]
     problems = []
     for i, name in enumerate(spec.frameworks):
         if name not in supported:
@@ -107,7 +107,7 @@ def _frameworks(spec: Spec, tables: Tables, model: Model) -> list[str]:
             problems.append(Problem(f"frameworks.{i}", _job_refusal(tables, name, model, spec)))
     if problems:
         raise SpecError(problems)
-    return [name for name in FRAMEWORKS if name in spec.frameworks]
+    return [name for name in FRAMEWORKS if name in spec.frameworks], []
 
 
 def _job_refusal(tables: Tables, name: str, model: Model, spec: Spec) -> str | None:
@@ -122,9 +122,9 @@ def _job_refusal(tables: Tables, name: str, model: Model, spec: Spec) -> str | N
     if offered is not None and spec.method not in offered:
         return (f"{name} has no upstream {spec.method} config to follow for {model.name} "
                 f"(offered: {', '.join(offered)})")
-    if name == "mindformers" and spec.dataset_format != "alpaca" and spec.method != "pretrain":
-        # The upstream HFDataLoader recipes use AlpacaInstructDataHandler; there is no ShareGPT recipe to follow.
-        return "mindformers fine-tuning data must be alpaca-format (paths.dataset_format: alpaca)"
+    if spec.method != "pretrain" and spec.dataset_format not in fw.dataset_formats:
+        return (f"{name} fine-tuning reads {' or '.join(fw.dataset_formats)} data, not {spec.dataset_format} "
+                f"(paths.dataset_format)")
     return None
 
 

@@ -175,6 +175,7 @@ class Framework:
     label: str
     memory: str
     methods: tuple[str, ...]
+    dataset_formats: tuple[str, ...]  # fine-tuning data formats it reads
     overhead_gb: float
     mfu: dict
     mfu_source: str
@@ -305,7 +306,9 @@ def load_tables() -> Tables:
                 for r in _load_yaml("hardware.yaml")["hardware"]}
     frameworks = {}
     for r in _load_yaml("frameworks.yaml")["frameworks"]:
-        frameworks[r["name"]] = _typed_row(Framework, {**r, "methods": tuple(r["methods"])}, "frameworks.yaml")
+        frameworks[r["name"]] = _typed_row(Framework, {**r, "methods": tuple(r["methods"]),
+                                                       "dataset_formats": tuple(r["dataset_formats"])},
+                                           "frameworks.yaml")
     presets_doc = _load_yaml("presets.yaml")
     presets = tuple(
         _typed_row(Preset, {**presets_doc["defaults"], **p, "methods": tuple(p["methods"]),

@@ -257,3 +257,11 @@ def test_hostile_values_are_inert_in_the_yaml():
     assert doc["pretrained_model_dir"] == HOSTILE
     assert doc["train_dataset"]["data_loader"]["data_files"] == "/x: y #z"
     assert doc["output_dir"] == "/o: 'p'/mindformers"
+
+
+@pytest.mark.parametrize("model,deepseek", [("deepseek-v3", True), ("qwen3-32b", False)])
+def test_deepseek_recipe_extras_follow_the_data(model, deepseek):
+    _, files = render_job(T, model=model, method="lora", frameworks=["mindformers"], cards=64)
+    doc = yaml.safe_load(files["mindformers/train.yaml"])
+    assert doc["train_dataset"]["data_loader"]["create_attention_mask"] is deepseek
+    assert ({"type": "TopkBiasBalanceCallback"} in doc["callbacks"]) is deepseek

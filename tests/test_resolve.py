@@ -231,3 +231,16 @@ def test_plan_json_has_the_fixed_keys():
         assert set(fw) >= {"cards", "nodes", "tp", "pp", "dp", "cp", "ep", "micro_batch_size", "global_batch_size",
                            "grad_accum", "recompute", "sequence_parallel", "zero_stage", "offload",
                            "memory_per_card_gb", "source"}
+
+
+def test_dataset_format_a_framework_cannot_read():
+    # MindFormers' upstream fine-tuning recipes read alpaca only: named, it is an error; defaulted, it is left out.
+    with pytest.raises(SpecError) as info:
+        plan_of(model="qwen3-8b", method="lora", frameworks=["mindformers"],
+                paths={"dataset": "/d.jsonl", "dataset_format": "sharegpt"})
+    assert (info.value.problems[0].path, info.value.problems[0].message) == (
+        "frameworks.0", "mindformers fine-tuning reads alpaca data, not sharegpt (paths.dataset_format)")
+    plan = plan_of(model="qwen3-8b", method="lora", paths={"dataset": "/d.jsonl", "dataset_format": "sharegpt"})
+    assert set(plan.frameworks) == {"mindspeed-llm", "llama-factory"}
+    assert "mindformers left out: mindformers fine-tuning reads alpaca data, not sharegpt (paths.dataset_format)" \
+        in plan.notes

@@ -49,7 +49,7 @@ def yaml_context(plan: Plan, fp: FrameworkPlan) -> dict:
         "gradient_accumulation_steps": 1 if pipelined else lay.grad_accum,
         "learning_rate": LEARNING_RATE[plan.method],
         "input_columns": RESEARCH_COLUMNS[info["family"]] if research else MCORE_COLUMNS,
-        "create_attention_mask": plan.shape.name == "deepseek-v3",
+        "create_attention_mask": info.get("attention_mask", False),
         "seq_len": plan.seq_len,
         "max_device_memory": f"{lay.usable_gb:g}GB",
         "parallel_speed_up_json_path": "./configs/qwen3/parallel_speed_up.json",
@@ -66,7 +66,7 @@ def yaml_context(plan: Plan, fp: FrameworkPlan) -> dict:
         # config.json, so routing keys such as norm_topk_prob or routed_scaling_factor are not overridden.
         "moe_architecture": plan.method == "pretrain",
         "moe_balancing": "gbs_aux_loss" if plan.method == "pretrain" else "seq_aux_loss",
-        "print_separate_loss": plan.shape.is_moe, "topk_bias_callback": plan.shape.name == "deepseek-v3",
+        "print_separate_loss": plan.shape.is_moe, "topk_bias_callback": info.get("topk_bias_callback", False),
         "train_samples": plan.samples_per_epoch or PRETRAIN_SAMPLES_PLACEHOLDER,
         "train_samples_placeholder": plan.samples_per_epoch is None,
     }
