@@ -37,6 +37,7 @@ class Estimate:
     is_estimate: bool
     time_hours: float | None  # for the chosen card count
     budget_cards: int | None = None  # cards the time budget asked for, before rounding to the platform
+    mfu: float | None = None  # model FLOPs utilisation of the estimate (None when measured)
 
 
 @dataclass(frozen=True)
@@ -176,7 +177,7 @@ class FrameworkPlan:
 
 def _estimate_json(est: Estimate) -> dict:
     return {"total_tokens": est.total_tokens, "tokens_per_card_s": round(est.tokens_per_card_s, 1),
-            "tps_source": est.tps_source, "time_hours": None if est.time_hours is None else round(est.time_hours, 2)}
+            "mfu": None if est.mfu is None else round(est.mfu, 4), "tps_source": est.tps_source, "time_hours": None if est.time_hours is None else round(est.time_hours, 2)}
 
 
 @dataclass(frozen=True)

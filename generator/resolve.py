@@ -20,11 +20,12 @@ from .context import Context
 from .errors import Problem, SpecError
 from .layouts import choose_layout, smallest_fit
 from .memory import GIB
-from .plan import Estimate, FrameworkPlan, MinCards, PathValue, Plan, Rejected
+from .plan import Estimate, FrameworkPlan, Layout, MinCards, PathValue, Plan, Rejected
 from .spec import FRAMEWORKS, Spec
 from .tables import Model, Tables
-from .throughput import cards_for_budget, hours, throughput
+from .throughput import Parallelism, Throughput, cards_for_budget, hours, throughput
 
+BUDGET_PASSES = 4  # sizing a time budget: the card count settles in one or two passes
 DEFAULT_MASTER_PORT = 50001  # seed 003's example port; MindFormers suggests 50000-65535
 # Seed 001's rule of thumb for LoRA/SFT data set size, by model size (billions of parameters -> samples).
 DATASET_ADVICE = ((10, 20_000, "7B"), (20, 40_000, "14B"), (50, 80_000, "32B"), (float("inf"), 150_000, "72B"))
@@ -139,6 +140,18 @@ def _check_layout_keys(spec: Spec, names: list[str]) -> None:
 # One framework
 
 
+def _rate(ctx: Context, layout: Layout | None) -> Throughput:
+    """Tokens/s per card for `layout` (None: before a layout is chosen)."""
+    par = None
+    if layout is not None:
+        # MindSpeed-LLM's full recompute is uniform over every layer; selective recomputes activation functions
+        # only, which costs no matrix multiply.
+        par = Parallelism(tp=layout.tp, pp=layout.pp, cp=layout.cp, dp=layout.dp, ep=layout.ep,
+                          micro_batch=layout.micro_batch_size, global_batch=layout.global_batch_size,
+                          cards_per_node=layout.cards_per_node, recompute=1.0 if layout.recompute == "full" else 0.0)
+    return throughput(ctx.model, ctx.spec.method, ctx.spec.seq_len, ctx.fw, ctx.hw, ctx.spec.tokens_per_card_s, par)
+
+
 def _resolve_framework(ctx: Context, tables: Tables):
     notes: list[str] = []
     warnings: list[str] = []
@@ -146,25 +159,35 @@ def _resolve_framework(ctx: Context, tables: Tables):
     if minimum is None:  # no usable table cell: the smallest card count where an unpinned layout fits
         minimum = MinCards(smallest_fit(ctx), "memory model: the smallest card count with a layout that fits",
                            "memory model (--force on a '-' cell)" if forced else "memory model (no table row)")
-    tput = throughput(ctx.model, ctx.spec.method, ctx.spec.seq_len, ctx.fw, ctx.hw, ctx.spec.tokens_per_card_s)
     tokens = ctx.spec.train_tokens
-    budget_cards = None
-    if ctx.spec.time_budget_hours is not None and tokens is not None:
-        budget_cards = cards_for_budget(tokens, ctx.spec.time_budget_hours, tput.tokens_per_card_s,
-                                        ctx.spec.scaling_efficiency)
-
+    budget = ctx.spec.time_budget_hours if tokens is not None and ctx.spec.cards is None else None
     if ctx.spec.cards is not None:
         cards = explicit_cards(ctx, minimum, notes)
         forced = forced or cards < minimum.value
-    else:
-        cards = auto_cards(ctx, minimum, budget_cards, notes)
-
-    layout, rejected = choose_layout(ctx, tables, cards, notes, warnings)
+    # A time budget is first sized at one card's compute-bound rate; the chosen layout's communication and
+    # bubble then lower the rate, so the count grows until the layout meets the budget (or stops growing).
+    tput = _rate(ctx, None)
+    budget_cards = None
+    for _ in range(BUDGET_PASSES):
+        attempt_notes: list[str] = []
+        if budget is not None:
+            budget_cards = cards_for_budget(tokens, budget, tput.tokens_per_card_s, ctx.spec.scaling_efficiency)
+        if ctx.spec.cards is None:
+            cards = auto_cards(ctx, minimum, budget_cards, attempt_notes)
+        attempt_warnings: list[str] = []
+        layout, rejected = choose_layout(ctx, tables, cards, attempt_notes, attempt_warnings)
+        tput = _rate(ctx, layout)
+        if budget is None or hours(tokens, tput.tokens_per_card_s, layout.cards, ctx.spec.scaling_efficiency) \
+                <= budget * 1.0001 or cards_for_budget(tokens, budget, tput.tokens_per_card_s,
+                                                       ctx.spec.scaling_efficiency) <= budget_cards:
+            break
+    notes.extend(attempt_notes)
+    warnings.extend(attempt_warnings)
     if ctx.hw.accelerator == "npu" and layout.cards < 8 and layout.cards == minimum.value:
         notes.append(f"{layout.cards} card(s) is below one node; seed 000: below 8 cards one normally uses 8 "
                      f"(set cards: 8 to do so)")
     est = Estimate(total_tokens=tokens, tokens_per_card_s=tput.tokens_per_card_s, tps_source=tput.source,
-                   is_estimate=tput.is_estimate,
+                   is_estimate=tput.is_estimate, mfu=tput.mfu,
                    time_hours=None if tokens is None else hours(tokens, tput.tokens_per_card_s, layout.cards,
                                                                 ctx.spec.scaling_efficiency),
                    budget_cards=budget_cards)

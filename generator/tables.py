@@ -167,6 +167,10 @@ class Hardware:
     frameworks: tuple[str, ...]
     quantization_bits: tuple[int, ...]
     source: str
+    # Step-model inputs (generator/throughput.py); None on hardware planned with an MFU instead (GPUs).
+    link_gb_s: float | None = None  # rate of a ring collective inside a node, per card
+    scaleout_gb_s: float | None = None  # per card, between nodes
+    attention_efficiency: dict | None = None  # fused attention forward: sequence length -> share of peak
 
 
 @dataclass(frozen=True)
@@ -177,8 +181,7 @@ class Framework:
     methods: tuple[str, ...]
     dataset_formats: tuple[str, ...]  # fine-tuning data formats it reads
     overhead_gb: float
-    mfu: dict
-    mfu_source: str
+    throughput: dict  # {model: step, gemm_efficiency, source} or {model: mfu, mfu: {method: share}, source}
     lora: dict
     min_cards_from: str
     support: str  # "listed": only `models`; "table": `models` plus every model with a row in its min_cards column

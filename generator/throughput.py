@@ -1,9 +1,22 @@
-"""Throughput per card, training time, and the card count a time budget needs (seed 000's formulas).
+"""Throughput per card, training time, and the card count a time budget needs.
 
 Seed 000 writes Time = Tok / (TPS * N) * eff and N = Tok / (Time * TPS) * eff, which makes a worse scaling
 efficiency need FEWER cards. We use the physically right forms, efficiency as a divisor:
     Time = Tok / (TPS * N * eff)        N = Tok / (Time * TPS * eff)
 (shared/spec/min_cards_notes.md records the same correction).
+
+TPS, unless the spec measured it, comes from one of two models; the framework row names which:
+- "step" (Megatron-style frameworks on Ascend): the time of one optimizer step of the chosen layout, from the
+  work each card does and the rates it does it at: matrix multiplies at one efficiency fitted on ONE seed-004
+  row, fused attention at the measured efficiency of the attention kernel for the length each call sees, the
+  tensor-parallel collectives of sequence parallelism at the node's link rate, expert all-to-alls, and the 1F1B
+  pipeline bubble. Gradient reduction, parameter gathers, pipeline sends and context-parallel KV exchange run
+  overlapped with compute in the upstream recipes (--overlap-grad-reduce, --overlap-param-gather,
+  --use-cp-send-recv-overlap) and are left to the spec's scaling_efficiency.
+- "mfu" (LLaMA-Factory, GPUs): an assumed model-FLOPs utilisation x peak / FLOPs per token.
+Model FLOPs follow Megatron's count (the one MindSpeed-LLM logs and seed 004's MFU uses): 6 x the parameters a
+token multiplies through (input embedding lookup excluded, output projection included; 4x for adapters, which
+compute no weight gradients of the frozen base) + 12 L q s for attention, whatever the mask skips.
 """
 
 from __future__ import annotations
@@ -13,12 +26,141 @@ from dataclasses import dataclass
 
 from .tables import Framework, Hardware, Model, trains_adapters
 
+BF16_BYTES = 2
+# FlashAttention-2 (Dao 2023, arXiv:2307.08691, abstract and s4.1): the backward pass reaches 63% of A100 peak where
+# the forward reaches 73%. No measurement of Ascend's backward kernel is public, so its forward rate scales the same.
+FA_BACKWARD_RATIO = 0.63 / 0.73
+
+
+def matmul_params(model: Model) -> int:
+    """Parameters one token multiplies through: the active layers and the output projection (tied or not)."""
+    return model.active_params - model.embedding_params * (1 if model.tied else 2) - model.hidden \
+        + model.embedding_params
+
 
 def flops_per_token(model: Model, method: str, seq_len: int) -> float:
-    """Model FLOPs per trained token: 6N + 12*L*q*s for training (N = active parameters, q = heads x head_dim);
-    LoRA computes no weight gradients of the frozen base, so 4N instead of 6N."""
-    dense_factor = 4.0 if trains_adapters(method) else 6.0
-    return dense_factor * model.active_params + 12.0 * model.layers * model.q_dim * seq_len
+    """Model FLOPs per trained token (Megatron's count): 6 x matmul parameters (4 x for adapters) + 12 L q s."""
+    return weight_factor(method) * matmul_params(model) + attention_flops_per_token(model, seq_len)
+
+
+def weight_factor(method: str) -> float:
+    """Forward + backward FLOPs per weight per token: 6 (2 forward, 2 input grads, 2 weight grads), 4 for adapters."""
+    return 4.0 if trains_adapters(method) else 6.0
+
+
+def attention_flops_per_token(model: Model, seq_len: int) -> float:
+    """QK^T and PV, forward and backward, for every position (Megatron counts the full square)."""
+    return 12.0 * model.layers * model.q_dim * seq_len
+
+
+@dataclass(frozen=True)
+class Parallelism:
+    """What the step model needs to know about a layout."""
+
+    tp: int
+    pp: int
+    cp: int
+    dp: int
+    micro_batch: int
+    global_batch: int
+    cards_per_node: int
+    ep: int = 1
+    ring: int | None = None  # ring-attention degree within cp (Ulysses takes the rest); None: all of cp
+    vpp: int = 1  # virtual pipeline stages per card
+    recompute: float = 0.0  # share of layers whose forward runs twice
+    causal: bool = True  # the attention kernel skips the masked half
+
+    @property
+    def cards(self) -> int:
+        return self.tp * self.pp * self.cp * self.dp
+
+    @property
+    def micro_batches(self) -> int:
+        return self.global_batch // (self.micro_batch * self.dp)
+
+    @property
+    def ring_degree(self) -> int:
+        return self.cp if self.ring is None else self.ring
+
+    def attention_call_len(self, seq_len: int) -> int:
+        """Sequence length one fused-attention call sees: ring attention splits it, and a causal ring splits each
+        card's share again into two load-balanced halves."""
+        split = self.ring_degree * (2 if self.causal and self.ring_degree > 1 else 1)
+        return seq_len // split
+
+
+@dataclass(frozen=True)
+class StepTime:
+    """Seconds per optimizer step on one card, by cause."""
+
+    gemm: float
+    attention: float
+    tp_comm: float
+    ep_comm: float
+    bubble: float
+    tokens_per_card_s: float
+    mfu: float  # model FLOPs / (seconds x peak)
+
+    @property
+    def total(self) -> float:
+        return self.gemm + self.attention + self.tp_comm + self.ep_comm + self.bubble
+
+    def shares(self) -> dict[str, float]:
+        parts = {"matmul": self.gemm, "attention": self.attention, "tensor-parallel communication": self.tp_comm,
+                 "expert all-to-all": self.ep_comm, "pipeline bubble": self.bubble}
+        return {k: v / self.total for k, v in parts.items() if v > 0}
+
+
+def attention_efficiency(hardware: Hardware, length: int) -> float:
+    """The fused attention kernel's forward efficiency at `length`, interpolated in log2(length) between the
+    measured lengths (clamped at both ends), then blended with the backward pass (twice the forward's work)."""
+    curve = sorted((int(k), float(v)) for k, v in hardware.attention_efficiency.items())
+    x = math.log2(max(length, 1))
+    forward = curve[0][1] if x <= math.log2(curve[0][0]) else curve[-1][1]
+    for (l0, e0), (l1, e1) in zip(curve, curve[1:]):
+        if math.log2(l0) <= x <= math.log2(l1):
+            forward = e0 + (e1 - e0) * (x - math.log2(l0)) / (math.log2(l1) - math.log2(l0))
+            break
+    return 3.0 * forward / (1.0 + 2.0 / FA_BACKWARD_RATIO)
+
+
+def step_time(model: Model, method: str, seq_len: int, par: Parallelism, hardware: Hardware,
+              gemm_efficiency: float) -> StepTime:
+    """One optimizer step of `par` on `hardware`, per card."""
+    peak = hardware.peak_tflops_bf16 * 1e12
+    factor = weight_factor(method)
+    forward_share = 2.0 / factor
+    tokens = par.micro_batch * seq_len  # one micro batch
+    per_card = tokens / (par.tp * par.cp * par.pp)  # tokens' worth of work one card does per micro batch
+    gemm = per_card * factor * matmul_params(model) * (1 + par.recompute * forward_share) / (gemm_efficiency * peak)
+    attention_work = attention_flops_per_token(model, seq_len) * (0.5 if par.causal else 1.0)
+    attention = per_card * attention_work * (1 + par.recompute / 3) / \
+        (attention_efficiency(hardware, par.attention_call_len(seq_len)) * peak)
+
+    layers = model.layers / par.pp
+    moe_layers = model.moe_layers / par.pp
+    activation = tokens / par.cp * model.hidden * BF16_BYTES  # one full activation tensor of the micro batch
+    tp_comm = 0.0
+    if par.tp > 1:
+        # Sequence parallelism: all-gather before and reduce-scatter after attention and the MLP, mirrored in the
+        # backward; recompute runs the forward ones again. Expert MLPs sharded by TP move top-k copies of each token.
+        pairs = layers + (layers - moe_layers) + moe_layers * max(model.topk, 1)
+        collectives = 2 * pairs * (2 + par.recompute)
+        tp_comm = collectives * activation * (par.tp - 1) / par.tp / (hardware.link_gb_s * 1e9)
+    ep_comm = 0.0
+    if par.ep > 1 and model.is_moe:
+        # Dispatch and combine, forward and backward, each moving top-k copies of this card's tokens.
+        rate = hardware.link_gb_s if par.tp * par.ep <= par.cards_per_node else hardware.scaleout_gb_s
+        ep_comm = moe_layers * 4 * activation / par.tp * model.topk * (par.ep - 1) / par.ep / (rate * 1e9)
+    micro = par.micro_batches
+    bubble_share = (par.pp - 1) / (micro * par.vpp)  # 1F1B: (pp - 1) idle slots per step, fewer with VPP
+    per_micro = gemm + attention + tp_comm + ep_comm
+    step_tokens_per_card = par.global_batch * seq_len / par.cards
+    total = per_micro * micro * (1 + bubble_share)
+    tps = step_tokens_per_card / total
+    return StepTime(gemm=gemm * micro, attention=attention * micro, tp_comm=tp_comm * micro, ep_comm=ep_comm * micro,
+                    bubble=per_micro * micro * bubble_share, tokens_per_card_s=tps,
+                    mfu=tps * flops_per_token(model, method, seq_len) / peak)
 
 
 @dataclass(frozen=True)
@@ -26,19 +168,37 @@ class Throughput:
     tokens_per_card_s: float
     source: str
     is_estimate: bool
+    mfu: float | None = None
+    shares: dict | None = None  # step model: share of the step time by cause
+
+
+def uses_step_model(framework: Framework, hardware: Hardware) -> bool:
+    return framework.throughput["model"] == "step" and hardware.attention_efficiency is not None
 
 
 def throughput(model: Model, method: str, seq_len: int, framework: Framework, hardware: Hardware,
-               measured: float | None) -> Throughput:
-    """The spec's measured tokens/s per card, else MFU x peak / FLOPs per token."""
+               measured: float | None, par: Parallelism | None = None) -> Throughput:
+    """The spec's measured tokens/s per card; else the step model for `par` (Megatron-style frameworks on
+    Ascend); else MFU x peak / FLOPs per token. Without `par` the step model assumes one card's worth of work
+    with no communication or bubble: the rate a time budget is first sized with."""
     if measured is not None:
         return Throughput(measured, "measured (spec tokens_per_card_s)", False)
+    info = framework.throughput
+    flops = flops_per_token(model, method, seq_len)
+    if uses_step_model(framework, hardware):
+        par = par or Parallelism(tp=1, pp=1, cp=1, dp=1, micro_batch=1, global_batch=1,
+                                 cards_per_node=hardware.cards_per_node)
+        step = step_time(model, method, seq_len, par, hardware, info["gemm_efficiency"])
+        causes = ", ".join(f"{k} {v:.0%}" for k, v in step.shares().items())
+        return Throughput(step.tokens_per_card_s,
+                          f"estimate: step model, MFU {step.mfu:.1%} of {hardware.peak_tflops_bf16:g} TFLOPS at "
+                          f"{flops / 1e9:.1f} GFLOP per token; step time: {causes} ({info['source']})",
+                          True, step.mfu, step.shares())
     key = "moe" if model.is_moe and not trains_adapters(method) else method
-    mfu = framework.mfu[key]
-    tps = mfu * hardware.peak_tflops_bf16 * 1e12 / flops_per_token(model, method, seq_len)
+    mfu = info["mfu"][key]
+    tps = mfu * hardware.peak_tflops_bf16 * 1e12 / flops
     return Throughput(tps, f"estimate: MFU {mfu:.1%} x {hardware.peak_tflops_bf16:g} TFLOPS / "
-                           f"{flops_per_token(model, method, seq_len) / 1e9:.1f} GFLOP per token "
-                           f"({framework.mfu_source})", True)
+                           f"{flops / 1e9:.1f} GFLOP per token ({info['source']})", True, mfu)
 
 
 def hours(tokens: float, tps: float, cards: int, efficiency: float) -> float:

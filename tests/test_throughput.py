@@ -1,13 +1,25 @@
-"""Seed 000's time and card formulas, with the efficiency as a divisor."""
+"""Seed 000's time and card formulas, the FLOPs count, and the step model's terms one at a time."""
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 
+from generator.resolve import resolve
 from generator.tables import load_tables
-from generator.throughput import cards_for_budget, flops_per_token, hours, throughput
+from generator.throughput import (Parallelism, attention_efficiency, cards_for_budget, flops_per_token, hours,
+                                  step_time, throughput)
+from helpers import make_spec
 
 T = load_tables()
+SNT9B = T.hardware["snt9b"]
+EFF = T.frameworks["mindspeed-llm"].throughput["gemm_efficiency"]
+
+
+def par(**kw) -> Parallelism:
+    base = dict(tp=1, pp=1, cp=1, dp=8, micro_batch=1, global_batch=128, cards_per_node=8)
+    return Parallelism(**{**base, **kw})
 
 
 def test_time_formula_divides_by_efficiency():
@@ -22,18 +34,128 @@ def test_card_formula_worse_efficiency_needs_more_cards():
     assert cards_for_budget(1e10, 24, 1000, 0.8) > ideal
 
 
-def test_flops_per_token():
-    model = T.models["qwen3-8b"]
-    assert flops_per_token(model, "full", 4096) == pytest.approx(
-        6 * model.params + 12 * model.layers * model.q_dim * 4096)
-    assert flops_per_token(model, "lora", 4096) < flops_per_token(model, "full", 4096)
+def megatron_flops(L, h, heads, groups, ffn, vocab, s, experts_per_token=1):
+    """Megatron-LM's num_floating_point_operations per token (training.py), written from its published form."""
+    return 12 * L * h * h * ((1 + groups / heads + s / h) + 1.5 * ffn / h * experts_per_token + vocab / (2 * L * h))
+
+
+@pytest.mark.parametrize("name,seq", [("llama2-13b", 4096), ("llama2-70b", 4096), ("mixtral-8x7b", 32768)])
+def test_flops_per_token_is_megatrons_count(name, seq):
+    m = T.models[name]
+    expected = megatron_flops(m.layers, m.hidden, m.heads, m.kv_heads, m.moe_ffn or m.ffn, m.vocab, seq,
+                              m.topk or 1)
+    # Megatron leaves out the norm weights and the router; they are < 0.1% of the count.
+    assert flops_per_token(m, "pretrain", seq) == pytest.approx(expected, rel=1e-3)
+
+
+def test_tied_models_count_the_output_projection_once_and_adapters_skip_weight_gradients():
+    tied = T.models["qwen3-0.6b"]
+    assert tied.tied
+    attention = 12 * tied.layers * tied.q_dim * 4096
+    layers = tied.layers * tied.layer_params
+    assert flops_per_token(tied, "full", 4096) == pytest.approx(
+        6 * (layers + tied.embedding_params) + attention, rel=1e-6)
+    assert flops_per_token(tied, "lora", 4096) == pytest.approx(4 * (layers + tied.embedding_params) + attention,
+                                                                rel=1e-6)
 
 
 def test_measured_throughput_wins_over_estimate():
-    fw, hw, model = T.frameworks["mindspeed-llm"], T.hardware["snt9b"], T.models["qwen3-8b"]
-    assert throughput(model, "full", 4096, fw, hw, 1800.0).tokens_per_card_s == 1800.0
-    est = throughput(model, "full", 4096, fw, hw, None)
-    assert est.is_estimate and "MFU 37.4%" in est.source
-    # MoE uses active parameters and the MoE MFU.
-    moe = throughput(T.models["mixtral-8x7b"], "pretrain", 4096, fw, hw, None)
-    assert "MFU 31.7%" in moe.source
+    fw, model = T.frameworks["mindspeed-llm"], T.models["qwen3-8b"]
+    assert throughput(model, "full", 4096, fw, SNT9B, 1800.0).tokens_per_card_s == 1800.0
+    est = throughput(model, "full", 4096, fw, SNT9B, None)
+    assert est.is_estimate and "step model" in est.source and est.mfu > 0
+    gpu = throughput(model, "lora", 4096, T.frameworks["llama-factory"], T.hardware["rtx4090"], None)
+    assert "MFU 25.0%" in gpu.source
+
+
+def test_step_rate_and_mfu_agree():
+    model = T.models["qwen3-8b"]
+    step = step_time(model, "full", 4096, par(tp=2, dp=4), SNT9B, EFF)
+    assert step.mfu == pytest.approx(step.tokens_per_card_s * flops_per_token(model, "full", 4096)
+                                     / (SNT9B.peak_tflops_bf16 * 1e12))
+    assert sum(step.shares().values()) == pytest.approx(1.0)
+
+
+def test_tensor_parallel_collectives_cost_link_time():
+    model = T.models["qwen3-8b"]
+    alone = step_time(model, "full", 4096, par(), SNT9B, EFF)
+    assert alone.tp_comm == 0
+    tp4 = step_time(model, "full", 4096, par(tp=4, dp=2), SNT9B, EFF)
+    # 4 collectives per (attention | MLP) pair per micro batch forward and backward, 3/4 of one activation each.
+    activation = 4096 * model.hidden * 2
+    micro = 128 // 2
+    expected = micro * 2 * model.layers * 4 * activation * 3 / 4 / (SNT9B.link_gb_s * 1e9)
+    assert tp4.tp_comm == pytest.approx(expected)
+    faster = step_time(model, "full", 4096, par(tp=4, dp=2), replace(SNT9B, link_gb_s=2 * SNT9B.link_gb_s), EFF)
+    assert faster.tp_comm == pytest.approx(tp4.tp_comm / 2)
+
+
+def test_pipeline_bubble_is_pp_minus_one_over_micro_batches():
+    model = T.models["qwen3-8b"]
+    step = step_time(model, "full", 4096, par(pp=4, dp=2, global_batch=32), SNT9B, EFF)
+    busy = step.total - step.bubble
+    assert step.bubble == pytest.approx(busy * 3 / 16)  # 16 micro batches per step
+    more = step_time(model, "full", 4096, par(pp=4, dp=2, global_batch=256), SNT9B, EFF)
+    assert more.bubble / (more.total - more.bubble) == pytest.approx(3 / 128)
+
+
+def test_causal_mask_halves_attention_and_recompute_repeats_the_forward():
+    model = T.models["qwen3-8b"]
+    causal = step_time(model, "full", 4096, par(), SNT9B, EFF)
+    general = step_time(model, "full", 4096, par(causal=False), SNT9B, EFF)
+    assert general.attention == pytest.approx(2 * causal.attention)
+    full = step_time(model, "full", 4096, par(recompute=1.0), SNT9B, EFF)
+    assert full.gemm == pytest.approx(causal.gemm * 4 / 3)  # a forward (2) on top of forward + backward (6)
+    lora, lora_rc = (step_time(model, "lora", 4096, par(recompute=r), SNT9B, EFF) for r in (0.0, 1.0))
+    assert lora_rc.gemm == pytest.approx(lora.gemm * 3 / 2)  # 2 on top of 4: no weight gradients
+
+
+def test_attention_efficiency_follows_the_measured_curve():
+    curve = SNT9B.attention_efficiency
+    blend = 3 / (1 + 2 * 0.73 / 0.63)
+    assert attention_efficiency(SNT9B, 8192) == pytest.approx(curve[8192] * blend)
+    between = attention_efficiency(SNT9B, 11585)  # ~2^13.5
+    assert attention_efficiency(SNT9B, 8192) < between < attention_efficiency(SNT9B, 16384)
+    assert attention_efficiency(SNT9B, 128) == attention_efficiency(SNT9B, 1024)  # clamped at the ends
+    assert attention_efficiency(SNT9B, 1 << 20) == attention_efficiency(SNT9B, 32768)
+
+
+def test_ring_attention_shortens_each_call():
+    assert par(cp=4, dp=2).attention_call_len(32768) == 4096  # 8192 per card, two causal halves
+    assert par(cp=4, dp=2, causal=False).attention_call_len(32768) == 8192
+    assert par(cp=4, dp=2, ring=2).attention_call_len(32768) == 8192  # Ulysses 2 x ring 2
+
+
+def test_expert_all_to_all_leaves_the_node_when_the_group_does():
+    model = T.models["mixtral-8x7b"]
+    inside = step_time(model, "pretrain", 4096, par(ep=8), SNT9B, EFF)
+    across = step_time(model, "pretrain", 4096, par(tp=2, dp=8, ep=8), SNT9B, EFF)
+    assert inside.ep_comm > 0
+    per_token_inside = inside.ep_comm / (128 * 4096 / 8)
+    per_token_across = across.ep_comm / (128 * 4096 / 16)
+    assert per_token_across > per_token_inside  # 25 GB/s RoCE instead of 56 GB/s HCCS
+    assert step_time(T.models["qwen3-8b"], "full", 4096, par(ep=8), SNT9B, EFF).ep_comm == 0  # dense: no experts
+
+
+def test_the_plan_reports_the_step_model_of_its_own_layout():
+    plan = resolve(make_spec(model="qwen3-32b", frameworks=["mindspeed-llm"], data={"total_tokens": 10**9}), T)
+    fp = plan.frameworks["mindspeed-llm"]
+    lay = fp.layout
+    step = step_time(T.models["qwen3-32b"], "full", 4096,
+                     Parallelism(tp=lay.tp, pp=lay.pp, cp=lay.cp, dp=lay.dp, micro_batch=lay.micro_batch_size,
+                                 global_batch=lay.global_batch_size, cards_per_node=8,
+                                 recompute=1.0 if lay.recompute == "full" else 0.0), SNT9B, EFF)
+    assert fp.estimate.tokens_per_card_s == pytest.approx(step.tokens_per_card_s)
+    assert fp.estimate.mfu == pytest.approx(step.mfu)
+
+
+def test_a_time_budget_is_met_by_the_chosen_layout_not_just_the_ideal_rate():
+    tokens, budget = 2 * 10**10, 48
+    plan = resolve(make_spec(model="qwen3-32b", frameworks=["mindspeed-llm"], data={"total_tokens": tokens},
+                             time_budget_hours=budget), T)
+    fp = plan.frameworks["mindspeed-llm"]
+    assert fp.estimate.time_hours <= budget
+    ideal = throughput(T.models["qwen3-32b"], "full", 4096, T.frameworks["mindspeed-llm"], SNT9B, None)
+    assert fp.estimate.tokens_per_card_s < ideal.tokens_per_card_s  # the layout costs something...
+    first_pass = cards_for_budget(tokens, budget, ideal.tokens_per_card_s, 1.0)
+    assert fp.layout.cards > -(-first_pass // 8) * 8  # ...so more cards than the first, compute-bound pass
