@@ -168,10 +168,14 @@ def _resolve_framework(ctx: Context, tables: Tables):
     # bubble then lower the rate, so the count grows until the layout meets the budget (or stops growing).
     tput = _rate(ctx, None)
     budget_cards = None
-    for _ in range(BUDGET_PASSES):
+    for attempt in range(BUDGET_PASSES):
         attempt_notes: list[str] = []
         if budget is not None:
             budget_cards = cards_for_budget(tokens, budget, tput.tokens_per_card_s, ctx.spec.scaling_efficiency)
+            if attempt:
+                attempt_notes.append(f"time budget: sized again at the rate of the layout {layout.cards} cards got "
+                                     f"({tput.tokens_per_card_s:.0f} tokens/s per card; communication and pipeline "
+                                     f"bubble included)")
         if ctx.spec.cards is None:
             cards = auto_cards(ctx, minimum, budget_cards, attempt_notes)
         attempt_warnings: list[str] = []

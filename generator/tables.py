@@ -139,6 +139,12 @@ class Model:
         routed_active = self.moe_layers * self.topk * 3 * self.hidden * self.moe_ffn
         return self.params - self.expert_params + routed_active
 
+    @cached_property
+    def matmul_params(self) -> int:
+        """Parameters one token multiplies through: the active layers (and vision tower) and the output projection,
+        tied or not. The input embedding is a lookup and the final norm no matrix."""
+        return self.active_params - self._embeddings_total + self.embedding_params
+
     @property
     def largest_layer_params(self) -> int:
         """The largest single module DeepSpeed ZeRO-3 gathers at once: the embedding or a whole layer."""

@@ -32,15 +32,9 @@ BF16_BYTES = 2
 FA_BACKWARD_RATIO = 0.63 / 0.73
 
 
-def matmul_params(model: Model) -> int:
-    """Parameters one token multiplies through: the active layers and the output projection (tied or not)."""
-    return model.active_params - model.embedding_params * (1 if model.tied else 2) - model.hidden \
-        + model.embedding_params
-
-
 def flops_per_token(model: Model, method: str, seq_len: int) -> float:
     """Model FLOPs per trained token (Megatron's count): 6 x matmul parameters (4 x for adapters) + 12 L q s."""
-    return weight_factor(method) * matmul_params(model) + attention_flops_per_token(model, seq_len)
+    return weight_factor(method) * model.matmul_params + attention_flops_per_token(model, seq_len)
 
 
 def weight_factor(method: str) -> float:
@@ -132,7 +126,7 @@ def step_time(model: Model, method: str, seq_len: int, par: Parallelism, hardwar
     forward_share = 2.0 / factor
     tokens = par.micro_batch * seq_len  # one micro batch
     per_card = tokens / (par.tp * par.cp * par.pp)  # tokens' worth of work one card does per micro batch
-    gemm = per_card * factor * matmul_params(model) * (1 + par.recompute * forward_share) / (gemm_efficiency * peak)
+    gemm = per_card * factor * model.matmul_params * (1 + par.recompute * forward_share) / (gemm_efficiency * peak)
     attention_work = attention_flops_per_token(model, seq_len) * (0.5 if par.causal else 1.0)
     attention = per_card * attention_work * (1 + par.recompute / 3) / \
         (attention_efficiency(hardware, par.attention_call_len(seq_len)) * peak)
