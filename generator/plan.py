@@ -177,7 +177,8 @@ class FrameworkPlan:
 
 def _estimate_json(est: Estimate) -> dict:
     return {"total_tokens": est.total_tokens, "tokens_per_card_s": round(est.tokens_per_card_s, 1),
-            "mfu": None if est.mfu is None else round(est.mfu, 4), "tps_source": est.tps_source, "time_hours": None if est.time_hours is None else round(est.time_hours, 2)}
+            "mfu": None if est.mfu is None else round(est.mfu, 4), "tps_source": est.tps_source,
+            "time_hours": None if est.time_hours is None else round(est.time_hours, 2)}
 
 
 @dataclass(frozen=True)
