@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 
 from .memory import MemoryBreakdown
 from .tables import Model
+from .throughput import Parallelism
 
 # The search only accepts layouts whose estimate leaves this share of the usable memory free: the estimate is a
 # model, not a measurement, and a job that OOMs after the checkpoint has loaded costs far more than one more node.
@@ -134,6 +135,15 @@ class Layout:
     @property
     def fits(self) -> bool:
         return self.memory.total <= self.budget_gb
+
+    @property
+    def parallelism(self) -> Parallelism:
+        """This layout as the step model sees it. Full recompute is uniform over every layer (MindSpeed-LLM
+        --recompute-method uniform, MindFormers recompute: True); selective recomputes activation functions only,
+        which costs no matrix multiply."""
+        return Parallelism(tp=self.tp, pp=self.pp, cp=self.cp, dp=self.dp, ep=self.ep,
+                           micro_batch=self.micro_batch_size, global_batch=self.global_batch_size,
+                           cards_per_node=self.cards_per_node, recompute=1.0 if self.recompute == "full" else 0.0)
 
     def describe(self) -> str:
         parts = [f"tp={self.tp}", f"pp={self.pp}", f"dp={self.dp}"]

@@ -23,7 +23,7 @@ from .memory import GIB
 from .plan import Estimate, FrameworkPlan, Layout, MinCards, PathValue, Plan, Rejected
 from .spec import FRAMEWORKS, Spec
 from .tables import Model, Tables
-from .throughput import Parallelism, Throughput, cards_for_budget, hours, throughput
+from .throughput import Throughput, cards_for_budget, hours, throughput
 
 BUDGET_PASSES = 4  # sizing a time budget: the card count settles in one or two passes
 DEFAULT_MASTER_PORT = 50001  # seed 003's example port; MindFormers suggests 50000-65535
@@ -142,14 +142,8 @@ def _check_layout_keys(spec: Spec, names: list[str]) -> None:
 
 def _rate(ctx: Context, layout: Layout | None) -> Throughput:
     """Tokens/s per card for `layout` (None: before a layout is chosen)."""
-    par = None
-    if layout is not None:
-        # MindSpeed-LLM's full recompute is uniform over every layer; selective recomputes activation functions
-        # only, which costs no matrix multiply.
-        par = Parallelism(tp=layout.tp, pp=layout.pp, cp=layout.cp, dp=layout.dp, ep=layout.ep,
-                          micro_batch=layout.micro_batch_size, global_batch=layout.global_batch_size,
-                          cards_per_node=layout.cards_per_node, recompute=1.0 if layout.recompute == "full" else 0.0)
-    return throughput(ctx.model, ctx.spec.method, ctx.spec.seq_len, ctx.fw, ctx.hw, ctx.spec.tokens_per_card_s, par)
+    return throughput(ctx.model, ctx.spec.method, ctx.spec.seq_len, ctx.fw, ctx.hw, ctx.spec.tokens_per_card_s,
+                      None if layout is None else layout.parallelism)
 
 
 def _resolve_framework(ctx: Context, tables: Tables):

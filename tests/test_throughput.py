@@ -140,13 +140,21 @@ def test_expert_all_to_all_leaves_the_node_when_the_group_does():
 def test_the_plan_reports_the_step_model_of_its_own_layout():
     plan = resolve(make_spec(model="qwen3-32b", frameworks=["mindspeed-llm"], data={"total_tokens": 10**9}), T)
     fp = plan.frameworks["mindspeed-llm"]
-    lay = fp.layout
-    step = step_time(T.models["qwen3-32b"], "full", 4096,
-                     Parallelism(tp=lay.tp, pp=lay.pp, cp=lay.cp, dp=lay.dp, micro_batch=lay.micro_batch_size,
-                                 global_batch=lay.global_batch_size, cards_per_node=8,
-                                 recompute=1.0 if lay.recompute == "full" else 0.0), SNT9B, EFF)
+    step = step_time(T.models["qwen3-32b"], "full", 4096, fp.layout.parallelism, SNT9B, EFF)
     assert fp.estimate.tokens_per_card_s == pytest.approx(step.tokens_per_card_s)
     assert fp.estimate.mfu == pytest.approx(step.mfu)
+
+
+@pytest.mark.parametrize("recompute,share", [("full", 1.0), ("selective", 0.0), ("none", 0.0)])
+def test_a_layout_reaches_the_step_model_whole(recompute, share):
+    plan = resolve(make_spec(model="mixtral-8x7b", frameworks=["mindspeed-llm"], cards=64,
+                             layout={"mindspeed-llm": {"tp": 2, "pp": 2, "ep": 4, "recompute": recompute}}), T)
+    lay = plan.frameworks["mindspeed-llm"].layout
+    par = lay.parallelism
+    assert (par.tp, par.pp, par.cp, par.dp, par.ep) == (lay.tp, lay.pp, lay.cp, lay.dp, lay.ep) == (2, 2, 1, 16, 4)
+    assert (par.micro_batch, par.global_batch, par.cards_per_node) == \
+        (lay.micro_batch_size, lay.global_batch_size, 8)
+    assert par.recompute == share and par.cards == 64
 
 
 def test_a_time_budget_is_met_by_the_chosen_layout_not_just_the_ideal_rate():
