@@ -26,5 +26,16 @@ class Context:
     def pinned(self) -> bool:
         return self.pins != Pins()
 
+    @property
+    def info(self) -> dict:
+        """The framework's facts about this model (frameworks.yaml)."""
+        return self.fw.models.get(self.model.name) or {}
+
+    @property
+    def mtp_layers(self) -> int:
+        """Multi-token-prediction layers this framework trains (MindFormers keeps DeepSeek-V3's from its
+        config.json; MindSpeed-LLM's fine-tuning recipes leave them out)."""
+        return self.model.mtp_layers if self.info.get("trains_mtp") else 0
+
     def pin_path(self, key: str) -> str:
         return f"layout.{self.fw.name}.{key}"

@@ -75,18 +75,32 @@ def _pins_allow_preset(pins: Pins, preset: Preset) -> bool:
 
 def _preset_layout(ctx: Context, preset: Preset, cards: int) -> Layout:
     gbs = ctx.spec.global_batch_size or preset.micro_batch_size * preset.micro_batch_num * preset.dp
-    layers = preset.num_layer_list or split_layers(ctx.model.layers, preset.pp)
+    layers = preset.num_layer_list or split_layers(ctx.model.layers, preset.pp, ctx.mtp_layers)
+    sp = ctx.pins.sequence_parallel
+    sp = preset.sequence_parallel[ctx.spec.method] if sp is None else sp
     shape = LayoutShape(cards=cards, tp=preset.tp, pp=preset.pp, cp=1, ep=1, micro_batch_size=preset.micro_batch_size,
-                        recompute="full" if preset.recompute else "none", sequence_parallel=preset.sequence_parallel,
-                        layers_per_stage=layers)
+                        recompute="full" if preset.recompute else "none", sequence_parallel=sp and preset.tp > 1,
+                        layers_per_stage=layers, mtp_layers=ctx.mtp_layers)
     layout = _layout(ctx, shape, gbs, source=f"preset: validated (seed 003, level {preset.level})")
     return replace(layout, preset_level=preset.level)
 
 
-def split_layers(layers: int, pp: int) -> tuple[int, ...]:
-    """Even split; otherwise the remainder goes to the last stages, which hold fewer micro batches in flight."""
-    base, extra = divmod(layers, pp)
-    return tuple(base + (1 if stage >= pp - extra else 0) for stage in range(pp))
+# A multi-token-prediction layer sits on the last stage with its own output logits: it weighs about two decoder
+# layers there (upstream's DeepSeek-V3 671B config gives that stage 2 layers fewer: configs/deepseek3/
+# finetune_deepseek3_671b.yaml l. 138, offset [..., -2]).
+MTP_STAGE_LAYERS = 2
+
+
+def split_layers(layers: int, pp: int, mtp_layers: int = 0) -> tuple[int, ...]:
+    """Even split; otherwise the remainder goes to the last stages, which hold fewer micro batches in flight. MTP
+    layers count as MTP_STAGE_LAYERS decoder layers each on the last stage, which gets that many fewer."""
+    if pp == 1:
+        return (layers,)
+    weight = min(MTP_STAGE_LAYERS * mtp_layers, max(0, layers // pp - 1))
+    base, extra = divmod(layers + weight, pp)
+    stages = [base + (1 if stage >= pp - extra else 0) for stage in range(pp)]
+    stages[-1] -= weight
+    return tuple(stages)
 
 
 def _divisors(n: int) -> list[int]:
@@ -103,6 +117,9 @@ def _validate_pins(ctx: Context, cards: int) -> None:
     for key, reason in _structure_problems(ctx, cards, pins.tp or 1, pins.pp or 1, pins.cp or 1, pins.ep or 1):
         if getattr(pins, key) is not None:
             problems.append(Problem(ctx.pin_path(key), reason))
+    if pins.sequence_parallel and (pins.tp or 1) == 1:
+        problems.append(Problem(ctx.pin_path("sequence_parallel"), "sequence parallel splits the tensor-parallel "
+                                                                   "group's activations: it needs a pinned tp > 1"))
     if problems:
         raise SpecError(problems)
 
@@ -127,10 +144,21 @@ def _structure_problems(ctx: Context, cards: int, tp: int, pp: int, cp: int, ep:
         out.append(("ep", f"EP ({ep}) applies to MoE models; {model.name} is dense"))
     if model.is_moe and model.experts % ep:
         out.append(("ep", f"EP ({ep}) must divide the {model.experts} experts of {model.name}"))
-    if (cards // pp if cards % pp == 0 else 0) % ep:
-        out.append(("ep", f"EP ({ep}) must divide cards / PP = {cards // pp} (expert tensor parallel 1: "
-                          f"EP x expert-DP = world / PP, Megatron core_v0.12.1 parallel_state)"))
+    if tp and model.ffn % tp:
+        out.append(("tp", f"TP ({tp}) must divide the MLP size {model.ffn} of {model.name} (column/row-parallel "
+                          f"linear layers split it)"))
+    if model.is_moe and model.moe_ffn % tp:
+        out.append(("tp", f"TP ({tp}) must divide the expert MLP size {model.moe_ffn} of {model.name}"))
+    if model.vocab % tp:
+        out.append(("tp", f"TP ({tp}) must divide the vocabulary {model.vocab} of {model.name} (vocab-parallel "
+                          f"embedding)"))
     product_ = tp * pp * cp
+    if ep > 1 and cards % product_ == 0:
+        sizes = {"dp": cards // product_, "tp": tp, "cp": cp}
+        group = math.prod(sizes[d] for d in ctx.fw.ep_divides)
+        if group % ep:
+            names = " x ".join(f"{d.upper()} {sizes[d]}" for d in ctx.fw.ep_divides)
+            out.append(("ep", f"EP ({ep}) must divide {names} = {group} ({ctx.fw.ep_rule})"))
     if cards % product_:
         key = "cp" if cp > 1 else ("pp" if pp > 1 else "tp")
         out.append((key, f"TP ({tp}) x PP ({pp}) x CP ({cp}) = {product_} must divide the {cards} cards"))
@@ -155,6 +183,8 @@ def search(ctx: Context, cards: int) -> tuple[Layout | None, Layout | None, list
         recomputes = [pins.recompute] if pins.recompute else list(RECOMPUTE)
     mbs_options = [pins.micro_batch_size] if pins.micro_batch_size else \
         ([m for m in (4, 2, 1) if m * seq <= 4096] or [1])
+    if _no_accumulation(ctx, cards) and ctx.spec.global_batch_size and not pins.micro_batch_size:
+        mbs_options = [ctx.spec.global_batch_size]  # the whole step in one micro batch
     fitting: list[tuple[tuple, Layout]] = []
     rejected: list[Rejected] = []
     closest: Layout | None = None
@@ -170,13 +200,14 @@ def search(ctx: Context, cards: int) -> tuple[Layout | None, Layout | None, list
         reason = None
         for rc_rank, recompute in enumerate(recomputes):
             for mbs in mbs_options:
-                gbs, why = _global_batch(ctx, mbs, dp, pp)
+                gbs, why = _global_batch(ctx, mbs, dp, pp, cards)
                 if why:
                     reason = why
                     continue
                 shape = LayoutShape(cards=cards, tp=tp, pp=pp, cp=cp, ep=ep, micro_batch_size=mbs,
-                                    recompute=recompute, sequence_parallel=tp > 1,
-                                    layers_per_stage=split_layers(model.layers, pp),
+                                    recompute=recompute, mtp_layers=ctx.mtp_layers,
+                                    sequence_parallel=tp > 1 if pins.sequence_parallel is None else pins.sequence_parallel,
+                                    layers_per_stage=split_layers(model.layers, pp, ctx.mtp_layers),
                                     zero_stage=zero_stage, offload=offload)
                 layout = _layout(ctx, shape, gbs, source="pinned" if ctx.pinned else "search")
                 if closest is None or layout.memory.total < closest.memory.total:
@@ -225,11 +256,22 @@ def _deepspeed_stages(ctx: Context, cards: int) -> list[tuple[int | None, bool]]
     return [s for s in stages if pinned is None or s[1] == pinned]
 
 
-def _global_batch(ctx: Context, mbs: int, dp: int, pp: int) -> tuple[int, str | None]:
+def _no_accumulation(ctx: Context, cards: int) -> bool:
+    """One card with a framework that cannot accumulate gradients there (MindFormers stand-alone)."""
+    return cards == 1 and not ctx.fw.one_card_accumulation
+
+
+def _global_batch(ctx: Context, mbs: int, dp: int, pp: int, cards: int) -> tuple[int, str | None]:
     """The global batch for this layout and, if it breaks a rule, why.
 
     Default rule (no spec value): the smallest multiple of MBS x DP that is at least DEFAULT_GBS[method] samples
-    and gives at least PP and at least (PP - 1) / MAX_BUBBLE micro batches per step."""
+    and gives at least PP and at least (PP - 1) / MAX_BUBBLE micro batches per step. Without gradient accumulation
+    (one card, MindFormers) the global batch is the micro batch."""
+    if _no_accumulation(ctx, cards):
+        gbs = ctx.spec.global_batch_size or mbs
+        if gbs != mbs:
+            return gbs, f"global_batch_size {gbs} needs micro batch {gbs} on one card ({ctx.fw.one_card_rule})"
+        return gbs, None
     step = mbs * dp
     if ctx.spec.global_batch_size is not None:
         gbs = ctx.spec.global_batch_size

@@ -61,6 +61,7 @@ class LayoutShape:
     layers_per_stage: tuple[int, ...]
     zero_stage: int | None = None  # DeepSpeed ZeRO stage (LLaMA-Factory); None for Megatron-style frameworks
     offload: bool = False
+    mtp_layers: int = 0  # multi-token-prediction layers on the last stage
 
     @property
     def dp(self) -> int:
@@ -93,10 +94,12 @@ def estimate(model: Model, method: str, scheme: str, shape: LayoutShape, seq_len
 
 def _megatron_stage(model: Model, method: str, scheme: str, shape: LayoutShape, seq_len: int, lora_rank: int,
                     overhead_gb: float, stage: int) -> MemoryBreakdown:
-    layers = shape.layers_per_stage[stage]
     first, last = stage == 0, stage == shape.pp - 1
+    # An MTP layer is a decoder layer (plus a 2h x h projection) with its own logits, after the last layer.
+    mtp = shape.mtp_layers if last else 0
+    layers = shape.layers_per_stage[stage] + mtp
     moe_share = model.moe_layers / model.layers if model.is_moe else 0.0
-    dense = layers * model.layer_params / shape.tp
+    dense = (layers * model.layer_params + mtp * 2 * model.hidden * model.hidden) / shape.tp
     dense += (model.embedding_params / shape.tp) * (int(first) + int(last and (not model.tied or shape.pp > 1)))
     experts = layers * moe_share * model.expert_params_per_layer / shape.ep
     params = dense + experts
@@ -117,7 +120,7 @@ def _megatron_stage(model: Model, method: str, scheme: str, shape: LayoutShape, 
                                            shape.recompute)
     in_flight = max(1, shape.pp - stage)
     activations = layers * kept * in_flight + working
-    logits = seq * shape.micro_batch_size * model.vocab * 4.0 / shape.tp if last else 0.0
+    logits = (1 + mtp) * seq * shape.micro_batch_size * model.vocab * 4.0 / shape.tp if last else 0.0
     return MemoryBreakdown(weights=weights / GIB, gradients=grads / GIB, optimizer=optimizer / GIB,
                            adapters=adapters / GIB, activations=activations / GIB, logits=logits / GIB,
                            overhead=overhead_gb, stage=stage)

@@ -181,6 +181,14 @@ def _resolve_framework(ctx: Context, tables: Tables):
             break
     notes.extend(attempt_notes)
     warnings.extend(attempt_warnings)
+    if layout.cards == 1 and not ctx.fw.one_card_accumulation:
+        notes.append(f"one card: no gradient accumulation ({ctx.fw.one_card_rule}), so the global batch is the "
+                     f"micro batch, {layout.global_batch_size}")
+    if layout.preset_level and layout.sequence_parallel and ctx.pins.sequence_parallel is None:
+        notes.append("sequence parallel on: seed 003's validated commands run the upstream fine-tuning config "
+                     "unchanged on use_seq_parallel, and configs/qwen3/finetune_qwen3.yaml sets it True, although "
+                     "the seed's config table says False; the activation memory counts it. Pin "
+                     f"layout.{ctx.fw.name}.sequence_parallel: false for the table's value")
     if ctx.hw.accelerator == "npu" and layout.cards < 8 and layout.cards == minimum.value:
         notes.append(f"{layout.cards} card(s) is below one node; seed 000: below 8 cards one normally uses 8 "
                      f"(set cards: 8 to do so)")
@@ -237,7 +245,9 @@ def _paths(spec: Spec, model: Model, plans: dict[str, FrameworkPlan]) -> dict[st
     output = given.get("output_dir", f"/path/to/output/{spec.job}")
     defaults = {
         "model_dir": f"/path/to/{model.hf_id.split('/')[-1]}",
-        "dataset": "/path/to/data/pretrain_text_document" if spec.method == "pretrain" else
+        # Every framework reads the raw file: JSON lines with a "text" field for pretraining (each framework's
+        # preprocessing tokenises it), the fine-tuning format otherwise.
+        "dataset": "/path/to/data/train.jsonl" if spec.method == "pretrain" else
                    f"/path/to/data/train.{'json' if spec.dataset_format == 'alpaca' else 'jsonl'}",
         "output_dir": output,
     }

@@ -33,6 +33,7 @@ class Pins:
     ep: int | None = None
     micro_batch_size: int | None = None
     recompute: str | None = None
+    sequence_parallel: bool | None = None  # Megatron-style frameworks: sequence parallel on / off (needs TP > 1)
     offload: bool | None = None  # LLaMA-Factory: ZeRO-3 offload of parameters and optimizer states
     lora_rank: int | None = None  # LLaMA-Factory: LoRA rank
 

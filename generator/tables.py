@@ -51,6 +51,7 @@ class Model:
     params_b: float | None = None
     vision_params_b: float = 0.0
     gated_mlp: bool = True
+    mtp_layers: int = 0  # multi-token-prediction layers after the last decoder layer (num_nextn_predict_layers)
 
     @property
     def kv_channels(self) -> int:
@@ -192,6 +193,10 @@ class Framework:
     min_cards_from: str
     support: str  # "listed": only `models`; "table": `models` plus every model with a row in its min_cards column
     models: dict  # model name -> framework-specific facts about it (may be empty)
+    ep_divides: tuple[str, ...] = ()  # layout sizes whose product the expert-parallel size must divide (MoE)
+    ep_rule: str = ""  # that rule's upstream source
+    one_card_accumulation: bool = True  # False: on one card the framework cannot accumulate gradients
+    one_card_rule: str = ""  # why not, with its upstream source
 
     def methods_for(self, model: str) -> tuple[str, ...] | None:
         """Methods this framework offers for `model` when its row limits them (None: all)."""
@@ -236,7 +241,7 @@ class Preset:
     micro_batch_num: int
     micro_batch_size: int
     recompute: bool
-    sequence_parallel: bool
+    sequence_parallel: dict  # method -> use_seq_parallel of the upstream config that method runs
     gradient_aggregation_group: int
     max_device_memory: str
     level: str
@@ -316,7 +321,8 @@ def load_tables() -> Tables:
     frameworks = {}
     for r in _load_yaml("frameworks.yaml")["frameworks"]:
         frameworks[r["name"]] = _typed_row(Framework, {**r, "methods": tuple(r["methods"]),
-                                                       "dataset_formats": tuple(r["dataset_formats"])},
+                                                       "dataset_formats": tuple(r["dataset_formats"]),
+                                                       "ep_divides": tuple(r.get("ep_divides", ()))},
                                            "frameworks.yaml")
     presets_doc = _load_yaml("presets.yaml")
     presets = tuple(

@@ -110,3 +110,35 @@ def check_layout_rules(plan, framework):
             (lay.source == "pinned" or fp.forced) and any("may not fit" in w for w in plan.warnings)), \
             f"{lay.describe()}: {lay.memory.total:.1f} GiB > budget {lay.budget_gb:.1f}"
     assert lay.cards >= fp.min_cards.value or fp.forced
+
+
+RECORDER = """#!/usr/bin/env bash
+# Stand-in for {name}: records the words it was started with (NUL-separated), one file per call.
+n=$(ls "{log}" | wc -l)
+{{ printf '%s\\0' "{name}" "$PWD" "${{CUDA_DEVICE_MAX_CONNECTIONS:-}}" "$@"; }} > "{log}/$n"
+"""
+
+
+def run_recording(script, args, tmp_path, programs=("torchrun", "python")):
+    """Run a generated script for real with `programs` replaced by recorders on PATH; returns its CompletedProcess
+    and every recorded call as {"program", "cwd", "cuda_max_conn", "argv"} in call order."""
+    import os
+    import subprocess
+
+    bindir, log = tmp_path / "recorder-bin", tmp_path / "recorder-log"
+    bindir.mkdir(exist_ok=True)
+    log.mkdir(exist_ok=True)
+    for old in log.iterdir():
+        old.unlink()
+    for name in programs:
+        stub = bindir / name
+        stub.write_text(RECORDER.format(name=name, log=log))
+        stub.chmod(0o755)
+    env = {**os.environ, "PATH": f"{bindir}:{os.environ['PATH']}"}
+    env.pop("MASTER_ADDR", None)
+    result = subprocess.run(["bash", str(script), *map(str, args)], env=env, capture_output=True, text=True)
+    calls = []
+    for entry in sorted(log.iterdir(), key=lambda p: int(p.name)):
+        words = entry.read_bytes().decode().split("\0")[:-1]
+        calls.append({"program": words[0], "cwd": words[1], "cuda_max_conn": words[2], "argv": words[3:]})
+    return result, calls

@@ -14,7 +14,7 @@ import yaml
 
 from generator.render import write
 from generator.tables import load_tables
-from generator.validate import llamafactory_parser_problem, llamafactory_problems
+from generator.checks.llama_factory import llamafactory_parser_check, llamafactory_problems
 from helpers import check_script, flat_keys, render_job, table_cells
 
 T = load_tables()
@@ -169,4 +169,4 @@ def test_llamafactory_and_deepspeed_accept_the_pair(tmp_path, fields):  # pragma
     plan, files = render_job(T, frameworks=["llama-factory"], **fields)
     write(files, tmp_path, plan.job, force=False)
     folder = tmp_path / plan.job / "llama-factory"
-    assert llamafactory_parser_problem(folder, plan.frameworks["llama-factory"].layout.cards) is None
+    assert llamafactory_parser_check(folder, plan.frameworks["llama-factory"].layout.cards) == ("ok", "")

@@ -12,8 +12,10 @@ from pathlib import Path
 import pytest
 import yaml
 
+from generator.errors import UserError
+from generator.memory import LayoutShape
 from generator.tables import load_tables
-from generator.validate import mindformers_problems
+from generator.checks.mindformers import mindformers_problems
 from helpers import check_script, flat_keys, render_job
 
 T = load_tables()
@@ -38,7 +40,7 @@ def test_train_yaml_obeys_mindformers_rules(case, tmp_path):
     lay, model = plan.frameworks["mindformers"].layout, plan.shape
     doc = yaml.safe_load(files["mindformers/train.yaml"])
     pc, rc = doc["parallel_config"], doc["recompute_config"]
-    assert mindformers_problems(doc, lay.cards, model.heads, model.kv_heads, model.layers) == []
+    assert mindformers_problems(doc, lay.cards, model) == []
     assert "pp_interleave_num" not in pc  # V13
     for required in (doc["trainer"], doc["optimizer"], doc["lr_schedule"], doc["runner_wrapper"],
                      doc["train_dataset_task"], *doc["callbacks"]):
@@ -90,17 +92,19 @@ def test_train_yaml_obeys_mindformers_rules(case, tmp_path):
 
 
 def test_seed_003_configs_reproduced_exactly_in_the_yaml():
-    expected = {  # seed 003 appendix: (model, method) -> parallel_config and recompute
+    # seed 003 appendix: (model, method) -> parallel_config and recompute. use_seq_parallel is True for fine-tuning:
+    # the seed's validated commands ran finetune_qwen3.yaml (use_seq_parallel: True) unchanged (issue 10, defect 10).
+    expected = {
         ("qwen3-32b", "full"): dict(data_parallel=1, model_parallel=4, pipeline_stage=4, micro_batch_num=4,
-                                    use_seq_parallel=False, gradient_aggregation_group=1, recompute=True),
+                                    use_seq_parallel=True, gradient_aggregation_group=1, recompute=True),
         ("qwen3-32b", "lora"): dict(data_parallel=1, model_parallel=8, pipeline_stage=1, micro_batch_num=1,
-                                    use_seq_parallel=False, gradient_aggregation_group=1, recompute=True),
+                                    use_seq_parallel=True, gradient_aggregation_group=1, recompute=True),
         ("qwen3-14b", "full"): dict(data_parallel=1, model_parallel=8, pipeline_stage=1, micro_batch_num=1,
-                                    use_seq_parallel=False, gradient_aggregation_group=1, recompute=True),
+                                    use_seq_parallel=True, gradient_aggregation_group=1, recompute=True),
         ("qwen3-8b", "full"): dict(data_parallel=1, model_parallel=8, pipeline_stage=1, micro_batch_num=1,
-                                   use_seq_parallel=False, gradient_aggregation_group=1, recompute=False),
+                                   use_seq_parallel=True, gradient_aggregation_group=1, recompute=False),
         ("qwen3-0.6b", "lora"): dict(data_parallel=1, model_parallel=8, pipeline_stage=1, micro_batch_num=1,
-                                     use_seq_parallel=False, gradient_aggregation_group=1, recompute=False),
+                                     use_seq_parallel=True, gradient_aggregation_group=1, recompute=False),
     }
     for (model, method), want in expected.items():
         _, files = render_job(T, model=model, method=method, frameworks=["mindformers"])
@@ -137,8 +141,9 @@ def test_pretrain_key_tree_matches_upstream_qwen3_32b():
     _, files = render_job(T, model="qwen3-32b", method="pretrain", frameworks=["mindformers"])
     ours = yaml.safe_load(files["mindformers/train.yaml"])
     theirs = upstream("configs__qwen3__pretrain_qwen3_32b_4k.yaml")
-    assert list(ours) == list(theirs)
-    assert keys(ours) - keys(theirs) == {"runner_config.sink_mode", "runner_config.sink_size"}
+    # pretrained_model_dir: continued pretraining from the HF weights (issue 10, defect 9).
+    assert [k for k in ours if k != "pretrained_model_dir"] == list(theirs)
+    assert keys(ours) - keys(theirs) == {"runner_config.sink_mode", "runner_config.sink_size", "pretrained_model_dir"}
     assert keys(theirs) - keys(ours) == set()
     mc, up = ours["model"]["model_config"], theirs["model"]["model_config"]
     for key in ("vocab_size", "hidden_size", "intermediate_size", "num_hidden_layers", "num_attention_heads",
@@ -265,3 +270,110 @@ def test_deepseek_recipe_extras_follow_the_data(model, deepseek):
     doc = yaml.safe_load(files["mindformers/train.yaml"])
     assert doc["train_dataset"]["data_loader"]["create_attention_mask"] is deepseek
     assert ({"type": "TopkBiasBalanceCallback"} in doc["callbacks"]) is deepseek
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# Issue 10, defects 6-11: MindFormers' own rules (generator/checks/mindformers.py cites each upstream line).
+
+
+def rules_broken(doc, cards, model):
+    return {p.split("(")[-1].split(";")[0] for p in mindformers_problems(doc, cards, model)}
+
+
+def test_moe_with_context_parallel_keeps_ep_inside_dp_times_mp():
+    # Defect 6: 32 cards at 16K got dp16 cp2 ep32; MindFormers needs (dp x mp) % ep == 0, cp not counted
+    # (moe/ffn.py l. 189-195).
+    plan, files = render_job(T, model="qwen3_moe-30b_a3b", method="full", seq_len=16384, hardware="snt9b",
+                             cards=32, frameworks=["mindformers"], layout={"mindformers": {"cp": 2}})
+    lay, model = plan.frameworks["mindformers"].layout, plan.shape
+    assert lay.cp == 2 and lay.ep > 1 and (lay.dp * lay.tp) % lay.ep == 0
+    doc = yaml.safe_load(files["mindformers/train.yaml"])
+    assert mindformers_problems(doc, lay.cards, model) == []
+    doc["parallel_config"].update(data_parallel=16, model_parallel=1, context_parallel=2, expert_parallel=32,
+                                  pipeline_stage=1)
+    assert "N1" in rules_broken(doc, 32, model)
+    with pytest.raises(UserError, match=r"EP \(32\) must divide DP 16 x TP 1 = 16"):
+        render_job(T, model="qwen3_moe-30b_a3b", method="full", seq_len=16384, cards=32, frameworks=["mindformers"],
+                   layout={"mindformers": {"cp": 2, "ep": 32, "tp": 1, "pp": 1}})
+
+
+def test_one_card_has_no_gradient_accumulation_so_the_plan_says_so():
+    # Defect 7: --use_parallel False resets gradient accumulation to 1 (base_trainer.py l. 320-327).
+    plan, files = render_job(T, model="debug-tiny", method="full", cards=1, global_batch_size=8,
+                             frameworks=["mindformers"])
+    lay = plan.frameworks["mindformers"].layout
+    doc = yaml.safe_load(files["mindformers/train.yaml"])
+    assert doc["use_parallel"] is False and doc["runner_config"]["gradient_accumulation_steps"] == 1
+    assert doc["runner_config"]["batch_size"] == lay.global_batch_size == lay.micro_batch_size == 8
+    assert any("no gradient accumulation" in n for n in plan.notes)
+    doc["runner_config"].update(batch_size=1, gradient_accumulation_steps=8)
+    assert "N7" in rules_broken(doc, 1, plan.shape)
+
+
+def test_deepseek_mtp_layer_is_counted_on_the_last_stage():
+    # Defect 8: the MTP layer (num_nextn_predict_layers 1) sits on the last stage; it gets fewer decoder layers and
+    # the memory model counts the MTP layer and its logits there.
+    plan, files = render_job(T, model="deepseek-v3", method="lora", frameworks=["mindformers"])
+    lay = plan.frameworks["mindformers"].layout
+    assert lay.num_layer_list[-1] < max(lay.num_layer_list) and sum(lay.num_layer_list) == 61
+    assert lay.fits and lay.memory.total <= lay.budget_gb
+    doc = yaml.safe_load(files["mindformers/train.yaml"])
+    assert doc["model"]["model_config"]["num_nextn_predict_layers"] == 1
+    assert mindformers_problems(doc, lay.cards, plan.shape) == []
+    from dataclasses import replace
+    from generator.layouts import split_layers
+    from generator.memory import estimate
+    shape = LayoutShape(cards=lay.cards, tp=lay.tp, pp=lay.pp, cp=lay.cp, ep=lay.ep,
+                        micro_batch_size=lay.micro_batch_size, recompute=lay.recompute,
+                        sequence_parallel=lay.sequence_parallel, layers_per_stage=lay.num_layer_list, mtp_layers=1)
+    chosen = estimate(plan.shape, "lora", "megatron-fp32", shape, 4096, lay.lora_rank, 3.0)
+    # The split that ignores MTP leaves the last stage a full share of layers plus the MTP layer: the heaviest.
+    naive = estimate(plan.shape, "lora", "megatron-fp32",
+                     replace(shape, layers_per_stage=split_layers(61, lay.pp)), 4096, lay.lora_rank, 3.0)
+    assert naive.stage == lay.pp - 1 and naive.total > chosen.total
+
+
+def test_pretraining_loads_the_same_weights_in_both_frameworks():
+    # Defect 9: MindFormers pretraining started from random weights while MindSpeed-LLM loaded the HF weights.
+    plan, files = render_job(T, model="qwen3-32b", method="pretrain", cards=16,
+                             frameworks=["mindformers", "mindspeed-llm"], paths={"model_dir": "/m/Qwen3-32B"})
+    doc = yaml.safe_load(files["mindformers/train.yaml"])
+    assert doc["pretrained_model_dir"] == "/m/Qwen3-32B" and doc["auto_trans_ckpt"] is True
+    assert mindformers_problems(doc, 16, plan.shape) == []
+    assert "--auto_trans_ckpt True" in files["mindformers/launch.sh"]
+    assert "hf2mcore" in files["mindspeed-llm/convert_ckpt.sh"]
+    assert files["PLAN.md"].count("continues from the HuggingFace weights") == 2
+    pre = files["mindformers/preprocess_data.sh"]
+    assert "preprocess_indexed_dataset.py" in pre and "--tokenizer-dir /m/Qwen3-32B" in pre
+    prefix = doc["train_dataset"]["data_loader"]["config"]["data_path"][1]
+    assert prefix.endswith("_text_document") and f"--output-prefix {prefix[:-len('_text_document')]}" in pre
+
+
+def test_sequence_parallel_choice_is_stated_counted_and_pinnable():
+    # Defect 10: seed 003's table says False, its validated commands ran True.
+    plan, files = render_job(T, model="qwen3-32b", method="full", cards=16, frameworks=["mindformers"])
+    lay = plan.frameworks["mindformers"].layout
+    assert lay.sequence_parallel and yaml.safe_load(files["mindformers/train.yaml"])["parallel_config"][
+        "use_seq_parallel"] is True
+    assert any("sequence parallel on" in n for n in plan.notes) and "sequence parallel on" in files["PLAN.md"]
+    pinned, files = render_job(T, model="qwen3-32b", method="full", cards=16, frameworks=["mindformers"],
+                               layout={"mindformers": {"sequence_parallel": False}})
+    off = pinned.frameworks["mindformers"].layout
+    assert off.preset_level and not off.sequence_parallel and off.memory.activations > lay.memory.activations
+    assert yaml.safe_load(files["mindformers/train.yaml"])["parallel_config"]["use_seq_parallel"] is False
+    pretrain, _ = render_job(T, model="qwen3-32b", method="pretrain", cards=16, frameworks=["mindformers"])
+    assert not pretrain.frameworks["mindformers"].layout.sequence_parallel  # pretrain_qwen3_32b_4k.yaml l. 92
+
+
+@pytest.mark.parametrize("model", ["qwen2.5-7b", "llama3.1-8b"])
+def test_research_layout_builds_its_mindrecord_at_the_job_seq_len(model):
+    # Defect 11: upstream's recipe builds the MindRecord at 8192 / 32768; the job's seq_len must be used.
+    plan, files = render_job(T, model=model, method="full", seq_len=4096, frameworks=["mindformers"],
+                             paths={"dataset": "/d/alpaca.json", "output_dir": "/o"})
+    doc = yaml.safe_load(files["mindformers/train.yaml"])
+    pre = files["mindformers/preprocess_data.sh"]
+    assert "--seq_length 4096" in pre and "--output_file /o/mindformers/data/t.mindrecord" in pre
+    assert doc["train_dataset"]["data_loader"]["dataset_dir"] == "/o/mindformers/data/t.mindrecord"
+    assert doc["load_ckpt_format"] == "safetensors" and doc["auto_trans_ckpt"] is True
+    assert mindformers_problems(doc, plan.frameworks["mindformers"].layout.cards, plan.shape) == []
+    assert "preprocess_data.sh" in files["PLAN.md"]

@@ -1,5 +1,5 @@
-"""MindSpeed-LLM renderer over every MindSpeed-LLM cell of the minimum-card table (pretrain on the full rows):
-flags known to the pinned 2.2.0 parser with the right value counts, layout rules, conversion in training's layout."""
+"""MindSpeed-LLM renderer: particular jobs (the sweep through upstream's parsers and rules is in
+test_mindspeed_llm_upstream.py)."""
 
 from __future__ import annotations
 
@@ -13,95 +13,24 @@ import pytest
 
 from generator.render import write
 from generator.tables import load_tables
-from generator.validate import bash_arrays, parse_mindspeed_args
+from generator import flags
+from generator.checks.shell import bash_arrays
 from helpers import check_script, render_job, table_cells
 
 T = load_tables()
 DATA = Path(__file__).parent / "data"
 
 
-LISTED = {line.strip() for line in (DATA / "mindspeed_llm_flags.txt").read_text().splitlines()
-          if line.startswith("--")}
-
-
 def parse(words: list[str]) -> dict[str, list[str]]:
-    """flag -> values as the pinned parser groups them; fails on any flag it would reject."""
-    parsed, problems = parse_mindspeed_args(words)
-    assert not problems, problems
-    assert set(parsed) <= LISTED  # the plain flag list agrees with the kinds table
-    return parsed
-
-
-def sweep():
-    return sorted(table_cells(T, "mindspeed-llm"))
-
-
-@pytest.mark.parametrize("case", sweep(), ids=lambda c: "-".join(map(str, c)))
-def test_training_script_obeys_the_pinned_parser_and_layout_rules(case, tmp_path):
-    model_name, method, seq, hw = case
-    plan, files = render_job(T, model=model_name, method=method, seq_len=seq, hardware=hw,
-                             frameworks=["mindspeed-llm"])
-    lay, model = plan.frameworks["mindspeed-llm"].layout, plan.shape
-    script = files["mindspeed-llm/launch.sh"]
-    for name in ("launch.sh", "convert_ckpt.sh", "preprocess_data.sh"):
-        if f"mindspeed-llm/{name}" in files:
-            check_script(files[f"mindspeed-llm/{name}"], tmp_path, name)
-    groups = bash_arrays(script)
-    assert {"GPT_ARGS", "DATA_ARGS", "CKPT_ARGS", "OUTPUT_ARGS"} <= set(groups)
-    words = [w for name, ws in groups.items() if name != "DISTRIBUTED_ARGS" for w in ws]
-    args = parse(words)
-    npus = int(re.search(r"^NPUS_PER_NODE=(\d+)$", script, re.M).group(1))
-    nnodes = int(re.search(r"^NNODES=(\d+)$", script, re.M).group(1))
-    world = npus * nnodes
-    assert world == lay.cards
-    tp = int(args["--tensor-model-parallel-size"][0])
-    pp = int(args["--pipeline-model-parallel-size"][0])
-    cp = int(args.get("--context-parallel-size", ["1"])[0])
-    assert world % (tp * pp * cp) == 0
-    dp = world // (tp * pp * cp)
-    assert model.heads % tp == 0
-    assert int(args.get("--num-query-groups", [model.heads])[0]) % tp == 0
-    layers = int(args["--num-layers"][0])
-    if "--num-layer-list" in args:
-        stages = [int(x) for x in args["--num-layer-list"][0].split(",")]
-        assert len(stages) == pp > 1 and sum(stages) == layers
-    else:
-        assert layers % pp == 0
-    mbs, gbs = int(args["--micro-batch-size"][0]), int(args["--global-batch-size"][0])
-    assert gbs % (mbs * dp) == 0
-    assert ("--sequence-parallel" in args) == (tp > 1)
-    if "--recompute-method" in args or "--recompute-num-layers" in args:
-        assert args.get("--recompute-granularity") == ["full"]
-    if "--overlap-param-gather" in args:
-        assert "--use-distributed-optimizer" in args and "--overlap-grad-reduce" in args
-    assert int(args["--seq-length"][0]) == seq <= int(args["--max-position-embeddings"][0])
-    vocab = args.get("--padded-vocab-size", args.get("--vocab-size"))
-    assert int(vocab[0]) % tp == 0
-    if model.is_moe:
-        ep = int(args["--expert-model-parallel-size"][0])
-        assert model.experts % ep == 0 and (world // pp) % ep == 0
-    entry = "pretrain_gpt.py" if method == "pretrain" else "posttrain_gpt.py"
-    assert f"torchrun \"${{DISTRIBUTED_ARGS[@]}}\" {entry}" in script
-    if method != "pretrain":
-        assert args["--stage"] == ["sft"] and "--finetune" in args
-    if method == "lora":
-        assert args["--lora-target-modules"] == ["linear_qkv", "linear_proj", "linear_fc1", "linear_fc2"]
-    else:
-        assert "--lora-r" not in args
-    if model.name.startswith("qwen3"):
-        assert args["--spec"] == ["mindspeed_llm.tasks.models.spec.qwen3_spec", "layer_spec"]
-        assert "--qk-layernorm" in args and args["--kv-channels"] == ["128"]
-    # Conversion writes the layout training loads.
-    convert = bash_arrays(files["mindspeed-llm/convert_ckpt.sh"])
-    to_mcore = convert["HF2MCORE_ARGS"]
-    pairs = dict(zip(to_mcore, to_mcore[1:]))
-    assert int(pairs["--target-tensor-parallel-size"]) == tp
-    assert int(pairs["--target-pipeline-parallel-size"]) == pp
-    if "--num-layer-list" in args:
-        assert pairs["--num-layer-list"] == args["--num-layer-list"][0]
-    if model.is_moe:
-        assert pairs["--target-expert-parallel-size"] == args["--expert-model-parallel-size"][0]
-    assert pairs["--save-dir"] == args["--load"][0]
+    """flag -> value words; the pinned parser must accept them (generator/flags.py)."""
+    flags.parse("train", words)
+    out: dict[str, list[str]] = {}
+    for word in words:
+        if word.startswith("--"):
+            current = out.setdefault(word, [])
+        else:
+            current.append(word)
+    return out
 
 
 def test_commands_differ_only_in_node_rank():
@@ -127,14 +56,40 @@ def test_deepseek_uses_its_own_converters():
     assert "examples/mcore/deepseek3/convert_ckpt_deepseek3.py" in script
     assert "--moe-grouped-gemm" not in script  # refused with LoRA by upstream's converter
     args = parse(bash_arrays(files["mindspeed-llm/launch.sh"])["GPT_ARGS"])
-    assert "--multi-head-latent-attention" in args and "--group-query-attention" not in args
+    # Issue 10, defect 2: upstream's DeepSeek-V3 routing and MLA flags (tune_deepseek3_671b_4k_lora_ptd.sh).
+    assert "--multi-latent-attention" in args and "--group-query-attention" not in args
+    assert args["--moe-router-load-balancing-type"] == ["none"] and "--qk-layernorm" in args
+    assert args["--moe-router-num-groups"] == ["8"] and args["--moe-router-group-topk"] == ["4"]
+    assert args["--moe-router-topk-scaling-factor"] == ["2.5"] and "--routed-scaling-factor" not in args
+    assert "--topk-group" not in args
 
 
-def test_pretrain_reads_the_spec_prefix_and_has_no_preprocessing():
+def test_pretraining_preprocesses_its_text_and_trains_on_the_output():
+    # Issue 10, defect 3: the raw file went to --data-path; now preprocess_data.sh writes <prefix>_text_document.
     _, files = render_job(T, model="llama3.1-8b", method="pretrain", frameworks=["mindspeed-llm"],
-                          paths={"dataset": "/data/web_text_document"})
-    assert "mindspeed-llm/preprocess_data.sh" not in files
-    assert parse(bash_arrays(files["mindspeed-llm/launch.sh"])["DATA_ARGS"])["--data-path"] == ["/data/web_text_document"]
+                          paths={"dataset": "/data/web.jsonl", "output_dir": "/o"})
+    pre = dict(zip(*[iter(bash_arrays(files["mindspeed-llm/preprocess_data.sh"])["PREPROCESS_ARGS"])] * 2))
+    assert pre["--input"] == "/data/web.jsonl" and pre["--handler-name"] == "GeneralPretrainHandler"
+    assert pre["--json-keys"] == "text" and pre["--output-prefix"] == "/o/mindspeed-llm/data/t"
+    data = parse(bash_arrays(files["mindspeed-llm/launch.sh"])["DATA_ARGS"])
+    assert data["--data-path"] == ["/o/mindspeed-llm/data/t_text_document"]
+
+
+def test_rotary_base_is_written_as_the_int_megatron_declares():
+    # Issue 10, defect 1: `--rotary-base 1000000.0` exits in argparse (type=int, arguments.py l. 1260).
+    for model, base in (("qwen3-8b", "1000000"), ("llama3.1-8b", "500000"), ("glm4-9b", "5000000")):
+        _, files = render_job(T, model=model, method="full", frameworks=["mindspeed-llm"])
+        assert parse(bash_arrays(files["mindspeed-llm/launch.sh"])["GPT_ARGS"])["--rotary-base"] == [base]
+
+
+def test_glm4_and_deepseek_say_which_weights_the_converter_reads():
+    # Issue 10, defects 4 and 5.
+    plan, files = render_job(T, model="glm4-9b", method="lora", frameworks=["mindspeed-llm"])
+    assert "THUDM/glm-4-9b-chat" in files["mindspeed-llm/convert_ckpt.sh"]
+    assert "THUDM/glm-4-9b-chat" in files["PLAN.md"] and "glm-4-9b-chat-hf" in files["PLAN.md"]
+    plan, files = render_job(T, model="deepseek-v3", method="lora", frameworks=["mindspeed-llm"])
+    for name in ("mindspeed-llm/convert_ckpt.sh", "PLAN.md"):
+        assert "FP8" in files[name] and "fp8_cast_bf16.py" in files[name]
 
 
 def test_train_iters_from_the_data_size():
@@ -158,7 +113,13 @@ def test_launch_passes_every_value_as_one_word(tmp_path):
                              paths={"model_dir": hostile, "dataset": "/d.json", "output_dir": f"{tmp_path}/o u t",
                                     "mindspeed_llm_dir": str(checkout)})
     write(files, tmp_path, plan.job, force=False)
+    converted = tmp_path / "o u t" / "mcore_tp1_pp1"
+    converted.mkdir(parents=True)
     env = {**os.environ, "PATH": f"{bindir}:{os.environ['PATH']}"}
+    refused = subprocess.run(["bash", str(tmp_path / plan.job / "mindspeed-llm" / "launch.sh"), "0"], env=env,
+                             capture_output=True, text=True)
+    assert refused.returncode == 2 and "convert_ckpt.sh hf2mcore first" in refused.stderr  # no weights yet
+    (converted / "latest_checkpointed_iteration.txt").write_text("1\n")
     result = subprocess.run(["bash", str(tmp_path / plan.job / "mindspeed-llm" / "launch.sh"), "0"], env=env,
                             capture_output=True, text=True)
     assert result.returncode == 0, result.stderr
@@ -166,3 +127,11 @@ def test_launch_passes_every_value_as_one_word(tmp_path):
     assert argv[argv.index("--tokenizer-name-or-path") + 1] == hostile
     assert argv[argv.index("--node_rank") + 1] == "0" and argv[argv.index("--master_addr") + 1] == "127.0.0.1"
     assert (tmp_path / "o u t" / "mindspeed-llm" / "logs" / "train_node0.log").is_file()
+
+
+@pytest.mark.parametrize("model", sorted({m for m, *_ in table_cells(T, "mindspeed-llm")}))
+def test_scripts_pass_bash_and_shellcheck(model, tmp_path):
+    for method in ("lora", "pretrain"):
+        _, files = render_job(T, model=model, method=method, frameworks=["mindspeed-llm"])
+        for name in ("launch.sh", "convert_ckpt.sh", "preprocess_data.sh"):
+            check_script(files[f"mindspeed-llm/{name}"], tmp_path, name)

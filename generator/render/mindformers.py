@@ -27,8 +27,47 @@ def task_args(plan: Plan, fp: FrameworkPlan) -> str:
 
 
 def _auto_trans(plan: Plan, fp: FrameworkPlan) -> bool:
-    # Fine-tuning loads the HuggingFace safetensors of pretrained_model_dir and reshards them for the layout.
-    return plan.method != "pretrain" and fp.layout.cards > 1
+    # Every job loads the complete HuggingFace safetensors folder; with use_parallel MindFormers only slices it for
+    # the layout with auto_trans_ckpt (utils/load_checkpoint_utils.py l. 387-392).
+    return fp.layout.cards > 1
+
+
+def data_prefix(plan: Plan) -> str:
+    """Where preprocess_data.sh writes the tokenised data (pretraining and research layouts)."""
+    return f"{plan.output_dir(NAME)}/data/{plan.job}"
+
+
+def data_source(plan: Plan, fp: FrameworkPlan) -> str:
+    """What train.yaml reads: Mcore fine-tuning reads the spec's JSON itself (HFDataLoader); pretraining reads the
+    Megatron dataset preprocess_data.sh writes (`_text_document`, seed 003 l. 113-125); the research layout reads its
+    MindRecord file."""
+    if plan.method == "pretrain":
+        return f"{data_prefix(plan)}_text_document"
+    if fp.info["layout"] == "research":
+        return f"{data_prefix(plan)}.mindrecord"
+    return plan.paths["dataset"].value
+
+
+def data_steps(plan: Plan, fp: FrameworkPlan) -> list[tuple[str, list[tuple[str, str]]]]:
+    """preprocess_data.sh's commands (script from paths.mindformers_dir, its flags), as upstream documents them."""
+    model_dir, prefix = plan.paths["model_dir"].value, data_prefix(plan)
+    if plan.method == "pretrain":  # seed 003 (configs/qwen3/README.md), "jsonl -> bin"
+        return [("toolkit/data_preprocess/megatron/preprocess_indexed_dataset.py",
+                 [("--input", plan.paths["dataset"].value), ("--output-prefix", prefix),
+                  ("--tokenizer-type", "HuggingFaceTokenizer"), ("--tokenizer-dir", model_dir)])]
+    if fp.info["layout"] != "research":
+        return []
+    family, converted = fp.info["family"], f"{prefix}-conversation.json"
+    # research/<family>/README.md: alpaca -> conversation JSON, then MindRecord padded to seq_length + 1 tokens
+    # (qwen2_5_preprocess.py l. 154, llama3_1_preprocess.py l. 218), so it must be built at this job's seq_len.
+    converter = {"qwen2_5": "research/qwen2_5/alpaca_converter.py",
+                 "llama3_1": "mindformers/tools/dataset_preprocess/llama/alpaca_converter.py"}[family]
+    tokenizer = {"qwen2_5": [("--vocab_file", f"{model_dir}/vocab.json"), ("--merges_file", f"{model_dir}/merges.txt")],
+                 "llama3_1": [("--model_file", f"{model_dir}/original/tokenizer.model")]}[family]
+    return [(converter, [("--data_path", plan.paths["dataset"].value), ("--output_path", converted)]),
+            (f"research/{family}/{family}_preprocess.py",
+             [("--dataset_type", "qa"), ("--input_glob", converted), *tokenizer,
+              ("--seq_length", str(plan.seq_len)), ("--output_file", f"{prefix}.mindrecord")])]
 
 
 def yaml_context(plan: Plan, fp: FrameworkPlan) -> dict:
@@ -40,7 +79,7 @@ def yaml_context(plan: Plan, fp: FrameworkPlan) -> dict:
         "upstream": fp.upstream, "shape": plan.shape, "info": info, "family": info.get("family"),
         "research_seed": info.get("seed"), "hardware_label": plan.hardware_label, "cards": lay.cards,
         "output_dir": plan.output_dir(NAME), "model_dir": plan.paths["model_dir"].value,
-        "dataset": plan.paths["dataset"].value,
+        "dataset": data_source(plan, fp), "mtp_layers": plan.shape.mtp_layers if info.get("trains_mtp") else 0,
         "auto_trans_ckpt": _auto_trans(plan, fp), "use_parallel": lay.cards > 1,
         "model_name": info["model_name"], "prefix": info["prefix"],
         "epochs": plan.whole_epochs, "batch_size": lay.micro_batch_size,
@@ -106,11 +145,18 @@ def render(plan: Plan, env: jinja2.Environment) -> dict[str, str]:
     commands = env.get_template("commands.txt.j2").render(
         framework="MindFormers", lines=[command_line(plan, fp, rank) for rank in range(lay.nodes)],
         needs_job_dir=True, master_addr=master_addr(plan, fp))
-    return {"mindformers/train.yaml": yaml_text, "mindformers/launch.sh": launch, "mindformers/commands.txt": commands}
+    files = {"mindformers/train.yaml": yaml_text, "mindformers/launch.sh": launch, "mindformers/commands.txt": commands}
+    steps = data_steps(plan, fp)
+    if steps:
+        files["mindformers/preprocess_data.sh"] = env.get_template("mindformers/preprocess_data.sh.j2").render(
+            job=plan.job, steps=steps, mindformers_dir=plan.paths["mindformers_dir"].value,
+            prefix_dir=f"{plan.output_dir(NAME)}/data", family=fp.info.get("family"),
+            used_paths=[(k, plan.paths[k].value) for k in ("model_dir", "dataset", "output_dir", "mindformers_dir")])
+    return files
 
 
 def plan_section(plan: Plan, env: jinja2.Environment) -> str:
     fp = plan.frameworks[NAME]
     return env.get_template("mindformers/plan_section.md.j2").render(
         plan=plan, fp=fp, lines=[command_line(plan, fp, rank) for rank in range(fp.layout.nodes)],
-        auto_trans=_auto_trans(plan, fp))
+        auto_trans=_auto_trans(plan, fp), data=data_source(plan, fp), preprocess=bool(data_steps(plan, fp)))

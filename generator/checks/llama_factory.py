@@ -1,0 +1,113 @@
+"""LLaMA-Factory 0.9.5: a train.yaml and its DeepSpeed JSON, offline (argument names, types, batch arithmetic) and
+through LLaMA-Factory's own parser and DeepSpeed's config class when they are installed."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import subprocess
+import sys
+from functools import lru_cache
+from pathlib import Path
+
+from ..resources import DATA_DIR
+
+
+@lru_cache(maxsize=1)
+def llamafactory_args() -> dict[str, str]:
+    """name -> type text of LLaMA-Factory 0.9.5's training arguments."""
+    lines = (DATA_DIR / "llamafactory_0.9.5_args.txt").read_text(encoding="utf-8").splitlines()
+    return {row[0]: row[1] for row in (line.split("\t") for line in lines if line and not line.startswith("#"))}
+
+
+def _type_ok(value, kind: str) -> bool:
+    if value is None:
+        return "None" in kind
+    if isinstance(value, bool):
+        return "bool" in kind or kind.startswith("Literal")
+    if kind.startswith("Literal") or "str" in kind:
+        return isinstance(value, str)
+    if "float" in kind:
+        return isinstance(value, (int, float))
+    if "int" in kind:
+        return isinstance(value, int)
+    return True
+
+
+def llamafactory_problems(train: dict, deepspeed: dict | None, world: int) -> list[str]:
+    """Offline checks of a LLaMA-Factory train.yaml and its DeepSpeed JSON."""
+    args = llamafactory_args()
+    problems = [f"{key} is not a LLaMA-Factory 0.9.5 argument" for key in train if key not in args]
+    problems += [f"{key}: {value!r} is not of type {args[key]}" for key, value in train.items()
+                 if key in args and not _type_ok(value, args[key])]
+    if "max_samples" in train:
+        problems.append("max_samples silently cuts the data set")
+    if deepspeed is not None:
+        micro, accum = train.get("per_device_train_batch_size", 8), train.get("gradient_accumulation_steps", 1)
+        if deepspeed.get("train_batch_size") != micro * accum * world:
+            problems.append(f"train_batch_size {deepspeed.get('train_batch_size')} != micro {micro} x accumulation "
+                            f"{accum} x world {world}")
+        if deepspeed.get("train_micro_batch_size_per_gpu") != micro or \
+                deepspeed.get("gradient_accumulation_steps") != accum:
+            problems.append("the JSON's micro batch / accumulation differ from the YAML's")
+        if deepspeed.get("bf16", {}).get("enabled") is not True or deepspeed.get("fp16", {}).get("enabled"):
+            problems.append("bf16 must be on and fp16 off in the JSON")
+        if not isinstance(deepspeed.get("zero_optimization", {}).get("stage"), int):
+            problems.append("zero_optimization.stage must be an integer")
+    return problems
+
+
+# Runs in a child interpreter started with -I: the job folder is its working directory (LLaMA-Factory resolves the
+# DeepSpeed file and dataset_dir against it) but never on sys.path, so no file in the folder is imported. The first
+# step only imports: a failure there is the environment's, not the file's.
+LLAMAFACTORY_CHECK = """
+import json, sys
+world = int(sys.argv[1])
+try:
+    import transformers.training_args as t
+    import llamafactory.hparams.parser as p
+    import deepspeed.comm, deepspeed.runtime.config as c
+except Exception as exc:
+    print(json.dumps({"status": "env", "detail": f"{type(exc).__name__}: {exc}"}))
+    sys.exit(0)
+t.is_torch_bf16_gpu_available = lambda *a, **k: True  # the target NPU / GPU supports bf16; this host may not
+p.is_torch_bf16_gpu_available = t.is_torch_bf16_gpu_available
+sys.argv = ["llamafactory-cli", "train.yaml"]
+try:
+    model_args, data_args, training_args, finetuning_args, generating_args = p.get_train_args(p.read_args())
+    if training_args.deepspeed:
+        deepspeed.comm.get_rank = lambda: 0
+        class Mpu:
+            def get_data_parallel_world_size(self):
+                return world
+        c.DeepSpeedConfig(json.load(open(training_args.deepspeed)), mpu=Mpu())
+except Exception as exc:
+    print(json.dumps({"status": "problem", "detail": f"{type(exc).__name__}: {str(exc).strip().splitlines()[-1:]}"}))
+    sys.exit(0)
+print(json.dumps({"status": "ok", "detail": ""}))
+"""
+
+
+def llamafactory_parser_check(folder: Path, world: int) -> tuple[str, str]:
+    """Run LLaMA-Factory's get_train_args and DeepSpeed's DeepSpeedConfig on the pair, single rank on loopback
+    (reference llamafactory_deepspeed.md s3): ("ok" | "problem" | "env", detail). "env": the packages are there but
+    do not import or run here (a broken install), which says nothing about the file."""
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "DS_ACCELERATOR": "cpu", "LOCAL_RANK": "0", "RANK": "0",
+           "WORLD_SIZE": "1", "LOCAL_WORLD_SIZE": "1", "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": "29555"}
+    try:
+        result = subprocess.run([sys.executable, "-I", "-c", LLAMAFACTORY_CHECK, str(world)], cwd=folder,
+                                capture_output=True, text=True, env=env, timeout=600)
+    except subprocess.TimeoutExpired:
+        return "env", "LLaMA-Factory's parser did not answer within 600 s"
+    lines = result.stdout.strip().splitlines()
+    try:
+        verdict = json.loads(lines[-1])
+    except (IndexError, ValueError):
+        tail = [line for line in result.stderr.strip().splitlines() if line.strip()][-1:]
+        return "env", f"the check's interpreter died (exit {result.returncode}): {' '.join(tail)}"
+    return verdict["status"], verdict["detail"]
+
+
+def llamafactory_installed() -> bool:
+    return all(importlib.util.find_spec(name) is not None for name in ("llamafactory", "deepspeed"))

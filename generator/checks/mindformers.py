@@ -1,0 +1,159 @@
+"""MindFormers: the rules a train.yaml must pass, as MindFormers (and MindSpore under it) enforces them.
+
+Each rule is a row: an id, where upstream enforces it (mindspore-ai/mindformers master 167a50d unless the row says
+otherwise; "whl" = the mindformers 2.1.0 wheel), and a check over the loaded YAML plus the model's HuggingFace
+shape, which MindFormers merges under the YAML's model_config when pretrained_model_dir is set
+(models/build_config.py l. 125-136). The sources were read in the upstream code; reference mindformers.md s5 lists
+most of them as V1-V33.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from ..tables import Model
+
+# Strict sections (rule V18): any other key raises KeyError when the config is loaded.
+MINDFORMERS_STRICT = {
+    "parallel_config": {"data_parallel", "model_parallel", "context_parallel", "expert_parallel", "pipeline_stage",
+                        "micro_batch_num", "seq_split_num", "use_seq_parallel", "optimizer_shard",
+                        "gradient_aggregation_group", "vocab_emb_dp", "context_parallel_algo", "ulysses_degree_in_cp",
+                        "mem_coeff"},
+    "recompute_config": {"recompute", "select_recompute", "parallel_optimizer_comm_recompute", "select_comm_recompute",
+                         "mp_comm_recompute", "recompute_slice_activation", "select_recompute_exclude",
+                         "select_comm_recompute_exclude"},
+    "runner_config": {"batch_size", "epochs", "sink_mode", "sink_size", "gradient_accumulation_steps", "num_classes",
+                      "stop_step"},
+}
+MAX_DEVICE_MEMORY = re.compile(r"^([1-9][0-9]*(\.)?[0-9]*GB|0\.[0-9]*GB)$")
+
+
+@dataclass(frozen=True)
+class View:
+    """What the rules read: the YAML and the model it trains."""
+
+    doc: dict
+    cards: int
+    model: Model
+
+    @property
+    def pc(self) -> dict:
+        return self.doc.get("parallel_config") or {}
+
+    @property
+    def mc(self) -> dict:
+        return (self.doc.get("model") or {}).get("model_config") or {}
+
+    def size(self, key: str) -> int:
+        return self.pc.get(key, 1)
+
+    @property
+    def parallel(self) -> bool:
+        return bool(self.doc.get("use_parallel"))
+
+    @property
+    def layers(self) -> int:
+        return self.mc.get("num_hidden_layers", self.mc.get("num_layers", self.model.layers))
+
+    @property
+    def mtp(self) -> int:
+        return self.mc.get("num_nextn_predict_layers", self.model.mtp_layers)
+
+    @property
+    def interleave(self) -> int:
+        return self.mc.get("pp_interleave_num", 1)
+
+    @property
+    def checkpoint(self) -> bool:
+        return bool(self.doc.get("load_checkpoint") or self.doc.get("pretrained_model_dir"))
+
+
+@dataclass(frozen=True)
+class Rule:
+    id: str
+    source: str
+    message: str
+    broken: Callable[[View], bool]
+
+
+def _offset_broken(v: View) -> bool:
+    pp, offset = v.size("pipeline_stage"), v.mc.get("offset", 0)
+    chunks = pp * v.interleave
+    if not isinstance(offset, list):
+        return offset != 0 or (pp > 1 and v.layers % chunks != 0)
+    flat = [x for row in offset for x in row] if offset and isinstance(offset[0], list) else offset
+    per_stage = [v.layers // chunks + o for o in flat]
+    return len(flat) != chunks or sum(flat) != v.layers % chunks or min(per_stage) < 0 or \
+        any(n < 1 for n in per_stage[1:-1])
+
+
+def _dataset_strategy_broken(v: View) -> bool:
+    parallel = v.doc.get("parallel") or {}
+    strategy = parallel.get("dataset_strategy")
+    columns = (v.doc.get("train_dataset") or {}).get("input_columns") or []
+    if parallel.get("full_batch") is not False or strategy is None:
+        return False
+    return len(strategy) != len(columns) or strategy[0][0] != v.size("data_parallel")
+
+
+RULES: tuple[Rule, ...] = (
+    Rule("V18", "tools/register/template.py l. 107-117", "unknown key in a strict section",
+         lambda v: any(set(v.doc.get(s) or {}) - keys for s, keys in MINDFORMERS_STRICT.items())),
+    Rule("V1", "tools/check_rules.py l. 186-190", "data_parallel x model_parallel x context_parallel x "
+         "pipeline_stage must equal the world size",
+         lambda v: v.parallel and v.size("data_parallel") * v.size("model_parallel") * v.size("context_parallel")
+         * v.size("pipeline_stage") != v.cards),
+    Rule("V5", "parallel_core/transformer_config.py l. 2203-2207", "num_attention_heads must divide by model_parallel",
+         lambda v: v.model.heads % v.size("model_parallel") != 0),
+    Rule("V6", "parallel_core/training_graph/transformer/attention.py l. 177", "num_key_value_heads must divide by "
+         "model_parallel", lambda v: v.model.kv_heads % v.size("model_parallel") != 0),
+    Rule("V7", "parallel_core/training_graph/transformer/attention.py l. 168-171", "hidden_size must divide by "
+         "num_attention_heads", lambda v: v.model.hidden % v.model.heads != 0),
+    Rule("V3", "MindSpore nn/wrap/cell_wrapper.py l. 883 (pipeline: micro_size >= stages)", "micro_batch_num must be "
+         "at least pipeline_stage", lambda v: v.size("pipeline_stage") > 1 and
+         v.size("micro_batch_num") < v.size("pipeline_stage")),
+    Rule("V8", "parallel_core/model_parallel_config.py l. 144-145", "use_seq_parallel needs model_parallel > 1",
+         lambda v: v.parallel and v.pc.get("use_seq_parallel") and v.size("model_parallel") == 1),
+    Rule("V9", "tools/check_rules.py l. 207-210", "context_parallel > 1 needs model_config.use_flash_attention: True",
+         lambda v: v.size("context_parallel") > 1 and v.mc.get("use_flash_attention") is not True),
+    Rule("V12", "parallel_core/training_graph/transformer/utils.py l. 569-603", "offset must have one entry per "
+         "pipeline stage, sum to num_layers % stages and leave every middle stage a layer", _offset_broken),
+    Rule("V17", "trainer/base_trainer.py l. 246-252", "parallel.dataset_strategy needs one [data_parallel, 1] per "
+         "input column", _dataset_strategy_broken),
+    Rule("V21", "MindSpore runtime/memory.py l. 31, 98-108", "max_device_memory must read '<number>GB'",
+         lambda v: not MAX_DEVICE_MEMORY.match(str((v.doc.get("context") or {}).get("max_device_memory", "")))),
+    Rule("V25", "parallel_core/transformer_config.py l. 652-653", "seq_length must be the same everywhere in the file",
+         lambda v: len({int(s) for s in re.findall(r"seq_length': (\d+)", str(v.doc))}) > 1),
+    Rule("V27", "trainer/trainer.py l. 1493-1502", "auto_trans_ckpt or resume_training needs load_checkpoint or "
+         "pretrained_model_dir", lambda v: (v.doc.get("auto_trans_ckpt") or v.doc.get("resume_training"))
+         and not v.checkpoint),
+    Rule("N1", "parallel_core/training_graph/transformer/moe/ffn.py l. 189-195", "expert_parallel must divide "
+         "data_parallel x model_parallel (context_parallel does not count)",
+         lambda v: v.model.is_moe and (v.size("data_parallel") * v.size("model_parallel"))
+         % v.size("expert_parallel") != 0),
+    Rule("N2", "parallel_core/training_graph/transformer/moe/moe_layer.py l. 60-63", "expert_parallel must divide "
+         "the experts", lambda v: v.model.is_moe and v.model.experts % v.size("expert_parallel") != 0),
+    Rule("N3", "parallel_core/transformer_config.py l. 2191-2201", "num_nextn_predict_layers (MTP) must be 0 or 1",
+         lambda v: v.mtp > 1),
+    Rule("N4", "models/modeling_utils.py l. 300-324; models/deepseek3/utils.py l. 67-89", "num_layers (plus MTP "
+         "layers) must be at least pipeline_stage x pp_interleave_num",
+         lambda v: v.size("pipeline_stage") * v.interleave > v.layers + v.mtp),
+    Rule("N6", "utils/load_checkpoint_utils.py l. 387-392", "a complete safetensors checkpoint with use_parallel "
+         "needs auto_trans_ckpt: True", lambda v: v.parallel and v.checkpoint and not v.doc.get("auto_trans_ckpt")),
+    Rule("N7", "trainer/base_trainer.py l. 320-327", "gradient_accumulation_steps > 1 is reset to 1 without "
+         "use_parallel (stand-alone): the global batch would silently shrink",
+         lambda v: not v.parallel and (v.doc.get("runner_config") or {}).get("gradient_accumulation_steps", 1) > 1),
+    Rule("N8", "trainer/base_trainer.py l. 544-545", "micro_batch_interleave_num > 1 is refused with use_legacy: False",
+         lambda v: v.doc.get("use_legacy") is False and v.doc.get("micro_batch_interleave_num", 1) > 1),
+    Rule("N9", "parallel_core/training_graph/transformer/moe/ffn.py l. 90-94", "stand-alone MoE needs "
+         "moe_token_dispatcher_type: alltoall", lambda v: v.model.is_moe and not v.parallel
+         and v.mc.get("moe_token_dispatcher_type") != "alltoall"),
+)
+
+
+def mindformers_problems(doc: dict, cards: int, model: Model) -> list[str]:
+    """Every MindFormers rule `doc` breaks, naming the rule and where upstream enforces it."""
+    view = View(doc, cards, model)
+    return [f"{rule.message} ({rule.id}; mindformers {rule.source})" for rule in RULES if rule.broken(view)]

@@ -1,0 +1,130 @@
+"""MindSpeed-LLM files as MindSpeed-LLM 2.2.0 would take them: every generated script is run for real (torchrun and
+python replaced by recorders), and each recorded command line is parsed by the pinned upstream parser of the program
+it starts and checked against the start-up rules upstream enforces (generator/checks/mindspeed_llm.py).
+
+The sweep covers every MindSpeed-LLM cell of the minimum-card table (each method, seq_len, platform; pretraining on
+the full rows), plus MoE, context-parallel, uneven-pipeline and one-card jobs.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from generator.checks.mindspeed_llm import command_problems, conversion_problems
+from generator.errors import UserError
+from generator.render import write
+from generator.tables import load_tables
+from helpers import render_job, run_recording, table_cells
+
+T = load_tables()
+EXTRA = [
+    # MoE with expert parallel pinned; context parallel for fine-tuning (packed data) and pretraining; a pipeline
+    # that does not divide the layers; one card.
+    {"model": "qwen3_moe-30b_a3b", "method": "lora", "seq_len": 4096, "hardware": "snt9b",
+     "layout": {"mindspeed-llm": {"ep": 8}}},
+    {"model": "qwen3_moe-30b_a3b", "method": "full", "seq_len": 4096, "hardware": "snt9b", "cards": 32,
+     "layout": {"mindspeed-llm": {"tp": 2, "ep": 4}}},
+    {"model": "llama3.1-8b", "method": "full", "seq_len": 32768, "hardware": "snt9b", "cards": 16,
+     "layout": {"mindspeed-llm": {"cp": 4}}},
+    {"model": "llama3.1-8b", "method": "pretrain", "seq_len": 16384, "hardware": "snt9b", "cards": 16,
+     "layout": {"mindspeed-llm": {"cp": 2}}},
+    {"model": "qwen2.5-7b", "method": "full", "seq_len": 4096, "hardware": "snt9b", "cards": 16,
+     "layout": {"mindspeed-llm": {"pp": 8}}},
+    {"model": "qwen2.5-0.5b", "method": "lora", "seq_len": 4096, "hardware": "snt9b", "cards": 1},
+]
+
+
+def cases():
+    table = [{"model": m, "method": meth, "seq_len": seq, "hardware": hw}
+             for m, meth, seq, hw in sorted(table_cells(T, "mindspeed-llm"))]
+    return table + EXTRA
+
+
+def case_id(case):
+    pins = "-".join(f"{k}{v}" for k, v in sorted(case.get("layout", {}).get("mindspeed-llm", {}).items()))
+    return "-".join(str(case[k]) for k in ("model", "method", "seq_len", "hardware")) + \
+        (f"-{case['cards']}c" if "cards" in case else "") + (f"-{pins}" if pins else "")
+
+
+def distributed(argv):
+    """torchrun's own options, the entry script and the words after it."""
+    entry = next(i for i, w in enumerate(argv) if w.endswith(".py"))
+    opts = dict(zip(argv[:entry:2], argv[1:entry:2]))
+    return opts, argv[entry], argv[entry + 1:]
+
+
+def render_and_run(case, tmp_path):
+    """Render the case with real folders, then run launch.sh (node 0), both conversions and the preprocessing."""
+    checkout, model_dir = tmp_path / "MindSpeed-LLM", tmp_path / "hf"
+    checkout.mkdir()
+    model_dir.mkdir()
+    spec = {**case, "frameworks": ["mindspeed-llm"], "cluster": {"master_addr": "127.0.0.1"},
+            "paths": {"model_dir": str(model_dir), "dataset": f"{tmp_path}/data.json",
+                      "output_dir": f"{tmp_path}/out", "mindspeed_llm_dir": str(checkout)}}
+    plan, files = render_job(T, **spec)
+    write(files, tmp_path / "jobs", plan.job, force=False)
+    job = tmp_path / "jobs" / plan.job / "mindspeed-llm"
+    ckpt = tmp_path / "out" / f"mcore_tp{plan.frameworks['mindspeed-llm'].layout.tp}_pp" \
+                              f"{plan.frameworks['mindspeed-llm'].layout.pp}"
+    ckpt.mkdir(parents=True)
+    (ckpt / "latest_checkpointed_iteration.txt").write_text("1\n")
+    calls = {}
+    for name, args in (("launch", ["0"]), ("hf2mcore", ["hf2mcore"]), ("mcore2hf", ["mcore2hf"]),
+                       ("preprocess", [])):
+        script = job / ("launch.sh" if name == "launch" else
+                        "preprocess_data.sh" if name == "preprocess" else "convert_ckpt.sh")
+        result, recorded = run_recording(script, args, tmp_path)
+        assert result.returncode == 0, (name, result.stderr)
+        assert len(recorded) == 1, (name, recorded)
+        calls[name] = recorded[0]
+    return plan, calls
+
+
+@pytest.mark.parametrize("case", cases(), ids=case_id)
+def test_every_generated_command_is_accepted_by_mindspeed_llm(case, tmp_path):
+    plan, calls = render_and_run(case, tmp_path)
+    lay = plan.frameworks["mindspeed-llm"].layout
+    launch = calls["launch"]
+    assert launch["program"] == "torchrun" and launch["cwd"] == str(tmp_path / "MindSpeed-LLM")
+    opts, entry, argv = distributed(launch["argv"])
+    world = int(opts["--nproc_per_node"]) * int(opts["--nnodes"])
+    assert world == lay.cards and int(opts["--nnodes"]) == lay.nodes
+    assert entry == ("pretrain_gpt.py" if plan.method == "pretrain" else "posttrain_gpt.py")
+    assert command_problems(entry, argv, world, {"CUDA_DEVICE_MAX_CONNECTIONS": launch["cuda_max_conn"]}) == []
+    for direction in ("hf2mcore", "mcore2hf"):
+        call = calls[direction]
+        assert call["program"] == "python"
+        program, words = call["argv"][0], call["argv"][1:]
+        assert command_problems(program, words) == [], direction
+    hf2mcore = calls["hf2mcore"]["argv"]
+    assert conversion_problems(argv, hf2mcore[0], hf2mcore[1:]) == []
+    pre = calls["preprocess"]["argv"]
+    assert pre[0] == "preprocess_data.py" and command_problems(pre[0], pre[1:]) == []
+    # The values that matter: what trains is what the plan says, on the data the preprocessing writes.
+    words = dict(zip(argv, argv[1:]))
+    assert int(words["--tensor-model-parallel-size"]) == lay.tp
+    assert int(words["--pipeline-model-parallel-size"]) == lay.pp
+    assert int(words.get("--context-parallel-size", 1)) == lay.cp
+    assert int(words["--seq-length"]) == plan.seq_len
+    assert int(words["--global-batch-size"]) == lay.global_batch_size
+    assert int(words["--micro-batch-size"]) == lay.micro_batch_size
+    prefix = dict(zip(pre, pre[1:]))["--output-prefix"]
+    suffix = "_text_document" if plan.method == "pretrain" else ""
+    assert words["--data-path"] == prefix + suffix
+    if plan.method != "pretrain":
+        assert ("--variable-seq-lengths" in argv) == (lay.cp == 1)
+        assert ("--pack" in pre) == (lay.cp > 1)
+
+
+def test_the_sweep_covers_the_cases_the_issue_names():
+    plans = []
+    for case in cases():
+        try:
+            plans.append(render_job(T, **{**case, "frameworks": ["mindspeed-llm"]})[0])
+        except UserError:
+            continue
+    lays = [p.frameworks["mindspeed-llm"].layout for p in plans]
+    assert any(lay.ep > 1 for lay in lays) and any(lay.cp > 1 for lay in lays)
+    assert any(lay.uneven_layers for lay in lays) and any(lay.cards == 1 for lay in lays)
+    assert {p.method for p in plans} == {"full", "lora", "pretrain"}
+    assert len(plans) == len(cases())  # nothing the table offers is refused
