@@ -1,7 +1,8 @@
 """The gen-launch command line: parse, call spec -> plan -> files, print, exit.
 
 Exit status: 0 ok; 1 `check` found drift or `validate` a problem; 2 bad spec or arguments, a pinned layout that breaks a rule, no layout
-that fits, a refusal; 3 `--strict` and the memory model warns.
+that fits, a refusal; 3 `--strict` and the memory model warns; 4 `validate` could not run a check because the
+environment is broken (a package that is installed but does not import).
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ from .tables import load_tables
 from .validate import validate as validate_job
 
 CONTEXT_SETTINGS = {"help_option_names": ["-h", "--help"], "max_content_width": 100}
-EXIT_DRIFT, EXIT_USER, EXIT_STRICT = 1, 2, 3
+EXIT_DRIFT, EXIT_USER, EXIT_STRICT, EXIT_ENVIRONMENT = 1, 2, 3, 4
 
 
 def _fail(error: UserError, source: str) -> NoReturn:
@@ -162,20 +163,33 @@ def models(seq_len: int, as_json: bool) -> None:
 
 @main.command()
 @click.argument("job_dir", type=click.Path(file_okay=False, exists=True, path_type=Path))
-def validate(job_dir: Path) -> None:
-    """Check the files render wrote in JOB_DIR with the real tools: one line per file, ok / problem / skipped.
+@click.option("--mindformers-python", envvar="GEN_LAUNCH_MINDFORMERS_PYTHON", metavar="PYTHON",
+              help="An interpreter with mindformers and a MindSpore CPU build: also run MindFormers' own "
+                   "MindFormerConfig and check_rules on train.yaml (see README).")
+def validate(job_dir: Path, mindformers_python: str | None) -> None:
+    """Check the files render wrote in JOB_DIR with each framework's own rules: one line per file.
 
     \b
-    bash -n and shellcheck for scripts, the pinned MindSpeed-LLM flag list, MindFormers' strict keys and parallel
-    rules, LLaMA-Factory's argument list and batch arithmetic; LLaMA-Factory's own parser and DeepSpeed's config
-    class when installed (pip install 'gen-launch[validate]'). Exit 1 when any file has a problem.
+    MindSpeed-LLM command lines go through parsers rebuilt from the pinned 2.2.0 declarations and the start-up
+    rules of Megatron / MindSpeed / MindSpeed-LLM (each cited by file and line); MindFormers YAMLs through
+    MindFormers' rules; scripts through bash -n and shellcheck; LLaMA-Factory through its argument list and, when
+    installed, its own parser and DeepSpeed's config class. Nothing in JOB_DIR is imported or run.
+
+    \b
+    Status per file: ok; problem (a defect in the file); skipped (an optional check's package is not installed);
+    env (installed but broken: says nothing about the file).
+    Exit 0 all ok or skipped; 1 any problem; 4 no problem but a broken environment.
+
+    \b
+    To add LLaMA-Factory's own parser (a CPU torch, from a clone of gen-launch):
+        pip install torch==2.13.0 && pip install -c <(echo torch==2.13.0) -e '.[validate]'
 
     \b
     Example:
         gen-launch validate out/qwen3-32b-full-snt9b-16c
     """
     try:
-        results = validate_job(job_dir)
+        results = validate_job(job_dir, mindformers_python)
     except UserError as error:
         _fail(error, str(job_dir))
     for result in results:
@@ -183,3 +197,5 @@ def validate(job_dir: Path) -> None:
         click.echo(f"{result.status:>8}  {result.path}{detail}")
     if any(r.status == "problem" for r in results):
         sys.exit(EXIT_DRIFT)
+    if any(r.status == "env" for r in results):
+        sys.exit(EXIT_ENVIRONMENT)

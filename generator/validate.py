@@ -51,7 +51,8 @@ def _manifest(job_dir: Path) -> dict[str, str]:
     return listed
 
 
-def validate(job_dir: Path) -> list[Result]:
+def validate(job_dir: Path, mindformers_python: str | None = None) -> list[Result]:
+    """`mindformers_python`: an interpreter with mindformers and MindSpore, for MindFormers' own loader (opt-in)."""
     listed = _manifest(job_dir)
     plan = json.loads((job_dir / "plan.json").read_text(encoding="utf-8")) if "plan.json" in listed else {}
     results = []
@@ -62,7 +63,7 @@ def validate(job_dir: Path) -> list[Result]:
         elif hashlib.sha256(file.read_bytes()).hexdigest() != digest:
             results.append(Result(path, "problem", "changed since gen-launch render wrote it"))
         else:
-            results.append(_check(job_dir, path, plan))
+            results.append(_check(job_dir, path, plan, mindformers_python))
     return results
 
 
@@ -104,7 +105,7 @@ def _mindspeed_problems(folder: Path, name: str, text: str) -> list[str]:
 # One file
 
 
-def _check(job_dir: Path, path: str, plan: dict) -> Result:
+def _check(job_dir: Path, path: str, plan: dict, mindformers_python: str | None) -> Result:
     file = job_dir / path
     framework = path.split("/", 1)[0] if "/" in path else None
     notes: list[str] = []
@@ -121,14 +122,28 @@ def _check(job_dir: Path, path: str, plan: dict) -> Result:
         except ValueError as exc:
             problems.append(f"not JSON: {exc}")
     elif path == "mindformers/train.yaml":
-        shape = load_tables().model(plan["model"])
-        problems += mindformers.mindformers_problems(yaml.safe_load(file.read_text(encoding="utf-8")),
-                                                     plan["frameworks"]["mindformers"]["cards"], shape)
+        return _mindformers(file, plan, mindformers_python)
     elif path == "llama-factory/train.yaml":
         return _llama_factory(file, plan)
     if problems:
         return Result(path, "problem", "; ".join(problems))
     return Result(path, "ok", "; ".join(notes))
+
+
+def _mindformers(file: Path, plan: dict, python: str | None) -> Result:
+    path, cards = "mindformers/train.yaml", plan["frameworks"]["mindformers"]["cards"]
+    problems = mindformers.mindformers_problems(yaml.safe_load(file.read_text(encoding="utf-8")), cards,
+                                                load_tables().model(plan["model"]))
+    if problems:
+        return Result(path, "problem", "; ".join(problems))
+    if python is None:
+        return Result(path, "ok", "MindFormers' own loader not run (opt-in: --mindformers-python, see README)")
+    status, detail = mindformers.loader_check(python, file, cards)
+    if status == "problem":
+        return Result(path, "problem", f"MindFormers' MindFormerConfig / check_rules reject it: {detail}")
+    if status == "env":
+        return Result(path, "env", f"MindFormers does not run in {python} ({detail}); its rules passed offline")
+    return Result(path, "ok", "MindFormers' MindFormerConfig and check_rules accept it")
 
 
 def _llama_factory(file: Path, plan: dict) -> Result:

@@ -74,3 +74,45 @@ def test_a_script_that_bash_rejects(tmp_path):
 def test_not_a_job_folder(tmp_path):
     result = CliRunner().invoke(main, ["validate", str(tmp_path)])
     assert result.exit_code == 2 and "no MANIFEST" in result.stderr
+
+
+def test_the_defects_upstream_found_are_problems(tmp_path):
+    # Issue 10: what the old validate called ok. A float where Megatron declares an int, a choice upstream does
+    # not have, and a rule that only fails at start-up (overlap-param-gather without the distributed optimizer).
+    job = render(tmp_path)
+    launch = (job / "mindspeed-llm" / "launch.sh").read_text()
+    for old, new, expected in (("--rotary-base 1000000", "--rotary-base 1000000.0", "invalid int value: '1000000.0'"),
+                               ("--lr-decay-style cosine", "--lr-decay-style noaux", "invalid choice: 'noaux'"),
+                               ("  --use-distributed-optimizer\n", "", "rule opg_needs_do")):
+        assert old in launch
+        rewrite(job, "mindspeed-llm/launch.sh", launch.replace(old, new))
+        result = CliRunner().invoke(main, ["validate", str(job)])
+        assert result.exit_code == 1 and expected in result.output, (old, result.output)
+    rewrite(job, "mindspeed-llm/launch.sh", launch)
+    convert = (job / "mindspeed-llm" / "convert_ckpt.sh").read_text()
+    rewrite(job, "mindspeed-llm/convert_ckpt.sh", convert.replace("--target-pipeline-parallel-size 16",
+                                                                  "--target-pipeline-parallel-size 8", 1))
+    result = CliRunner().invoke(main, ["validate", str(job)])
+    assert result.exit_code == 1
+    assert "conversion writes target_pipeline_parallel_size=8 but training uses pipeline_model_parallel_size=16" \
+        in result.output
+
+
+def test_nothing_in_the_job_folder_is_imported(tmp_path):
+    # Issue 10: validate ran `python -c` inside the job folder, so a json.py there was imported and run.
+    job = render(tmp_path)
+    marker = tmp_path / "ran"
+    (job / "llama-factory" / "json.py").write_text(f"open({str(marker)!r}, 'w').write('x')\n")
+    status, _ = llama_factory.llamafactory_parser_check(job / "llama-factory", 16)
+    assert not marker.exists()
+    assert status in ("ok", "env", "problem")
+
+
+def test_a_broken_environment_is_not_a_defect(tmp_path, monkeypatch):
+    # Issue 10 / 11: a package that is there but does not import is exit 4 and status env, never "problem".
+    job = render(tmp_path)
+    monkeypatch.setattr(llama_factory, "llamafactory_installed", lambda: True)
+    monkeypatch.setattr(llama_factory, "LLAMAFACTORY_CHECK", "import no_such_module_for_the_test\n")  # dies
+    result = CliRunner().invoke(main, ["validate", str(job)])
+    line = next(l for l in result.output.splitlines() if "llama-factory/train.yaml" in l)
+    assert result.exit_code == 4 and line.split()[0] == "env", result.output

@@ -4,14 +4,13 @@ through LLaMA-Factory's own parser and DeepSpeed's config class when they are in
 from __future__ import annotations
 
 import importlib.util
-import json
 import os
-import subprocess
 import sys
 from functools import lru_cache
 from pathlib import Path
 
 from ..resources import DATA_DIR
+from . import run_isolated
 
 
 @lru_cache(maxsize=1)
@@ -95,18 +94,7 @@ def llamafactory_parser_check(folder: Path, world: int) -> tuple[str, str]:
     do not import or run here (a broken install), which says nothing about the file."""
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "DS_ACCELERATOR": "cpu", "LOCAL_RANK": "0", "RANK": "0",
            "WORLD_SIZE": "1", "LOCAL_WORLD_SIZE": "1", "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": "29555"}
-    try:
-        result = subprocess.run([sys.executable, "-I", "-c", LLAMAFACTORY_CHECK, str(world)], cwd=folder,
-                                capture_output=True, text=True, env=env, timeout=600)
-    except subprocess.TimeoutExpired:
-        return "env", "LLaMA-Factory's parser did not answer within 600 s"
-    lines = result.stdout.strip().splitlines()
-    try:
-        verdict = json.loads(lines[-1])
-    except (IndexError, ValueError):
-        tail = [line for line in result.stderr.strip().splitlines() if line.strip()][-1:]
-        return "env", f"the check's interpreter died (exit {result.returncode}): {' '.join(tail)}"
-    return verdict["status"], verdict["detail"]
+    return run_isolated(sys.executable, LLAMAFACTORY_CHECK, [str(world)], folder, env)
 
 
 def llamafactory_installed() -> bool:

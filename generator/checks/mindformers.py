@@ -10,10 +10,13 @@ most of them as V1-V33.
 from __future__ import annotations
 
 import re
+import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import Path
 
 from ..tables import Model
+from . import run_isolated
 
 # Strict sections (rule V18): any other key raises KeyError when the config is loaded.
 MINDFORMERS_STRICT = {
@@ -157,3 +160,40 @@ def mindformers_problems(doc: dict, cards: int, model: Model) -> list[str]:
     """Every MindFormers rule `doc` breaks, naming the rule and where upstream enforces it."""
     view = View(doc, cards, model)
     return [f"{rule.message} ({rule.id}; mindformers {rule.source})" for rule in RULES if rule.broken(view)]
+
+
+# Opt-in: MindFormers' own loader and check_rules, in an interpreter that has mindformers (2.1.0, --no-deps) and a
+# MindSpore CPU build (2.10.0): neither installs from PyPI with gen-launch (mindformers pins a MindSpore that PyPI
+# does not have), so the user points validate at that interpreter. It runs isolated (-I) in a scratch folder: the
+# import writes ./output/log, and nothing from the job folder may be imported.
+LOADER_CHECK = """
+import json, os, sys
+path, world = sys.argv[1], sys.argv[2]
+os.environ["RANK_SIZE"] = world  # get_real_group_size() falls back to it without a cluster (tools/utils.py l. 449-453)
+try:
+    import mindspore as ms
+    from mindformers.tools.register.config import MindFormerConfig
+    from mindformers.tools.check_rules import check_rules
+    from mindformers.core.parallel_config import build_parallel_config
+except Exception as exc:
+    print(json.dumps({"status": "env", "detail": f"{type(exc).__name__}: {exc}"}))
+    sys.exit(0)
+try:
+    config = MindFormerConfig(path)
+    build_parallel_config(config)  # as BaseTrainer.set_config does first (trainer/base_trainer.py l. 180)
+    if config.use_parallel:
+        ms.set_auto_parallel_context(parallel_mode="semi_auto_parallel")
+    if isinstance(config.get("metric"), dict):
+        config.metric = [config.metric]  # the Trainer makes it a list before check_rules
+    check_rules(config, mode="train")  # base_trainer.py l. 1232
+except Exception as exc:
+    print(json.dumps({"status": "problem", "detail": f"{type(exc).__name__}: {str(exc).strip()[:400]}"}))
+    sys.exit(0)
+print(json.dumps({"status": "ok", "detail": ""}))
+"""
+
+
+def loader_check(python: str, yaml_path: Path, world: int) -> tuple[str, str]:
+    """("ok" | "problem" | "env", detail) from MindFormerConfig + check_rules in the interpreter `python`."""
+    with tempfile.TemporaryDirectory() as scratch:
+        return run_isolated(python, LOADER_CHECK, [str(yaml_path.resolve()), str(world)], Path(scratch))
