@@ -1,0 +1,51 @@
+"""MindFormers' own MindFormerConfig and check_rules on the generated train.yaml (opt-in: they need mindformers
+2.1.0 and a MindSpore CPU build, which do not install from PyPI beside gen-launch). Set GEN_LAUNCH_MINDFORMERS_PYTHON
+to such an interpreter (README, Development) to run these; they are skipped otherwise."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+import yaml
+
+from generator.checks.mindformers import loader_check
+from generator.render import write
+from generator.tables import load_tables
+from helpers import render_job
+
+T = load_tables()
+PYTHON = os.environ.get("GEN_LAUNCH_MINDFORMERS_PYTHON")
+pytestmark = [pytest.mark.integration,
+              pytest.mark.skipif(not PYTHON, reason="GEN_LAUNCH_MINDFORMERS_PYTHON is not set")]
+CASES = [
+    {"model": "qwen3-32b", "method": "full", "cards": 16},
+    {"model": "qwen3-32b", "method": "pretrain", "cards": 16},
+    {"model": "qwen3-8b", "method": "lora", "hardware": "snt9b23"},
+    {"model": "qwen3_moe-30b_a3b", "method": "full", "seq_len": 16384, "cards": 32, "layout": {"mindformers": {"cp": 2}}},
+    {"model": "deepseek-v3", "method": "lora"},
+    {"model": "qwen2.5-7b", "method": "full"},
+    {"model": "llama3.1-70b", "method": "lora"},
+    {"model": "debug-tiny", "method": "full", "cards": 1, "global_batch_size": 4},
+]
+
+
+def render(tmp_path, case):
+    plan, files = render_job(T, frameworks=["mindformers"], cluster={"master_addr": "10.0.0.1"}, **case)
+    write(files, tmp_path, plan.job, force=False)
+    return plan, tmp_path / plan.job / "mindformers" / "train.yaml"
+
+
+@pytest.mark.parametrize("case", CASES, ids=lambda c: f"{c['model']}-{c['method']}")
+def test_mindformers_loads_and_checks_the_yaml(case, tmp_path):
+    plan, path = render(tmp_path, case)
+    assert loader_check(PYTHON, path, plan.frameworks["mindformers"].layout.cards) == ("ok", "")
+
+
+def test_mindformers_refuses_a_broken_yaml(tmp_path):
+    plan, path = render(tmp_path, CASES[0])
+    doc = yaml.safe_load(path.read_text())
+    doc["parallel_config"]["model_parallel"] = 2  # dp x mp x cp x pp = 8, not the 16 cards (check_rules l. 186-190)
+    path.write_text(yaml.safe_dump(doc))
+    status, detail = loader_check(PYTHON, path, 16)
+    assert status == "problem" and "8 != device_num(16)" in detail, detail
