@@ -54,7 +54,11 @@ def test_deepseek_uses_its_own_converters():
     _, files = render_job(T, model="deepseek-v3", method="lora", frameworks=["mindspeed-llm"])
     script = files["mindspeed-llm/convert_ckpt.sh"]
     assert "examples/mcore/deepseek3/convert_ckpt_deepseek3.py" in script
-    assert "--moe-grouped-gemm" not in script  # refused with LoRA by upstream's converter
+    # Grouped GEMM on both sides, as training: the converted expert layout must be the one training builds
+    # (ckpt_convert_deepseek3_merge_lora2hf.sh passes it with LoRA too).
+    arrays = bash_arrays(script)
+    assert "--moe-grouped-gemm" in arrays["HF2MCORE_ARGS"] and "--moe-grouped-gemm" in arrays["MCORE2HF_ARGS"]
+    assert "--lora-load" not in arrays["MCORE2HF_ARGS"]  # the LoRA checkpoint holds the base weights too
     args = parse(bash_arrays(files["mindspeed-llm/launch.sh"])["GPT_ARGS"])
     # Issue 10, defect 2: upstream's DeepSeek-V3 routing and MLA flags (tune_deepseek3_671b_4k_lora_ptd.sh).
     assert "--multi-latent-attention" in args and "--group-query-attention" not in args

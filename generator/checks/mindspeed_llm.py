@@ -100,7 +100,9 @@ def training_problems(argv: list[str], world_size: int, env: dict[str, str], scr
 _LAYOUT_PAIRS = (("tensor_model_parallel_size", "target_tensor_parallel_size"),
                  ("pipeline_model_parallel_size", "target_pipeline_parallel_size"),
                  ("expert_model_parallel_size", "target_expert_parallel_size"),
-                 ("num_layer_list", "num_layer_list"))
+                 ("num_layer_list", "num_layer_list"),
+                 # grouped GEMM stores the experts' weights in another layout
+                 ("moe_grouped_gemm", "moe_grouped_gemm"))
 
 
 def conversion_problems(train_argv: list[str], convert_program: str, convert_argv: list[str]) -> list[str]:
@@ -112,9 +114,9 @@ def conversion_problems(train_argv: list[str], convert_program: str, convert_arg
         return []  # reported by command_problems
     problems = []
     for train_dest, convert_dest in _LAYOUT_PAIRS:
-        mine, theirs = getattr(train, train_dest), getattr(convert, convert_dest, None)
-        if train_dest == "expert_model_parallel_size" and not train.num_experts:
+        if not hasattr(convert, convert_dest) or (train_dest.startswith(("expert", "moe")) and not train.num_experts):
             continue
+        mine, theirs = getattr(train, train_dest), getattr(convert, convert_dest)
         if mine != theirs:
             problems.append(f"conversion writes {convert_dest}={theirs} but training uses {train_dest}={mine}")
     if train.load != convert.save_dir:

@@ -146,14 +146,19 @@ def convert_flags(plan: Plan, fp: FrameworkPlan) -> dict[str, tuple[str, list[tu
     lora_back: Flags = [("--lora-load", save), *lora_flags(fp)] if plan.method == "lora" else []
     layer_list = ",".join(map(str, lay.num_layer_list)) if lay.uneven_layers else None
     if info.get("converter") == "deepseek3":
-        to_mcore: Flags = [("--moe-grouped-gemm", plan.method != "lora"),
+        # examples/mcore/deepseek3: grouped GEMM in both directions, as training uses it (the weight layout must
+        # match); a LoRA run's checkpoint holds base + adapters, which the merge reads from --load-dir alone
+        # (README.md "2.1", ckpt_convert_deepseek3_merge_lora2hf.sh).
+        to_mcore: Flags = [("--moe-grouped-gemm", True),
                            ("--target-tensor-parallel-size", lay.tp), ("--target-pipeline-parallel-size", lay.pp),
                            ("--target-expert-parallel-size", lay.ep), ("--num-layer-list", layer_list),
                            ("--num-layers", m.layers), ("--load-dir", hf), ("--save-dir", load)]
-        back: Flags = [("--source-tensor-parallel-size", lay.tp), ("--source-pipeline-parallel-size", lay.pp),
+        back: Flags = [("--moe-grouped-gemm", True),
+                       ("--source-tensor-parallel-size", lay.tp), ("--source-pipeline-parallel-size", lay.pp),
                        ("--source-expert-parallel-size", lay.ep), ("--num-layer-list", layer_list),
-                       ("--num-layers", m.layers), ("--load-dir", trained),
-                       ("--save-dir", f"{plan.output_dir(NAME)}/hf"), *lora_back]
+                       ("--num-layers", m.layers), ("--load-dir", save),
+                       ("--save-dir", f"{plan.output_dir(NAME)}/hf"),
+                       *(lora_flags(fp) if plan.method == "lora" else [])]
         return {"hf2mcore": ("examples/mcore/deepseek3/convert_ckpt_deepseek3.py",
                              typed("convert-deepseek3-hf2mcore", to_mcore)),
                 "mcore2hf": ("examples/mcore/deepseek3/convert_ckpt_deepseek3_mcore2hf.py",
