@@ -377,3 +377,13 @@ def test_research_layout_builds_its_mindrecord_at_the_job_seq_len(model):
     assert doc["load_ckpt_format"] == "safetensors" and doc["auto_trans_ckpt"] is True
     assert mindformers_problems(doc, plan.frameworks["mindformers"].layout.cards, plan.shape) == []
     assert "preprocess_data.sh" in files["PLAN.md"]
+
+
+def test_recompute_list_longer_than_the_pipeline_is_refused():
+    # V14 (check_rules.py l. 293-297): MindFormers refuses a per-stage recompute list longer than pipeline_stage.
+    plan, files = render_job(T, model="qwen3-32b", method="full", cards=16, frameworks=["mindformers"])
+    doc = yaml.safe_load(files["mindformers/train.yaml"])
+    doc["recompute_config"]["recompute"] = [1, 1, 1, 1, 1]
+    assert "V14" in rules_broken(doc, 16, plan.shape)
+    doc["recompute_config"]["recompute"] = [1, 1, 1, 1]
+    assert "V14" not in rules_broken(doc, 16, plan.shape)

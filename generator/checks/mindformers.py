@@ -123,6 +123,10 @@ RULES: tuple[Rule, ...] = (
          lambda v: v.size("context_parallel") > 1 and v.mc.get("use_flash_attention") is not True),
     Rule("V12", "parallel_core/training_graph/transformer/utils.py l. 569-603", "offset must have one entry per "
          "pipeline stage, sum to num_layers % stages and leave every middle stage a layer", _offset_broken),
+    Rule("V14", "tools/check_rules.py l. 293-297, 316-325", "a recompute list may have at most pipeline_stage "
+         "entries", lambda v: any(isinstance(x, list) and len(x) > v.size("pipeline_stage")
+                                  for x in ((v.doc.get("recompute_config") or {}).get(k)
+                                            for k in ("recompute", "select_recompute")))),
     Rule("V17", "trainer/base_trainer.py l. 246-252", "parallel.dataset_strategy needs one [data_parallel, 1] per "
          "input column", _dataset_strategy_broken),
     Rule("V21", "MindSpore runtime/memory.py l. 31, 98-108", "max_device_memory must read '<number>GB'",
