@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import re
 from dataclasses import dataclass
 from pathlib import Path
@@ -54,58 +55,148 @@ def _manifest(job_dir: Path) -> dict[str, str]:
 def validate(job_dir: Path, mindformers_python: str | None = None) -> list[Result]:
     """`mindformers_python`: an interpreter with mindformers and MindSpore, for MindFormers' own loader (opt-in)."""
     listed = _manifest(job_dir)
-    plan = json.loads((job_dir / "plan.json").read_text(encoding="utf-8")) if "plan.json" in listed else {}
+    plan = _plan(job_dir)
+    model = _model(plan)
+    mindspeed = _mindspeed_job(job_dir / "mindspeed-llm", model) \
+        if any(p.startswith("mindspeed-llm/") for p in listed) else {}
     results = []
     for path, digest in listed.items():
         file = job_dir / path
-        if not file.is_file():
-            results.append(Result(path, "problem", "missing"))
+        if not file.is_file() or file.is_symlink():
+            results.append(Result(path, "problem", "missing (or not a regular file)"))
         elif hashlib.sha256(file.read_bytes()).hexdigest() != digest:
             results.append(Result(path, "problem", "changed since gen-launch render wrote it"))
         else:
-            results.append(_check(job_dir, path, plan, mindformers_python))
+            results.append(_check(job_dir, path, plan, model, mindspeed, mindformers_python))
+    for path in _unlisted(job_dir, listed):
+        results.append(Result(path, "problem", f"not listed in {MANIFEST}: gen-launch did not write it (or "
+                                               f"{MANIFEST} was edited), so nothing vouches for it"))
     return results
 
 
+def _unlisted(job_dir: Path, listed: dict[str, str]) -> list[str]:
+    found = []
+    for root, dirs, files in os.walk(job_dir):  # does not follow links into other folders
+        for name in files + [d for d in dirs if (Path(root) / d).is_symlink()]:
+            rel = (Path(root) / name).relative_to(job_dir).as_posix()
+            if rel != MANIFEST and rel not in listed:
+                found.append(rel)
+    return sorted(found)
+
+
+def _plan(job_dir: Path) -> dict | None:
+    try:
+        plan = json.loads((job_dir / "plan.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    return plan if isinstance(plan, dict) else None
+
+
+def _model(plan: dict | None):
+    try:
+        return load_tables().model(plan["model"]) if plan else None
+    except (KeyError, TypeError, UserError):
+        return None
+
+
+def _cards(plan: dict | None, framework: str) -> int | None:
+    try:
+        return int(plan["frameworks"][framework]["cards"])
+    except (KeyError, TypeError, ValueError):
+        return None
+
+
+def _yaml(file: Path) -> tuple[dict | None, str]:
+    try:
+        doc = yaml.safe_load(file.read_text(encoding="utf-8"))
+    except (yaml.YAMLError, UnicodeDecodeError) as exc:
+        return None, f"not valid YAML: {str(exc).splitlines()[0]}"
+    return (doc, "") if isinstance(doc, dict) else (None, "not a YAML mapping")
+
+
+NO_PLAN = "plan.json is missing or unreadable: the card count and model this file is checked against are unknown"
+
+
 # ----------------------------------------------------------------------------------------------------------------
-# MindSpeed-LLM scripts: the words of their bash arrays, as bash reads them
+# MindSpeed-LLM scripts: the words of their bash arrays, as bash reads them, and the line that runs them
 
 
-def _training_words(launch: str) -> tuple[str, list[str]]:
-    """(entry script, its argument words) of a generated launch.sh: the arrays after DISTRIBUTED_ARGS, in order."""
-    entry = re.search(r'^torchrun "\$\{DISTRIBUTED_ARGS\[@\]\}" (\S+)', launch, re.M)
-    words = [w for name, ws in bash_arrays(launch).items() if name != "DISTRIBUTED_ARGS" for w in ws]
-    return (entry.group(1) if entry else ""), words
+def _launch_line(launch: str) -> tuple[str, list[str], list[str]]:
+    """(entry script, its argument words, problems) of a generated launch.sh. The torchrun line must pass
+    DISTRIBUTED_ARGS, the entry script and then every other array, in order, and nothing else."""
+    arrays = bash_arrays(launch)
+    groups = [name for name in arrays if name != "DISTRIBUTED_ARGS"]
+    found = re.search(r'^torchrun "\$\{DISTRIBUTED_ARGS\[@\]\}" (\S+) \\\n((?:  "\$\{\w+\[@\]\}" \\\n)*)'
+                      r'  2>&1 \| tee ', launch, re.M)
+    if not found:
+        return "", [], ['the torchrun line is not `torchrun "${DISTRIBUTED_ARGS[@]}" ENTRY "${GROUP[@]}" ... '
+                        '2>&1 | tee ...`: words outside the flag arrays are not checked']
+    passed = re.findall(r'"\$\{(\w+)\[@\]\}"', found.group(2))
+    problems = [] if passed == groups else [f"torchrun passes {passed} but the script defines {groups}"]
+    return found.group(1), [w for name in passed for w in arrays.get(name, [])], problems
 
 
-def _mindspeed_problems(folder: Path, name: str, text: str) -> list[str]:
-    if name == "launch.sh":
-        entry, words = _training_words(text)
+def _python_lines(text: str) -> list[tuple[str, str, str]]:
+    """(case label or "", script, array) of every `python SCRIPT "${ARRAY[@]}"` line; other python lines are
+    returned with an empty array, so they are reported."""
+    out = []
+    for line in text.splitlines():
+        if re.match(r"^\s*(\w+\)\s*)?python\b", line):
+            found = re.match(r'^\s*(?:(\w+)\)\s*)?python (\S+) "\$\{(\w+)\[@\]\}"( ;;)?$', line)
+            out.append((found.group(1) or "", found.group(2), found.group(3)) if found else ("", line.strip(), ""))
+    return out
+
+
+def _mindspeed_job(folder: Path, model) -> dict[str, list[str]]:
+    """Problems per MindSpeed-LLM file: each command through its pinned parser and rules, then the files
+    against each other (conversion layout, data prefix and template) and against the model."""
+    texts = {name: (folder / name).read_text(encoding="utf-8") for name in
+             ("launch.sh", "convert_ckpt.sh", "preprocess_data.sh") if (folder / name).is_file()}
+    problems: dict[str, list[str]] = {name: [] for name in texts}
+    entry, train, launch_problems = _launch_line(texts.get("launch.sh", ""))
+    if "launch.sh" in texts:
+        text = texts["launch.sh"]
         world = int(assignment(text, "NPUS_PER_NODE") or 0) * int(assignment(text, "NNODES") or 0)
         env = {"CUDA_DEVICE_MAX_CONNECTIONS": assignment(text, "CUDA_DEVICE_MAX_CONNECTIONS") or ""}
-        return mindspeed_llm.command_problems(entry, words, world, env)
-    if name == "preprocess_data.sh":
-        return mindspeed_llm.command_problems("preprocess_data.py", bash_arrays(text).get("PREPROCESS_ARGS", []))
-    if name == "convert_ckpt.sh":
-        arrays = bash_arrays(text)
-        problems = []
-        _, train_words = _training_words((folder / "launch.sh").read_text(encoding="utf-8")) \
-            if (folder / "launch.sh").is_file() else ("", [])
-        for direction, program in re.findall(r'^\s+(\w+)\) python (\S+) "\$\{\w+\[@\]\}"', text, re.M):
-            words = arrays.get(f"{direction.upper()}_ARGS", [])
-            problems += [f"{direction}: {p}" for p in mindspeed_llm.command_problems(program, words)]
-            if direction == "hf2mcore" and train_words:
-                problems += [f"{direction}: {p}" for p in
-                             mindspeed_llm.conversion_problems(train_words, program, words)]
-        return problems
-    return []
+        problems["launch.sh"] += launch_problems + mindspeed_llm.command_problems(entry, train, world, env)
+        if entry and ("--is-instruction-dataset" in train) != (entry == "posttrain_gpt.py"):
+            problems["launch.sh"].append(f"{entry} with{'out' if entry == 'posttrain_gpt.py' else ''} "
+                                         f"instruction-dataset flags")
+        if model is not None:
+            problems["launch.sh"] += mindspeed_llm.model_problems(train, model)
+    if "preprocess_data.sh" in texts:
+        lines = _python_lines(texts["preprocess_data.sh"])
+        words = bash_arrays(texts["preprocess_data.sh"]).get("PREPROCESS_ARGS", [])
+        if [(script, array) for _, script, array in lines] != [("preprocess_data.py", "PREPROCESS_ARGS")]:
+            problems["preprocess_data.sh"].append('expected one line `python preprocess_data.py '
+                                                  '"${PREPROCESS_ARGS[@]}"`')
+        problems["preprocess_data.sh"] += mindspeed_llm.command_problems("preprocess_data.py", words)
+        if train:
+            problems["launch.sh"] += mindspeed_llm.data_problems(train, words)
+    if "convert_ckpt.sh" in texts:
+        arrays = bash_arrays(texts["convert_ckpt.sh"])
+        lines = {label: (script, array) for label, script, array in _python_lines(texts["convert_ckpt.sh"])}
+        for direction in ("hf2mcore", "mcore2hf"):
+            script, array = lines.get(direction, ("", ""))
+            if array != f"{direction.upper()}_ARGS":
+                problems["convert_ckpt.sh"].append(f'{direction}: expected `python SCRIPT "${{{direction.upper()}'
+                                                   f'_ARGS[@]}}"`')
+                continue
+            words = arrays.get(array, [])
+            found = mindspeed_llm.command_problems(script, words)
+            if not found and train:
+                found = (mindspeed_llm.conversion_problems(train, script, words) if direction == "hf2mcore"
+                         else mindspeed_llm.export_problems(train, script, words))
+            problems["convert_ckpt.sh"] += [f"{direction}: {p}" for p in found]
+    return problems
 
 
 # ----------------------------------------------------------------------------------------------------------------
 # One file
 
 
-def _check(job_dir: Path, path: str, plan: dict, mindformers_python: str | None) -> Result:
+def _check(job_dir: Path, path: str, plan: dict | None, model, mindspeed: dict[str, list[str]],
+           mindformers_python: str | None) -> Result:
     file = job_dir / path
     framework = path.split("/", 1)[0] if "/" in path else None
     notes: list[str] = []
@@ -115,14 +206,16 @@ def _check(job_dir: Path, path: str, plan: dict, mindformers_python: str | None)
         problems += found
         notes += [skipped] if skipped else []
         if framework == "mindspeed-llm":
-            problems += _mindspeed_problems(file.parent, file.name, file.read_text(encoding="utf-8"))
+            problems += mindspeed.get(file.name, [])
+        if framework == "mindspeed-llm" and file.name == "launch.sh" and model is None:
+            problems.append(NO_PLAN)
     elif path.endswith(".json"):
         try:
             json.loads(file.read_text(encoding="utf-8"))
         except ValueError as exc:
             problems.append(f"not JSON: {exc}")
     elif path == "mindformers/train.yaml":
-        return _mindformers(file, plan, mindformers_python)
+        return _mindformers(file, plan, model, mindformers_python)
     elif path == "llama-factory/train.yaml":
         return _llama_factory(file, plan)
     if problems:
@@ -130,10 +223,30 @@ def _check(job_dir: Path, path: str, plan: dict, mindformers_python: str | None)
     return Result(path, "ok", "; ".join(notes))
 
 
-def _mindformers(file: Path, plan: dict, python: str | None) -> Result:
-    path, cards = "mindformers/train.yaml", plan["frameworks"]["mindformers"]["cards"]
-    problems = mindformers.mindformers_problems(yaml.safe_load(file.read_text(encoding="utf-8")), cards,
-                                                load_tables().model(plan["model"]))
+def _msrun_world(launch: Path) -> int | None:
+    """WORKER_NUM of the msrun_launcher.sh line in mindformers/launch.sh (1 for the one-card python line)."""
+    text = launch.read_text(encoding="utf-8") if launch.is_file() else ""
+    found = re.search(r'^  (\d+) (\d+) "\$MASTER_ADDR"', text, re.M)
+    if found:
+        return int(found.group(1))
+    return 1 if re.search(r"^python run_mindformer\.py ", text, re.M) else None
+
+
+def _mindformers(file: Path, plan: dict | None, model, python: str | None) -> Result:
+    path, cards = "mindformers/train.yaml", _cards(plan, "mindformers")
+    doc, error = _yaml(file)
+    if doc is None or cards is None or model is None:
+        return Result(path, "problem", error or NO_PLAN)
+    problems = mindformers.mindformers_problems(doc, cards, model)
+    launched = _msrun_world(file.parent / "launch.sh")
+    if launched != cards:
+        problems.append(f"launch.sh starts {launched} worker(s) for a {cards}-card YAML")
+    pre = file.parent / "preprocess_data.sh"
+    records = re.findall(r"--seq_length (\d+)", pre.read_text(encoding="utf-8")) if pre.is_file() else []
+    seq = (doc.get("model") or {}).get("model_config", {}).get("seq_length")
+    if records and {int(r) for r in records} != {seq}:
+        problems.append(f"preprocess_data.sh builds MindRecord samples of {records[0]} tokens for seq_length {seq} "
+                        f"(the legacy loader reads them as they are)")
     if problems:
         return Result(path, "problem", "; ".join(problems))
     if python is None:
@@ -146,12 +259,16 @@ def _mindformers(file: Path, plan: dict, python: str | None) -> Result:
     return Result(path, "ok", "MindFormers' MindFormerConfig and check_rules accept it")
 
 
-def _llama_factory(file: Path, plan: dict) -> Result:
-    path = "llama-factory/train.yaml"
-    train = yaml.safe_load(file.read_text(encoding="utf-8"))
-    world = plan["frameworks"]["llama-factory"]["cards"]
+def _llama_factory(file: Path, plan: dict | None) -> Result:
+    path, world = "llama-factory/train.yaml", _cards(plan, "llama-factory")
+    train, error = _yaml(file)
+    if train is None or world is None:
+        return Result(path, "problem", error or NO_PLAN)
     ds_name = train.get("deepspeed")
-    ds = json.loads((file.parent / ds_name).read_text(encoding="utf-8")) if ds_name else None
+    try:
+        ds = json.loads((file.parent / ds_name).read_text(encoding="utf-8")) if ds_name else None
+    except (OSError, ValueError, TypeError) as exc:
+        return Result(path, "problem", f"its deepspeed file {ds_name!r} cannot be read: {exc}")
     problems = llama_factory.llamafactory_problems(train, ds, world)
     if problems:
         return Result(path, "problem", "; ".join(problems))

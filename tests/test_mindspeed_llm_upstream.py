@@ -113,7 +113,8 @@ def test_every_generated_command_is_accepted_by_mindspeed_llm(case, tmp_path):
     assert words["--data-path"] == prefix + suffix
     if plan.method != "pretrain":
         assert ("--variable-seq-lengths" in argv) == (lay.cp == 1)
-        assert ("--pack" in pre) == (lay.cp > 1)
+        # Context parallel: neat packing on both sides (positions from the sample ids, not from every EOS).
+        assert ("--pack" in pre) == ("--neat-pack" in pre) == ("--neat-pack" in argv) == (lay.cp > 1)
 
 
 def test_the_sweep_covers_the_cases_the_issue_names():

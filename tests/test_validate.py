@@ -116,3 +116,64 @@ def test_a_broken_environment_is_not_a_defect(tmp_path, monkeypatch):
     result = CliRunner().invoke(main, ["validate", str(job)])
     line = next(l for l in result.output.splitlines() if "llama-factory/train.yaml" in l)
     assert result.exit_code == 4 and line.split()[0] == "env", result.output
+
+
+def test_files_are_checked_against_each_other(tmp_path):
+    # Issue 10 review: each file parsed alone missed what made the set inconsistent.
+    job = render(tmp_path)
+    ms = job / "mindspeed-llm"
+    launch, convert, pre = ((ms / n).read_text() for n in ("launch.sh", "convert_ckpt.sh", "preprocess_data.sh"))
+    cases = [
+        ("mindspeed-llm/launch.sh", launch, launch.replace('  "${OUTPUT_ARGS[@]}" \\\n',
+                                                           '  "${OUTPUT_ARGS[@]}" \\\n  --seq-length 8192 \\\n'),
+         "the torchrun line is not"),
+        ("mindspeed-llm/launch.sh", launch, launch.replace("--rotary-base 1000000", "--rotary-base 10000"),
+         "rotary_base=10000 but qwen3-32b's config.json has 1000000"),
+        ("mindspeed-llm/launch.sh", launch, launch.replace("--prompt-type qwen3", "--prompt-type qwen"),
+         "differs from preprocessing's qwen3"),
+        ("mindspeed-llm/preprocess_data.sh", pre, pre.replace("mindspeed-llm/data/qwen3-32b-full-snt9b-16c\n",
+                                                             "mindspeed-llm/data/other\n"),
+         "is not what preprocessing writes"),
+        ("mindspeed-llm/preprocess_data.sh", pre, pre.replace("AlpacaStyleInstructionHandler", "AlpacaHandler"),
+         "is not a handler class"),
+        ("mindspeed-llm/convert_ckpt.sh", convert, convert.replace("--target-pipeline-parallel-size 1\n",
+                                                                   "--target-pipeline-parallel-size 2\n"),
+         "HuggingFace export needs 1"),
+    ]
+    for path, original, edited, expected in cases:
+        assert edited != original, expected
+        rewrite(job, path, edited)
+        result = CliRunner().invoke(main, ["validate", str(job)])
+        assert result.exit_code == 1 and expected in result.output, (expected, result.output)
+        rewrite(job, path, original)
+    assert CliRunner().invoke(main, ["validate", str(job)]).exit_code == 0
+
+
+def test_what_manifest_does_not_vouch_for_is_a_problem(tmp_path):
+    job = render(tmp_path)
+    manifest = (job / "MANIFEST").read_text()
+    (job / "MANIFEST").write_text("".join(l for l in manifest.splitlines(True) if "mindspeed-llm/launch.sh" not in l))
+    (job / "mindformers" / "launch_old.sh").write_text("echo old\n")
+    result = CliRunner().invoke(main, ["validate", str(job)])
+    assert result.exit_code == 1
+    assert "problem  mindspeed-llm/launch.sh  not listed in MANIFEST" in result.output
+    assert "problem  mindformers/launch_old.sh  not listed in MANIFEST" in result.output
+
+
+def test_a_broken_or_missing_file_is_a_problem_not_a_traceback(tmp_path):
+    job = render(tmp_path)
+    rewrite(job, "mindformers/train.yaml", "parallel_config: [unclosed\n")
+    (job / "plan.json").unlink()
+    result = CliRunner().invoke(main, ["validate", str(job)])
+    assert result.exit_code == 1 and (result.exception is None or isinstance(result.exception, SystemExit))
+    assert "problem  mindformers/train.yaml  not valid YAML" in result.output
+    assert "problem  plan.json  missing" in result.output
+    assert "plan.json is missing or unreadable" in result.output
+
+
+def test_mindformers_launcher_must_start_the_yaml_world(tmp_path):
+    job = render(tmp_path)
+    launch = (job / "mindformers" / "launch.sh").read_text()
+    rewrite(job, "mindformers/launch.sh", launch.replace("\n  16 8 ", "\n  8 8 "))
+    result = CliRunner().invoke(main, ["validate", str(job)])
+    assert result.exit_code == 1 and "launch.sh starts 8 worker(s) for a 16-card YAML" in result.output

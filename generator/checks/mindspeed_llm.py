@@ -52,11 +52,25 @@ def rules() -> tuple[Rule, ...]:
     return tuple(out)
 
 
+# preprocess_data.py looks the handler class up by name in mindspeed_llm/tasks/preprocess/data_handler.py
+# (l. 997-1013; an unknown name fails there, after argparse): the classes defined at 2.2.0.
+HANDLERS = frozenset({
+    "GeneralPretrainHandler", "AlpacaPretrainHandler", "SharegptPretrainHandler", "LlamaFactoryInstructionHandler",
+    "AlpacaStyleInstructionHandler", "SharegptStyleInstructionHandler", "HunyuanInstructionHandler",
+    "AlpacaStylePairwiseHandler", "SharegptStylePairwiseHandler", "AlpacaStyleProcessRewardHandler",
+    "PPOAlpacaStyleInstructionHandler", "R1AlpacaStyleInstructionHandler", "R1SharegptStyleInstructionHandler",
+    "GeneralInstructionHandler", "BelleMultiTurnInstructionHandler", "MOSSMultiTurnHandler", "MOSSInstructionHandler",
+    "LeetcodePythonInstructionHandler", "StackOverflowPythonPretrainHandler"})
+PROGRAMS = ("pretrain_gpt.py", "posttrain_gpt.py", "convert_ckpt.py", "preprocess_data.py",
+            "examples/mcore/deepseek3/convert_ckpt_deepseek3.py",
+            "examples/mcore/deepseek3/convert_ckpt_deepseek3_mcore2hf.py")
+
+
 def _convert_table(program: str, argv: list[str]) -> str:
     """convert_ckpt.py picks its loader plugin from --load-model-type (convert_ckpt.py l. 16-34, 87-93)."""
-    if program.endswith("convert_ckpt_deepseek3.py"):
+    if program == "examples/mcore/deepseek3/convert_ckpt_deepseek3.py":
         return "convert-deepseek3-hf2mcore"
-    if program.endswith("convert_ckpt_deepseek3_mcore2hf.py"):
+    if program == "examples/mcore/deepseek3/convert_ckpt_deepseek3_mcore2hf.py":
         return "convert-deepseek3-mcore2hf"
     direction = argv[argv.index("--load-model-type") + 1] if "--load-model-type" in argv[:-1] else "hf"
     return "convert-hf2mg" if direction == "hf" else "convert-mg2hf"
@@ -66,13 +80,18 @@ def command_problems(program: str, argv: list[str], world_size: int = 1, env: di
         -> list[str]:
     """Why `program` (the script MindSpeed-LLM runs: pretrain_gpt.py, posttrain_gpt.py, convert_ckpt.py, a
     DeepSeek-V3 converter, preprocess_data.py) would refuse `argv`, or silently change it."""
+    if program not in PROGRAMS:
+        return [f"{program} is not a MindSpeed-LLM 2.2.0 entry point ({', '.join(PROGRAMS)})"]
     if program in ("pretrain_gpt.py", "posttrain_gpt.py"):
         return training_problems(argv, world_size, env or {}, program)
     table = "preprocess" if program == "preprocess_data.py" else _convert_table(program, argv)
     try:
-        flags.parse(table, argv)
+        args = flags.parse(table, argv)
     except flags.ParseError as exc:
         return [f"the pinned {program} parser exits: {exc}"]
+    if table == "preprocess" and args.handler_name not in HANDLERS:
+        return [f"--handler-name {args.handler_name} is not a handler class of mindspeed_llm/tasks/preprocess/"
+                f"data_handler.py (l. 997-1013 look it up by name)"]
     return []
 
 
@@ -122,3 +141,92 @@ def conversion_problems(train_argv: list[str], convert_program: str, convert_arg
     if train.load != convert.save_dir:
         problems.append(f"conversion saves to {convert.save_dir} but training loads {train.load}")
     return problems
+
+
+def _parsed(table: str, argv: list[str]):
+    try:
+        return flags.parse(table, argv)
+    except flags.ParseError:
+        return None  # reported by command_problems
+
+
+def export_problems(train_argv: list[str], program: str, argv: list[str]) -> list[str]:
+    """Where mcore2hf would not read what training saved (convert_ckpt.py's mg loader, or DeepSeek-V3's merge):
+    the layout it reads, the folders and the LoRA shape."""
+    train, back = _parsed("train", train_argv), _parsed(_convert_table(program, argv), argv)
+    if train is None or back is None:
+        return []
+    lora = bool(train.lora_target_modules)
+    problems = []
+    if program.endswith("convert_ckpt_deepseek3_mcore2hf.py"):
+        # The DeepSeek-V3 merge reads the saved ranks itself: the source layout must be training's
+        # (examples/mcore/deepseek3/README.md, "2.1").
+        pairs = [("tensor_model_parallel_size", "source_tensor_parallel_size"),
+                 ("pipeline_model_parallel_size", "source_pipeline_parallel_size"),
+                 ("expert_model_parallel_size", "source_expert_parallel_size"), ("num_layer_list", "num_layer_list")]
+        wanted_load = train.save
+    else:
+        # convert_ckpt.py reads the layout from the checkpoint and merges to TP = PP = 1 for HuggingFace.
+        pairs = []
+        problems += [f"mcore2hf writes {dest}={getattr(back, dest)}; HuggingFace export needs 1"
+                     for dest in ("target_tensor_parallel_size", "target_pipeline_parallel_size")
+                     if getattr(back, dest) != 1]
+        wanted_load = train.load if lora else train.save
+        if lora and back.lora_load != train.save:
+            problems.append(f"mcore2hf reads the adapters from {back.lora_load}; training saves them in {train.save}")
+    pairs.append(("moe_grouped_gemm", "moe_grouped_gemm"))
+    if lora:
+        pairs += [("lora_r", "lora_r"), ("lora_alpha", "lora_alpha")]
+    for mine, theirs in pairs:
+        if getattr(train, mine) != getattr(back, theirs):
+            problems.append(f"mcore2hf uses {theirs}={getattr(back, theirs)} but training {mine}={getattr(train, mine)}")
+    if back.load_dir != wanted_load:
+        problems.append(f"mcore2hf loads {back.load_dir}; training's result is in {wanted_load}")
+    return problems
+
+
+def data_problems(train_argv: list[str], preprocess_argv: list[str]) -> list[str]:
+    """Where training would not read what preprocess_data.sh writes: the file prefix (<prefix>_text_document for
+    pretraining text, the bare prefix for instruction data: GeneralPretrainHandler / instruction handlers in
+    mindspeed_llm/tasks/preprocess/data_handler.py), the prompt template, and packing."""
+    train, pre = _parsed("train", train_argv), _parsed("preprocess", preprocess_argv)
+    if train is None or pre is None:
+        return []
+    pretraining = not train.is_instruction_dataset
+    expected = f"{pre.output_prefix}_text_document" if pretraining else pre.output_prefix
+    problems = []
+    if train.data_path != [expected]:
+        problems.append(f"--data-path {' '.join(train.data_path or [])} is not what preprocessing writes ({expected})")
+    if pretraining != (pre.handler_name in ("GeneralPretrainHandler", "AlpacaPretrainHandler",
+                                            "SharegptPretrainHandler", "StackOverflowPythonPretrainHandler")):
+        problems.append(f"training {'pre' if pretraining else 'fine-'}trains but preprocessing uses "
+                        f"{pre.handler_name}")
+    if not pretraining and pre.prompt_type != train.prompt_type:
+        problems.append(f"training's --prompt-type {train.prompt_type} differs from preprocessing's {pre.prompt_type} "
+                        f"(they must match, docs/pytorch/solutions/finetune/instruction_finetune.md)")
+    if bool(train.neat_pack) != bool(pre.pack and pre.neat_pack):
+        problems.append("packing differs: training's --neat-pack needs data made with --pack --neat-pack, and only "
+                        "that data")
+    if pre.pack and pre.seq_length != train.seq_length:
+        problems.append(f"data packed to {pre.seq_length} tokens for --seq-length {train.seq_length}")
+    return problems
+
+
+def model_problems(train_argv: list[str], model) -> list[str]:
+    """Shape values that differ from the model's config.json (the model table row): the converted weights would
+    not load, or a different model would train."""
+    train = _parsed("train", train_argv)
+    if train is None:
+        return []
+    expected = {"num_layers": model.layers, "hidden_size": model.hidden, "ffn_hidden_size": model.ffn,
+                "num_attention_heads": model.heads, "rotary_base": int(model.rope_base),
+                "norm_epsilon": model.norm_eps, "add_qkv_bias": model.qkv_bias,
+                "untie_embeddings_and_output_weights": not model.tied,
+                "padded_vocab_size": model.vocab}
+    if not train.multi_latent_attention:
+        expected.update(qk_layernorm=model.qk_norm, kv_channels=model.head_dim,
+                        num_query_groups=model.kv_heads if model.kv_heads < model.heads else 1)
+    if model.is_moe:
+        expected.update(num_experts=model.experts, moe_router_topk=model.topk, moe_ffn_hidden_size=model.moe_ffn)
+    return [f"{dest}={getattr(train, dest)} but {model.name}'s config.json has {value}"
+            for dest, value in expected.items() if getattr(train, dest) != value]

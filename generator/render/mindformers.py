@@ -80,6 +80,8 @@ def yaml_context(plan: Plan, fp: FrameworkPlan) -> dict:
         "research_seed": info.get("seed"), "hardware_label": plan.hardware_label, "cards": lay.cards,
         "output_dir": plan.output_dir(NAME), "model_dir": plan.paths["model_dir"].value,
         "dataset": data_source(plan, fp), "mtp_layers": plan.shape.mtp_layers if info.get("trains_mtp") else 0,
+        # Fine-tuning keeps the checkpoint's config.json; these are the keys upstream's recipe sets on top of it.
+        "model_config": {"position_embedding_type": "rope", **info.get("model_config", {})},
         "auto_trans_ckpt": _auto_trans(plan, fp), "use_parallel": lay.cards > 1,
         "model_name": info["model_name"], "prefix": info["prefix"],
         "epochs": plan.whole_epochs, "batch_size": lay.micro_batch_size,

@@ -46,9 +46,12 @@ def data_prefix(plan: Plan) -> str:
 
 
 def packed(plan: Plan, fp: FrameworkPlan) -> bool:
-    """Fine-tuning with context parallel packs samples to seq_len (upstream's long-sequence recipe,
-    examples/mcore/llama2/tune_llama2_7b_full_pack_16k.sh): docs/pytorch/solutions/finetune/instruction_finetune.md
-    l. 235 gives pack mode for sequence parallel; variable-length batches are never combined with CP upstream."""
+    """Fine-tuning with context parallel packs samples to seq_len: docs/pytorch/solutions/finetune/
+    instruction_finetune.md l. 235 gives pack mode for sequence parallel, and variable-length batches are never
+    combined with CP upstream. Neat pack on both sides (examples/mcore/qwen25/data_convert_qwen25_instruction_pack.sh,
+    tune_qwen25_7b_4k_full_pack.sh): positions restart per sample from the attention mask's sample ids
+    (decoder_packed_mtf_dataset.py l. 177-209), not at every EOS, which chat templates also put inside the prompt;
+    the general mask with ring CP as examples/mcore/llama2/tune_llama2_7b_full_pack_16k.sh."""
     return plan.method != "pretrain" and fp.layout.cp > 1
 
 
@@ -117,7 +120,8 @@ def groups(plan: Plan, fp: FrameworkPlan) -> list[tuple[str, list[tuple[str, lis
         ("GPT_ARGS", gpt_flags(plan, fp)),
         ("DATA_ARGS", [("--data-path", [data_prefix(plan)]), ("--split", "100,0,0"),
                        # Packed samples keep their own positions; the mask is built per sample (general).
-                       ("--reset-position-ids", pack), ("--attention-mask-type", "general" if pack else None)]),
+                       ("--reset-position-ids", pack), ("--neat-pack", pack),
+                       ("--attention-mask-type", "general" if pack else None)]),
         ("CKPT_ARGS", [("--load", load), ("--save", save), ("--no-load-optim", True), ("--no-load-rng", True),
                        ("--exit-on-missing-checkpoint", True)]),
         ("OUTPUT_ARGS", [("--log-interval", 1), ("--save-interval", interval), ("--eval-interval", interval),
@@ -181,7 +185,7 @@ def convert_flags(plan: Plan, fp: FrameworkPlan) -> dict[str, tuple[str, list[tu
 
 def preprocess_flags(plan: Plan, fp: FrameworkPlan) -> list[tuple[str, list[str]]]:
     """preprocess_data.py as upstream's data_convert_*.sh scripts call it: instruction data (Alpaca / ShareGPT
-    handler, the training prompt type; packed to seq_len with --pack --append-eod for context parallel) writes
+    handler, the training prompt type; neat-packed to seq_len for context parallel) writes
     <prefix>_packed_*_document.{bin,idx}; pretraining text (GeneralPretrainHandler, --json-keys text) writes
     <prefix>_text_document.{bin,idx}."""
     pretrain = plan.method == "pretrain"
@@ -192,7 +196,7 @@ def preprocess_flags(plan: Plan, fp: FrameworkPlan) -> list[tuple[str, list[str]
                     ("--handler-name", HANDLER["pretrain" if pretrain else plan.dataset_format]),
                     ("--json-keys", ["text"] if pretrain else None),
                     ("--prompt-type", None if pretrain else fp.info["prompt_type"]),
-                    ("--pack", pack), ("--append-eod", pack), ("--seq-length", plan.seq_len if pack else None),
+                    ("--pack", pack), ("--neat-pack", pack), ("--seq-length", plan.seq_len if pack else None),
                     ("--workers", 8), ("--log-interval", 1000)]
     return typed("preprocess", flags)
 
