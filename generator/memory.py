@@ -98,10 +98,14 @@ def _megatron_stage(model: Model, method: str, scheme: str, shape: LayoutShape, 
     # An MTP layer is a decoder layer (plus a 2h x h projection) with its own logits, after the last layer.
     mtp = shape.mtp_layers if last else 0
     layers = shape.layers_per_stage[stage] + mtp
-    moe_share = model.moe_layers / model.layers if model.is_moe else 0.0
+    # MoE layers on this stage: the first `first_dense` layers of the model stay dense (DeepSeek-V3: 3), the MTP
+    # layer is a MoE layer.
+    start = sum(shape.layers_per_stage[:stage])
+    moe_here = sum(1 for i in range(start, start + shape.layers_per_stage[stage]) if i >= model.first_dense) + mtp \
+        if model.is_moe else 0
     dense = (layers * model.layer_params + mtp * 2 * model.hidden * model.hidden) / shape.tp
     dense += (model.embedding_params / shape.tp) * (int(first) + int(last and (not model.tied or shape.pp > 1)))
-    experts = layers * moe_share * model.expert_params_per_layer / shape.ep
+    experts = moe_here * model.expert_params_per_layer / shape.ep
     params = dense + experts
     # Distributed optimizer / ZeRO-1 style sharding: dense states over DP, expert states over expert-DP.
     expert_dp = max(1, shape.cards // (shape.pp * shape.ep))

@@ -214,8 +214,10 @@ def checkpoint_notes(plan: Plan, fp: FrameworkPlan) -> list[str]:
                      f"{fp.info['model_type_hf']} converter maps (configs/checkpoint/model_cfg.json), not {plan.hf_id}")
     if fp.info.get("fp8_weights"):
         notes.append(f"{plan.hf_id}'s official weights are FP8 and the converter reads bf16 only: dequantise them "
-                     f"first (examples/mcore/deepseek3/README.md l. 58, 120: fp8_cast_bf16.py --input-fp8-hf-path "
-                     f"<fp8 folder> --output-bf16-hf-path <bf16 folder>) and point paths.model_dir at the bf16 copy")
+                     f"first, as examples/mcore/deepseek3/README.md l. 58, 120 says, with fp8_cast_bf16.py from the "
+                     f"DeepSeek-V3 repository's inference/ folder (python fp8_cast_bf16.py --input-fp8-hf-path <fp8 "
+                     f"folder> --output-bf16-hf-path <bf16 folder>), copy the tokenizer and config files beside the "
+                     f"bf16 weights, and point paths.model_dir at that folder")
     return notes
 
 
