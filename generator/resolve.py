@@ -121,8 +121,8 @@ def _job_refusal(tables: Tables, name: str, model: Model, spec: Spec) -> str | N
         return f"{name} does not offer method {spec.method} (it offers: {', '.join(fw.methods)})"
     offered = fw.methods_for(model.name)
     if offered is not None and spec.method not in offered:
-        return (f"{name} has no upstream {spec.method} config to follow for {model.name} "
-                f"(offered: {', '.join(offered)})")
+        return (f"gen-launch follows no upstream {name} {spec.method} config for {model.name} yet, so it writes "
+                f"none (offered: {', '.join(offered)})")
     if spec.method != "pretrain" and spec.dataset_format not in fw.dataset_formats:
         return (f"{name} fine-tuning reads {' or '.join(fw.dataset_formats)} data, not {spec.dataset_format} "
                 f"(paths.dataset_format)")
