@@ -6,7 +6,6 @@ generator/data/mindspeed_llm_rules.tsv, each a condition over the parsed argumen
 
 from __future__ import annotations
 
-import argparse
 from dataclasses import dataclass
 from functools import lru_cache
 
@@ -114,6 +113,13 @@ def training_problems(argv: list[str], world_size: int, env: dict[str, str], scr
     return problems
 
 
+def _parsed(table: str, argv: list[str]):
+    try:
+        return flags.parse(table, argv)
+    except flags.ParseError:
+        return None  # reported by command_problems
+
+
 # Training and the converted checkpoint must agree on the per-rank layout: docs/pytorch/solutions/checkpoint/
 # checkpoint_convert.md (2.2.0); a different TP/PP/EP or layer list misses shard files or loads wrong shapes.
 _LAYOUT_PAIRS = (("tensor_model_parallel_size", "target_tensor_parallel_size"),
@@ -126,11 +132,10 @@ _LAYOUT_PAIRS = (("tensor_model_parallel_size", "target_tensor_parallel_size"),
 
 def conversion_problems(train_argv: list[str], convert_program: str, convert_argv: list[str]) -> list[str]:
     """Where hf2mcore's output does not match what training loads (layout and folder)."""
-    try:
-        train = flags.parse("train", train_argv)
-        convert = flags.parse(_convert_table(convert_program, convert_argv), convert_argv)
-    except flags.ParseError:
-        return []  # reported by command_problems
+    train = _parsed("train", train_argv)
+    convert = _parsed(_convert_table(convert_program, convert_argv), convert_argv)
+    if train is None or convert is None:
+        return []
     problems = []
     for train_dest, convert_dest in _LAYOUT_PAIRS:
         if not hasattr(convert, convert_dest) or (train_dest.startswith(("expert", "moe")) and not train.num_experts):
@@ -141,13 +146,6 @@ def conversion_problems(train_argv: list[str], convert_program: str, convert_arg
     if train.load != convert.save_dir:
         problems.append(f"conversion saves to {convert.save_dir} but training loads {train.load}")
     return problems
-
-
-def _parsed(table: str, argv: list[str]):
-    try:
-        return flags.parse(table, argv)
-    except flags.ParseError:
-        return None  # reported by command_problems
 
 
 def export_problems(train_argv: list[str], program: str, argv: list[str]) -> list[str]:
