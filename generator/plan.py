@@ -168,6 +168,7 @@ class FrameworkPlan:
     forced: bool = False  # --force accepted something the table would refuse
     info: dict = field(default_factory=dict)  # the framework's facts about this model (frameworks.yaml)
     upstream: str | None = None  # the upstream file a renderer follows
+    flash_attn: str | None = None  # the attention kernel setting its config names (LLaMA-Factory flash_attn)
 
     def to_json(self) -> dict:
         lay = self.layout
@@ -182,6 +183,7 @@ class FrameworkPlan:
             "num_layer_list": list(lay.num_layer_list), "source": lay.source,
             "min_cards": {"value": self.min_cards.value, "source": self.min_cards.source, "case": self.min_cards.case},
             "estimate": _estimate_json(self.estimate), "forced": self.forced, "upstream": self.upstream,
+            "flash_attn": self.flash_attn,
         }
 
 
@@ -213,8 +215,9 @@ class Plan:
     notes: tuple[str, ...]
     warnings: tuple[str, ...]  # memory-model warnings: exit 3 under --strict
     paths: dict[str, PathValue]
-    dataset_format: str
+    data: DataShape
     master_addr: str | None  # None: multi-node launch scripts ask for it at run time
+    socket_ifname: str | None  # the collective library's network interface across nodes; None: the node's default
     master_port: int
     spec_sha256: str
     shape: Model  # the model table row
@@ -238,6 +241,11 @@ class Plan:
     def output_dir(self, framework: str) -> str:
         """Where `framework` writes checkpoints and logs: its own folder under paths.output_dir."""
         return f"{self.paths['output_dir'].value.rstrip('/')}/{framework}"
+
+    @property
+    def socket_ifname_env(self) -> str:
+        """The collective library's interface variable: HCCL on Ascend, NCCL on NVIDIA GPUs."""
+        return "HCCL_SOCKET_IFNAME" if self.accelerator == "npu" else "NCCL_SOCKET_IFNAME"
 
     @property
     def main(self) -> FrameworkPlan:
@@ -266,7 +274,9 @@ class Plan:
             "notes": list(self.notes),
             "warnings": list(self.warnings),
             "paths": {k: {"value": v.value, "placeholder": v.placeholder} for k, v in self.paths.items()},
-            "cluster": {"master_addr": self.master_addr, "master_port": self.master_port},
+            "data": self.data.to_json(),
+            "cluster": {"master_addr": self.master_addr, "master_port": self.master_port,
+                        "socket_ifname": self.socket_ifname, "socket_ifname_env": self.socket_ifname_env},
             "spec_sha256": self.spec_sha256,
             "gen_launch_version": self.version,
         }

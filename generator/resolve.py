@@ -17,6 +17,7 @@ import math
 from . import __version__
 from .cards import auto_cards, dash_refusal, explicit_cards, minimum_cards
 from .context import Context
+from .dataset import DataShape, data_format, data_shape
 from .errors import Problem, SpecError
 from .layouts import choose_layout, smallest_fit
 from .memory import GIB
@@ -54,6 +55,7 @@ def resolve(spec: Spec, tables: Tables, force: bool = False) -> Plan:
         notes.extend(f"{n} left out: {r}" for n, r in refusals.items() if r)
         names = [n for n in names if not refusals[n]]
     _check_layout_keys(spec, names)
+    data = data_shape(spec, model)
     plans: dict[str, FrameworkPlan] = {}
     rejected: list[Rejected] = []
     warnings: list[str] = []
@@ -65,7 +67,7 @@ def resolve(spec: Spec, tables: Tables, force: bool = False) -> Plan:
         notes.extend(f"{name}: {n}" for n in fw_notes)
         warnings.extend(f"{name}: {w}" for w in fw_warnings)
     notes.extend(_general_notes(spec, model, plans))
-    paths = _paths(spec, model, plans)
+    paths = _paths(spec, model, plans, data)
     placeholders = sorted(k for k, v in paths.items() if v.placeholder)
     if placeholders:
         notes.append(f"paths not given in the spec, written as placeholders to edit before launch: "
@@ -74,7 +76,7 @@ def resolve(spec: Spec, tables: Tables, force: bool = False) -> Plan:
                 hardware=hw.name, hardware_label=hw.label, accelerator=hw.accelerator, cards_per_node=hw.cards_per_node,
                 frameworks=plans,
                 rejected=tuple(rejected), notes=tuple(notes), warnings=tuple(warnings), paths=paths,
-                dataset_format=spec.dataset_format, master_addr=spec.master_addr,
+                data=data, master_addr=spec.master_addr, socket_ifname=spec.socket_ifname,
                 master_port=spec.master_port or DEFAULT_MASTER_PORT, spec_sha256=spec.sha256, shape=model,
                 epochs=spec.epochs, samples_per_epoch=_samples_per_epoch(spec), quantization_bit=spec.quantization_bit,
                 version=__version__)
@@ -123,9 +125,11 @@ def _job_refusal(tables: Tables, name: str, model: Model, spec: Spec) -> str | N
     if offered is not None and spec.method not in offered:
         return (f"gen-launch follows no upstream {name} {spec.method} config for {model.name} yet, so it writes "
                 f"none (offered: {', '.join(offered)})")
-    if spec.method != "pretrain" and spec.dataset_format not in fw.dataset_formats:
-        return (f"{name} fine-tuning reads {' or '.join(fw.dataset_formats)} data, not {spec.dataset_format} "
-                f"(paths.dataset_format)")
+    if "refuse" in fw.models.get(model.name, {}):
+        return f"{name} cannot train {model.name}: {fw.models[model.name]['refuse']}"
+    fmt = data_format(spec, model)
+    if spec.method != "pretrain" and fmt not in fw.dataset_formats:
+        return f"{name} fine-tuning reads {' or '.join(fw.dataset_formats)} data, not {fmt} (paths.dataset_format)"
     return None
 
 
@@ -209,8 +213,11 @@ def _resolve_framework(ctx: Context, tables: Tables):
         notes.append(f"seed 001 check: the bf16 weights alone need {unsharded:.1f} GiB on one card without sharding "
                      f"({'over' if unsharded > ctx.hw.usable_gb else 'within'} the {ctx.hw.usable_gb:g} GiB usable); "
                      f"{how} needs {layout.memory.total:.1f} GiB per card, {layout.memory_share:.0%} of it")
+    if ctx.fw.flash_attn and ctx.hw.accelerator == "gpu":
+        notes.append(f"flash_attn: {ctx.fw.flash_attn} needs the flash-attn package on the GPU nodes; without it "
+                     f"LLaMA-Factory warns and falls back to PyTorch attention, and activations outgrow this plan")
     fplan = FrameworkPlan(name=ctx.fw.name, label=ctx.fw.label, layout=layout, min_cards=minimum, estimate=est,
-                          forced=forced, info=info, upstream=upstream)
+                          forced=forced, info=info, upstream=upstream, flash_attn=ctx.fw.flash_attn)
     return fplan, rejected, notes, warnings
 
 
@@ -240,15 +247,14 @@ def _general_notes(spec: Spec, model: Model, plans: dict[str, FrameworkPlan]) ->
     return notes
 
 
-def _paths(spec: Spec, model: Model, plans: dict[str, FrameworkPlan]) -> dict[str, PathValue]:
+def _paths(spec: Spec, model: Model, plans: dict[str, FrameworkPlan], data: DataShape) -> dict[str, PathValue]:
     given = spec.paths
     output = given.get("output_dir", f"/path/to/output/{spec.job}")
     defaults = {
         "model_dir": f"/path/to/{model.hf_id.split('/')[-1]}",
         # Every framework reads the raw file: JSON lines with a "text" field for pretraining (each framework's
         # preprocessing tokenises it), the fine-tuning format otherwise.
-        "dataset": "/path/to/data/train.jsonl" if spec.method == "pretrain" else
-                   f"/path/to/data/train.{'json' if spec.dataset_format == 'alpaca' else 'jsonl'}",
+        "dataset": f"/path/to/data/train.{'jsonl' if data.format in ('text', 'sharegpt') else 'json'}",
         "output_dir": output,
     }
     if "mindformers" in plans:
@@ -258,12 +264,18 @@ def _paths(spec: Spec, model: Model, plans: dict[str, FrameworkPlan]) -> dict[st
         defaults["mindspeed_llm_dir"] = "/path/to/MindSpeed-LLM"
         # The converted weights' per-rank layout must match training's TP/PP, so the default folder names them.
         defaults["mcore_ckpt_dir"] = f"{output.rstrip('/')}/mcore_tp{lay.tp}_pp{lay.pp}"
+    if "images" in data.columns:
+        # Upstream keeps the images beside the data file (data/mllm_demo.json -> data/mllm_demo_data/).
+        defaults["media_dir"] = given.get("dataset", "/path/to/data/train.json").rsplit("/", 1)[0] or "/"
+    elif "media_dir" in given:
+        raise SpecError.at("paths.media_dir", "the data has no images column (paths.dataset_columns), so no "
+                                              "framework reads media_dir")
     paths = {}
     for key, default in defaults.items():
         if key in given:
             paths[key] = PathValue(given[key], False)
         else:
-            derived = key == "mcore_ckpt_dir" and "output_dir" in given
+            derived = (key == "mcore_ckpt_dir" and "output_dir" in given) or (key == "media_dir" and "dataset" in given)
             paths[key] = PathValue(default, not derived)
     return paths
 

@@ -20,7 +20,8 @@ from .errors import Problem, SpecError, show
 from .resources import resource_dir
 
 FRAMEWORKS = ("mindformers", "mindspeed-llm", "llama-factory")
-PATH_KEYS = ("model_dir", "dataset", "output_dir", "mindformers_dir", "mindspeed_llm_dir", "mcore_ckpt_dir")
+PATH_KEYS = ("model_dir", "dataset", "output_dir", "mindformers_dir", "mindspeed_llm_dir", "mcore_ckpt_dir",
+             "media_dir")
 
 
 @dataclass(frozen=True)
@@ -59,8 +60,10 @@ class Spec:
     quantization_bit: int | None = None  # qlora: 4 or 8
     master_addr: str | None = None
     master_port: int | None = None
+    socket_ifname: str | None = None  # the collective library's network interface across nodes
     paths: dict[str, str] = field(default_factory=dict)  # only the keys the spec gave
-    dataset_format: str = "alpaca"
+    dataset_format: str | None = None  # None: the resolver's default for the model
+    dataset_columns: tuple[str, ...] | None = None  # optional columns the data has; None: the model's default
     layout: dict[str, Pins] = field(default_factory=dict)
 
     @property
@@ -217,7 +220,8 @@ def _build(data: dict, sha256: str) -> Spec:
     data_block = data.get("data") or {}
     cluster = data.get("cluster") or {}
     paths = dict(data.get("paths") or {})
-    dataset_format = paths.pop("dataset_format", "alpaca")
+    dataset_format = paths.pop("dataset_format", None)
+    columns = paths.pop("dataset_columns", None)
     cards = data.get("cards", "auto")
     frameworks = data.get("frameworks")
     return Spec(
@@ -240,7 +244,9 @@ def _build(data: dict, sha256: str) -> Spec:
         quantization_bit=data.get("quantization_bit"),
         master_addr=cluster.get("master_addr"),
         master_port=cluster.get("master_port"),
+        socket_ifname=cluster.get("socket_ifname"),
         paths=paths,
         dataset_format=dataset_format,
+        dataset_columns=None if columns is None else tuple(columns),
         layout={fw: Pins(**pins) for fw, pins in (data.get("layout") or {}).items()},
     )

@@ -132,6 +132,11 @@ class Model:
     def vision_params(self) -> int:
         return int(self.vision_params_b * 1e9)
 
+    @property
+    def vision(self) -> bool:
+        """A vision-language model (it has a vision tower)."""
+        return self.vision_params_b > 0
+
     @cached_property
     def active_params(self) -> int:
         """Parameters one token passes through (MoE: top-k routed experts only)."""
@@ -197,6 +202,8 @@ class Framework:
     ep_rule: str = ""  # that rule's upstream source
     one_card_accumulation: bool = True  # False: on one card the framework cannot accumulate gradients
     one_card_rule: str = ""  # why not, with its upstream source
+    templates: tuple[str, ...] | None = None  # chat templates the pinned version registers (every row's must be one)
+    flash_attn: str | None = None  # the attention kernel setting written into its config (the memory model's)
 
     def methods_for(self, model: str) -> tuple[str, ...] | None:
         """Methods this framework offers for `model` when its row limits them (None: all)."""
@@ -304,6 +311,23 @@ def _load_min_cards(path: Path) -> tuple[MinCardsRow, ...]:
     return tuple(rows)
 
 
+def _load_names(name: str) -> tuple[str, ...]:
+    """The first column of a data TSV (comment lines start with #)."""
+    lines = (DATA_DIR / name).read_text(encoding="utf-8").splitlines()
+    return tuple(line.split("\t")[0] for line in lines if line and not line.startswith("#"))
+
+
+def _check_templates(fw: Framework) -> None:
+    """Every model row names a template the pinned version registers, or says why the framework refuses it."""
+    if fw.templates is None:
+        return
+    for model, info in fw.models.items():
+        info = info or {}
+        if "refuse" not in info and info.get("template") not in fw.templates:
+            raise ValueError(f"frameworks.yaml {fw.name} {model}: template {info.get('template')!r} is not registered "
+                             f"by the pinned version (and the row gives no `refuse` reason)")
+
+
 @lru_cache(maxsize=1)
 def load_tables() -> Tables:
     models_doc = _load_yaml("models.yaml")
@@ -320,10 +344,13 @@ def load_tables() -> Tables:
                 for r in _load_yaml("hardware.yaml")["hardware"]}
     frameworks = {}
     for r in _load_yaml("frameworks.yaml")["frameworks"]:
+        templates = _load_names(r.pop("templates_file")) if "templates_file" in r else None
         frameworks[r["name"]] = _typed_row(Framework, {**r, "methods": tuple(r["methods"]),
                                                        "dataset_formats": tuple(r["dataset_formats"]),
-                                                       "ep_divides": tuple(r.get("ep_divides", ()))},
+                                                       "ep_divides": tuple(r.get("ep_divides", ())),
+                                                       "templates": templates},
                                            "frameworks.yaml")
+        _check_templates(frameworks[r["name"]])
     presets_doc = _load_yaml("presets.yaml")
     presets = tuple(
         _typed_row(Preset, {**presets_doc["defaults"], **p, "methods": tuple(p["methods"]),

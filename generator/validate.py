@@ -100,8 +100,12 @@ def _model(plan: dict | None):
 
 
 def _cards(plan: dict | None, framework: str) -> int | None:
+    return _layout_value(plan, framework, "cards")
+
+
+def _layout_value(plan: dict | None, framework: str, key: str) -> int | None:
     try:
-        return int(plan["frameworks"][framework]["cards"])
+        return int(plan["frameworks"][framework][key])
     except (KeyError, TypeError, ValueError):
         return None
 
@@ -260,24 +264,25 @@ def _mindformers(file: Path, plan: dict | None, model, python: str | None) -> Re
 
 
 def _llama_factory(file: Path, plan: dict | None) -> Result:
-    path, world = "llama-factory/train.yaml", _cards(plan, "llama-factory")
+    path, world, model = "llama-factory/train.yaml", _cards(plan, "llama-factory"), _model(plan)
     train, error = _yaml(file)
-    if train is None or world is None:
+    if train is None or world is None or model is None:
         return Result(path, "problem", error or NO_PLAN)
+    batch = _layout_value(plan, "llama-factory", "global_batch_size")
     ds_name = train.get("deepspeed")
     try:
         ds = json.loads((file.parent / ds_name).read_text(encoding="utf-8")) if ds_name else None
     except (OSError, ValueError, TypeError) as exc:
         return Result(path, "problem", f"its deepspeed file {ds_name!r} cannot be read: {exc}")
-    problems = llama_factory.llamafactory_problems(train, ds, world)
+    problems = llama_factory.llamafactory_problems(train, ds, world, batch)
     if problems:
         return Result(path, "problem", "; ".join(problems))
     if not llama_factory.llamafactory_installed():
         return Result(path, "skipped", f"LLaMA-Factory's own parser and DeepSpeed's config class not installed "
                                        f"({INSTALL_HINT}); argument names, types and batch checked offline")
-    status, detail = llama_factory.llamafactory_parser_check(file.parent, world)
+    status, detail = llama_factory.llamafactory_parser_check(file.parent, world, model.hidden, batch or 0)
     if status == "problem":
-        return Result(path, "problem", f"LLaMA-Factory / DeepSpeed reject it: {detail}")
+        return Result(path, "problem", f"LLaMA-Factory / transformers / DeepSpeed reject it: {detail}")
     if status == "env":
         return Result(path, "env", f"LLaMA-Factory is installed but does not run here ({detail}); the offline "
                                    f"checks passed. Reinstall with: {INSTALL_HINT}")

@@ -2,6 +2,11 @@
 
 from __future__ import annotations
 
+import importlib.util
+import json
+import os
+
+import pytest
 import yaml
 
 from generator.spec import parse_spec
@@ -142,3 +147,46 @@ def run_recording(script, args, tmp_path, programs=("torchrun", "python")):
         words = entry.read_bytes().decode().split("\0")[:-1]
         calls.append({"program": words[0], "cwd": words[1], "cuda_max_conn": words[2], "argv": words[3:]})
     return result, calls
+
+
+def require(*modules: str) -> None:
+    """Skip a test that needs the framework packages when they are not installed, except in CI (CI=true), where
+    the README's test command installs them and a missing one is a failure, not a reason to skip."""
+    missing = [name for name in modules if importlib.util.find_spec(name) is None]
+    if missing and os.environ.get("CI", "").lower() == "true":
+        pytest.fail(f"CI must install {missing} (README's test command: pip install -e '.[test]')")
+    if missing:
+        pytest.skip(f"{missing} not installed (pip install -e '.[test]')")
+
+
+def hf_deepspeed(ds: dict, train: dict, world: int, hidden: int) -> dict:
+    """The DeepSpeed config as transformers fills it for `world` ranks training with `train` (TrainingArguments'
+    own defaults for keys the YAML does not set), on a model of `hidden` size; raises as the job would."""
+    require("transformers")
+    from transformers import TrainingArguments
+    from transformers.integrations.deepspeed import HfTrainerDeepSpeedConfig
+
+    defaults = TrainingArguments.__dataclass_fields__
+    known = {k: v for k, v in train.items() if k in defaults and k not in ("deepspeed", "bf16", "fp16")}
+
+    class Args:  # TrainingArguments as one of the planned world's ranks sees them, without a device check
+        world_size = world
+        bf16, fp16 = bool(train.get("bf16")), bool(train.get("fp16"))
+
+        def __getattr__(self, name):
+            if name in known:
+                return known[name]
+            field = defaults[name]
+            return field.default_factory() if callable(field.default_factory) else field.default
+
+        def get_warmup_steps(self, steps):
+            return 0
+
+    class Model:
+        class config:
+            hidden_size = hidden
+
+    config = HfTrainerDeepSpeedConfig(json.loads(json.dumps(ds)))
+    config.trainer_config_process(Args())
+    config.trainer_config_finalize(Args(), Model(), 1000)
+    return config.config

@@ -5,6 +5,7 @@ estimated above the card's memory. Run with -s to print the error per row."""
 from __future__ import annotations
 
 import csv
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -13,7 +14,11 @@ from generator.resolve import resolve
 from generator.tables import load_tables
 from helpers import make_spec
 
-T = load_tables()
+# Seed 002 measured Baichuan2-7B with an older LLaMA-Factory. 0.9.5 refuses the model (its template is gone), but
+# the measurement still calibrates the memory model, so these tables plan it again.
+_LF = load_tables().frameworks["llama-factory"]
+T = replace(load_tables(), frameworks={**load_tables().frameworks,
+                                       "llama-factory": replace(_LF, models={**_LF.models, "baichuan2-7b": {}})})
 ROWS = list(csv.DictReader(line for line in (Path(__file__).parent / "data" / "seed002_memory.csv").open()
                            if not line.startswith("#")))
 

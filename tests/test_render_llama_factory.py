@@ -3,19 +3,22 @@ LLaMA-Factory 0.9.5 accepts, with the right types; the DeepSpeed JSON agrees wit
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import os
+import re
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 import yaml
 
+from generator.errors import SpecError
 from generator.render import write
 from generator.tables import load_tables
 from generator.checks.llama_factory import llamafactory_parser_check, llamafactory_problems
-from helpers import check_script, flat_keys, render_job, table_cells
+from llamafactory_exec import environment
+from helpers import check_script, flat_keys, hf_deepspeed, render_job, require, table_cells
 
 T = load_tables()
 DATA = Path(__file__).parent / "data"
@@ -39,20 +42,23 @@ def test_yaml_and_deepspeed_json_agree(case, tmp_path):
     plan, files = render_job(T, model=model, method=method, seq_len=seq, hardware=hw, frameworks=["llama-factory"])
     lay = plan.frameworks["llama-factory"].layout
     train, ds = load_pair(files)
-    assert llamafactory_problems(train, ds, lay.cards) == []  # names, types, batch arithmetic, no max_samples
+    assert llamafactory_problems(train, ds, lay.cards, lay.global_batch_size) == []  # names, types, batch arithmetic, no max_samples
     assert not [f for f in files if f.endswith(".json") and "ds_z" in f and f != f"llama-factory/{train.get('deepspeed')}"]
     if ds is None:  # one card training adapters runs without DeepSpeed (seed 002's single-GPU LoRA rows)
         assert lay.cards == 1 and method == "lora" and lay.zero_stage is None
         assert "| none |" in files["PLAN.md"]  # said in words, not the Megatron frameworks' "-"
         assert train["per_device_train_batch_size"] * train["gradient_accumulation_steps"] == lay.global_batch_size
         return check_script(files["llama-factory/launch.sh"], tmp_path)
-    assert ds["train_batch_size"] == ds["train_micro_batch_size_per_gpu"] * ds["gradient_accumulation_steps"] * \
-        lay.cards
-    assert ds["train_micro_batch_size_per_gpu"] == train["per_device_train_batch_size"]
-    assert ds["gradient_accumulation_steps"] == train["gradient_accumulation_steps"]
-    assert ds["train_batch_size"] == lay.global_batch_size
-    assert ds["gradient_clipping"] == train["max_grad_norm"]
-    assert ds["bf16"]["enabled"] is True and train["bf16"] is True and ds["fp16"]["enabled"] is False
+    # Batch, clipping and precision are "auto", as upstream's JSONs: transformers' own reconciliation fills them
+    # from the YAML at the planned world size, and they must come out as the plan.
+    assert {ds[k] for k in ("train_batch_size", "train_micro_batch_size_per_gpu", "gradient_accumulation_steps",
+                            "gradient_clipping")} | {ds["bf16"]["enabled"], ds["fp16"]["enabled"]} == {"auto"}
+    filled = hf_deepspeed(ds, train, lay.cards, plan.shape.hidden)
+    assert filled["train_batch_size"] == lay.global_batch_size
+    assert (filled["train_micro_batch_size_per_gpu"], filled["gradient_accumulation_steps"]) == \
+        (lay.micro_batch_size, lay.grad_accum)
+    assert filled["gradient_clipping"] == train["max_grad_norm"]
+    assert filled["bf16"]["enabled"] is True and train["bf16"] is True and filled["fp16"]["enabled"] is False
     assert ds["zero_optimization"]["stage"] == lay.zero_stage == 3 and isinstance(ds["zero_optimization"]["stage"], int)
     assert train["cutoff_len"] == seq and train["stage"] == "sft"
     assert train["finetuning_type"] == method
@@ -105,7 +111,7 @@ def test_gbs_reached_with_micro_batch_and_accumulation():
     plan, files = render_job(T, model="qwen2.5-7b", method="lora", frameworks=["llama-factory"], cards=8,
                              global_batch_size=256, seq_len=1024)
     train, ds = load_pair(files)
-    assert ds["train_batch_size"] == 256
+    assert hf_deepspeed(ds, train, 8, plan.shape.hidden)["train_batch_size"] == 256
     assert train["per_device_train_batch_size"] * train["gradient_accumulation_steps"] * 8 == 256
 
 
@@ -119,15 +125,83 @@ def test_commands_differ_only_in_node_rank():
         assert "MASTER_PORT=29500" in line and "NNODES=4" in line
 
 
-def test_dataset_info_for_each_format():
-    _, alpaca = render_job(T, model="qwen3-8b", method="lora", frameworks=["llama-factory"],
-                           paths={"dataset": "/d/a b.json"})
-    entry = json.loads(alpaca["llama-factory/dataset_info.json"])["t"]
-    assert entry["file_name"] == "/d/a b.json" and entry["columns"]["prompt"] == "instruction"
-    _, share = render_job(T, model="qwen3-8b", method="lora", frameworks=["llama-factory"],
-                          paths={"dataset": "/d/c.jsonl", "dataset_format": "sharegpt"})
-    entry = json.loads(share["llama-factory/dataset_info.json"])["t"]
-    assert entry["formatting"] == "sharegpt" and entry["columns"]["messages"] == "conversations"
+def dataset_entry(**fields) -> dict:
+    plan, files = render_job(T, frameworks=["llama-factory"], **fields)
+    return json.loads(files["llama-factory/dataset_info.json"])[plan.job]
+
+
+def test_dataset_info_registers_only_the_columns_the_data_has():
+    # Defect 1: a registered column is read from every row (LLaMA-Factory data/converter.py), so by default only
+    # the required ones are, as upstream registers alpaca_en_demo.json; the spec names the optional ones its data has.
+    entry = dataset_entry(model="qwen3-8b", method="lora", paths={"dataset": "/d/a b.json"})
+    assert entry == {"file_name": "/d/a b.json",
+                     "columns": {"prompt": "instruction", "query": "input", "response": "output"}}
+    entry = dataset_entry(model="qwen3-8b", method="lora", paths={"dataset": "/d/c.jsonl", "dataset_format": "sharegpt"})
+    assert entry == {"file_name": "/d/c.jsonl", "formatting": "sharegpt", "columns": {"messages": "conversations"}}
+    entry = dataset_entry(model="qwen3-8b", method="lora",
+                          paths={"dataset": "/d/a.json", "dataset_columns": ["history", "system"]})
+    assert entry["columns"] == {"prompt": "instruction", "query": "input", "response": "output", "system": "system",
+                                "history": "history"}
+    assert dataset_entry(model="qwen3-8b", method="pretrain", paths={"dataset": "/d/t.jsonl"})["columns"] == \
+        {"prompt": "text"}
+
+
+@pytest.mark.parametrize("columns,message", [
+    (["tools"], "paths.dataset_columns.0: 'tools' is not a column of alpaca data; alpaca allows: system, history"),
+    (["images"], "paths.dataset_columns.0: qwen3-8b is a text model: it cannot train on images"),
+])
+def test_a_column_the_data_cannot_have_is_refused(columns, message):
+    with pytest.raises(SpecError, match=re.escape(message)):
+        render_job(T, model="qwen3-8b", method="lora", frameworks=["llama-factory"],
+                   paths={"dataset": "/d/a.json", "dataset_columns": columns})
+
+
+def test_vision_language_data_registers_images_tags_and_media_dir():
+    # Defect 3: upstream's mllm_demo entry (data/dataset_info.json at v0.9.5): OpenAI-style messages with tags and
+    # an images column; relative image paths resolve against media_dir (default: the data file's folder).
+    plan, files = render_job(T, model="gemma3-27b", method="lora", frameworks=["llama-factory"],
+                             paths={"dataset": "/data/mllm/train.json"})
+    entry = json.loads(files["llama-factory/dataset_info.json"])[plan.job]
+    assert entry == {"file_name": "/data/mllm/train.json", "formatting": "sharegpt",
+                     "columns": {"messages": "messages", "images": "images"},
+                     "tags": {"role_tag": "role", "content_tag": "content", "user_tag": "user",
+                              "assistant_tag": "assistant", "system_tag": "system"}}
+    train = yaml.safe_load(files["llama-factory/train.yaml"])
+    assert train["media_dir"] == "/data/mllm" and train["template"] == "gemma3"
+    plan, files = render_job(T, model="qwen2.5_vl-7b", method="lora", frameworks=["llama-factory"],
+                             paths={"dataset": "/d/train.json", "media_dir": "/img"})
+    assert yaml.safe_load(files["llama-factory/train.yaml"])["media_dir"] == "/img"
+    with pytest.raises(SpecError, match="paths.media_dir"):
+        render_job(T, model="qwen3-8b", method="lora", frameworks=["llama-factory"],
+                   paths={"dataset": "/d/a.json", "media_dir": "/img"})
+
+
+def test_every_template_exists_in_the_pinned_llamafactory_or_the_row_is_refused(tmp_path):
+    # Defect 2: LLaMA-Factory 0.9.5's own template registry decides, not our copy of its names.
+    require("llamafactory")
+    names = subprocess.run([sys.executable, "-c", "import json; from llamafactory.data.template import TEMPLATES; "
+                            "print(json.dumps(sorted(TEMPLATES)))"], env=environment(tmp_path), capture_output=True,
+                           text=True, check=True)
+    TEMPLATES = set(json.loads(names.stdout))
+    rows = T.frameworks["llama-factory"].models
+    missing = {model for model, row in rows.items() if "refuse" not in row and row["template"] not in TEMPLATES}
+    assert missing == set()
+    assert set(T.frameworks["llama-factory"].templates) <= set(TEMPLATES)
+    assert "baichuan2" not in TEMPLATES and "refuse" in rows["baichuan2-7b"]
+
+
+def test_baichuan2_is_refused_with_the_reason():
+    with pytest.raises(SpecError, match="no longer registers the baichuan2 template"):
+        render_job(T, model="baichuan2-7b", method="qlora", frameworks=["llama-factory"], quantization_bit=4)
+
+
+@pytest.mark.parametrize("hardware,value", [("snt9b", "fa2"), ("h800", "fa2")])
+def test_flash_attention_is_written_as_the_memory_model_counts_it(hardware, value):
+    # Defect 5: upstream's Ascend recipe sets flash_attn: fa2 (examples/ascend/qwen3_full_sft_fsdp2.yaml l.11); the
+    # memory model stores no s^2 attention scores (generator/memory.py), which holds only with a fused kernel.
+    plan, files = render_job(T, model="qwen3-8b", method="lora", hardware=hardware, frameworks=["llama-factory"])
+    assert yaml.safe_load(files["llama-factory/train.yaml"])["flash_attn"] == value
+    assert plan.to_json()["frameworks"]["llama-factory"]["flash_attn"] == value
 
 
 def test_launch_runs_llamafactory_from_its_folder_with_the_right_environment(tmp_path):
@@ -155,9 +229,49 @@ def test_launch_runs_llamafactory_from_its_folder_with_the_right_environment(tmp
         "MASTER_PORT": "50001", "ASCEND_RT_VISIBLE_DEVICES": "0,1,2,3,4,5,6,7"}
 
 
+def run_launch(tmp_path, args, **fields):
+    """Render a job, run its launch.sh with `args` and a recording llamafactory-cli; (result, what it recorded)."""
+    bindir = tmp_path / "bin"
+    bindir.mkdir(exist_ok=True)
+    record = tmp_path / "record.json"
+    (bindir / "llamafactory-cli").write_text(
+        "#!/usr/bin/env python3\nimport json, os, sys\n"
+        f"json.dump({{'argv': sys.argv[1:], 'env': dict(os.environ)}}, open({str(record)!r}, 'w'))\n")
+    (bindir / "llamafactory-cli").chmod(0o755)
+    paths = {"model_dir": "/m", "dataset": "/d.json", "output_dir": "/o"}
+    plan, files = render_job(T, frameworks=["llama-factory"], paths=paths, **fields)
+    write(files, tmp_path / "out", plan.job, force=True)
+    env = {k: v for k, v in os.environ.items() if not k.endswith("SOCKET_IFNAME")}
+    env.update(PATH=f"{bindir}:{os.environ['PATH']}", MASTER_ADDR="10.0.0.2")
+    result = subprocess.run(["bash", str(tmp_path / "out" / plan.job / "llama-factory" / "launch.sh"), *args],
+                            env=env, capture_output=True, text=True)
+    assert result.returncode == 0, result.stderr
+    return result, json.loads(record.read_text())
+
+
+@pytest.mark.parametrize("hardware,variable", [("snt9b", "HCCL_SOCKET_IFNAME"), ("h800", "NCCL_SOCKET_IFNAME")])
+def test_multi_node_launch_exports_the_socket_interface(tmp_path, hardware, variable):
+    # Defect 4: LLaMA-Factory's NPU guide has every node export HCCL_SOCKET_IFNAME; the spec sets it.
+    fields = dict(model="qwen2.5-32b", method="full", cards=16, hardware=hardware)
+    result, got = run_launch(tmp_path, ["1"], cluster={"socket_ifname": "enp189s0f0"}, **fields)
+    assert got["env"][variable] == "enp189s0f0" and "is unset" not in result.stderr
+    result, got = run_launch(tmp_path, ["1"], **fields)  # unset: the launch says so and still starts
+    assert variable not in got["env"]
+    assert f"note: {variable} is unset" in result.stderr and "cluster.socket_ifname" in result.stderr
+
+
+def test_one_node_launch_leaves_the_socket_interface_alone(tmp_path):
+    result, got = run_launch(tmp_path, ["0"], model="qwen3-8b", method="lora", cards=8)
+    assert "SOCKET_IFNAME" not in result.stderr + "".join(got["env"])
+
+
+def test_words_after_double_dash_reach_llamafactory_cli_as_overrides(tmp_path):
+    result, got = run_launch(tmp_path, ["0", "--", "max_steps=2", "bf16=false"], model="qwen3-8b", method="lora",
+                             cards=8)
+    assert got["argv"] == ["train", "train.yaml", "max_steps=2", "bf16=false"]
+
+
 @pytest.mark.integration
-@pytest.mark.skipif(not (importlib.util.find_spec("llamafactory") and importlib.util.find_spec("deepspeed")),
-                    reason="llamafactory and deepspeed are not installed (pip install llamafactory==0.9.5 deepspeed)")
 @pytest.mark.parametrize("fields", [
     dict(model="qwen3-8b", method="lora"),
     dict(model="qwen2.5-32b", method="full", cards=16),
@@ -165,8 +279,15 @@ def test_launch_runs_llamafactory_from_its_folder_with_the_right_environment(tmp
     dict(model="qwen3-8b", method="pretrain"),
     dict(model="glm4-9b", method="lora", paths={"dataset": "/d/chat.jsonl", "dataset_format": "sharegpt"}),
 ], ids=["lora", "full-16", "offload", "pretrain", "sharegpt"])
-def test_llamafactory_and_deepspeed_accept_the_pair(tmp_path, fields):  # pragma: no cover - needs the packages
+def test_llamafactory_and_deepspeed_accept_the_pair(tmp_path, fields):
+    require("llamafactory", "deepspeed")
     plan, files = render_job(T, frameworks=["llama-factory"], **fields)
     write(files, tmp_path, plan.job, force=False)
     folder = tmp_path / plan.job / "llama-factory"
-    assert llamafactory_parser_check(folder, plan.frameworks["llama-factory"].layout.cards) == ("ok", "")
+    lay = plan.frameworks["llama-factory"].layout
+    assert llamafactory_parser_check(folder, lay.cards, plan.shape.hidden, lay.global_batch_size) == ("ok", "")
+    # The same files at a world the plan did not make: transformers fills the batch for that world, which is not
+    # the plan's global batch.
+    if lay.zero_stage is not None:
+        status, detail = llamafactory_parser_check(folder, lay.cards * 2, plan.shape.hidden, lay.global_batch_size)
+        assert status == "problem" and f"the plan's global batch is {lay.global_batch_size}" in detail

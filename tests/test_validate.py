@@ -5,12 +5,14 @@ from __future__ import annotations
 import hashlib
 import json
 import re
+import sys
 from pathlib import Path
 
 from click.testing import CliRunner
 
 from generator.checks import llama_factory
 from generator.cli import main
+from helpers import require
 
 REPO = Path(__file__).resolve().parent.parent
 EXAMPLE = REPO / "examples" / "qwen3-32b-full-snt9b-16c.yaml"
@@ -57,7 +59,8 @@ def test_problems_are_named_and_exit_1(tmp_path):
     result = CliRunner().invoke(main, ["validate", str(job)])
     assert result.exit_code == 1
     out = result.output
-    assert re.search(r"problem  llama-factory/train.yaml .*train_batch_size 7 != micro", out)
+    assert re.search(r"problem  llama-factory/train.yaml .*DeepSpeed train_batch_size 7 differs from the YAML's \d+ "
+                     r"at world 16", out)
     assert re.search(r"problem  mindformers/train.yaml .*\(V1; mindformers tools/check_rules.py", out)
     assert "(V5; " in out and "(V6; " in out
     assert re.search(r"problem  mindspeed-llm/launch.sh .*unrecognized arguments: --not-a-flag", out)
@@ -103,7 +106,7 @@ def test_nothing_in_the_job_folder_is_imported(tmp_path):
     job = render(tmp_path)
     marker = tmp_path / "ran"
     (job / "llama-factory" / "json.py").write_text(f"open({str(marker)!r}, 'w').write('x')\n")
-    status, _ = llama_factory.llamafactory_parser_check(job / "llama-factory", 16)
+    status, _ = llama_factory.llamafactory_parser_check(job / "llama-factory", 16, 5120, 128)
     assert not marker.exists()
     assert status in ("ok", "env", "problem")
 
@@ -116,6 +119,31 @@ def test_a_broken_environment_is_not_a_defect(tmp_path, monkeypatch):
     result = CliRunner().invoke(main, ["validate", str(job)])
     line = next(l for l in result.output.splitlines() if "llama-factory/train.yaml" in l)
     assert result.exit_code == 4 and line.split()[0] == "env", result.output
+
+
+BROKEN_TORCH = """#!{python} -I
+import sys
+sys.modules["torch"] = None  # installed but does not import, as a CUDA build of torch does on a host without CUDA
+args = sys.argv[1:]
+code = args[args.index("-c") + 1]
+sys.argv = ["-c", *args[args.index("-c") + 2:]]
+exec(compile(code, "<check>", "exec"), {{"__name__": "__main__"}})
+"""
+
+
+def test_a_broken_torch_is_an_environment_problem(tmp_path, monkeypatch):
+    # Issue 11: a broken torch made every train.yaml "rejected". The real check, run by an interpreter whose torch
+    # does not import: exit 4, status env, and the line says how to reinstall.
+    require("llamafactory", "deepspeed")
+    job = render(tmp_path)
+    python = tmp_path / "python-broken-torch"
+    python.write_text(BROKEN_TORCH.format(python=sys.executable))
+    python.chmod(0o755)
+    monkeypatch.setattr(sys, "executable", str(python))
+    result = CliRunner().invoke(main, ["validate", str(job)])
+    line = next(l for l in result.output.splitlines() if "llama-factory/train.yaml" in l)
+    assert result.exit_code == 4 and line.split()[0] == "env", result.output
+    assert "Reinstall with: pip install" in line and "problem" not in result.output
 
 
 def test_files_are_checked_against_each_other(tmp_path):

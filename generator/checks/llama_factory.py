@@ -34,24 +34,31 @@ def _type_ok(value, kind: str) -> bool:
     return True
 
 
-def llamafactory_problems(train: dict, deepspeed: dict | None, world: int) -> list[str]:
-    """Offline checks of a LLaMA-Factory train.yaml and its DeepSpeed JSON."""
+def llamafactory_problems(train: dict, deepspeed: dict | None, world: int, global_batch: int | None) -> list[str]:
+    """Offline checks of a LLaMA-Factory train.yaml and its DeepSpeed JSON at the planned world size. A DeepSpeed
+    batch or precision key is "auto" (transformers fills it from the YAML) or the value transformers would fill:
+    any other value raises at start-up (transformers integrations/deepspeed.py, trainer_config_finalize)."""
     args = llamafactory_args()
     problems = [f"{key} is not a LLaMA-Factory 0.9.5 argument" for key in train if key not in args]
     problems += [f"{key}: {value!r} is not of type {args[key]}" for key, value in train.items()
                  if key in args and not _type_ok(value, args[key])]
     if "max_samples" in train:
         problems.append("max_samples silently cuts the data set")
+    micro, accum = train.get("per_device_train_batch_size", 8), train.get("gradient_accumulation_steps", 1)
+    if global_batch is not None and micro * accum * world != global_batch:
+        problems.append(f"micro {micro} x accumulation {accum} x world {world} is not the plan's global batch "
+                        f"{global_batch}")
     if deepspeed is not None:
-        micro, accum = train.get("per_device_train_batch_size", 8), train.get("gradient_accumulation_steps", 1)
-        if deepspeed.get("train_batch_size") != micro * accum * world:
-            problems.append(f"train_batch_size {deepspeed.get('train_batch_size')} != micro {micro} x accumulation "
-                            f"{accum} x world {world}")
-        if deepspeed.get("train_micro_batch_size_per_gpu") != micro or \
-                deepspeed.get("gradient_accumulation_steps") != accum:
-            problems.append("the JSON's micro batch / accumulation differ from the YAML's")
-        if deepspeed.get("bf16", {}).get("enabled") is not True or deepspeed.get("fp16", {}).get("enabled"):
-            problems.append("bf16 must be on and fp16 off in the JSON")
+        bf16 = bool(train.get("bf16"))
+        filled = {"train_batch_size": micro * accum * world, "train_micro_batch_size_per_gpu": micro,
+                  "gradient_accumulation_steps": accum, "gradient_clipping": train.get("max_grad_norm", 1.0),
+                  "bf16.enabled": bf16, "fp16.enabled": bool(train.get("fp16"))}
+        for key, expected in filled.items():
+            node, _, leaf = key.rpartition(".")
+            value = (deepspeed.get(node) or {}).get(leaf) if node else deepspeed.get(key)
+            if value is not None and value != "auto" and value != expected:
+                problems.append(f"DeepSpeed {key} {value!r} differs from the YAML's {expected!r} at world {world} "
+                                f"(write \"auto\" as upstream does)")
         if not isinstance(deepspeed.get("zero_optimization", {}).get("stage"), int):
             problems.append("zero_optimization.stage must be an integer")
     return problems
@@ -62,7 +69,7 @@ def llamafactory_problems(train: dict, deepspeed: dict | None, world: int) -> li
 # step only imports: a failure there is the environment's, not the file's.
 LLAMAFACTORY_CHECK = """
 import json, sys
-world = int(sys.argv[1])
+world, hidden, batch = (int(a) for a in sys.argv[1:4])
 try:
     import transformers.training_args as t
     import llamafactory.hparams.parser as p
@@ -76,25 +83,46 @@ sys.argv = ["llamafactory-cli", "train.yaml"]
 try:
     model_args, data_args, training_args, finetuning_args, generating_args = p.get_train_args(p.read_args())
     if training_args.deepspeed:
+        from transformers.integrations.deepspeed import HfTrainerDeepSpeedConfig
+        class AtWorld:  # the parsed arguments as the planned world's ranks see them
+            world_size = world
+            def __getattr__(self, name):
+                return getattr(training_args, name)
+        class Model:
+            class config:
+                hidden_size = hidden
+        ds = HfTrainerDeepSpeedConfig(json.load(open(training_args.deepspeed)))
+        ds.trainer_config_process(AtWorld())
+        ds.trainer_config_finalize(AtWorld(), Model(), 1000)
+        left = [k for k, v in ds.config.items() if v == "auto"]
+        left += [f"{k}.{i}" for k, v in ds.config.items() if isinstance(v, dict) for i, w in v.items() if w == "auto"]
+        if left:
+            raise ValueError(f"transformers leaves {left} unfilled")
+        if ds.config["train_batch_size"] != batch:
+            raise ValueError(f"train_batch_size at world {world} is {ds.config['train_batch_size']}, the plan's "
+                             f"global batch is {batch}")
         deepspeed.comm.get_rank = lambda: 0
         class Mpu:
             def get_data_parallel_world_size(self):
                 return world
-        c.DeepSpeedConfig(json.load(open(training_args.deepspeed)), mpu=Mpu())
+        c.DeepSpeedConfig(ds.config, mpu=Mpu())
 except Exception as exc:
-    print(json.dumps({"status": "problem", "detail": f"{type(exc).__name__}: {str(exc).strip().splitlines()[-1:]}"}))
+    print(json.dumps({"status": "problem", "detail": f"{type(exc).__name__}: {' '.join(str(exc).split())}"}))
     sys.exit(0)
 print(json.dumps({"status": "ok", "detail": ""}))
 """
 
 
-def llamafactory_parser_check(folder: Path, world: int) -> tuple[str, str]:
-    """Run LLaMA-Factory's get_train_args and DeepSpeed's DeepSpeedConfig on the pair, single rank on loopback
-    (reference llamafactory_deepspeed.md s3): ("ok" | "problem" | "env", detail). "env": the packages are there but
+def llamafactory_parser_check(folder: Path, world: int, hidden: int, global_batch: int) -> tuple[str, str]:
+    """Run LLaMA-Factory's get_train_args on train.yaml (single rank on loopback), then fill its DeepSpeed JSON with
+    transformers' HfTrainerDeepSpeedConfig as the `world` ranks of the planned job would (a model of `hidden`
+    size), require its train_batch_size to be the plan's `global_batch` and pass the result to DeepSpeed's own
+    DeepSpeedConfig (reference llamafactory_deepspeed.md s1.3, s3.3): ("ok" | "problem" | "env", detail). "env": the packages are there but
     do not import or run here (a broken install), which says nothing about the file."""
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "DS_ACCELERATOR": "cpu", "LOCAL_RANK": "0", "RANK": "0",
            "WORLD_SIZE": "1", "LOCAL_WORLD_SIZE": "1", "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": "29555"}
-    return run_isolated(sys.executable, LLAMAFACTORY_CHECK, [str(world)], folder, env)
+    return run_isolated(sys.executable, LLAMAFACTORY_CHECK, [str(world), str(hidden), str(global_batch)], folder,
+                        env)
 
 
 def llamafactory_installed() -> bool:

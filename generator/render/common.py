@@ -18,10 +18,15 @@ def master_word(plan: Plan, fp: FrameworkPlan) -> str:
     return quote(addr) if addr else '"${MASTER_ADDR:?}"'
 
 
-def launch_context(plan: Plan, fp: FrameworkPlan, path_keys: list[str]) -> dict:
+def launch_context(plan: Plan, fp: FrameworkPlan, path_keys: list[str], overrides_to: str | None = None) -> dict:
+    """The shared prologue's values; `overrides_to`: the program that takes the words after "--" (None: none)."""
     return {
         "nodes": fp.layout.nodes,
         "master_addr": master_addr(plan, fp),
         "master_port": plan.master_port,
+        "socket_ifname": plan.socket_ifname,
+        "socket_ifname_env": plan.socket_ifname_env,
         "used_paths": [(key, plan.paths[key].value) for key in path_keys],
+        "passes_overrides": overrides_to is not None,
+        "overrides_to": overrides_to,
     }

@@ -11,20 +11,24 @@ from ..tables import trains_adapters
 from .common import launch_context, master_addr, master_word
 
 NAME = "llama-factory"
-MAX_GRAD_NORM = 1.0  # transformers' default; written in the YAML and as the JSON's gradient_clipping
+MAX_GRAD_NORM = 1.0  # transformers' default, written in the YAML (the JSON's gradient_clipping is "auto")
+AUTO = "auto"  # a DeepSpeed key transformers fills from TrainingArguments
 # Upstream examples: full SFT 1.0e-5 (train_full/qwen3_full_sft.yaml), LoRA 1.0e-4 (train_lora/qwen3_lora_sft.yaml).
 LEARNING_RATE = {"full": 1.0e-5, "pretrain": 1.0e-5, "lora": 1.0e-4, "qlora": 1.0e-4}
 UPSTREAM_EXAMPLE = {"full": "train_full/qwen3_full_sft.yaml", "pretrain": "train_full/qwen3_full_sft.yaml",
                     "lora": "train_lora/qwen3_lora_sft_ds3.yaml", "qlora": "train_qlora/qwen3_lora_sft_bnb_npu.yaml"}
 DEVICE_ENV = {"npu": "ASCEND_RT_VISIBLE_DEVICES", "gpu": "CUDA_VISIBLE_DEVICES"}
-# LLaMA-Factory's dataset_info.json column maps (data/README.md): alpaca and sharegpt defaults, and plain text for
-# pretraining.
-DATASET_COLUMNS = {
-    "alpaca": {"columns": {"prompt": "instruction", "query": "input", "response": "output", "system": "system",
-                           "history": "history"}},
-    "sharegpt": {"formatting": "sharegpt", "columns": {"messages": "conversations", "system": "system",
-                                                        "tools": "tools"}},
-    "pretrain": {"columns": {"prompt": "text"}},
+# LLaMA-Factory's dataset_info.json vocabulary (data/README.md and data/dataset_info.json at v0.9.5): each format's
+# required columns; the optional ones (system, history, tools, images) are registered only when the data has them,
+# because a registered column is read from every row (data/converter.py: KeyError on a row without it).
+DATASET_ENTRY = {
+    "alpaca": {"columns": {"prompt": "instruction", "query": "input", "response": "output"}},
+    "sharegpt": {"formatting": "sharegpt", "columns": {"messages": "conversations"}},
+    # upstream's mllm_demo entry: OpenAI-style messages
+    "openai": {"formatting": "sharegpt", "columns": {"messages": "messages"},
+               "tags": {"role_tag": "role", "content_tag": "content", "user_tag": "user",
+                        "assistant_tag": "assistant", "system_tag": "system"}},
+    "text": {"columns": {"prompt": "text"}},  # upstream's c4_demo entry, for stage pt
 }
 
 
@@ -37,9 +41,13 @@ def deepspeed_file(fp: FrameworkPlan) -> str | None:
 
 
 def deepspeed_config(fp: FrameworkPlan) -> dict:
-    """Upstream's examples/deepspeed ds_z2 / ds_z3(_offload) config with the batch and precision keys written out:
-    they must equal the YAML's (train_batch_size = micro x accumulation x world size), bf16 on, fp16 off. The
-    hidden-size keys stay "auto": the HF integration fills them from the model's config.json."""
+    """Upstream's examples/deepspeed ds_z2 / ds_z3(_offload) config, "auto" where upstream has it. The batch, clipping
+    and precision keys stay "auto" on purpose: transformers' HfTrainerDeepSpeedConfig fills them from train.yaml at
+    the world size the job really starts with (integrations/deepspeed.py, trainer_config_process), so the YAML is
+    their one source. A value written here is a second copy that can only disagree: a job started on fewer nodes, a
+    YAML edited by hand, or bf16 switched off raises "DeepSpeed config values that mismatch" after the model has
+    loaded. `gen-launch validate` fills them the same way at the planned world size and checks the result against
+    the plan."""
     lay = fp.layout
     zero: dict = {"stage": lay.zero_stage}
     if lay.zero_stage == 2:
@@ -57,22 +65,21 @@ def deepspeed_config(fp: FrameworkPlan) -> dict:
             "stage3_max_reuse_distance": 1000000000, "stage3_gather_16bit_weights_on_model_save": True,
         })
     return {
-        "train_batch_size": lay.global_batch_size,
-        "train_micro_batch_size_per_gpu": lay.micro_batch_size,
-        "gradient_accumulation_steps": lay.grad_accum,
-        "gradient_clipping": MAX_GRAD_NORM,
+        "train_batch_size": AUTO, "train_micro_batch_size_per_gpu": AUTO, "gradient_accumulation_steps": AUTO,
+        "gradient_clipping": AUTO,
         "zero_allow_untested_optimizer": True,
-        "fp16": {"enabled": False, "loss_scale": 0, "loss_scale_window": 1000, "initial_scale_power": 16,
+        "fp16": {"enabled": AUTO, "loss_scale": 0, "loss_scale_window": 1000, "initial_scale_power": 16,
                  "hysteresis": 2, "min_loss_scale": 1},
-        "bf16": {"enabled": True},
+        "bf16": {"enabled": AUTO},
         "zero_optimization": zero,
     }
 
 
 def dataset_info(plan: Plan) -> dict:
-    kind = "pretrain" if plan.method == "pretrain" else plan.dataset_format
+    entry = DATASET_ENTRY[plan.data.format]
+    columns = {**entry["columns"], **{column: column for column in plan.data.columns}}
     # An absolute file_name wins over dataset_dir in LLaMA-Factory's os.path.join.
-    return {plan.job: {"file_name": plan.paths["dataset"].value, **DATASET_COLUMNS[kind]}}
+    return {plan.job: {"file_name": plan.paths["dataset"].value, **entry, "columns": columns}}
 
 
 def env_words(plan: Plan, fp: FrameworkPlan, rank: int) -> list[str]:
@@ -105,11 +112,13 @@ def render(plan: Plan, env: jinja2.Environment) -> dict[str, str]:
         finetuning_type="lora" if trains_adapters(plan.method) else "full",
         lora={"rank": lay.lora_rank, "alpha": lay.lora_alpha} if trains_adapters(plan.method) else None,
         deepspeed=ds_file, dataset_name=plan.job, template=fp.info["template"], cutoff_len=plan.seq_len,
+        flash_attn=fp.flash_attn, media_dir=plan.paths["media_dir"].value if "media_dir" in plan.paths else None,
         output_dir=plan.output_dir(NAME), micro_batch_size=lay.micro_batch_size,
         gradient_accumulation_steps=lay.grad_accum, learning_rate=LEARNING_RATE[plan.method],
         epochs=float(plan.epochs), max_grad_norm=MAX_GRAD_NORM, gradient_checkpointing=lay.recompute == "full")
     launch = env.get_template("llama-factory/launch.sh.j2").render(
-        **launch_context(plan, fp, ["model_dir", "dataset", "output_dir"]),
+        **launch_context(plan, fp, [key for key in ("model_dir", "dataset", "media_dir", "output_dir")
+                                    if key in plan.paths], overrides_to="llamafactory-cli train"),
         title=f"LLaMA-Factory launch for job {plan.job}: {plan.model} {plan.method}, generated by gen-launch",
         cards=lay.cards, nproc_per_node=lay.local_cards, visible_devices=visible_devices(fp),
         device_env=DEVICE_ENV[plan.accelerator])

@@ -21,7 +21,7 @@ LORA_TARGETS = ["linear_qkv", "linear_proj", "linear_fc1", "linear_fc2"]
 LEARNING_RATE = {"full": 1.25e-6, "pretrain": 1.25e-6, "lora": 1.25e-5}
 TRAIN_ITERS_PLACEHOLDER = 2000  # upstream's TRAIN_ITERS, when the spec has no data size
 HANDLER = {"alpaca": "AlpacaStyleInstructionHandler", "sharegpt": "SharegptStyleInstructionHandler",
-           "pretrain": "GeneralPretrainHandler"}
+           "text": "GeneralPretrainHandler"}
 
 
 def train_iters(plan: Plan) -> int:
@@ -193,7 +193,7 @@ def preprocess_flags(plan: Plan, fp: FrameworkPlan) -> list[tuple[str, list[str]
     flags: Flags = [("--input", plan.paths["dataset"].value), ("--tokenizer-type", "PretrainedFromHF"),
                     ("--tokenizer-name-or-path", plan.paths["model_dir"].value),
                     ("--output-prefix", output_prefix(plan)),
-                    ("--handler-name", HANDLER["pretrain" if pretrain else plan.dataset_format]),
+                    ("--handler-name", HANDLER[plan.data.format]),
                     ("--json-keys", ["text"] if pretrain else None),
                     ("--prompt-type", None if pretrain else fp.info["prompt_type"]),
                     ("--pack", pack), ("--neat-pack", pack), ("--seq-length", plan.seq_len if pack else None),

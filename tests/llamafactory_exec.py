@@ -1,0 +1,185 @@
+"""The LLaMA-Factory execution tier's machinery: which jobs to run, and running one as a user would, with the
+generated launch.sh unchanged and the real `llamafactory-cli train`, on a tiny model of the row's family.
+
+A job is a model row x method of the table. It is planned on one card where one card holds it (the first platform
+in PLATFORMS with a layout), so the run is the files' own single-rank launch; jobs that need several cards keep
+their planned world. Used by tests/test_llamafactory_exec.py and bench/llamafactory_exec_sweep.py.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import yaml
+
+from generator.errors import SpecError
+from generator.render.llama_factory import deepspeed_file
+from generator.resolve import resolve
+from generator.spec import Spec
+from generator.tables import load_tables
+
+import tiny_models
+
+NAME = "llama-factory"
+PLATFORMS = ("h800", "a800", "snt9b", "snt9b23", "rtx4090", "rtx3090")
+SEQ_LEN = 1024
+STUBS = Path(__file__).parent / "stubs"
+# What a CPU needs and a cluster does not: two optimizer steps, no bf16 (the HF Trainer refuses it without an
+# accelerator), short rows, no worker processes, nothing saved mid-run. Given after `--`, never written in the files.
+CPU_OVERRIDES = ["max_steps=2", "bf16=false", "cutoff_len=64", "preprocessing_num_workers=1",
+                 "dataloader_num_workers=0", "save_steps=1000", "logging_steps=1", "warmup_ratio=0",
+                 "plot_loss=false"]
+
+
+@dataclass(frozen=True)
+class Job:
+    model: str
+    method: str
+    hardware: str | None  # None: refused by gen-launch
+    cards: int | None  # 1, or None for the planned (auto) count
+    data_format: str  # "alpaca" | "sharegpt" | "openai" | "text"
+    refusal: str | None = None
+    runnable: str | None = None  # why this machine cannot run it (None: it can)
+
+    @property
+    def name(self) -> str:
+        return f"{self.model}-{self.method}"
+
+    def spec(self, model_dir: Path, dataset: Path, output: Path, port: int) -> dict:
+        spec = {"job": self.name.replace("_", "-"), "model": self.model, "method": self.method, "seq_len": SEQ_LEN,
+                "hardware": self.hardware, "frameworks": [NAME], "cards": self.cards or "auto",
+                "cluster": {"master_port": port},
+                "paths": {"model_dir": str(model_dir), "dataset": str(dataset), "output_dir": str(output)}}
+        if self.method == "qlora":
+            spec["quantization_bit"] = 4
+        if self.data_format != "text":
+            spec["paths"]["dataset_format"] = self.data_format
+        return spec
+
+    def signature(self) -> tuple:
+        """What LLaMA-Factory's code paths depend on; rows with one signature differ only in sizes and rates."""
+        plan = self.plan()
+        fp = plan.frameworks[NAME]
+        return (tiny_models.family(self.model), fp.info["template"], self.method, self.data_format,
+                plan.data.columns, deepspeed_file(fp), fp.layout.recompute, fp.layout.cards > 1)
+
+    def plan(self):
+        return resolve(_spec(self.model, self.method, self.hardware, self.cards, self.data_format), load_tables())
+
+
+def _spec(model: str, method: str, hardware: str, cards: int | None, data_format: str) -> Spec:
+    return Spec(job="j", model=model, method=method, seq_len=SEQ_LEN, hardware=hardware, frameworks=(NAME,),
+                cards=cards, sha256="", quantization_bit=4 if method == "qlora" else None,
+                dataset_format=None if data_format == "text" else data_format)
+
+
+def data_format(model: str, method: str) -> str:
+    """Both text formats across the methods; vision-language rows train on upstream's mllm_demo shape."""
+    if method == "pretrain":
+        return "text"
+    if load_tables().model(model).vision:
+        return "openai"
+    return "sharegpt" if method == "full" else "alpaca"
+
+
+def all_jobs() -> list[Job]:
+    """Every model row x method the table offers LLaMA-Factory, planned as described above (or refused)."""
+    tables = load_tables()
+    jobs = []
+    for model in (m for m in tables.models if tables.supports(NAME, m)):
+        for method in tables.frameworks[NAME].methods:
+            fmt = data_format(model, method)
+            jobs.append(_place(model, method, fmt))
+    return jobs
+
+
+def _place(model: str, method: str, fmt: str) -> Job:
+    tables = load_tables()
+    error = None
+    for cards in (1, None):
+        for hardware in PLATFORMS:
+            try:
+                resolve(_spec(model, method, hardware, cards, fmt), tables)
+            except SpecError as exc:
+                error = error or str(exc)
+                continue
+            return Job(model, method, hardware, cards, fmt, runnable=_runnable(model))
+    return Job(model, method, None, None, fmt, refusal=error)
+
+
+def _runnable(model: str) -> str | None:
+    if model in tiny_models.REMOTE_CODE:
+        return tiny_models.REMOTE_CODE[model]
+    if tiny_models.family(model) in ("qwen2_vl", "qwen2_5_vl"):
+        return ("transformers' Qwen2-VL processor needs torchvision's video processor, and torchvision has no CPU "
+                "build for torch 2.13 (the PyPI wheel links libtorch_cuda)")
+    return None
+
+
+def representatives(jobs: list[Job]) -> list[Job]:
+    """One runnable job per signature, in table order."""
+    seen, chosen = set(), []
+    for job in jobs:
+        if job.refusal or job.runnable:
+            continue
+        sig = job.signature()
+        if sig not in seen:
+            seen.add(sig)
+            chosen.append(job)
+    return chosen
+
+
+@dataclass
+class Result:
+    job: Job
+    returncode: int
+    seconds: float
+    log: str
+    output: Path
+    files: Path
+
+    @property
+    def trainer_state(self) -> dict:
+        path = self.output / NAME / "trainer_state.json"
+        return json.loads(path.read_text()) if path.exists() else {}
+
+
+def environment(home: Path) -> dict:
+    """The launch's environment: this interpreter's scripts first on PATH (llamafactory-cli, torchrun), offline,
+    one thread per process, and the torchaudio stand-in (tests/stubs: LLaMA-Factory imports torchaudio at import
+    time, and torchaudio has no CPU build for torch 2.13)."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("PYTEST", "COV_"))}
+    env.update({"PATH": f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}",
+                "PYTHONPATH": str(STUBS), "DISABLE_VERSION_CHECK": "1", "HF_HUB_OFFLINE": "1",
+                "HF_DATASETS_OFFLINE": "1", "HF_HOME": str(home / "hf"), "OMP_NUM_THREADS": "1",
+                "TOKENIZERS_PARALLELISM": "false", "WANDB_DISABLED": "true", "DS_ACCELERATOR": "cpu"})
+    return env
+
+
+def run(job: Job, root: Path, port: int, models: Path) -> Result:
+    """Render `job` with gen-launch into root and run its launch.sh on node 0 with the CPU overrides."""
+    fam = tiny_models.family(job.model)
+    model_dir = models / fam
+    if not (model_dir / "config.json").exists():
+        tiny_models.write_model(fam, model_dir)
+    root.mkdir(parents=True, exist_ok=True)
+    dataset = tiny_models.write_data(job.data_format, root / "data")
+    spec = job.spec(model_dir, dataset, root / "out", port)
+    (root / "spec.yaml").write_text(yaml.safe_dump(spec), encoding="utf-8")
+    env = environment(root)
+    render = subprocess.run([sys.executable, "-m", "generator", "render", str(root / "spec.yaml"), "-o",
+                             str(root / "gen")], capture_output=True, text=True, env=env)
+    files = root / "gen" / spec["job"]
+    if render.returncode != 0:
+        return Result(job, render.returncode, 0.0, render.stderr, root / "out", files)
+    start = time.monotonic()
+    launch = subprocess.run(["bash", str(files / NAME / "launch.sh"), "0", "--", *CPU_OVERRIDES],
+                            capture_output=True, text=True, env=env, cwd=root, timeout=900)
+    return Result(job, launch.returncode, time.monotonic() - start, launch.stdout + launch.stderr, root / "out",
+                  files)
