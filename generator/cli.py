@@ -173,7 +173,8 @@ def validate(job_dir: Path, mindformers_python: str | None) -> None:
     MindSpeed-LLM command lines go through parsers rebuilt from the pinned 2.2.0 declarations and the start-up
     rules of Megatron / MindSpeed / MindSpeed-LLM (each cited by file and line); MindFormers YAMLs through
     MindFormers' rules; scripts through bash -n and shellcheck; LLaMA-Factory through its argument list and, when
-    installed, its own parser and DeepSpeed's config class. Nothing in JOB_DIR is imported or run.
+    installed, its own parser, transformers' DeepSpeed reconciliation at the planned world size and DeepSpeed's
+    config class. Nothing in JOB_DIR is imported or run.
 
     \b
     Status per file: ok; problem (a defect in the file); skipped (an optional check's package is not installed);
@@ -181,8 +182,9 @@ def validate(job_dir: Path, mindformers_python: str | None) -> None:
     Exit 0 all ok or skipped; 1 any problem; 4 no problem but a broken environment.
 
     \b
-    To add LLaMA-Factory's own parser (a CPU torch, from a clone of gen-launch):
-        pip install torch==2.13.0 && pip install -c <(echo torch==2.13.0) -e '.[validate]'
+    To add LLaMA-Factory's own checks (from a clone of gen-launch; the second command only on a host without
+    CUDA, where PyPI's torchvision / torchaudio builds for torch 2.13 do not import and break transformers):
+        pip install -e '.[validate]' && pip uninstall -y torchvision torchaudio
 
     \b
     Example:

@@ -29,8 +29,8 @@ from .errors import UserError
 from .render import MANIFEST
 from .tables import load_tables
 
-INSTALL_HINT = ("pip install torch==2.13.0 && pip install -c <(echo torch==2.13.0) 'gen-launch[validate]' "
-                "(from a clone: -e '.[validate]')")
+INSTALL_HINT = ("pip install -e '.[validate]' from a clone of gen-launch, then on a host without CUDA "
+                "pip uninstall -y torchvision torchaudio")
 
 
 @dataclass(frozen=True)

@@ -62,13 +62,6 @@ class Job:
             spec["paths"]["dataset_format"] = self.data_format
         return spec
 
-    def signature(self) -> tuple:
-        """What LLaMA-Factory's code paths depend on; rows with one signature differ only in sizes and rates."""
-        plan = self.plan()
-        fp = plan.frameworks[NAME]
-        return (tiny_models.family(self.model), fp.info["template"], self.method, self.data_format,
-                plan.data.columns, deepspeed_file(fp), fp.layout.recompute, fp.layout.cards > 1)
-
     def plan(self):
         return resolve(_spec(self.model, self.method, self.hardware, self.cards, self.data_format), load_tables())
 
@@ -122,17 +115,34 @@ def _runnable(model: str) -> str | None:
     return None
 
 
-def representatives(jobs: list[Job]) -> list[Job]:
-    """One runnable job per signature, in table order."""
-    seen, chosen = set(), []
-    for job in jobs:
-        if job.refusal or job.runnable:
-            continue
-        sig = job.signature()
-        if sig not in seen:
-            seen.add(sig)
-            chosen.append(job)
+def features(job: Job) -> set[tuple]:
+    """What LLaMA-Factory's code paths depend on in a job: model family, template, method, data format and columns,
+    DeepSpeed file, recompute, several ranks. Jobs with the same features differ only in sizes and rates."""
+    plan = job.plan()
+    fp = plan.frameworks[NAME]
+    return {("family", tiny_models.family(job.model)), ("template", fp.info["template"]), ("method", job.method),
+            ("format", job.data_format), ("columns", plan.data.columns), ("deepspeed", deepspeed_file(fp)),
+            ("recompute", fp.layout.recompute), ("ranks", fp.layout.cards > 1)}
+
+
+def covering(jobs: list[Job]) -> list[Job]:
+    """Few runnable jobs that together have every feature of every runnable job (greedy set cover, table order on
+    ties): what CI runs. bench/llamafactory_exec_sweep.py runs them all."""
+    todo = [(job, features(job)) for job in jobs if not (job.refusal or job.runnable)]
+    missing = set().union(*(f for _, f in todo))
+    chosen = []
+    while missing:
+        job, have = max(todo, key=lambda pair: len(pair[1] & missing))
+        chosen.append(job)
+        missing -= have
     return chosen
+
+
+def write_models(jobs: list[Job], models: Path) -> None:
+    """The tiny checkpoint of each family `jobs` use, written once before jobs run side by side."""
+    for fam in sorted({tiny_models.family(job.model) for job in jobs}):
+        if not (models / fam / "config.json").exists():
+            tiny_models.write_model(fam, models / fam)
 
 
 @dataclass
@@ -143,6 +153,7 @@ class Result:
     log: str
     output: Path
     files: Path
+    validate: subprocess.CompletedProcess  # `gen-launch validate` on the files after the run
 
     @property
     def trainer_state(self) -> dict:
@@ -164,10 +175,8 @@ def environment(home: Path) -> dict:
 
 def run(job: Job, root: Path, port: int, models: Path) -> Result:
     """Render `job` with gen-launch into root and run its launch.sh on node 0 with the CPU overrides."""
-    fam = tiny_models.family(job.model)
-    model_dir = models / fam
-    if not (model_dir / "config.json").exists():
-        tiny_models.write_model(fam, model_dir)
+    write_models([job], models)
+    model_dir = models / tiny_models.family(job.model)
     root.mkdir(parents=True, exist_ok=True)
     dataset = tiny_models.write_data(job.data_format, root / "data")
     spec = job.spec(model_dir, dataset, root / "out", port)
@@ -177,9 +186,13 @@ def run(job: Job, root: Path, port: int, models: Path) -> Result:
                              str(root / "gen")], capture_output=True, text=True, env=env)
     files = root / "gen" / spec["job"]
     if render.returncode != 0:
-        return Result(job, render.returncode, 0.0, render.stderr, root / "out", files)
+        return Result(job, render.returncode, 0.0, render.stderr, root / "out", files, render)
     start = time.monotonic()
     launch = subprocess.run(["bash", str(files / NAME / "launch.sh"), "0", "--", *CPU_OVERRIDES],
-                            capture_output=True, text=True, env=env, cwd=root, timeout=900)
-    return Result(job, launch.returncode, time.monotonic() - start, launch.stdout + launch.stderr, root / "out",
-                  files)
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env, cwd=root,
+                            timeout=900)
+    seconds = time.monotonic() - start
+    (root / "launch.log").write_text(launch.stdout, encoding="utf-8")
+    validate = subprocess.run([sys.executable, "-m", "generator", "validate", str(files)], capture_output=True,
+                              text=True, env=env)
+    return Result(job, launch.returncode, seconds, launch.stdout, root / "out", files, validate)

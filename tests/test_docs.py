@@ -46,3 +46,9 @@ def test_readme_blocks_are_current():
 
 if __name__ == "__main__" and sys.argv[1:] == ["--update"]:
     README.write_text(rendered_readme(README.read_text(encoding="utf-8")), encoding="utf-8")
+
+
+def test_ci_runs_the_readme_test_command():
+    readme = (REPO / "README.md").read_text(encoding="utf-8")
+    command = next(line for line in readme.splitlines() if line.startswith("python3 -m pip install -e '.[test]'"))
+    assert (REPO / ".ci" / "run").read_text(encoding="utf-8").splitlines()[-1] == command
