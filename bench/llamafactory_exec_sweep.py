@@ -40,8 +40,8 @@ def main(names: list[str]) -> int:
         root = Path(tmp)
         X.write_models(todo, root / "models")
         with ThreadPoolExecutor(2) as pool:
-            results = list(pool.map(lambda pair: X.run(pair[1], root / pair[1].name, 29800 + pair[0], root / "models"),
-                                    enumerate(todo)))
+            results = list(pool.map(lambda i: X.run(todo[i], root / todo[i].name, 29800 + i, root / "models",
+                                                    validate=True), range(len(todo))))
     ok = [r for r in results if trained(r)]
     print(f"LLaMA-Factory rows x methods: {len(jobs)}; refused by gen-launch: {len(refused)}; not runnable here: "
           f"{len(elsewhere)}; run: {len(results)}; trained two steps and validated: {len(ok)}; "

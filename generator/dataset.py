@@ -13,9 +13,11 @@ from .spec import Spec
 from .tables import Model
 
 # Optional columns each format can carry beyond its required ones (LLaMA-Factory data/README.md at v0.9.5:
-# alpaca has system and history, ShareGPT-style formats system and tools; any format can carry images).
+# alpaca has system and history, ShareGPT system and tools; any format can carry images). The OpenAI format has no
+# tools column there: its tool turns (role "tool", assistant "tool_calls") fail the role check and the row is
+# dropped (data/converter.py l.161-162, l.180).
 OPTIONAL_COLUMNS = {"alpaca": ("system", "history", "images"), "sharegpt": ("system", "tools", "images"),
-                    "openai": ("system", "tools", "images")}
+                    "openai": ("system", "images")}
 
 
 @dataclass(frozen=True)
@@ -37,9 +39,10 @@ def data_format(spec: Spec, model: Model) -> str:
 def data_shape(spec: Spec, model: Model) -> DataShape:
     """The data's format and optional columns; a column the format or the model cannot use is a spec error."""
     if spec.method == "pretrain":
-        if spec.dataset_columns:
-            raise SpecError.at("paths.dataset_columns", "pretraining reads plain text (one \"text\" field per "
-                                                        "row); leave dataset_columns out")
+        for key, value in (("dataset_format", spec.dataset_format), ("dataset_columns", spec.dataset_columns)):
+            if value is not None:
+                raise SpecError.at(f"paths.{key}", f"pretraining reads plain text (one \"text\" field per row); "
+                                                   f"leave {key} out")
         return DataShape("text", ())
     fmt = data_format(spec, model)
     columns = spec.dataset_columns

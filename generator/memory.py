@@ -144,6 +144,12 @@ OFFLOAD_LIVE_PARAMS = 1_000_000_000
 OFFLOAD_SUB_GROUP = 1_000_000_000
 
 
+def _trained(model: Model) -> int:
+    """Parameters a LLaMA-Factory full fine-tune trains: a vision tower stays frozen by default (freeze_vision_tower,
+    hparams/finetuning_args.py l.527 at v0.9.5), so it has weights but no gradients or optimizer states."""
+    return model.params - model.vision_params
+
+
 def _deepspeed(model: Model, method: str, shape: LayoutShape, seq_len: int, lora_rank: int, overhead_gb: float,
                quant_bits: int | None) -> MemoryBreakdown:
     """LLaMA-Factory: no DeepSpeed (zero_stage None), ZeRO-2 (optimizer and gradients sharded) or ZeRO-3
@@ -165,12 +171,12 @@ def _deepspeed(model: Model, method: str, shape: LayoutShape, seq_len: int, lora
                            + ADAPTER_STATE_BYTES / (world if stage >= 2 else 1))
     elif shape.offload:
         weights = 2.0 * min(model.params, OFFLOAD_LIVE_PARAMS) + gathered
-        grads = optimizer = 4.0 * min(model.params, OFFLOAD_SUB_GROUP)
+        grads = optimizer = 4.0 * min(_trained(model), OFFLOAD_SUB_GROUP)
     else:
         # 18 B/param: bf16 params 2 + fp32 grads 4 + fp32 master params 4 + Adam moments 8; ZeRO-2 keeps the params.
         weights = 2.0 * model.params / (world if stage == 3 else 1) + gathered
-        grads = 4.0 * model.params / (world if stage >= 2 else 1)
-        optimizer = 12.0 * model.params / (world if stage >= 1 else 1)
+        grads = 4.0 * _trained(model) / (world if stage >= 2 else 1)
+        optimizer = 12.0 * _trained(model) / (world if stage >= 1 else 1)
     kept, working = layer_activation_bytes(model, seq_len, shape.micro_batch_size, 1, False, shape.recompute)
     activations = model.layers * kept + working
     logits = seq_len * shape.micro_batch_size * model.vocab * HF_LOGIT_BYTES

@@ -290,8 +290,12 @@ def minimum_table(tables: Tables, seq_len: int) -> list[dict]:
             if not tables.supports(name, model.name):
                 continue
             cells = {}
+            refused = "refuse" in tables.frameworks[name].models.get(model.name, {})  # the pinned version cannot
             for method in ("full", "lora"):
                 for hw in (h for h in tables.hardware.values() if h.accelerator == "npu"):
+                    if refused:
+                        cells[f"{method}/{hw.name}"] = "-"
+                        continue
                     spec = Spec(job="models", model=model.name, method=method, seq_len=seq_len, hardware=hw.name,
                                 frameworks=(name,), cards=None, sha256="")
                     try:

@@ -10,6 +10,7 @@ file, recompute, several ranks); bench/llamafactory_exec_sweep.py runs every row
 
 from __future__ import annotations
 
+import hashlib
 import json
 import math
 from concurrent.futures import ThreadPoolExecutor
@@ -83,12 +84,14 @@ def test_every_row_and_method_is_run_or_refused_with_its_reason():
 
 @pytest.mark.integration
 @pytest.mark.parametrize("job", CHOSEN, ids=lambda job: job.name)
-def test_validate_accepts_the_files_after_the_run(results, job):
-    # The CPU settings reached LLaMA-Factory on its command line only: after training, the files are as rendered
-    # (MANIFEST hashes) and LLaMA-Factory / transformers / DeepSpeed accept them at the planned world size.
+def test_the_run_left_the_files_as_rendered(results, job):
+    # The CPU settings reached LLaMA-Factory on its command line only: every file still has the hash MANIFEST gave
+    # it, and train.yaml still says bf16 and the cluster's schedule. (`gen-launch validate` on these folders, with
+    # LLaMA-Factory's own checks, is in bench/llamafactory_exec_sweep.py and test_render_llama_factory.py.)
     result = results[job.name]
-    assert result.validate.returncode == 0, result.validate.stdout
-    line = next(l for l in result.validate.stdout.splitlines() if "llama-factory/train.yaml" in l)
-    assert line.split() == ["ok", "llama-factory/train.yaml"]
+    listed = [line.split("  ", 1) for line in (result.files / "MANIFEST").read_text().splitlines()
+              if line and not line.startswith("#")]
+    assert listed and all(hashlib.sha256((result.files / path).read_bytes()).hexdigest() == digest
+                          for digest, path in listed)
     train = yaml.safe_load((result.files / X.NAME / "train.yaml").read_text())
     assert train["bf16"] is True and "max_steps" not in train and result.trainer_state["max_steps"] == 2

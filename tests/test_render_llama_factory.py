@@ -149,11 +149,32 @@ def test_dataset_info_registers_only_the_columns_the_data_has():
 @pytest.mark.parametrize("columns,message", [
     (["tools"], "paths.dataset_columns.0: 'tools' is not a column of alpaca data; alpaca allows: system, history"),
     (["images"], "paths.dataset_columns.0: qwen3-8b is a text model: it cannot train on images"),
+    # OpenAI-style tool turns fail LLaMA-Factory's role check and the row is dropped (data/converter.py l.161-162)
+    (["tools"], "paths.dataset_columns.0: 'tools' is not a column of openai data; openai allows: system, images"),
 ])
 def test_a_column_the_data_cannot_have_is_refused(columns, message):
+    fmt = "openai" if "openai" in message else "alpaca"
     with pytest.raises(SpecError, match=re.escape(message)):
         render_job(T, model="qwen3-8b", method="lora", frameworks=["llama-factory"],
-                   paths={"dataset": "/d/a.json", "dataset_columns": columns})
+                   paths={"dataset": "/d/a.json", "dataset_format": fmt, "dataset_columns": columns})
+
+
+@pytest.mark.parametrize("key,value", [("dataset_format", "sharegpt"), ("dataset_columns", ["system"])])
+def test_pretraining_data_is_plain_text(key, value):
+    with pytest.raises(SpecError, match=f"paths.{key}: pretraining reads plain text"):
+        render_job(T, model="qwen3-8b", method="pretrain", frameworks=["llama-factory"],
+                   paths={"dataset": "/d/t.jsonl", key: value})
+
+
+def test_full_fine_tuning_a_vision_model_trains_the_language_model_only():
+    # LLaMA-Factory freezes the vision tower by default (freeze_vision_tower, hparams/finetuning_args.py l.527 at
+    # v0.9.5): its weights are held, with no gradients or Adam states.
+    plan, _ = render_job(T, model="gemma3-27b", method="full", frameworks=["llama-factory"], cards=16)
+    lay, shape = plan.frameworks["llama-factory"].layout, plan.shape
+    assert shape.vision_params > 0 and not lay.offload
+    trained = shape.params - shape.vision_params
+    assert lay.memory.gradients == pytest.approx(4.0 * trained / lay.cards / 2**30)
+    assert lay.memory.optimizer == pytest.approx(12.0 * trained / lay.cards / 2**30)
 
 
 def test_vision_language_data_registers_images_tags_and_media_dir():
@@ -258,6 +279,29 @@ def test_multi_node_launch_exports_the_socket_interface(tmp_path, hardware, vari
     result, got = run_launch(tmp_path, ["1"], **fields)  # unset: the launch says so and still starts
     assert variable not in got["env"]
     assert f"note: {variable} is unset" in result.stderr and "cluster.socket_ifname" in result.stderr
+
+
+def test_socket_interface_in_the_libraries_own_syntax(tmp_path):
+    # HCCL and NCCL take comma lists, "=" for exact names and "^" to exclude.
+    result, got = run_launch(tmp_path, ["1"], model="qwen2.5-32b", method="full", cards=16,
+                             cluster={"socket_ifname": "^docker,lo"})
+    assert got["env"]["HCCL_SOCKET_IFNAME"] == "^docker,lo"
+
+
+@pytest.mark.parametrize("args,message", [
+    (["0", "max_steps=10"], "unexpected argument(s): max_steps=10   (overrides go after --)"),
+    (["0", "--", "run_name=my run"], "override 'run_name=my run' is empty or contains white space"),
+    (["0", "--", ""], "override '' is empty"),
+])
+def test_launch_refuses_what_it_would_drop_or_mangle(tmp_path, args, message):
+    # Words after MASTER_ADDR were dropped silently; LLaMA-Factory's launcher joins the overrides with spaces and
+    # splits them again (launcher.py l.107, l.127), so one with a space would become two.
+    plan, files = render_job(T, frameworks=["llama-factory"], model="qwen3-8b", method="lora", cards=8,
+                             paths={"model_dir": "/m", "dataset": "/d.json", "output_dir": "/o"})
+    write(files, tmp_path, plan.job, force=False)
+    result = subprocess.run(["bash", str(tmp_path / plan.job / "llama-factory" / "launch.sh"), *args],
+                            capture_output=True, text=True, env={**os.environ, "PATH": "/usr/bin:/bin"})
+    assert result.returncode == 2 and message in result.stderr
 
 
 def test_one_node_launch_leaves_the_socket_interface_alone(tmp_path):

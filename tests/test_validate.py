@@ -5,9 +5,11 @@ from __future__ import annotations
 import hashlib
 import json
 import re
+import socket
 import sys
 from pathlib import Path
 
+import pytest
 from click.testing import CliRunner
 
 from generator.checks import llama_factory
@@ -144,6 +146,37 @@ def test_a_broken_torch_is_an_environment_problem(tmp_path, monkeypatch):
     line = next(l for l in result.output.splitlines() if "llama-factory/train.yaml" in l)
     assert result.exit_code == 4 and line.split()[0] == "env", result.output
     assert "Reinstall with: pip install" in line and "problem" not in result.output
+
+
+def test_a_busy_rendezvous_port_is_an_environment_problem(tmp_path, monkeypatch):
+    # Review: the check's single-rank rendezvous on a taken port was reported as a defect in the file.
+    require("llamafactory", "deepspeed")
+    job = render(tmp_path)
+    with socket.socket() as busy:
+        busy.bind(("127.0.0.1", 0))
+        busy.listen()
+        monkeypatch.setattr(llama_factory, "_free_port", lambda: busy.getsockname()[1])
+        monkeypatch.setattr(llama_factory, "_VERDICTS", {})
+        result = CliRunner().invoke(main, ["validate", str(job)])
+    line = next(l for l in result.output.splitlines() if "llama-factory/train.yaml" in l)
+    assert result.exit_code == 4 and line.split()[0] == "env" and "DistNetworkError" in line, result.output
+
+
+@pytest.mark.parametrize("old,new,message", [
+    ('flash_attn: "fa2"', 'flash_attn: "fa4"', "flash_attn: 'fa4' is not one of auto, disabled, sdpa, fa2, fa3"),
+    ("bf16: true", "bf16: false", "bf16 must be on (and fp16 off)"),
+    ("gradient_accumulation_steps: ", "gradient_accumulation_steps: 1", "is not the plan's global batch"),
+])
+def test_hand_edits_upstream_accepts_but_the_job_would_not_survive(tmp_path, old, new, message):
+    # Review: LLaMA-Factory's parser takes any string for flash_attn (it fails at model load,
+    # model/model_utils/attention.py); bf16 off trains in fp32, which the plan does not count.
+    job = render(tmp_path)
+    text = (job / "llama-factory" / "train.yaml").read_text()
+    assert old in text
+    rewrite(job, "llama-factory/train.yaml", re.sub(re.escape(old) + r"\S*", new, text, count=1))
+    result = CliRunner().invoke(main, ["validate", str(job)])
+    line = next(l for l in result.output.splitlines() if "llama-factory/train.yaml" in l)
+    assert result.exit_code == 1 and line.split()[0] == "problem" and message in line, result.output
 
 
 def test_files_are_checked_against_each_other(tmp_path):

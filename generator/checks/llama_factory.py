@@ -3,8 +3,10 @@ through LLaMA-Factory's own parser and DeepSpeed's config class when they are in
 
 from __future__ import annotations
 
+import hashlib
 import importlib.util
 import os
+import socket
 import sys
 from functools import lru_cache
 from pathlib import Path
@@ -20,7 +22,14 @@ def llamafactory_args() -> dict[str, str]:
     return {row[0]: row[1] for row in (line.split("\t") for line in lines if line and not line.startswith("#"))}
 
 
+# Enum-typed arguments: their dataclass takes any string and the value fails only when the model loads.
+# LLaMA-Factory 0.9.5 src/llamafactory/extras/constants.py l.130-135 (AttentionFunction).
+ENUMS = {"AttentionFunction": ("auto", "disabled", "sdpa", "fa2", "fa3")}
+
+
 def _type_ok(value, kind: str) -> bool:
+    if kind in ENUMS:
+        return value in ENUMS[kind]
     if value is None:
         return "None" in kind
     if isinstance(value, bool):
@@ -41,9 +50,13 @@ def llamafactory_problems(train: dict, deepspeed: dict | None, world: int, globa
     args = llamafactory_args()
     problems = [f"{key} is not a LLaMA-Factory 0.9.5 argument" for key in train if key not in args]
     problems += [f"{key}: {value!r} is not of type {args[key]}" for key, value in train.items()
-                 if key in args and not _type_ok(value, args[key])]
+                 if key in args and not _type_ok(value, args[key]) and args[key] not in ENUMS]
+    problems += [f"{key}: {value!r} is not one of {', '.join(ENUMS[args[key]])}" for key, value in train.items()
+                 if key in args and args[key] in ENUMS and not _type_ok(value, args[key])]
     if "max_samples" in train:
         problems.append("max_samples silently cuts the data set")
+    if train.get("bf16") is not True or train.get("fp16"):
+        problems.append("bf16 must be on (and fp16 off): the plan's memory and time count bf16 training")
     micro, accum = train.get("per_device_train_batch_size", 8), train.get("gradient_accumulation_steps", 1)
     if global_batch is not None and micro * accum * world != global_batch:
         problems.append(f"micro {micro} x accumulation {accum} x world {world} is not the plan's global batch "
@@ -107,7 +120,9 @@ try:
                 return world
         c.DeepSpeedConfig(ds.config, mpu=Mpu())
 except Exception as exc:
-    print(json.dumps({"status": "problem", "detail": f"{type(exc).__name__}: {' '.join(str(exc).split())}"}))
+    import torch.distributed as dist  # a rendezvous that cannot open (port taken) is the host's problem, not the file's
+    status = "env" if isinstance(exc, dist.DistError) else "problem"
+    print(json.dumps({"status": status, "detail": f"{type(exc).__name__}: {' '.join(str(exc).split())}"}))
     sys.exit(0)
 print(json.dumps({"status": "ok", "detail": ""}))
 """
@@ -117,12 +132,39 @@ def llamafactory_parser_check(folder: Path, world: int, hidden: int, global_batc
     """Run LLaMA-Factory's get_train_args on train.yaml (single rank on loopback), then fill its DeepSpeed JSON with
     transformers' HfTrainerDeepSpeedConfig as the `world` ranks of the planned job would (a model of `hidden`
     size), require its train_batch_size to be the plan's `global_batch` and pass the result to DeepSpeed's own
-    DeepSpeedConfig (reference llamafactory_deepspeed.md s1.3, s3.3): ("ok" | "problem" | "env", detail). "env": the packages are there but
-    do not import or run here (a broken install), which says nothing about the file."""
+    DeepSpeedConfig (reference llamafactory_deepspeed.md s1.3, s3.3): ("ok" | "problem" | "env", detail). "env":
+    the packages are there but do not import or run here (a broken install), which says nothing about the file.
+    A verdict on the same bytes by the same check and interpreter is reused within a process (a child takes
+    seconds)."""
+    key = (sys.executable, LLAMAFACTORY_CHECK, _digest(folder), world, hidden, global_batch)
+    if key in _VERDICTS:
+        return _VERDICTS[key]
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "DS_ACCELERATOR": "cpu", "LOCAL_RANK": "0", "RANK": "0",
-           "WORLD_SIZE": "1", "LOCAL_WORLD_SIZE": "1", "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": "29555"}
-    return run_isolated(sys.executable, LLAMAFACTORY_CHECK, [str(world), str(hidden), str(global_batch)], folder,
-                        env)
+           "WORLD_SIZE": "1", "LOCAL_WORLD_SIZE": "1", "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(_free_port())}
+    verdict = run_isolated(sys.executable, LLAMAFACTORY_CHECK, [str(world), str(hidden), str(global_batch)], folder,
+                           env)
+    if verdict[0] != "env":  # a broken environment may be repaired
+        _VERDICTS[key] = verdict
+    return verdict
+
+
+_VERDICTS: dict[tuple, tuple[str, str]] = {}
+
+
+def _digest(folder: Path) -> str:
+    """The bytes the check reads: train.yaml and the JSON files beside it (the DeepSpeed file it names)."""
+    digest = hashlib.sha256()
+    for path in [folder / "train.yaml", *sorted(folder.glob("*.json"))]:
+        digest.update(path.name.encode() + b"\0" + (path.read_bytes() if path.is_file() else b"") + b"\0")
+    return digest.hexdigest()
+
+
+def _free_port() -> int:
+    """A loopback port nothing listens on now: the single-rank rendezvous LLaMA-Factory's parser opens for DeepSpeed
+    (hparams/parser.py l.353) must not meet another validate or a running job."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
 
 
 def llamafactory_installed() -> bool:

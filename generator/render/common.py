@@ -20,9 +20,11 @@ def master_word(plan: Plan, fp: FrameworkPlan) -> str:
 
 def launch_context(plan: Plan, fp: FrameworkPlan, path_keys: list[str], overrides_to: str | None = None) -> dict:
     """The shared prologue's values; `overrides_to`: the program that takes the words after "--" (None: none)."""
+    address = master_addr(plan, fp)
     return {
         "nodes": fp.layout.nodes,
-        "master_addr": master_addr(plan, fp),
+        "master_addr": address,
+        "max_args": 1 if address else 2,  # NODE_RANK, and MASTER_ADDR when the spec has none
         "master_port": plan.master_port,
         "socket_ifname": plan.socket_ifname,
         "socket_ifname_env": plan.socket_ifname_env,
