@@ -42,7 +42,7 @@ def main(names: list[str]) -> int:
         with ThreadPoolExecutor(2) as pool:
             results = list(pool.map(lambda i: X.run(todo[i], root / todo[i].name, 29800 + i, root / "models",
                                                     validate=True), range(len(todo))))
-    ok = [r for r in results if trained(r)]
+        ok = [r for r in results if trained(r)]  # reads the outputs, before the folder goes
     print(f"LLaMA-Factory rows x methods: {len(jobs)}; refused by gen-launch: {len(refused)}; not runnable here: "
           f"{len(elsewhere)}; run: {len(results)}; trained two steps and validated: {len(ok)}; "
           f"failed: {len(results) - len(ok)}  ({time.monotonic() - start:.0f} s)")

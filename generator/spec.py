@@ -11,7 +11,7 @@ import json
 from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterator
 
 import jsonschema
 import yaml
@@ -140,11 +140,26 @@ def _yaml_problem(exc: yaml.YAMLError) -> str:
 
 def schema_problems(data: Any) -> list[Problem]:
     """Every schema violation of `data`, one sentence each."""
-    problems: list[Problem] = []
+    problems: list[Problem] = list(_control_characters(data, []))
     for error in _validator().iter_errors(data):
         problems.extend(_describe(error))
     unique = {(p.path, p.message): p for p in problems}
     return sorted(unique.values(), key=lambda p: (p.path, p.message))
+
+
+def _control_characters(node: Any, parts: list) -> Iterator[Problem]:
+    """Strings with a newline or another control character: the schema's patterns end in "$", which Python's re
+    (what jsonschema uses) also matches before a final newline, and no value here may carry one into a file name,
+    a shell word or an environment variable."""
+    if isinstance(node, dict):
+        for key, value in node.items():
+            yield from _control_characters(value, [*parts, key])
+    elif isinstance(node, list):
+        for i, value in enumerate(node):
+            yield from _control_characters(value, [*parts, i])
+    elif isinstance(node, str) and any(ord(ch) < 32 or ord(ch) == 127 for ch in node):
+        yield Problem(_key_path(parts), f"{show(node)} contains a newline or another control "
+                                        f"character; no value may")
 
 
 def _key_path(parts) -> str:

@@ -284,6 +284,6 @@ def _llama_factory(file: Path, plan: dict | None) -> Result:
     if status == "problem":
         return Result(path, "problem", f"LLaMA-Factory / transformers / DeepSpeed reject it: {detail}")
     if status == "env":
-        return Result(path, "env", f"LLaMA-Factory is installed but does not run here ({detail}); the offline "
-                                   f"checks passed. Reinstall with: {INSTALL_HINT}")
+        return Result(path, "env", f"LLaMA-Factory's own check could not run here ({detail}); the offline checks "
+                                   f"passed. If a package does not import, reinstall with: {INSTALL_HINT}")
     return Result(path, "ok")

@@ -46,10 +46,12 @@ class Job:
     data_format: str  # "alpaca" | "sharegpt" | "openai" | "text"
     refusal: str | None = None
     runnable: str | None = None  # why this machine cannot run it (None: it can)
+    columns: tuple[str, ...] | None = None  # paths.dataset_columns (None: the default)
+    variant: str = ""  # names a job of VARIANTS apart from the row x method job
 
     @property
     def name(self) -> str:
-        return f"{self.model}-{self.method}"
+        return f"{self.model}-{self.method}{'-' + self.variant if self.variant else ''}"
 
     def spec(self, model_dir: Path, dataset: Path, output: Path, port: int) -> dict:
         spec = {"job": self.name.replace("_", "-"), "model": self.model, "method": self.method, "seq_len": SEQ_LEN,
@@ -60,16 +62,30 @@ class Job:
             spec["quantization_bit"] = 4
         if self.data_format != "text":
             spec["paths"]["dataset_format"] = self.data_format
+        if self.columns is not None:
+            spec["paths"]["dataset_columns"] = list(self.columns)
         return spec
 
     def plan(self):
-        return resolve(_spec(self.model, self.method, self.hardware, self.cards, self.data_format), load_tables())
+        return resolve(_spec(self.model, self.method, self.hardware, self.cards, self.data_format, self.columns),
+                       load_tables())
 
 
-def _spec(model: str, method: str, hardware: str, cards: int | None, data_format: str) -> Spec:
+def _spec(model: str, method: str, hardware: str, cards: int | None, data_format: str,
+          columns: tuple[str, ...] | None = None) -> Spec:
     return Spec(job="j", model=model, method=method, seq_len=SEQ_LEN, hardware=hardware, frameworks=(NAME,),
                 cards=cards, sha256="", quantization_bit=4 if method == "qlora" else None,
-                dataset_format=None if data_format == "text" else data_format)
+                dataset_format=None if data_format == "text" else data_format, dataset_columns=columns)
+
+
+# What the row x method jobs (one GPU card where one card holds them) do not reach: the Ascend rendering
+# (ASCEND_RT_VISIBLE_DEVICES, the NPU QLoRA keys), QLoRA under DeepSpeed (ZeRO-2 on several cards) and the optional
+# data columns each format can have.
+VARIANTS = [
+    Job("qwen2-0.5b", "qlora", "snt9b", 2, "alpaca", variant="snt9b-2"),
+    Job("qwen2-0.5b", "lora", "snt9b", 1, "alpaca", columns=("system", "history"), variant="system-history"),
+    Job("qwen2-0.5b", "full", "snt9b", 1, "sharegpt", columns=("system", "tools"), variant="system-tools"),
+]
 
 
 def data_format(model: str, method: str) -> str:
@@ -89,7 +105,7 @@ def all_jobs() -> list[Job]:
         for method in tables.frameworks[NAME].methods:
             fmt = data_format(model, method)
             jobs.append(_place(model, method, fmt))
-    return jobs
+    return jobs + VARIANTS
 
 
 def _place(model: str, method: str, fmt: str) -> Job:
@@ -110,19 +126,21 @@ def _runnable(model: str) -> str | None:
     if model in tiny_models.REMOTE_CODE:
         return tiny_models.REMOTE_CODE[model]
     if tiny_models.family(model) in ("qwen2_vl", "qwen2_5_vl"):
-        return ("transformers' Qwen2-VL processor needs torchvision's video processor, and torchvision has no CPU "
-                "build for torch 2.13 (the PyPI wheel links libtorch_cuda)")
+        return ("transformers' Qwen2-VL processor needs torchvision's video processor, and the only torchvision for "
+                "torch 2.13 this machine's registries offer is a CUDA build that does not import here")
     return None
 
 
 def features(job: Job) -> set[tuple]:
     """What LLaMA-Factory's code paths depend on in a job: model family, template, method, data format and columns,
-    DeepSpeed file, recompute, several ranks. Jobs with the same features differ only in sizes and rates."""
+    DeepSpeed file, recompute, several ranks, accelerator. Jobs with the same features differ only in sizes and
+    rates."""
     plan = job.plan()
     fp = plan.frameworks[NAME]
     return {("family", tiny_models.family(job.model)), ("template", fp.info["template"]), ("method", job.method),
             ("format", job.data_format), ("columns", plan.data.columns), ("deepspeed", deepspeed_file(fp)),
-            ("recompute", fp.layout.recompute), ("ranks", fp.layout.cards > 1)}
+            ("recompute", fp.layout.recompute), ("ranks", fp.layout.cards > 1), ("accelerator", plan.accelerator),
+            ("quantized deepspeed", job.method == "qlora" and deepspeed_file(fp) is not None)}
 
 
 def cost(job: Job) -> int:
@@ -188,7 +206,7 @@ def run(job: Job, root: Path, port: int, models: Path, validate: bool = False) -
     write_models([job], models)
     model_dir = models / tiny_models.family(job.model)
     root.mkdir(parents=True, exist_ok=True)
-    dataset = tiny_models.write_data(job.data_format, root / "data")
+    dataset = tiny_models.write_data(job.data_format, root / "data", job.columns or ())
     spec = job.spec(model_dir, dataset, root / "out", port)
     (root / "spec.yaml").write_text(yaml.safe_dump(spec), encoding="utf-8")
     env = environment(root)

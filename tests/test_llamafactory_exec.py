@@ -56,6 +56,8 @@ def test_generated_files_train_two_steps(results, job):
     assert f"Initializing {ranks} distributed tasks at: 127.0.0.1:" in result.log  # LLaMA-Factory launcher.py
     if job.method == "qlora":
         assert "Quantizing model to 4 bit with bitsandbytes" in result.log
+        # LLaMA-Factory's Ascend QLoRA example turns double quantization off (train_qlora/qwen3_lora_sft_bnb_npu.yaml)
+        assert train.get("double_quantization", True) is (job.plan().accelerator != "npu")
     if ("columns", ("images",)) in X.features(job):
         # Each row's "<image>" met its image: LLaMA-Factory's mm_plugin raises when the counts differ, so two
         # steps trained on the images (defect 3: no images column made this fail).
@@ -63,12 +65,20 @@ def test_generated_files_train_two_steps(results, job):
         assert next(iter(info.values()))["columns"]["images"] == "images"
 
 
-def test_ci_covers_every_feature_of_the_runnable_rows():
+def test_ci_covers_what_the_issue_names():
+    # Every family and template the runnable rows use, both data formats and the multimodal one, every method, each
+    # DeepSpeed file, several ranks and both accelerators' renderings.
     runnable = [job for job in JOBS if not (job.refusal or job.runnable)]
-    assert set().union(*map(X.features, CHOSEN)) == set().union(*map(X.features, runnable))
-    formats = {job.data_format for job in CHOSEN}
-    assert {"alpaca", "sharegpt", "openai", "text"} <= formats
-    assert {job.method for job in CHOSEN} == {"full", "lora", "qlora", "pretrain"}
+    have = set().union(*map(X.features, CHOSEN))
+    assert {("family", f) for f in ("llama3", "llama2", "qwen2", "qwen3", "glm4", "gemma3", "bloom")} <= have
+    assert {f for f in have if f[0] == "template"} == {f for job in runnable for f in X.features(job)
+                                                       if f[0] == "template"}
+    assert {("format", f) for f in ("alpaca", "sharegpt", "openai", "text")} <= have
+    assert {("method", m) for m in ("full", "lora", "qlora", "pretrain")} <= have
+    assert {("deepspeed", d) for d in (None, "ds_z2_config.json", "ds_z3_config.json",
+                                       "ds_z3_offload_config.json")} <= have
+    assert {("ranks", True), ("accelerator", "npu"), ("accelerator", "gpu"), ("quantized deepspeed", True),
+            ("columns", ("images",)), ("columns", ("system", "history")), ("columns", ("system", "tools"))} <= have
 
 
 def test_every_row_and_method_is_run_or_refused_with_its_reason():

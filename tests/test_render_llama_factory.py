@@ -211,6 +211,21 @@ def test_every_template_exists_in_the_pinned_llamafactory_or_the_row_is_refused(
     assert "baichuan2" not in TEMPLATES and "refuse" in rows["baichuan2-7b"]
 
 
+def test_each_rows_template_is_the_one_llamafactory_registers_for_its_model(tmp_path):
+    # A wrong but existing template trains on the wrong chat format; LLaMA-Factory 0.9.5 names each chat model's
+    # template (extras/constants.py register_model_group -> DEFAULT_TEMPLATE).
+    require("llamafactory")
+    code = ("import json; from llamafactory.extras.constants import DEFAULT_TEMPLATE as T, SUPPORTED_MODELS as M; "
+            "print(json.dumps({str(p): T[n] for n, ps in M.items() if n in T for p in ps.values()}))")
+    upstream = json.loads(subprocess.run([sys.executable, "-c", code], env=environment(tmp_path),
+                                         capture_output=True, text=True, check=True).stdout)
+    rows = T.frameworks["llama-factory"].models
+    checked = {m: (row["template"], upstream[T.model(m).hf_id]) for m, row in rows.items()
+               if "refuse" not in row and T.model(m).hf_id in upstream}
+    assert len(checked) >= 10, checked
+    assert {m: pair for m, pair in checked.items() if pair[0] != pair[1]} == {}
+
+
 def test_baichuan2_is_refused_with_the_reason():
     with pytest.raises(SpecError, match="no longer registers the baichuan2 template"):
         render_job(T, model="baichuan2-7b", method="qlora", frameworks=["llama-factory"], quantization_bit=4)
@@ -290,7 +305,9 @@ def test_socket_interface_in_the_libraries_own_syntax(tmp_path):
 
 @pytest.mark.parametrize("args,message", [
     (["0", "max_steps=10"], "unexpected argument(s): max_steps=10   (overrides go after --)"),
-    (["0", "--", "run_name=my run"], "override 'run_name=my run' is empty or contains white space"),
+    (["0", "--", "run_name=my run"], "override 'run_name=my run' is empty or has white space"),
+    (["0", "--", "output_dir=/a\u00a0b"], "override 'output_dir=/a\u00a0b' is empty or has white space"),
+    (["0", "--", "x=\x1fy"], "override 'x=\x1fy' is empty or has white space"),
     (["0", "--", ""], "override '' is empty"),
 ])
 def test_launch_refuses_what_it_would_drop_or_mangle(tmp_path, args, message):

@@ -253,6 +253,11 @@ def test_launch_refuses_a_bad_node_rank_and_placeholders(tmp_path):
     no_addr = {k: v for k, v in os.environ.items() if k != "MASTER_ADDR"}
     result = subprocess.run(["bash", str(script), "0"], env=no_addr, capture_output=True, text=True)
     assert result.returncode != 0 and "MASTER_ADDR" in result.stderr
+    # An option-like second word is not an address (it reached msrun as --master_addr=--); a third is refused.
+    for args, message in ((["1", "--"], "MASTER_ADDR must be an IP address"),
+                          (["1", "10.0.0.9", "x"], "unexpected argument(s): x")):
+        result = subprocess.run(["bash", str(script), *args], env=no_addr, capture_output=True, text=True)
+        assert result.returncode == 2 and message in result.stderr, result.stderr
 
 
 def test_hostile_values_are_inert_in_the_yaml():

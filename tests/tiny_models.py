@@ -127,9 +127,14 @@ def write_model(fam: str, folder: Path) -> Path:
 
 # Data shaped as upstream's demo files (data/alpaca_en_demo.json, data/glaive_toolcall-like ShareGPT rows,
 # data/mllm_demo.json, data/c4_demo.jsonl): only the columns those files have.
-def write_data(fmt: str, folder: Path, rows: int = 16) -> Path:
-    """Write `rows` rows of `fmt` data ("alpaca", "sharegpt", "openai" with images, "text") and return the file."""
+def write_data(fmt: str, folder: Path, columns: tuple[str, ...] = (), rows: int = 16) -> Path:
+    """Write `rows` rows of `fmt` data ("alpaca", "sharegpt", "openai" with images, "text") with the optional
+    `columns` (alpaca: system, history; sharegpt: system, tools, as data/README.md describes them) and return the
+    file."""
     folder.mkdir(parents=True, exist_ok=True)
+    extra = {"system": "you are a model", "history": [["hello", "hello world"]],
+             "tools": json.dumps([{"name": "answer", "description": "give one answer",
+                                   "parameters": {"type": "object", "properties": {}}}])}
     if fmt == "alpaca":
         data = [{"instruction": "give one answer", "input": "", "output": "hello world"} for _ in range(rows)]
     elif fmt == "sharegpt":
@@ -145,6 +150,7 @@ def write_data(fmt: str, folder: Path, rows: int = 16) -> Path:
         path.write_text("".join(json.dumps({"text": "the answer is one two three " * 8}) + "\n"
                                 for _ in range(rows)), encoding="utf-8")
         return path
+    data = [{**row, **{column: extra[column] for column in columns}} for row in data]
     path = folder / ("train.jsonl" if fmt == "sharegpt" else "train.json")
     if fmt == "sharegpt":
         path.write_text("".join(json.dumps(row) + "\n" for row in data), encoding="utf-8")
