@@ -43,6 +43,7 @@ def main(names: list[str]) -> int:
             results = list(pool.map(lambda i: X.run(todo[i], root / todo[i].name, 29800 + i, root / "models",
                                                     validate=True), range(len(todo))))
         ok = [r for r in results if trained(r)]  # reads the outputs, before the folder goes
+    failed = [r for r in results if r not in ok]
     print(f"LLaMA-Factory rows x methods: {len(jobs)}; refused by gen-launch: {len(refused)}; not runnable here: "
           f"{len(elsewhere)}; run: {len(results)}; trained two steps and validated: {len(ok)}; "
           f"failed: {len(results) - len(ok)}  ({time.monotonic() - start:.0f} s)")
@@ -50,10 +51,9 @@ def main(names: list[str]) -> int:
         print(f"  refused x{count}: {reason}")
     for reason, count in Counter(job.runnable for job in elsewhere).items():
         print(f"  not runnable here x{count}: {reason}")
-    for result in results:
-        if not trained(result):
-            print(f"  FAILED {result.job.name} (exit {result.returncode}):\n    "
-                  + "\n    ".join((result.log + result.validate.stdout).splitlines()[-15:]))
+    for result in failed:
+        print(f"  FAILED {result.job.name} (exit {result.returncode}):\n    "
+              + "\n    ".join((result.log + result.validate.stdout).splitlines()[-15:]))
     for result in sorted(results, key=lambda r: -r.seconds)[:5]:
         print(f"  slowest: {result.job.name} {result.seconds:.0f} s")
     return 0 if len(ok) == len(results) else 1
