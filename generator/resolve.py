@@ -125,8 +125,8 @@ def _job_refusal(tables: Tables, name: str, model: Model, spec: Spec) -> str | N
     if offered is not None and spec.method not in offered:
         return (f"gen-launch follows no upstream {name} {spec.method} config for {model.name} yet, so it writes "
                 f"none (offered: {', '.join(offered)})")
-    if "refuse" in fw.models.get(model.name, {}):
-        return f"{name} cannot train {model.name}: {fw.models[model.name]['refuse']}"
+    if fw.refusal(model.name):
+        return f"{name} cannot train {model.name}: {fw.refusal(model.name)}"
     fmt = data_format(spec, model)
     if spec.method != "pretrain" and fmt not in fw.dataset_formats:
         return f"{name} fine-tuning reads {' or '.join(fw.dataset_formats)} data, not {fmt} (paths.dataset_format)"
@@ -266,7 +266,7 @@ def _paths(spec: Spec, model: Model, plans: dict[str, FrameworkPlan], data: Data
         defaults["mcore_ckpt_dir"] = f"{output.rstrip('/')}/mcore_tp{lay.tp}_pp{lay.pp}"
     if "images" in data.columns:
         # Upstream keeps the images beside the data file (data/mllm_demo.json -> data/mllm_demo_data/).
-        defaults["media_dir"] = given.get("dataset", "/path/to/data/train.json").rsplit("/", 1)[0] or "/"
+        defaults["media_dir"] = given.get("dataset", defaults["dataset"]).rsplit("/", 1)[0] or "/"
     elif "media_dir" in given:
         raise SpecError.at("paths.media_dir", "the data has no images column (paths.dataset_columns), so no "
                                               "framework reads media_dir")
@@ -290,7 +290,7 @@ def minimum_table(tables: Tables, seq_len: int) -> list[dict]:
             if not tables.supports(name, model.name):
                 continue
             cells = {}
-            refused = "refuse" in tables.frameworks[name].models.get(model.name, {})  # the pinned version cannot
+            refused = tables.frameworks[name].refusal(model.name) is not None  # the pinned version cannot train it
             for method in ("full", "lora"):
                 for hw in (h for h in tables.hardware.values() if h.accelerator == "npu"):
                     if refused:

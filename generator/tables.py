@@ -205,6 +205,10 @@ class Framework:
     templates: tuple[str, ...] | None = None  # chat templates the pinned version registers (every row's must be one)
     flash_attn: str | None = None  # the attention kernel setting written into its config (the memory model's)
 
+    def refusal(self, model: str) -> str | None:
+        """Why the pinned version cannot train `model` (its row's `refuse`), or None."""
+        return (self.models.get(model) or {}).get("refuse")
+
     def methods_for(self, model: str) -> tuple[str, ...] | None:
         """Methods this framework offers for `model` when its row limits them (None: all)."""
         info = self.models.get(model) or {}
@@ -323,7 +327,7 @@ def _check_templates(fw: Framework) -> None:
         return
     for model, info in fw.models.items():
         info = info or {}
-        if "refuse" not in info and info.get("template") not in fw.templates:
+        if fw.refusal(model) is None and info.get("template") not in fw.templates:
             raise ValueError(f"frameworks.yaml {fw.name} {model}: template {info.get('template')!r} is not registered "
                              f"by the pinned version (and the row gives no `refuse` reason)")
 
