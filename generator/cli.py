@@ -18,7 +18,7 @@ from . import __version__
 from .errors import UserError
 from .plan import Plan
 from .render import check as check_files
-from .render import environment, plan_changes, render_files, write
+from .render import compare, environment, render_files, write
 from .resolve import minimum_table, resolve
 from .spec import load_spec
 from .tables import load_tables
@@ -111,11 +111,13 @@ def render(spec: str, out_dir: Path, force: bool, strict: bool, dry_run: bool) -
     _strict_exit(result, strict)
     files = render_files(result)
     try:
-        changes = plan_changes(files, out_dir / result.job) if dry_run else write(files, out_dir, result.job, force)
+        written = None if dry_run else write(files, out_dir, result.job, force)
     except UserError as error:
         _fail(error, spec)
-    for change in changes:
+    for change in written.changes if written else compare(files, out_dir / result.job):
         click.echo(f"{change.action:>9}  {out_dir / result.job / change.path}")
+    if written and written.backup:
+        click.echo(f"kept the folder as it was (with the edits --force replaced) in {written.backup}", err=True)
 
 
 @main.command()

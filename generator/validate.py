@@ -14,9 +14,7 @@ No code from the job folder is run or imported.
 
 from __future__ import annotations
 
-import hashlib
 import json
-import os
 import re
 from dataclasses import dataclass
 from pathlib import Path
@@ -26,7 +24,7 @@ import yaml
 from .checks import llama_factory, mindformers, mindspeed_llm
 from .checks.shell import assignment, bash_arrays, shell_problems
 from .errors import UserError
-from .render import MANIFEST
+from .jobdir import MANIFEST, parse_manifest, read_regular, safe_relative, scan
 from .tables import load_tables
 
 INSTALL_HINT = ("pip install -e '.[validate]' from a clone of gen-launch, then on a host without CUDA "
@@ -40,54 +38,48 @@ class Result:
     detail: str = ""
 
 
-def _manifest(job_dir: Path) -> dict[str, str]:
-    manifest = job_dir / MANIFEST
-    if not manifest.is_file():
-        raise UserError(f"{job_dir}: no {MANIFEST}; not a folder gen-launch render wrote")
-    listed = {}
-    for line in manifest.read_text(encoding="utf-8").splitlines():
-        if line and not line.startswith("#"):
-            digest, _, path = line.partition("  ")
-            listed[path] = digest
-    return listed
-
-
 def validate(job_dir: Path, mindformers_python: str | None = None) -> list[Result]:
-    """`mindformers_python`: an interpreter with mindformers and MindSpore, for MindFormers' own loader (opt-in)."""
-    listed = _manifest(job_dir)
+    """`mindformers_python`: an interpreter with mindformers and MindSpore, for MindFormers' own loader (opt-in).
+
+    Only regular files found by a walk of the folder are read (jobdir.scan: no link followed, no FIFO opened);
+    MANIFEST's paths are compared with them, never opened."""
+    if job_dir.is_symlink():
+        raise UserError(f"{job_dir} is a symbolic link; validate reads only a real job folder")
+    data = read_regular(job_dir / MANIFEST)
+    if data is None:
+        raise UserError(f"{job_dir}: no {MANIFEST} (or not a regular file); not a folder gen-launch render wrote")
+    manifest, found = parse_manifest(data), scan(job_dir)
     plan = _plan(job_dir)
     model = _model(plan)
     mindspeed = _mindspeed_job(job_dir / "mindspeed-llm", model) \
-        if any(p.startswith("mindspeed-llm/") for p in listed) else {}
-    results = []
-    for path, digest in listed.items():
-        file = job_dir / path
-        if not file.is_file() or file.is_symlink():
+        if any(p.startswith("mindspeed-llm/") for p in manifest.entries) else {}
+    results = [] if manifest.intact else [Result(MANIFEST, "problem", "edited since gen-launch render wrote it (its "
+                                                                      "last line's hash does not match)")]
+    for path, digest in manifest.entries.items():
+        entry = found.get(path)
+        if entry is None or entry.kind != "file":
             results.append(Result(path, "problem", "missing (or not a regular file)"))
-        elif hashlib.sha256(file.read_bytes()).hexdigest() != digest:
+        elif entry.digest != digest:
             results.append(Result(path, "problem", "changed since gen-launch render wrote it"))
         else:
             results.append(_check(job_dir, path, plan, model, mindspeed, mindformers_python))
-    for path in _unlisted(job_dir, listed):
+    for path in sorted(p for p, e in found.items() if e.kind != "folder" and p != MANIFEST
+                       and p not in manifest.entries):
         results.append(Result(path, "problem", f"not listed in {MANIFEST}: gen-launch did not write it (or "
                                                f"{MANIFEST} was edited), so nothing vouches for it"))
     return results
 
 
-def _unlisted(job_dir: Path, listed: dict[str, str]) -> list[str]:
-    found = []
-    for root, dirs, files in os.walk(job_dir):  # does not follow links into other folders
-        for name in files + [d for d in dirs if (Path(root) / d).is_symlink()]:
-            rel = (Path(root) / name).relative_to(job_dir).as_posix()
-            if rel != MANIFEST and rel not in listed:
-                found.append(rel)
-    return sorted(found)
+def _text(file: Path) -> str:
+    """A generated file's text; "" when it is missing or not a regular file (reported per file elsewhere)."""
+    data = read_regular(file)
+    return "" if data is None else data.decode("utf-8", "replace")
 
 
 def _plan(job_dir: Path) -> dict | None:
     try:
-        plan = json.loads((job_dir / "plan.json").read_text(encoding="utf-8"))
-    except (OSError, ValueError):
+        plan = json.loads(_text(job_dir / "plan.json"))
+    except ValueError:
         return None
     return plan if isinstance(plan, dict) else None
 
@@ -112,8 +104,8 @@ def _layout_value(plan: dict | None, framework: str, key: str) -> int | None:
 
 def _yaml(file: Path) -> tuple[dict | None, str]:
     try:
-        doc = yaml.safe_load(file.read_text(encoding="utf-8"))
-    except (yaml.YAMLError, UnicodeDecodeError) as exc:
+        doc = yaml.safe_load(_text(file))
+    except yaml.YAMLError as exc:
         return None, f"not valid YAML: {str(exc).splitlines()[0]}"
     return (doc, "") if isinstance(doc, dict) else (None, "not a YAML mapping")
 
@@ -154,8 +146,8 @@ def _python_lines(text: str) -> list[tuple[str, str, str]]:
 def _mindspeed_job(folder: Path, model) -> dict[str, list[str]]:
     """Problems per MindSpeed-LLM file: each command through its pinned parser and rules, then the files
     against each other (conversion layout, data prefix and template) and against the model."""
-    texts = {name: (folder / name).read_text(encoding="utf-8") for name in
-             ("launch.sh", "convert_ckpt.sh", "preprocess_data.sh") if (folder / name).is_file()}
+    texts = {name: _text(folder / name) for name in ("launch.sh", "convert_ckpt.sh", "preprocess_data.sh")
+             if read_regular(folder / name) is not None}
     problems: dict[str, list[str]] = {name: [] for name in texts}
     entry, train, launch_problems = _launch_line(texts.get("launch.sh", ""))
     if "launch.sh" in texts:
@@ -215,7 +207,7 @@ def _check(job_dir: Path, path: str, plan: dict | None, model, mindspeed: dict[s
             problems.append(NO_PLAN)
     elif path.endswith(".json"):
         try:
-            json.loads(file.read_text(encoding="utf-8"))
+            json.loads(_text(file))
         except ValueError as exc:
             problems.append(f"not JSON: {exc}")
     elif path == "mindformers/train.yaml":
@@ -229,7 +221,7 @@ def _check(job_dir: Path, path: str, plan: dict | None, model, mindspeed: dict[s
 
 def _msrun_world(launch: Path) -> int | None:
     """WORKER_NUM of the msrun_launcher.sh line in mindformers/launch.sh (1 for the one-card python line)."""
-    text = launch.read_text(encoding="utf-8") if launch.is_file() else ""
+    text = _text(launch)
     found = re.search(r'^  (\d+) (\d+) "\$MASTER_ADDR"', text, re.M)
     if found:
         return int(found.group(1))
@@ -246,7 +238,7 @@ def _mindformers(file: Path, plan: dict | None, model, python: str | None) -> Re
     if launched != cards:
         problems.append(f"launch.sh starts {launched} worker(s) for a {cards}-card YAML")
     pre = file.parent / "preprocess_data.sh"
-    records = re.findall(r"--seq_length (\d+)", pre.read_text(encoding="utf-8")) if pre.is_file() else []
+    records = re.findall(r"--seq_length (\d+)", _text(pre))
     seq = (doc.get("model") or {}).get("model_config", {}).get("seq_length")
     if records and {int(r) for r in records} != {seq}:
         problems.append(f"preprocess_data.sh builds MindRecord samples of {records[0]} tokens for seq_length {seq} "
@@ -271,8 +263,10 @@ def _llama_factory(file: Path, plan: dict | None) -> Result:
     batch = _layout_value(plan, "llama-factory", "global_batch_size")
     ds_name = train.get("deepspeed")
     try:
-        ds = json.loads((file.parent / ds_name).read_text(encoding="utf-8")) if ds_name else None
-    except (OSError, ValueError, TypeError) as exc:
+        if ds_name is not None and not (isinstance(ds_name, str) and safe_relative(ds_name)):
+            raise ValueError("not a path inside the job folder")
+        ds = json.loads(_text(file.parent / ds_name)) if ds_name else None
+    except ValueError as exc:
         return Result(path, "problem", f"its deepspeed file {ds_name!r} cannot be read: {exc}")
     problems = llama_factory.llamafactory_problems(train, ds, world, batch)
     if problems:

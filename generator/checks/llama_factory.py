@@ -11,6 +11,7 @@ import sys
 from functools import lru_cache
 from pathlib import Path
 
+from ..jobdir import read_regular
 from ..resources import DATA_DIR
 from . import run_isolated
 
@@ -155,7 +156,7 @@ def _digest(folder: Path) -> str:
     """The bytes the check reads: train.yaml and the JSON files beside it (the DeepSpeed file it names)."""
     digest = hashlib.sha256()
     for path in [folder / "train.yaml", *sorted(folder.glob("*.json"))]:
-        digest.update(path.name.encode() + b"\0" + (path.read_bytes() if path.is_file() else b"") + b"\0")
+        digest.update(path.name.encode() + b"\0" + (read_regular(path) or b"") + b"\0")
     return digest.hexdigest()
 
 

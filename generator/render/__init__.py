@@ -1,4 +1,4 @@
-"""Plan -> {relative path: text}, then write (atomically) or check against disk.
+"""Plan -> {relative path: text}, then write (the whole folder, swapped in atomically) or check against disk.
 
 Every framework renderer is a pair of functions registered in FRAMEWORK_RENDERERS: `(plan, env) -> {relative path:
 text}` for its folder and `(plan, env) -> markdown` for its section of PLAN.md, which the core renderer writes last. This module adds the provenance header to each file (in the file format's comment syntax)
@@ -8,10 +8,6 @@ a file edited by hand from one it wrote itself.
 
 from __future__ import annotations
 
-import hashlib
-import os
-import shutil
-import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
@@ -19,6 +15,7 @@ from pathlib import Path, PurePosixPath
 import jinja2
 
 from ..errors import UserError
+from ..jobdir import MANIFEST, Change, compare, drift, locked, manifest_text, replace
 from ..plan import Plan
 from ..resources import resource_dir
 from ..shell import quote
@@ -35,7 +32,7 @@ FRAMEWORK_RENDERERS: dict[str, tuple[Renderer, Section]] = {
     mindspeed_llm.NAME: (mindspeed_llm.render, mindspeed_llm.plan_section),
 }
 
-MANIFEST = "MANIFEST"
+MAX_LISTED = 20  # paths named in one refusal
 
 
 def environment() -> jinja2.Environment:
@@ -77,10 +74,6 @@ def with_header(path: str, text: str, header: str) -> str:
     return f"# {header}\n{text}"
 
 
-def sha256(data: bytes) -> str:
-    return hashlib.sha256(data).hexdigest()
-
-
 def render_files(plan: Plan) -> dict[str, str]:
     """Every file of the job folder, headers and MANIFEST included, in a stable order."""
     env = environment()
@@ -93,11 +86,10 @@ def render_files(plan: Plan) -> dict[str, str]:
     files.update(core.render(plan, env, sections))
     header = header_text(plan)
     out = {path: with_header(path, files[path], header) for path in sorted(files)}
-    lines = [f"# {header}",
-             "# Files gen-launch wrote for this job and their sha256 (JSON files cannot carry a header; this is their",
-             "# provenance). render compares these hashes to refuse overwriting files edited by hand."]
-    lines += [f"{sha256(text.encode('utf-8'))}  {path}" for path, text in out.items()]
-    out[MANIFEST] = "\n".join(lines) + "\n"
+    out[MANIFEST] = manifest_text(
+        [f"# {header}",
+         "# Files gen-launch wrote for this job and their sha256 (JSON files cannot carry a header; this is their",
+         "# provenance). render compares these hashes to refuse overwriting files edited by hand."], out)
     return out
 
 
@@ -106,112 +98,41 @@ def render_files(plan: Plan) -> dict[str, str]:
 
 
 @dataclass(frozen=True)
-class Change:
-    path: str
-    action: str  # create | overwrite | identical | remove | edited
+class Written:
+    changes: list[Change]
+    backup: Path | None  # where --force kept the folder it replaced (hand edits, stray files), if it did
 
 
-def _read_manifest(job_dir: Path) -> dict[str, str]:
-    try:
-        text = (job_dir / MANIFEST).read_text(encoding="utf-8")
-    except (FileNotFoundError, NotADirectoryError, UnicodeDecodeError):
-        return {}
-    entries = {}
-    for line in text.splitlines():
-        if line and not line.startswith("#"):
-            digest, _, path = line.partition("  ")
-            entries[path] = digest
-    return entries
-
-
-def _disk_sha(path: Path) -> str | None:
-    try:
-        return sha256(path.read_bytes())
-    except (FileNotFoundError, IsADirectoryError, NotADirectoryError):
-        return None
-
-
-def plan_changes(files: dict[str, str], job_dir: Path) -> list[Change]:
-    """What writing `files` into `job_dir` would do to each file."""
-    previous = _read_manifest(job_dir)
-    changes = []
-    for path, text in files.items():
-        on_disk = _disk_sha(job_dir / path)
-        if on_disk is None:
-            changes.append(Change(path, "create"))
-        elif on_disk == sha256(text.encode("utf-8")):
-            changes.append(Change(path, "identical"))
-        elif path == MANIFEST or previous.get(path) == on_disk:
-            changes.append(Change(path, "overwrite"))
-        else:
-            changes.append(Change(path, "edited"))
-    for path, digest in sorted(previous.items()):
-        if path not in files:
-            on_disk = _disk_sha(job_dir / path)
-            if on_disk is not None:
-                changes.append(Change(path, "remove" if on_disk == digest else "edited"))
-    return changes
-
-
-def write(files: dict[str, str], out_dir: Path, job: str, force: bool) -> list[Change]:
-    """Write the job folder. Refuses (UserError) to overwrite files edited by hand unless `force`.
-
-    All files are rendered before this runs; they are written into a temporary folder beside the job folder and
-    then moved into place, so a failure leaves the previous files, not a mix."""
+def write(files: dict[str, str], out_dir: Path, job: str, force: bool) -> Written:
+    """Replace OUT/<job> with `files`, whole (jobdir.replace). Refuses (UserError) when the folder holds anything
+    render did not write as it is (hand edits, stray files, links, a changed MANIFEST) unless `force`, which first
+    keeps a copy of the folder beside it."""
     job_dir = out_dir / job
+    if job_dir.is_symlink():
+        raise UserError(f"{job_dir} is a symbolic link; render writes only into a real folder (remove the link, or "
+                        f"point -o at the folder it links to)")
     if job_dir.exists() and not job_dir.is_dir():
         raise UserError(f"{job_dir} exists and is not a folder; remove it or choose another -o")
-    changes = plan_changes(files, job_dir)
-    edited = [c.path for c in changes if c.action == "edited"]
-    if edited and not force:
-        raise UserError(f"{job_dir}: file(s) edited by hand or not written by gen-launch: {', '.join(edited)}; "
-                        f"move them away, or run render with --force to overwrite them")
     try:
         out_dir.mkdir(parents=True, exist_ok=True)
-        staging = Path(tempfile.mkdtemp(prefix=f".{job}.", dir=out_dir))
-    except OSError as exc:
-        raise UserError(f"cannot write to {out_dir}: {exc.strerror or exc}") from None
-    try:
-        for path, text in files.items():
-            target = staging / path
-            target.parent.mkdir(parents=True, exist_ok=True)
-            target.write_bytes(text.encode("utf-8"))
-            if path.endswith(".sh"):
-                target.chmod(0o755)
-        if not job_dir.exists():
-            os.replace(staging, job_dir)
-        else:
-            for change in changes:
-                if change.action in ("create", "overwrite", "edited") and change.path in files:
-                    (job_dir / change.path).parent.mkdir(parents=True, exist_ok=True)
-                    os.replace(staging / change.path, job_dir / change.path)
-                elif change.action == "remove":
-                    (job_dir / change.path).unlink()
-                    _remove_empty_parents(job_dir, job_dir / change.path)
+        with locked(out_dir):
+            changes = compare(files, job_dir)
+            kept = [c.path for c in changes if c.action in ("edited", "stray")]
+            if kept and not force:
+                shown = ", ".join(kept[:MAX_LISTED]) + (f" and {len(kept) - MAX_LISTED} more"
+                                                        if len(kept) > MAX_LISTED else "")
+                raise UserError(f"{job_dir}: edited by hand or not written by gen-launch: {shown}; move them away, "
+                                f"or run render with --force (it keeps a copy of the folder first)")
+            if all(c.action == "identical" for c in changes):
+                return Written(changes, None)
+            return Written(changes, replace(files, out_dir, job, backup=bool(kept)))
     except OSError as exc:
         raise UserError(f"cannot write {job_dir}: {exc.strerror or exc}") from None
-    finally:
-        shutil.rmtree(staging, ignore_errors=True)
-    return changes
-
-
-def _remove_empty_parents(job_dir: Path, path: Path) -> None:
-    """Folders a removed file leaves empty (e.g. a framework no longer planned) go too; the job folder stays."""
-    folder = path.parent
-    while folder != job_dir and not any(folder.iterdir()):
-        folder.rmdir()
-        folder = folder.parent
 
 
 def check(files: dict[str, str], out_dir: Path, job: str) -> list[str]:
     """Differences between what render would write and the job folder on disk; empty when in sync."""
     job_dir = out_dir / job
-    problems = []
-    for change in plan_changes(files, job_dir):
-        if change.action == "create":
-            problems.append(f"missing: {change.path}")
-        elif change.action in ("overwrite", "edited") and change.path in files:
-            problems.append(f"differs: {change.path}")
-        elif change.action in ("remove", "edited"):
-            problems.append(f"no longer generated: {change.path}")
-    return problems
+    if job_dir.is_symlink():
+        return [f"not a folder: {job_dir} is a symbolic link"]
+    return drift(compare(files, job_dir))
