@@ -98,8 +98,13 @@ def valid_counts(hw: Hardware, start: int):
                 n += hw.cards_per_node - n % hw.cards_per_node
 
 
-def round_up(hw: Hardware, n: int) -> int:
-    return next(valid_counts(hw, n))
+def round_up(hw: Hardware, n: int, key: str = "cards") -> int:
+    """The smallest count the platform allows from `n` up; `key`: the spec key that asked for `n`."""
+    found = next(valid_counts(hw, n), None)
+    if found is None:
+        raise SpecError.at(key, f"needs {n:,} cards, more than the {MAX_SEARCH_CARDS:,} the planner considers; "
+                                f"allow more time or train on fewer tokens")
+    return found
 
 
 def explicit_cards(ctx: Context, minimum: MinCards, notes: list[str]) -> int:
@@ -127,7 +132,7 @@ def auto_cards(ctx: Context, minimum: MinCards, budget_cards: int | None, notes:
         wanted = budget_cards
         if wanted > 8:  # seed 000: above 8 cards, a multiple of 8
             wanted = math.ceil(wanted / 8) * 8
-        rounded = round_up(ctx.hw, wanted)
+        rounded = round_up(ctx.hw, wanted, "time_budget_hours")
         notes.append(f"time budget {ctx.spec.time_budget_hours:g} h: N = Tok / (Time x TPS x eff) = {budget_cards} "
                      f"card(s), rounded to {rounded} (multiple of 8 above 8, whole nodes on {ctx.hw.name})")
         if rounded > cards:

@@ -19,6 +19,7 @@ from .errors import UserError
 from .plan import Plan
 from .render import check as check_files
 from .render import compare, environment, render_files, write
+from .render.core import plan_json
 from .resolve import minimum_table, resolve
 from .spec import load_spec
 from .tables import load_tables
@@ -88,7 +89,7 @@ def plan(spec: str, as_json: bool, force: bool, strict: bool) -> None:
     """
     result = _plan(spec, force)
     if as_json:
-        click.echo(json.dumps(result.to_json(), indent=2, ensure_ascii=False))
+        click.echo(plan_json(result), nl=False)
     else:
         click.echo(environment().get_template("plan.txt.j2").render(plan=result), nl=False)
     _strict_exit(result, strict)

@@ -5,6 +5,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 
+MAX_SHOWN = 20  # problems printed for one spec: a spec of thousands of unknown keys would print them all
+
+
 @dataclass(frozen=True)
 class Problem:
     """One thing wrong with a spec: the dotted key path and a plain sentence."""
@@ -34,7 +37,10 @@ class SpecError(UserError):
         return cls([Problem(path, message)])
 
     def lines(self, source: str) -> list[str]:
-        return [f"Error: {source}: {p.path}: {p.message}" for p in self.problems]
+        shown = [f"Error: {source}: {p.path}: {p.message}" for p in self.problems[:MAX_SHOWN]]
+        more = len(self.problems) - MAX_SHOWN
+        return shown + ([f"Error: {source}: (more): {more} more problem(s) not listed; fix these first"]
+                        if more > 0 else [])
 
 
 def show(value: object, limit: int = 60) -> str:

@@ -8,6 +8,11 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
+import os
+import re
+import stat
+import unicodedata
 from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
@@ -75,39 +80,136 @@ class Spec:
         return None if per_epoch is None else per_epoch * self.epochs
 
 
-class _UniqueKeyLoader(yaml.SafeLoader):
-    """SafeLoader that refuses a key given twice in one mapping (PyYAML silently keeps the last)."""
+MAX_SPEC_BYTES = 1 << 20  # a job spec is a few hundred bytes
+MAX_VALUES = 10_000  # values once YAML aliases are expanded (a "billion laughs" spec expands without end)
+MAX_INT_DIGITS = 30
+_NO_CHARACTERS = {"Cc", "Cf", "Zl", "Zp", "Cs"}  # control, format (bidi, zero-width), line/paragraph separators
 
 
-def _no_duplicates(loader: _UniqueKeyLoader, node: yaml.MappingNode, deep: bool = False) -> dict:
+class _SpecLoader(yaml.SafeLoader):
+    """YAML 1.2's core schema (PyYAML reads 1.1: `0256` octal, `1:30` sexagesimal, `yes` true); a key given twice
+    refused (PyYAML keeps the last); keys only text; no merge keys; aliases bounded."""
+
+    yaml_implicit_resolvers: dict = {}
+
+
+for _tag, _pattern, _first in [
+    ("tag:yaml.org,2002:null", r"^(?:~|null|Null|NULL|)$", [*"~nN", ""]),
+    ("tag:yaml.org,2002:bool", r"^(?:true|True|TRUE|false|False|FALSE)$", [*"tTfF"]),
+    ("tag:yaml.org,2002:int", r"^(?:[-+]?(?:0|[1-9][0-9]*)|0o[0-7]+|0x[0-9a-fA-F]+)$", [*"-+0123456789"]),
+    ("tag:yaml.org,2002:float", r"^(?:[-+]?(?:(?:\.[0-9]+|[0-9]+\.[0-9]*)(?:[eE][-+]?[0-9]+)?|[0-9]+[eE][-+]?[0-9]+)"
+                                r"|[-+]?\.(?:inf|Inf|INF)|\.(?:nan|NaN|NAN))$", [*"-+.0123456789"]),
+]:
+    _SpecLoader.add_implicit_resolver(_tag, re.compile(_pattern), _first)
+
+
+def _too_large(node: yaml.Node, digits: int) -> yaml.constructor.ConstructorError:
+    return yaml.constructor.ConstructorError(None, None, f"a number of {digits} digits is too large", node.start_mark)
+
+
+def _construct_int(loader: _SpecLoader, node: yaml.ScalarNode) -> int:
+    text = loader.construct_scalar(node)
+    if len(text) > MAX_INT_DIGITS:
+        raise _too_large(node, len(text))
+    base = {"0o": 8, "0x": 16}.get(text[:2], 10)
+    return int(text[2:] if base != 10 else text, base)
+
+
+def _construct_float(loader: _SpecLoader, node: yaml.ScalarNode) -> float:
+    text = loader.construct_scalar(node)
+    if len(text) > 100:
+        raise _too_large(node, len(text))
+    return float(text.lower().replace(".inf", "inf").replace(".nan", "nan"))
+
+
+def _construct_mapping(loader: _SpecLoader, node: yaml.MappingNode, deep: bool = False) -> dict:
     seen: set = set()
     for key_node, _ in node.value:
-        key = loader.construct_object(key_node, deep=deep)
-        if key in seen:
+        if key_node.tag == "tag:yaml.org,2002:merge" or (key_node.value == "<<" and key_node.style is None):
             raise yaml.constructor.ConstructorError(
-                None, None, f"key {show(key)} is given twice", key_node.start_mark)
+                None, None, "merge keys (<<) are not read: a job spec is YAML 1.2, which has none; write the keys "
+                            "out", key_node.start_mark)
+        key = loader.construct_object(key_node, deep=deep)
+        if not isinstance(key, str):
+            raise yaml.constructor.ConstructorError(None, None, f"a key must be text, got {show(key)}",
+                                                    key_node.start_mark)
+        if key in seen:
+            raise yaml.constructor.ConstructorError(None, None, f"key {show(key)} is given twice",
+                                                    key_node.start_mark)
         seen.add(key)
     return loader.construct_mapping(node, deep)
 
 
-_UniqueKeyLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _no_duplicates)
+_SpecLoader.add_constructor("tag:yaml.org,2002:int", _construct_int)
+_SpecLoader.add_constructor("tag:yaml.org,2002:float", _construct_float)
+_SpecLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _construct_mapping)
+
+
+def _expanded_size(node: yaml.Node, memo: dict[int, int]) -> int:
+    """Values `node` stands for once every alias is expanded (memoised: an alias shares its anchor's node)."""
+    if id(node) not in memo:
+        memo[id(node)] = MAX_VALUES + 1  # a node that contains itself never ends
+        if isinstance(node, yaml.MappingNode):
+            children = [n for pair in node.value for n in pair]
+        else:
+            children = node.value if isinstance(node, yaml.SequenceNode) else []
+        memo[id(node)] = min(MAX_VALUES + 1, 1 + sum(_expanded_size(c, memo) for c in children))
+    return memo[id(node)]
+
+
+def _read_yaml(text: str):
+    loader = _SpecLoader(text)
+    try:
+        node = loader.get_single_node()
+        if node is None:
+            return None
+        if _expanded_size(node, {}) > MAX_VALUES:
+            raise SpecError.at("(yaml)", f"expands to more than {MAX_VALUES:,} values (YAML aliases); a job spec "
+                                         f"has a few dozen")
+        return loader.construct_document(node)
+    finally:
+        loader.dispose()
 
 
 @lru_cache(maxsize=1)
-def _validator() -> jsonschema.Draft202012Validator:
+def _validator() -> jsonschema.protocols.Validator:
     schema = json.loads((resource_dir("schemas") / "job.schema.json").read_text(encoding="utf-8"))
-    return jsonschema.Draft202012Validator(schema)
+    return _Validator(schema)
+
+
+def _pattern(validator, pattern: str, instance, schema):
+    """JSON Schema patterns are ECMA-262, where `$` ends the text; Python's `$` also matches before a final newline,
+    so a closing `$` is read as `\\Z`."""
+    if isinstance(instance, str) and not re.search(re.sub(r"\$$", r"\\Z", pattern), instance):
+        yield jsonschema.ValidationError(f"{instance!r} does not match {pattern!r}")
+
+
+# Integers are integers: JSON Schema counts 4096.0 as one; Megatron's argparse and a shell port do not.
+_Validator = jsonschema.validators.extend(
+    jsonschema.Draft202012Validator, validators={"pattern": _pattern},
+    type_checker=jsonschema.Draft202012Validator.TYPE_CHECKER.redefine(
+        "integer", lambda checker, value: isinstance(value, int) and not isinstance(value, bool)))
 
 
 def load_spec(path: str | Path) -> Spec:
     """Read and validate the spec file at `path`; raise SpecError listing every problem."""
-    path = Path(path)
     try:
-        raw = path.read_bytes()
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)  # a FIFO opens without waiting for a writer
     except FileNotFoundError:
         raise SpecError.at("(file)", "no such file") from None
     except OSError as exc:
         raise SpecError.at("(file)", f"cannot be read ({exc.strerror or 'I/O error'})") from None
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise SpecError.at("(file)", "is not a regular file (a FIFO, a device or a folder); give the spec file")
+        with os.fdopen(fd, "rb", closefd=False) as handle:
+            raw = handle.read(MAX_SPEC_BYTES + 1)
+    except OSError as exc:
+        raise SpecError.at("(file)", f"cannot be read ({exc.strerror or 'I/O error'})") from None
+    finally:
+        os.close(fd)
+    if len(raw) > MAX_SPEC_BYTES:
+        raise SpecError.at("(file)", f"is larger than {MAX_SPEC_BYTES:,} bytes; a job spec is a few hundred")
     return parse_spec(raw)
 
 
@@ -118,9 +220,11 @@ def parse_spec(raw: bytes) -> Spec:
     except UnicodeDecodeError:
         raise SpecError.at("(file)", "is not UTF-8 text") from None
     try:
-        data = yaml.load(text, Loader=_UniqueKeyLoader)  # noqa: S506 - a SafeLoader subclass
+        data = _read_yaml(text)
     except yaml.YAMLError as exc:
         raise SpecError.at("(yaml)", _yaml_problem(exc)) from None
+    except RecursionError:
+        raise SpecError.at("(yaml)", "is nested too deeply; a job spec is at most four levels deep") from None
     if data is None:
         raise SpecError.at("(file)", "is empty; a job spec needs at least job, model, method, seq_len and hardware")
     if not isinstance(data, dict):
@@ -140,26 +244,29 @@ def _yaml_problem(exc: yaml.YAMLError) -> str:
 
 def schema_problems(data: Any) -> list[Problem]:
     """Every schema violation of `data`, one sentence each."""
-    problems: list[Problem] = list(_control_characters(data, []))
+    problems: list[Problem] = list(_unusable_values(data, []))
     for error in _validator().iter_errors(data):
         problems.extend(_describe(error))
     unique = {(p.path, p.message): p for p in problems}
     return sorted(unique.values(), key=lambda p: (p.path, p.message))
 
 
-def _control_characters(node: Any, parts: list) -> Iterator[Problem]:
-    """Strings with a newline or another control character: the schema's patterns end in "$", which Python's re
-    (what jsonschema uses) also matches before a final newline, and no value here may carry one into a file name,
-    a shell word or an environment variable."""
+def _unusable_values(node: Any, parts: list) -> Iterator[Problem]:
+    """Values no file may carry: text with a newline, a control character (ESC starts terminal sequences such as
+    OSC 52), a bidi or zero-width format character (text that reads other than it runs); numbers that are not
+    finite (NaN compares false with every bound, and no JSON reader takes it)."""
     if isinstance(node, dict):
         for key, value in node.items():
-            yield from _control_characters(value, [*parts, key])
+            yield from _unusable_values(key, [*parts, key])
+            yield from _unusable_values(value, [*parts, key])
     elif isinstance(node, list):
         for i, value in enumerate(node):
-            yield from _control_characters(value, [*parts, i])
-    elif isinstance(node, str) and any(ord(ch) < 32 or ord(ch) == 127 for ch in node):
-        yield Problem(_key_path(parts), f"{show(node)} contains a newline or another control "
-                                        f"character; no value may")
+            yield from _unusable_values(value, [*parts, i])
+    elif isinstance(node, str) and any(unicodedata.category(ch) in _NO_CHARACTERS for ch in node):
+        yield Problem(_key_path(parts), f"{show(node)} contains a newline, a control character or an invisible "
+                                        f"format character; no value may")
+    elif isinstance(node, float) and not math.isfinite(node):
+        yield Problem(_key_path(parts), f"{node} is not a finite number")
 
 
 def _key_path(parts) -> str:
@@ -208,7 +315,7 @@ def _describe(error: jsonschema.ValidationError) -> list[Problem]:
         wanted = error.validator_value
         wanted = [wanted] if isinstance(wanted, str) else wanted
         words = " or ".join(_TYPE_WORDS.get(w, w) for w in wanted)
-        return [Problem(path, f"expected {words}, got {show(value)}")]
+        return [Problem(path, f"expected {words}, got {show(value)}{_number_hint(value, wanted)}")]
     if hint:
         return [Problem(path, f"{show(value)} is not valid: {hint}")]
     if kind == "pattern":
@@ -229,6 +336,17 @@ def _describe(error: jsonschema.ValidationError) -> list[Problem]:
     if kind == "not":
         return [Problem(path, "has a combination of keys that is not allowed here")]
     return [Problem(path, f"{show(value)} is not valid ({kind})")]
+
+
+def _number_hint(value: Any, wanted: list[str]) -> str:
+    """How to write a whole number the reader will take."""
+    if "integer" not in wanted:
+        return ""
+    if isinstance(value, float) and math.isfinite(value) and value == int(value):
+        return f" (write {int(value)}: no decimal point or exponent)"
+    if isinstance(value, str) and re.fullmatch(r"[-+]?0[0-9]+", value):
+        return f" (a leading 0 is not a number in YAML 1.2, and was octal in YAML 1.1: write {int(value)} or 0o...)"
+    return ""
 
 
 def _build(data: dict, sha256: str) -> Spec:

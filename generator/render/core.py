@@ -10,7 +10,7 @@ from ..plan import HEADROOM, Plan
 
 
 def plan_json(plan: Plan) -> str:
-    return json.dumps(plan.to_json(), indent=2, ensure_ascii=False) + "\n"
+    return json.dumps(plan.to_json(), indent=2, ensure_ascii=False, allow_nan=False) + "\n"
 
 
 def render(plan: Plan, env: jinja2.Environment, sections: dict[str, str]) -> dict[str, str]:

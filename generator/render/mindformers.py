@@ -121,7 +121,9 @@ def command_line(plan: Plan, fp: FrameworkPlan, rank: int) -> str:
     if lay.cards == 1:
         return f"{prefix}{cd}python run_mindformer.py --config \"$JOB_DIR/train.yaml\" {task_args(plan, fp)}"
     master = master_word(plan, fp)
-    return (f"{prefix}{cd}bash scripts/msrun_launcher.sh \"run_mindformer.py --config $JOB_DIR/train.yaml "
+    # msrun_launcher.sh evals its first argument: the config path goes into it escaped once more (%q), as launch.sh.
+    return (f"{prefix}{cd}printf -v CONFIG_ARG '%q' \"$JOB_DIR/train.yaml\" && "
+            f"bash scripts/msrun_launcher.sh \"run_mindformer.py --config $CONFIG_ARG "
             f"{task_args(plan, fp)}\" {lay.cards} {lay.local_cards} {master} {plan.master_port} {rank} "
             f"{quote(log_dir(plan))} False {CLUSTER_TIME_OUT}")
 
