@@ -164,8 +164,8 @@ def _read_yaml(text: str):
         if node is None:
             return None
         if _expanded_size(node, {}) > MAX_VALUES:
-            raise SpecError.at("(yaml)", f"expands to more than {MAX_VALUES:,} values (YAML aliases); a job spec "
-                                         f"has a few dozen")
+            raise SpecError.at("(yaml)", f"holds more than {MAX_VALUES:,} values (YAML aliases expanded); a job "
+                                         f"spec has a few dozen")
         return loader.construct_document(node)
     finally:
         loader.dispose()
