@@ -104,6 +104,11 @@ def plan(spec: str, as_json: bool, force: bool, strict: bool) -> None:
 def render(spec: str, out_dir: Path, force: bool, strict: bool, dry_run: bool) -> None:
     """Write OUT/<job>/: PLAN.md, plan.json, MANIFEST and each framework's launch files.
 
+    The whole folder is written beside the old one and swapped in at once: a failed or killed render leaves the
+    old folder or the new one. Anything in it render did not write as it is (hand edits, stray files, links) is
+    refused unless --force, which first keeps a copy as OUT/<job>+backup-<time>. One line per path: create,
+    overwrite, identical, mode (executable bit restored), remove, edited, stray.
+
     \b
     Example:
         gen-launch render examples/qwen3-32b-full-snt9b-16c.yaml -o out
@@ -126,6 +131,8 @@ def render(spec: str, out_dir: Path, force: bool, strict: bool, dry_run: bool) -
 @out_option
 def check(spec: str, out_dir: Path) -> None:
     """Exit 0 when OUT/<job>/ holds exactly what render would write, 1 (with a summary) otherwise.
+
+    Every difference counts: a missing, changed or stray file or folder, a link, a FIFO, a changed executable bit.
 
     \b
     Example (CI or pre-commit in an experiment repo):

@@ -16,7 +16,6 @@ from pathlib import Path
 import pytest
 
 from folder_ops import BOTH, ONE, cli, no_hang, snapshot, write_spec
-from generator.jobdir import SELF_HASH
 from generator.render import render_files
 from generator.resolve import resolve
 from generator.tables import load_tables
@@ -35,6 +34,7 @@ def rendered(tmp_path):
 
 def forge_manifest(job: Path, extra: list[str]) -> None:
     """Add lines to MANIFEST and give it a matching self-hash, as someone who read the format would."""
+    from generator.jobdir import SELF_HASH
     lines = [l for l in (job / "MANIFEST").read_text().splitlines(True) if not l.startswith(SELF_HASH)]
     body = "".join(lines) + "".join(f"{l}\n" for l in extra)
     (job / "MANIFEST").write_text(f"{body}{SELF_HASH}{hashlib.sha256(body.encode()).hexdigest()}\n")
