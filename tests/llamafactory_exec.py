@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import sys
 import time
@@ -210,17 +211,35 @@ def run(job: Job, root: Path, port: int, models: Path, validate: bool = False) -
     spec = job.spec(model_dir, dataset, root / "out", port)
     (root / "spec.yaml").write_text(yaml.safe_dump(spec), encoding="utf-8")
     env = environment(root)
+    # DeepSpeed compiles its CPU ops (shm collectives, CPU Adam) on first use; a lock a killed build left in the
+    # user's ~/.cache/torch_extensions would block every launch forever, so the runs of one session share their own.
+    env["TORCH_EXTENSIONS_DIR"] = str(models.parent / "torch_extensions")
     render = subprocess.run([sys.executable, "-m", "generator", "render", str(root / "spec.yaml"), "-o",
                              str(root / "gen")], capture_output=True, text=True, env=env)
     files = root / "gen" / spec["job"]
     if render.returncode != 0:
         return Result(job, render.returncode, 0.0, render.stderr, root / "out", files, render)
     start = time.monotonic()
-    launch = subprocess.run(["bash", str(files / NAME / "launch.sh"), "0", "--", *CPU_OVERRIDES],
-                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env, cwd=root,
-                            timeout=900)
+    returncode, log = _launch(["bash", str(files / NAME / "launch.sh"), "0", "--", *CPU_OVERRIDES], env, root)
     seconds = time.monotonic() - start
-    (root / "launch.log").write_text(launch.stdout, encoding="utf-8")
+    (root / "launch.log").write_text(log, encoding="utf-8")
     checked = subprocess.run([sys.executable, "-m", "generator", "validate", str(files)], capture_output=True,
                              text=True, env=env) if validate else None
-    return Result(job, launch.returncode, seconds, launch.stdout, root / "out", files, checked)
+    return Result(job, returncode, seconds, log, root / "out", files, checked)
+
+
+LAUNCH_TIMEOUT = 600  # seconds; a two-step run takes under two minutes here
+
+
+def _launch(command: list[str], env: dict, cwd: Path) -> tuple[int, str]:
+    """Run the launch in its own process group; past LAUNCH_TIMEOUT the whole group (torchrun and its ranks) is
+    killed and the run fails with its log so far, so one stuck job fails its test instead of stalling the suite."""
+    with subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env, cwd=cwd,
+                          start_new_session=True) as proc:
+        try:
+            out, _ = proc.communicate(timeout=LAUNCH_TIMEOUT)
+            return proc.returncode, out
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+            out, _ = proc.communicate()
+            return -signal.SIGKILL, f"{out}\n[killed after {LAUNCH_TIMEOUT} s]"

@@ -5,7 +5,9 @@ from __future__ import annotations
 import hashlib
 import json
 import re
+import os
 import socket
+import subprocess
 import sys
 from pathlib import Path
 
@@ -112,6 +114,20 @@ def test_nothing_in_the_job_folder_is_imported(tmp_path, monkeypatch):
     (job / "llama-factory" / "json.py").write_text(f"open({str(marker)!r}, 'w').write('x')\n")
     assert llama_factory.llamafactory_parser_check(job / "llama-factory", 16, 5120, 128) == ("ok", "")
     assert not marker.exists()
+
+
+def test_a_stale_torch_extensions_lock_does_not_stall_validate(tmp_path):
+    # CI of issue 12 stalled: a killed DeepSpeed build had left ~/.cache/torch_extensions/.../deepspeed_shm_comm/lock,
+    # and the check's DeepSpeed start waited on it forever (torch/utils/file_baton.py). Parsing needs no collective.
+    require("llamafactory", "deepspeed")
+    job = render(tmp_path / "gen")
+    extensions = tmp_path / "torch_extensions"
+    (extensions / "deepspeed_shm_comm").mkdir(parents=True)
+    (extensions / "deepspeed_shm_comm" / "lock").write_text("")
+    result = subprocess.run([sys.executable, "-m", "generator", "validate", str(job)], capture_output=True, text=True,
+                            env={**os.environ, "TORCH_EXTENSIONS_DIR": str(extensions)}, timeout=240)
+    line = next(l for l in result.stdout.splitlines() if "llama-factory/train.yaml" in l)
+    assert result.returncode == 0 and line.split()[0] == "ok", result.stdout + result.stderr
 
 
 def test_a_broken_environment_is_not_a_defect(tmp_path, monkeypatch):

@@ -8,7 +8,7 @@ from pathlib import Path
 
 
 def run_isolated(python: str, code: str, args: list[str], cwd: Path, env: dict | None = None,
-                 timeout: int = 600) -> tuple[str, str]:
+                 timeout: int = 300) -> tuple[str, str]:
     """Run a framework's own code in a child interpreter started with -I (no working directory or PYTHON* variables
     on sys.path, so nothing in `cwd` is imported). `code` prints one JSON line {"status", "detail"}: "ok",
     "problem" (the framework refuses the file) or "env" (its packages do not import). A child that dies before

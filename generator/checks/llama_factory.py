@@ -87,10 +87,14 @@ world, hidden, batch = (int(a) for a in sys.argv[1:4])
 try:
     import transformers.training_args as t
     import llamafactory.hparams.parser as p
-    import deepspeed.comm, deepspeed.runtime.config as c
+    import deepspeed.comm, deepspeed.comm.torch, deepspeed.runtime.config as c
 except Exception as exc:
     print(json.dumps({"status": "env", "detail": f"{type(exc).__name__}: {exc}"}))
     sys.exit(0)
+# DeepSpeed's CPU shared-memory collectives are compiled on first use (a minute), and a lock left in
+# ~/.cache/torch_extensions by a killed build blocks every later start forever; parsing never reduces. (By
+# sys.modules: the attribute deepspeed.comm.torch is the torch package.)
+sys.modules["deepspeed.comm.torch"].build_shm_op = lambda: None
 t.is_torch_bf16_gpu_available = lambda *a, **k: True  # the target NPU / GPU supports bf16; this host may not
 p.is_torch_bf16_gpu_available = t.is_torch_bf16_gpu_available
 sys.argv = ["llamafactory-cli", "train.yaml"]
