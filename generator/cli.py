@@ -2,7 +2,8 @@
 
 Exit status: 0 ok; 1 `check` found drift or `validate` a problem; 2 bad spec or arguments, a pinned layout that breaks a rule, no layout
 that fits, a refusal; 3 `--strict` and the memory model warns; 4 `validate` could not run a check because the
-environment is broken (a package that is installed but does not import).
+environment is broken (a package that is installed but does not import); 5 a data table under generator/data/ lacks
+a fact a framework needs (after an edit to it).
 """
 
 from __future__ import annotations
@@ -164,7 +165,10 @@ def models(seq_len: int, as_json: bool) -> None:
     Example:
         gen-launch models --seq-len 8192
     """
-    rows = minimum_table(load_tables(), seq_len)
+    try:
+        rows = minimum_table(load_tables(), seq_len)
+    except UserError as error:
+        _fail(error, "generator/data")
     if as_json:
         click.echo(json.dumps(rows, indent=2))
         return

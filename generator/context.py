@@ -4,8 +4,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from .recipe import Adapter
 from .spec import Pins, Spec
-from .tables import Framework, Hardware, Model
+from .tables import Framework, Hardware, Model, RecipeDefaults
 
 
 @dataclass(frozen=True)
@@ -17,6 +18,8 @@ class Context:
     hw: Hardware
     fw: Framework
     force: bool
+    adapter: Adapter | None  # the LoRA shape the memory model counts (None: no adapters)
+    defaults: RecipeDefaults  # the method's training defaults (the global batch target)
 
     @property
     def pins(self) -> Pins:

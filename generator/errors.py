@@ -25,6 +25,13 @@ class UserError(Exception):
         return [f"Error: {self.args[0]}"]
 
 
+class TableError(UserError):
+    """A data table under generator/data/ breaks the registry's rules (a row lacks a fact a framework needs):
+    `Error: <file>: <what>`, exit status 5, before any spec is read."""
+
+    exit_code = 5
+
+
 class SpecError(UserError):
     """Problems tied to keys of the job spec: `Error: <spec file>: <key path>: <sentence>`, sorted by key path."""
 

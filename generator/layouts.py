@@ -19,7 +19,6 @@ from .tables import Preset, Tables, trains_adapters
 RECOMPUTE = ("none", "selective", "full")
 TP_CHOICES = (1, 2, 4, 8, 16)
 CP_SEQ_THRESHOLD = 8192  # context parallel is considered only above this sequence length
-DEFAULT_GBS = {"full": 128, "lora": 128, "qlora": 128, "pretrain": 512}  # samples per step when neither spec nor preset sets it
 # Bytes per parameter of the model states that no layout can avoid, by (memory scheme, LoRA): a lower bound on cards.
 STATE_BYTES = {("megatron-fp32", False): 16, ("megatron-fp32", True): 4, ("megatron-distopt", False): 6,
                ("megatron-distopt", True): 2, ("deepspeed", False): 0, ("deepspeed", True): 0}
@@ -59,10 +58,27 @@ def choose_layout(ctx: Context, tables: Tables, cards: int, notes: list[str], wa
                         f"> {closest.budget_gb:.1f} GiB (usable {closest.usable_gb:g} GiB less {HEADROOM:.0%} "
                         f"headroom)")
         return closest, rejected
+    if ctx.spec.global_batch_size is not None:
+        _untileable_batch(ctx, cards)
     detail = (f"; the smallest estimate is {closest.memory.total:.1f} GiB per card ({closest.describe()}) > "
               f"{closest.budget_gb:.1f} GiB budget" if closest is not None else "")
     raise SpecError.at("cards" if ctx.spec.cards is not None else "model",
                        f"no {ctx.fw.name} layout of {ctx.model.name} fits on {cards} cards of {ctx.hw.name}{detail}")
+
+
+def _untileable_batch(ctx: Context, cards: int) -> None:
+    """When a layout fits `cards` but not the spec's global batch, say which global batches that layout takes."""
+    free, _, _ = search(replace(ctx, spec=replace(ctx.spec, global_batch_size=None)), cards)
+    if free is None:
+        return
+    wanted = ctx.spec.global_batch_size
+    step = free.micro_batch_size * free.dp
+    least = step * (free.pp if free.pp > 1 else 1)
+    below, above = wanted // step * step, -(-wanted // step) * step
+    near = [n for n in (below, above) if n >= least]
+    raise SpecError.at("global_batch_size", f"{wanted} samples cannot be split over the layout that fits on {cards} "
+                                            f"cards ({free.describe()}: micro batch x DP = {step} samples per "
+                                            f"micro step); nearest that work: {' or '.join(map(str, near))}")
 
 
 def _pins_allow_preset(pins: Pins, preset: Preset) -> bool:
@@ -264,7 +280,7 @@ def _no_accumulation(ctx: Context, cards: int) -> bool:
 def _global_batch(ctx: Context, mbs: int, dp: int, pp: int, cards: int) -> tuple[int, str | None]:
     """The global batch for this layout and, if it breaks a rule, why.
 
-    Default rule (no spec value): the smallest multiple of MBS x DP that is at least DEFAULT_GBS[method] samples
+    Default rule (no spec value): the smallest multiple of MBS x DP that is at least the method's target (recipes.yaml)
     and gives at least PP and at least (PP - 1) / MAX_BUBBLE micro batches per step. Without gradient accumulation
     (one card, MindFormers) the global batch is the micro batch."""
     if _no_accumulation(ctx, cards):
@@ -279,7 +295,7 @@ def _global_batch(ctx: Context, mbs: int, dp: int, pp: int, cards: int) -> tuple
             return gbs, f"global_batch_size {gbs} is not divisible by micro batch {mbs} x DP {dp} = {step}"
     else:
         # At least PP micro batches, and enough that the pipeline bubble stays within MAX_BUBBLE.
-        micro = max(math.ceil(DEFAULT_GBS[ctx.spec.method] / step), pp, math.ceil((pp - 1) / MAX_BUBBLE))
+        micro = max(math.ceil(ctx.defaults.values["global_batch_size"]["value"] / step), pp, math.ceil((pp - 1) / MAX_BUBBLE))
         gbs = micro * step
     micro_batches = gbs // step
     if pp > 1 and micro_batches < pp:
@@ -292,10 +308,7 @@ def _global_batch(ctx: Context, mbs: int, dp: int, pp: int, cards: int) -> tuple
 
 
 def _layout(ctx: Context, shape: LayoutShape, gbs: int, source: str) -> Layout:
-    # A pinned rank keeps LLaMA-Factory's own alpha default, 2 x rank.
-    rank = ctx.pins.lora_rank or ctx.fw.lora["rank"]
-    alpha = 2 * rank if ctx.pins.lora_rank else ctx.fw.lora["alpha"]
-    lora = {"rank": rank, "alpha": alpha} if trains_adapters(ctx.spec.method) else {}
+    rank = ctx.adapter.rank if ctx.adapter else 0
     memory = estimate(ctx.model, ctx.spec.method, ctx.fw.memory, shape, ctx.spec.seq_len, rank,
                       ctx.fw.overhead_gb, ctx.spec.quantization_bit)
     return Layout(framework=ctx.fw.name, cards=shape.cards, cards_per_node=ctx.hw.cards_per_node, tp=shape.tp,
@@ -304,8 +317,7 @@ def _layout(ctx: Context, shape: LayoutShape, gbs: int, source: str) -> Layout:
                   num_layer_list=shape.layers_per_stage, memory=memory, usable_gb=ctx.hw.usable_gb,
                   zero_stage=shape.zero_stage, offload=shape.offload, deepspeed=ctx.fw.memory == "deepspeed",
                   source=source,
-                  cp_algo="megatron_cp_algo" if shape.cp > 1 else None,
-                  lora_rank=lora.get("rank"), lora_alpha=lora.get("alpha"))
+                  cp_algo="megatron_cp_algo" if shape.cp > 1 else None)
 
 
 def smallest_fit(ctx: Context) -> int:

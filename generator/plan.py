@@ -9,6 +9,7 @@ import math
 from dataclasses import dataclass, field
 
 from .memory import MemoryBreakdown
+from .recipe import Training
 from .tables import Model
 from .throughput import Parallelism
 
@@ -75,8 +76,6 @@ class Layout:
     source: str = "search"  # "preset: validated (...)" | "search" | "pinned"
     preset_level: str | None = None
     cp_algo: str | None = None
-    lora_rank: int | None = None
-    lora_alpha: int | None = None
 
     def __post_init__(self):
         product = self.tp * self.pp * self.cp
@@ -224,19 +223,8 @@ class Plan:
     epochs: float
     samples_per_epoch: int | None
     quantization_bit: int | None  # spec samples, or total_tokens / seq_len; None without data
+    train: Training  # the recipe every framework writes
     version: str = field(default="")
-
-    @property
-    def whole_epochs(self) -> int:
-        """Frameworks that count epochs in integers (MindFormers) run this many."""
-        return max(1, math.ceil(self.epochs))
-
-    def train_iters(self, framework: str) -> int | None:
-        """Optimizer steps for the whole data set (samples x epochs / global batch); None without a data size."""
-        if self.samples_per_epoch is None:
-            return None
-        gbs = self.frameworks[framework].layout.global_batch_size
-        return max(1, -(-int(self.samples_per_epoch * self.epochs) // gbs))
 
     def output_dir(self, framework: str) -> str:
         """Where `framework` writes checkpoints and logs: its own folder under paths.output_dir."""
@@ -275,6 +263,7 @@ class Plan:
             "warnings": list(self.warnings),
             "paths": {k: {"value": v.value, "placeholder": v.placeholder} for k, v in self.paths.items()},
             "data": self.data.to_json(),
+            "train": self.train.to_json(),
             "cluster": {"master_addr": self.master_addr, "master_port": self.master_port,
                         "socket_ifname": self.socket_ifname, "socket_ifname_env": self.socket_ifname_env},
             "spec_sha256": self.spec_sha256,

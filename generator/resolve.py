@@ -13,6 +13,7 @@ Order of decisions, per framework:
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 
 from . import __version__
 from .cards import auto_cards, dash_refusal, explicit_cards, minimum_cards
@@ -22,6 +23,7 @@ from .errors import Problem, SpecError
 from .layouts import choose_layout, smallest_fit
 from .memory import GIB
 from .plan import Estimate, FrameworkPlan, Layout, MinCards, PathValue, Plan, Rejected
+from .recipe import Training, adapter, round_global_batch, training
 from .spec import FRAMEWORKS, Spec
 from .tables import Model, Tables
 from .throughput import Throughput, cards_for_budget, hours, throughput
@@ -47,9 +49,12 @@ def resolve(spec: Spec, tables: Tables, force: bool = False) -> Plan:
                                                f"choose {' or '.join(map(str, hw.quantization_bits))} (seed 001: "
                                                f"int8 misbehaves on 910B; LLaMA-Factory's Ascend example is 4-bit)")
     names, notes = _frameworks(spec, tables, model)
+    lora = adapter(spec, tables.recipes[spec.method])
     if spec.frameworks is None and not force:
         # Defaulted frameworks drop those the table marks '-' here; a named one is refused instead.
-        refusals = {n: dash_refusal(Context(spec, model, hw, tables.frameworks[n], force), tables) for n in names}
+        refusals = {n: dash_refusal(Context(spec, model, hw, tables.frameworks[n], force, lora,
+                                                 tables.recipes[spec.method]), tables)
+                    for n in names}
         if all(refusals.values()):
             raise SpecError.at("hardware", "; ".join(refusals.values()))
         notes.extend(f"{n} left out: {r}" for n, r in refusals.items() if r)
@@ -59,13 +64,17 @@ def resolve(spec: Spec, tables: Tables, force: bool = False) -> Plan:
     plans: dict[str, FrameworkPlan] = {}
     rejected: list[Rejected] = []
     warnings: list[str] = []
-    for name in names:
-        ctx = Context(spec, model, hw, tables.frameworks[name], force)
+    contexts = {name: Context(spec, model, hw, tables.frameworks[name], force, lora, tables.recipes[spec.method])
+                for name in names}
+    for name, ctx in contexts.items():
         fplan, fw_rejected, fw_notes, fw_warnings = _resolve_framework(ctx, tables)
         plans[name] = fplan
         rejected.extend(fw_rejected)
         notes.extend(f"{name}: {n}" for n in fw_notes)
         warnings.extend(f"{name}: {w}" for w in fw_warnings)
+    batch = _common_global_batch(spec, tables, plans, notes)
+    plans = {name: _with_global_batch(contexts[name], fp, batch) for name, fp in plans.items()}
+    recipe = _recipe(spec, model, tables, plans, batch)
     notes.extend(_general_notes(spec, model, plans))
     paths = _paths(spec, model, plans, data)
     placeholders = sorted(k for k, v in paths.items() if v.placeholder)
@@ -79,7 +88,46 @@ def resolve(spec: Spec, tables: Tables, force: bool = False) -> Plan:
                 data=data, master_addr=spec.master_addr, socket_ifname=spec.socket_ifname,
                 master_port=spec.master_port or DEFAULT_MASTER_PORT, spec_sha256=spec.sha256, shape=model,
                 epochs=spec.epochs, samples_per_epoch=_samples_per_epoch(spec), quantization_bit=spec.quantization_bit,
-                version=__version__)
+                train=recipe, version=__version__)
+
+
+def _common_global_batch(spec: Spec, tables: Tables, plans: dict[str, FrameworkPlan], notes: list[str]) -> int:
+    """One global batch for every framework, so each takes the same steps over the same data: the spec's, a
+    validated preset's when every other layout tiles it, else a round number (recipe.round_global_batch) of at
+    least the method's target and every layout's own minimum (pipeline micro batches) that all layouts tile."""
+    layouts = [fp.layout for fp in plans.values()]
+    if spec.global_batch_size is not None:
+        return spec.global_batch_size
+    steps = [lay.micro_batch_size * lay.dp for lay in layouts]
+    fixed = [lay for lay in layouts if lay.grad_accum == 1 and lay.cards == 1
+             and not tables.frameworks[lay.framework].one_card_accumulation]
+    if fixed:  # one card without accumulation: the global batch is that card's micro batch
+        return fixed[0].global_batch_size
+    preset = next((lay for lay in layouts if lay.preset_level), None)
+    if preset is not None and all(preset.global_batch_size % step == 0 for step in steps):
+        return preset.global_batch_size
+    batch = round_global_batch(math.lcm(*steps), tables.recipes[spec.method].values["global_batch_size"]["value"],
+                               max(lay.global_batch_size for lay in layouts))
+    if preset is not None:
+        notes.append(f"{preset.framework}: the validated preset's global batch {preset.global_batch_size} is not tiled "
+                     f"by every planned framework; all use {batch} (micro_batch_num follows)")
+    return batch
+
+
+def _with_global_batch(ctx: Context, fp: FrameworkPlan, batch: int) -> FrameworkPlan:
+    """`fp` at the plan's global batch, its rate and time estimated again (the pipeline bubble depends on it)."""
+    if fp.layout.global_batch_size == batch:
+        return fp
+    layout = replace(fp.layout, global_batch_size=batch)
+    return replace(fp, layout=layout, estimate=_estimate(ctx, layout, fp.estimate.budget_cards))
+
+
+def _recipe(spec: Spec, model: Model, tables: Tables, plans: dict[str, FrameworkPlan], batch: int) -> Training:
+    """The training recipe, with checkpoint intervals timed on the slowest framework's step."""
+    step_seconds = max(batch * spec.seq_len / (fp.estimate.tokens_per_card_s * fp.layout.cards)
+                       for fp in plans.values())
+    thinking = any(fp.info.get("template") == "qwen3" for fp in plans.values())
+    return training(spec, model, tables.recipes[spec.method], batch, _samples_per_epoch(spec), step_seconds, thinking)
 
 
 def _samples_per_epoch(spec: Spec) -> int | None:
@@ -150,6 +198,16 @@ def _rate(ctx: Context, layout: Layout | None) -> Throughput:
                       None if layout is None else layout.parallelism)
 
 
+def _estimate(ctx: Context, layout: Layout, budget_cards: int | None) -> Estimate:
+    tokens = ctx.spec.train_tokens
+    tput = _rate(ctx, layout)
+    return Estimate(total_tokens=tokens, tokens_per_card_s=tput.tokens_per_card_s, tps_source=tput.source,
+                    is_estimate=tput.is_estimate, mfu=tput.mfu,
+                    time_hours=None if tokens is None else hours(tokens, tput.tokens_per_card_s, layout.cards,
+                                                                 ctx.spec.scaling_efficiency),
+                    budget_cards=budget_cards)
+
+
 def _resolve_framework(ctx: Context, tables: Tables):
     notes: list[str] = []
     warnings: list[str] = []
@@ -196,11 +254,7 @@ def _resolve_framework(ctx: Context, tables: Tables):
     if ctx.hw.accelerator == "npu" and layout.cards < 8 and layout.cards == minimum.value:
         notes.append(f"{layout.cards} card(s) is below one node; seed 000: below 8 cards one normally uses 8 "
                      f"(set cards: 8 to do so)")
-    est = Estimate(total_tokens=tokens, tokens_per_card_s=tput.tokens_per_card_s, tps_source=tput.source,
-                   is_estimate=tput.is_estimate, mfu=tput.mfu,
-                   time_hours=None if tokens is None else hours(tokens, tput.tokens_per_card_s, layout.cards,
-                                                                ctx.spec.scaling_efficiency),
-                   budget_cards=budget_cards)
+    est = _estimate(ctx, layout, budget_cards)
     if est.time_hours is not None and ctx.spec.time_budget_hours is not None \
             and est.time_hours > ctx.spec.time_budget_hours * 1.0001:
         warnings.append(f"predicted {est.time_hours:.1f} h exceeds the {ctx.spec.time_budget_hours:g} h budget "
@@ -235,7 +289,7 @@ def _general_notes(spec: Spec, model: Model, plans: dict[str, FrameworkPlan]) ->
                 notes.append(f"data: {spec.samples} samples; seed 001's rule of thumb for a ~{label} model is about "
                              f"{advice} good samples ({ratio:.1f}x that){'; quality matters more than count' if ratio > 2 else ''}")
                 break
-    if "mindformers" in plans and spec.epochs != int(spec.epochs):
+    if "mindformers" in plans and spec.epochs != int(spec.epochs) and _samples_per_epoch(spec) is None:
         notes.append(f"mindformers counts whole epochs: runner_config.epochs is {math.ceil(spec.epochs)} for the "
                      f"spec's {spec.epochs:g}")
     multi = [name for name, fp in plans.items() if fp.layout.nodes > 1]
@@ -299,7 +353,9 @@ def minimum_table(tables: Tables, seq_len: int) -> list[dict]:
                     spec = Spec(job="models", model=model.name, method=method, seq_len=seq_len, hardware=hw.name,
                                 frameworks=(name,), cards=None, sha256="")
                     try:
-                        found, _ = minimum_cards(Context(spec, model, hw, tables.frameworks[name], False), tables, [])
+                        ctx = Context(spec, model, hw, tables.frameworks[name], False,
+                                      adapter(spec, tables.recipes[method]), tables.recipes[method])
+                        found, _ = minimum_cards(ctx, tables, [])
                     except SpecError:
                         cells[f"{method}/{hw.name}"] = "-"
                         continue

@@ -41,7 +41,6 @@ class Pins:
     recompute: str | None = None
     sequence_parallel: bool | None = None  # Megatron-style frameworks: sequence parallel on / off (needs TP > 1)
     offload: bool | None = None  # LLaMA-Factory: ZeRO-3 offload of parameters and optimizer states
-    lora_rank: int | None = None  # LLaMA-Factory: LoRA rank
 
 
 @dataclass(frozen=True)
@@ -70,6 +69,9 @@ class Spec:
     dataset_format: str | None = None  # None: the resolver's default for the model
     dataset_columns: tuple[str, ...] | None = None  # optional columns the data has; None: the model's default
     layout: dict[str, Pins] = field(default_factory=dict)
+    train: dict[str, Any] = field(default_factory=dict)  # the `train:` keys the spec gave (recipe.py fills the rest)
+    lora: dict[str, Any] = field(default_factory=dict)  # the `lora:` keys the spec gave
+    epochs_given: bool = False  # data.epochs was written (train.steps may not be)
 
     @property
     def train_tokens(self) -> float | None:
@@ -230,6 +232,10 @@ def parse_spec(raw: bytes) -> Spec:
     if not isinstance(data, dict):
         raise SpecError.at("(top level)", f"must be a mapping of keys to values, got {show(data)}")
     problems = schema_problems(data)
+    if isinstance(data.get("train"), dict) and "steps" in data["train"] and \
+            isinstance(data.get("data"), dict) and "epochs" in data["data"]:
+        problems.append(Problem("train.steps", "give train.steps or data.epochs, not both (the other is derived "
+                                               "from the data size and the global batch)"))
     if problems:
         raise SpecError(problems)
     return _build(data, hashlib.sha256(raw).hexdigest())
@@ -273,6 +279,9 @@ def _key_path(parts) -> str:
     return ".".join(str(p) for p in parts) or "(top level)"
 
 
+# Keys an earlier version read, and where they live now.
+MOVED = {"layout.llama-factory.lora_rank": "has moved to lora.rank (one adapter shape for every framework)"}
+
 _TYPE_WORDS = {"integer": "a whole number", "number": "a number", "string": "a string", "object": "a mapping",
                "array": "a list", "boolean": "true or false"}
 
@@ -287,7 +296,9 @@ def _describe(error: jsonschema.ValidationError) -> list[Problem]:
     if kind == "additionalProperties":
         allowed = ", ".join(sorted(schema.get("properties", {})))
         extra = sorted(k for k in value if k not in schema.get("properties", {}))
-        return [Problem(_key_path([*error.absolute_path, k]), f"unknown key; allowed here: {allowed}") for k in extra]
+        return [Problem(_key_path([*error.absolute_path, k]),
+                        MOVED.get(_key_path([*error.absolute_path, k]), f"unknown key; allowed here: {allowed}"))
+                for k in extra]
     if kind == "required":
         missing = [k for k in error.validator_value if k not in value]
         return [Problem(_key_path([*error.absolute_path, k]), "is required but missing") for k in missing]
@@ -382,4 +393,7 @@ def _build(data: dict, sha256: str) -> Spec:
         dataset_format=dataset_format,
         dataset_columns=None if columns is None else tuple(columns),
         layout={fw: Pins(**pins) for fw, pins in (data.get("layout") or {}).items()},
+        train=dict(data.get("train") or {}),
+        lora=dict(data.get("lora") or {}),
+        epochs_given="epochs" in data_block,
     )

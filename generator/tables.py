@@ -8,13 +8,13 @@ from __future__ import annotations
 
 import csv
 import difflib
-from dataclasses import dataclass, field, fields
+from dataclasses import MISSING, dataclass, field, fields
 from functools import cached_property, lru_cache
 from pathlib import Path
 
 import yaml
 
-from .errors import SpecError, show
+from .errors import SpecError, TableError, show
 from .resources import DATA_DIR
 
 METHODS = ("full", "lora", "qlora", "pretrain")
@@ -194,7 +194,6 @@ class Framework:
     dataset_formats: tuple[str, ...]  # fine-tuning data formats it reads
     overhead_gb: float
     throughput: dict  # {model: step, gemm_efficiency, source} or {model: mfu, mfu: {method: share}, source}
-    lora: dict
     min_cards_from: str
     support: str  # "listed": only `models`; "table": `models` plus every model with a row in its min_cards column
     models: dict  # model name -> framework-specific facts about it (may be empty)
@@ -202,6 +201,7 @@ class Framework:
     ep_rule: str = ""  # that rule's upstream source
     one_card_accumulation: bool = True  # False: on one card the framework cannot accumulate gradients
     one_card_rule: str = ""  # why not, with its upstream source
+    model_facts: tuple[str, ...] = ()  # keys every supported model's row must have (its renderer reads them)
     templates: tuple[str, ...] | None = None  # chat templates the pinned version registers (every row's must be one)
     flash_attn: str | None = None  # the attention kernel setting written into its config (the memory model's)
 
@@ -259,6 +259,52 @@ class Preset:
     num_layer_list: tuple[int, ...] | None = None
 
 
+RECIPE_KEYS = ("learning_rate", "min_learning_rate_share", "lr_schedule", "warmup_ratio", "weight_decay",
+               "global_batch_size")
+ADAPTER_KEYS = ("rank", "alpha", "dropout", "targets")
+COMMON_KEYS = ("seed", "keep_checkpoints", "resume", "save_every_hours", "optimizer")
+
+
+@dataclass(frozen=True)
+class RecipeDefaults:
+    """One method's training defaults (recipes.yaml): key -> {value, source}, or a list of size bands."""
+
+    method: str
+    values: dict
+    common: dict
+
+
+def _check_recipe_row(where: str, row) -> None:
+    bands = row if isinstance(row, list) else [row]
+    for band in bands:
+        if not isinstance(band, dict) or "value" not in band or not band.get("source"):
+            raise TableError(f"recipes.yaml {where}: every default needs a value and a source")
+    if isinstance(row, list) and "up_to_params_b" in row[-1]:
+        raise TableError(f"recipes.yaml {where}: the last size band must have no up_to_params_b")
+
+
+def _load_recipes() -> dict[str, RecipeDefaults]:
+    doc = _load_yaml("recipes.yaml")
+    common = doc["common"]
+    for key in COMMON_KEYS:
+        if key not in common:
+            raise TableError(f"recipes.yaml common: {key} is missing")
+        _check_recipe_row(f"common.{key}", common[key])
+    recipes = {}
+    for method in METHODS:
+        values = doc["methods"].get(method)
+        if values is None:
+            raise TableError(f"recipes.yaml: method {method} has no defaults")
+        needed = RECIPE_KEYS + (ADAPTER_KEYS if trains_adapters(method) else ())
+        for key in needed:
+            if key not in values:
+                raise TableError(f"recipes.yaml {method}: {key} is missing")
+        for key, row in values.items():
+            _check_recipe_row(f"{method}.{key}", row)
+        recipes[method] = RecipeDefaults(method, values, common)
+    return recipes
+
+
 @dataclass(frozen=True)
 class Tables:
     models: dict[str, Model]
@@ -266,6 +312,7 @@ class Tables:
     frameworks: dict[str, Framework]
     min_cards: tuple[MinCardsRow, ...]
     presets: tuple[Preset, ...]
+    recipes: dict[str, RecipeDefaults] = field(default_factory=dict)  # method -> its training defaults
     aliases: dict[str, str] = field(default_factory=dict)
 
     def model(self, name: str) -> Model:
@@ -293,8 +340,44 @@ def _typed_row(cls, row: dict, where: str):
     names = {f.name for f in fields(cls)}
     unknown = set(row) - names
     if unknown:
-        raise ValueError(f"{where}: unknown column(s) {sorted(unknown)}")
+        raise TableError(f"{where}: unknown column(s) {sorted(unknown)}")
+    missing = sorted(f.name for f in fields(cls) if f.name not in row and f.default is MISSING
+                     and f.default_factory is MISSING)
+    if missing:
+        raise TableError(f"{where}: missing {', '.join(missing)}")
     return cls(**row)
+
+
+def _check_registry(tables: "Tables") -> None:
+    """What a renderer or the resolver would otherwise find missing at render time: every model a framework
+    supports (its own rows, or a min_cards.csv row) has the facts that framework needs about it, every min_cards
+    row names a known model and framework, and every hardware row has what its frameworks' time model reads."""
+    for row in tables.min_cards:
+        if row.model not in tables.models:
+            raise TableError(f"min_cards.csv line {row.line}: model {row.model!r} has no row in models.yaml")
+        if row.framework not in tables.frameworks:
+            raise TableError(f"min_cards.csv line {row.line}: unknown framework {row.framework!r}")
+    for fw in tables.frameworks.values():
+        for model in tables.models:
+            if not tables.supports(fw.name, model) or fw.refusal(model):
+                continue
+            info = fw.models.get(model) or {}
+            missing = [key for key in fw.model_facts if key not in info]
+            if missing:
+                raise TableError(f"frameworks.yaml {fw.name}: {model} is supported (a min_cards.csv row or its own "
+                                 f"row) but its row lacks {', '.join(missing)}; add them, or a `refuse` reason")
+        if fw.throughput.get("model") == "mfu" and not set(METHODS) <= set(fw.throughput.get("mfu", {})):
+            raise TableError(f"frameworks.yaml {fw.name}: throughput.mfu needs a share for every method "
+                             f"({', '.join(METHODS)})")
+    for hw in tables.hardware.values():
+        for name in hw.frameworks:
+            fw = tables.frameworks.get(name)
+            if fw is None:
+                raise TableError(f"hardware.yaml {hw.name}: unknown framework {name!r}")
+            step_inputs = (hw.link_gb_s, hw.scaleout_gb_s, hw.attention_efficiency)
+            if fw.throughput.get("model") == "step" and None in step_inputs:
+                raise TableError(f"hardware.yaml {hw.name}: {name} times jobs with the step model, which needs "
+                                 f"link_gb_s, scaleout_gb_s and attention_efficiency")
 
 
 def _load_yaml(name: str):
@@ -328,7 +411,7 @@ def _check_templates(fw: Framework) -> None:
     for model, info in fw.models.items():
         info = info or {}
         if fw.refusal(model) is None and info.get("template") not in fw.templates:
-            raise ValueError(f"frameworks.yaml {fw.name} {model}: template {info.get('template')!r} is not registered "
+            raise TableError(f"frameworks.yaml {fw.name} {model}: template {info.get('template')!r} is not registered "
                              f"by the pinned version (and the row gives no `refuse` reason)")
 
 
@@ -352,6 +435,7 @@ def load_tables() -> Tables:
         frameworks[r["name"]] = _typed_row(Framework, {**r, "methods": tuple(r["methods"]),
                                                        "dataset_formats": tuple(r["dataset_formats"]),
                                                        "ep_divides": tuple(r.get("ep_divides", ())),
+                                                       "model_facts": tuple(r.get("model_facts", ())),
                                                        "templates": templates},
                                            "frameworks.yaml")
         _check_templates(frameworks[r["name"]])
@@ -361,5 +445,8 @@ def load_tables() -> Tables:
                             "num_layer_list": tuple(p["num_layer_list"]) if p.get("num_layer_list") else None},
                    "presets.yaml")
         for p in presets_doc["presets"])
-    return Tables(models=models, hardware=hardware, frameworks=frameworks,
-                  min_cards=_load_min_cards(DATA_DIR / "min_cards.csv"), presets=presets, aliases=aliases)
+    tables = Tables(models=models, hardware=hardware, frameworks=frameworks,
+                    min_cards=_load_min_cards(DATA_DIR / "min_cards.csv"), presets=presets, recipes=_load_recipes(),
+                    aliases=aliases)
+    _check_registry(tables)
+    return tables

@@ -117,19 +117,29 @@ NO_PLAN = "plan.json is missing or unreadable: the card count and model this fil
 # MindSpeed-LLM scripts: the words of their bash arrays, as bash reads them, and the line that runs them
 
 
-def _launch_line(launch: str) -> tuple[str, list[str], list[str]]:
-    """(entry script, its argument words, problems) of a generated launch.sh. The torchrun line must pass
-    DISTRIBUTED_ARGS, the entry script and then every other array, in order, and nothing else."""
+# The loading flags: launch.sh picks one array into CKPT_ARGS at run time (a first launch, or a relaunch that
+# finds the job's own checkpoint).
+LOADING = ("START_ARGS", "RESUME_ARGS")
+
+
+def _launch_line(launch: str) -> tuple[str, list[list[str]], list[str]]:
+    """(entry script, its argument words for each loading array, problems) of a generated launch.sh. The torchrun
+    line must pass DISTRIBUTED_ARGS, the entry script, every other flag array in order and then CKPT_ARGS, and
+    nothing else."""
     arrays = bash_arrays(launch)
-    groups = [name for name in arrays if name != "DISTRIBUTED_ARGS"]
+    groups = [name for name in arrays if name != "DISTRIBUTED_ARGS" and name not in LOADING]
     found = re.search(r'^torchrun "\$\{DISTRIBUTED_ARGS\[@\]\}" (\S+) \\\n((?:  "\$\{\w+\[@\]\}" \\\n)*)'
                       r'  2>&1 \| tee ', launch, re.M)
     if not found:
         return "", [], ['the torchrun line is not `torchrun "${DISTRIBUTED_ARGS[@]}" ENTRY "${GROUP[@]}" ... '
                         '2>&1 | tee ...`: words outside the flag arrays are not checked']
     passed = re.findall(r'"\$\{(\w+)\[@\]\}"', found.group(2))
-    problems = [] if passed == groups else [f"torchrun passes {passed} but the script defines {groups}"]
-    return found.group(1), [w for name in passed for w in arrays.get(name, [])], problems
+    problems = [] if passed == [*groups, "CKPT_ARGS"] else \
+        [f"torchrun passes {passed} but the script defines {[*groups, 'CKPT_ARGS']}"]
+    if "START_ARGS" not in arrays:
+        problems.append("no START_ARGS array: nothing says what the first launch loads")
+    common = [w for name in passed if name != "CKPT_ARGS" for w in arrays.get(name, [])]
+    return found.group(1), [common + arrays[name] for name in LOADING if name in arrays], problems
 
 
 def _python_lines(text: str) -> list[tuple[str, str, str]]:
@@ -149,12 +159,16 @@ def _mindspeed_job(folder: Path, model) -> dict[str, list[str]]:
     texts = {name: _text(folder / name) for name in ("launch.sh", "convert_ckpt.sh", "preprocess_data.sh")
              if read_regular(folder / name) is not None}
     problems: dict[str, list[str]] = {name: [] for name in texts}
-    entry, train, launch_problems = _launch_line(texts.get("launch.sh", ""))
+    entry, loadings, launch_problems = _launch_line(texts.get("launch.sh", ""))
+    train = loadings[0] if loadings else []  # the first launch's words
     if "launch.sh" in texts:
         text = texts["launch.sh"]
         world = int(assignment(text, "NPUS_PER_NODE") or 0) * int(assignment(text, "NNODES") or 0)
         env = {"CUDA_DEVICE_MAX_CONNECTIONS": assignment(text, "CUDA_DEVICE_MAX_CONNECTIONS") or ""}
-        problems["launch.sh"] += launch_problems + mindspeed_llm.command_problems(entry, train, world, env)
+        problems["launch.sh"] += launch_problems
+        for name, argv in zip(LOADING, loadings):
+            found = mindspeed_llm.command_problems(entry, argv, world, env)
+            problems["launch.sh"] += [f"{'relaunch: ' if name == 'RESUME_ARGS' else ''}{p}" for p in found]
         if entry and ("--is-instruction-dataset" in train) != (entry == "posttrain_gpt.py"):
             problems["launch.sh"].append(f"{entry} with{'out' if entry == 'posttrain_gpt.py' else ''} "
                                          f"instruction-dataset flags")

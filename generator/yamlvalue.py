@@ -36,4 +36,6 @@ def yaml_value(value: object) -> str:
             .removesuffix("\n...")
     if isinstance(value, (list, tuple)):
         return "[" + ", ".join(yaml_value(v) for v in value) + "]"
+    if isinstance(value, dict):
+        return "{" + ", ".join(f"{yaml_value(k)}: {yaml_value(v)}" for k, v in value.items()) + "}"
     raise TypeError(f"no YAML form for {type(value).__name__}")

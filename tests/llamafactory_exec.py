@@ -34,7 +34,7 @@ STUBS = Path(__file__).parent / "stubs"
 # What a CPU needs and a cluster does not: two optimizer steps, no bf16 (the HF Trainer refuses it without an
 # accelerator), short rows, no worker processes, nothing saved mid-run. Given after `--`, never written in the files.
 CPU_OVERRIDES = ["max_steps=2", "bf16=false", "cutoff_len=64", "preprocessing_num_workers=1",
-                 "dataloader_num_workers=0", "save_steps=1000", "logging_steps=1", "warmup_ratio=0",
+                 "dataloader_num_workers=0", "save_steps=1000", "logging_steps=1", "warmup_steps=0",
                  "plot_loss=false"]
 
 
@@ -231,15 +231,58 @@ def run(job: Job, root: Path, port: int, models: Path, validate: bool = False) -
 LAUNCH_TIMEOUT = 600  # seconds; a two-step run takes under two minutes here
 
 
-def _launch(command: list[str], env: dict, cwd: Path) -> tuple[int, str]:
-    """Run the launch in its own process group; past LAUNCH_TIMEOUT the whole group (torchrun and its ranks) is
-    killed and the run fails with its log so far, so one stuck job fails its test instead of stalling the suite."""
-    with subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env, cwd=cwd,
-                          start_new_session=True) as proc:
-        try:
-            out, _ = proc.communicate(timeout=LAUNCH_TIMEOUT)
-            return proc.returncode, out
-        except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, signal.SIGKILL)
-            out, _ = proc.communicate()
-            return -signal.SIGKILL, f"{out}\n[killed after {LAUNCH_TIMEOUT} s]"
+def _launch(command: list[str], env: dict, cwd: Path, kill_when: Path | None = None) -> tuple[int, str]:
+    """Run the launch in its own process group and return (exit status, log). The whole group (torchrun and its
+    ranks) is killed with SIGKILL once `kill_when` exists (a crash mid-run), or past LAUNCH_TIMEOUT, so one stuck
+    job fails its test instead of stalling the suite."""
+    log = cwd / f"launch-{time.monotonic_ns()}.out"
+    with log.open("w+", encoding="utf-8") as out, subprocess.Popen(
+            command, stdout=out, stderr=subprocess.STDOUT, env=env, cwd=cwd, start_new_session=True) as proc:
+        deadline = time.monotonic() + LAUNCH_TIMEOUT
+        while proc.poll() is None:
+            if time.monotonic() > deadline or (kill_when is not None and kill_when.exists()):
+                os.killpg(proc.pid, signal.SIGKILL)
+                proc.wait()
+                break
+            time.sleep(0.2)
+        out.seek(0)
+        text = out.read()
+    if time.monotonic() > deadline:
+        text += f"\n[killed after {LAUNCH_TIMEOUT} s]"
+    return proc.returncode, text
+
+
+RESUME_OVERRIDES = [word for word in CPU_OVERRIDES if not word.startswith(("max_steps=", "save_steps="))] + \
+    ["max_steps=12", "save_steps=1"]
+
+
+@dataclass
+class Resumed:
+    first: tuple[int, str]  # killed mid-run
+    second: tuple[int, str]  # the same command again
+    third: tuple[int, str]  # once more, after it finished
+    output: Path
+
+    @property
+    def trainer_state(self) -> dict:
+        path = self.output / NAME / "trainer_state.json"
+        return json.loads(path.read_text()) if path.exists() else {}
+
+
+def run_resumed(job: Job, root: Path, port: int, models: Path) -> Resumed:
+    """Render `job`, launch it with a checkpoint every step and kill the whole launch (SIGKILL) once checkpoint-2
+    is written, then run the same command twice more: the second must continue from the last checkpoint and
+    finish, the third must refuse to train over the finished run."""
+    write_models([job], models)
+    root.mkdir(parents=True, exist_ok=True)
+    dataset = tiny_models.write_data(job.data_format, root / "data", job.columns or ())
+    spec = job.spec(models / tiny_models.family(job.model), dataset, root / "out", port)
+    (root / "spec.yaml").write_text(yaml.safe_dump(spec), encoding="utf-8")
+    env = {**environment(root), "TORCH_EXTENSIONS_DIR": str(models.parent / "torch_extensions")}
+    subprocess.run([sys.executable, "-m", "generator", "render", str(root / "spec.yaml"), "-o", str(root / "gen")],
+                   check=True, capture_output=True, env=env)
+    command = ["bash", str(root / "gen" / spec["job"] / NAME / "launch.sh"), "0", "--", *RESUME_OVERRIDES]
+    first = _launch(command, env, root, kill_when=root / "out" / NAME / "checkpoint-2" / "trainer_state.json")
+    second = _launch(command, env, root)
+    third = _launch(command, env, root)
+    return Resumed(first, second, third, root / "out")

@@ -13,6 +13,7 @@ from __future__ import annotations
 import hashlib
 import json
 import math
+import re
 from concurrent.futures import ThreadPoolExecutor
 
 import pytest
@@ -105,3 +106,24 @@ def test_the_run_left_the_files_as_rendered(results, job):
                           for digest, path in listed)
     train = yaml.safe_load((result.files / X.NAME / "train.yaml").read_text())
     assert train["bf16"] is True and "max_steps" not in train and result.trainer_state["max_steps"] == 2
+
+
+RESUME_JOB = next(job for job in CHOSEN if job.method == "lora" and job.cards == 1)
+
+
+@pytest.mark.integration
+def test_a_relaunch_resumes_a_killed_run_and_refuses_a_finished_one(tmp_path):
+    # Issue 13: the same launch command after a crash continues from the last checkpoint (optimizer and step
+    # included); after the run has finished it refuses to train over it.
+    require("llamafactory", "deepspeed", "bitsandbytes")
+    run = X.run_resumed(RESUME_JOB, tmp_path / "job", PORT + 40, tmp_path / "models")
+    first, second, third = run.first, run.second, run.third
+    assert first[0] == -9, first[1][-3000:]  # killed, not finished
+    resumed = re.search(r"Resuming training from (\S+)checkpoint-(\d+)", second[1])  # LLaMA-Factory hparams/parser.py
+    assert second[0] == 0 and resumed, second[1][-6000:]
+    assert int(resumed.group(2)) >= 2
+    state = run.trainer_state
+    losses = [entry["step"] for entry in state["log_history"] if "loss" in entry]
+    assert state["global_step"] == 12 and losses == list(range(1, 13)), state["log_history"]
+    assert sorted(int(p.name.split("-")[1]) for p in (run.output / X.NAME).glob("checkpoint-*")) == [10, 11, 12]
+    assert third[0] == 2 and "holds a finished run" in third[1]

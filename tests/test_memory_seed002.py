@@ -29,12 +29,10 @@ def estimate_gib(row: dict) -> float:
     pins = {"micro_batch_size": micro, "recompute": "full"}
     if row["method"] == "full":
         pins["offload"] = row["offload"] == "true"
-    else:
-        pins["lora_rank"] = 64
     spec = make_spec(job="seed002", model=row["model"], method=row["method"], seq_len=1024, hardware=row["hardware"],
                      cards=cards, frameworks=["llama-factory"], global_batch_size=micro * cards,
                      quantization_bit=int(row["quantization_bit"]) if row["quantization_bit"] else None,
-                     layout={"llama-factory": pins})
+                     layout={"llama-factory": pins}, lora={} if row["method"] == "full" else {"rank": 64})
     plan = resolve(spec, T, force=True)
     return plan.to_json()["frameworks"]["llama-factory"]["memory_per_card_gb"]
 

@@ -132,8 +132,9 @@ def test_finetune_key_tree_matches_upstream_qwen3():
     assert list(ours) == list(theirs)  # same top-level keys, same order
     added = keys(ours) - keys(theirs)
     removed = keys(theirs) - keys(ours)
+    # lr_end: the plan's cosine floor (upstream's constant schedule has none; issue 13's recipe)
     assert added == {"runner_config.sink_mode", "runner_config.sink_size", "train_dataset.data_loader.data_files",
-                     "model.model_config.seq_length"}
+                     "model.model_config.seq_length", "lr_schedule.lr_end"}
     assert removed == {"train_dataset.data_loader.handler[].n"}  # the `take` handler that cuts the data
 
 
@@ -143,7 +144,8 @@ def test_pretrain_key_tree_matches_upstream_qwen3_32b():
     theirs = upstream("configs__qwen3__pretrain_qwen3_32b_4k.yaml")
     # pretrained_model_dir: continued pretraining from the HF weights (issue 10, defect 9).
     assert [k for k in ours if k != "pretrained_model_dir"] == list(theirs)
-    assert keys(ours) - keys(theirs) == {"runner_config.sink_mode", "runner_config.sink_size", "pretrained_model_dir"}
+    assert keys(ours) - keys(theirs) == {"runner_config.sink_mode", "runner_config.sink_size", "pretrained_model_dir",
+                                         "lr_schedule.lr_end"}
     assert keys(theirs) - keys(ours) == set()
     mc, up = ours["model"]["model_config"], theirs["model"]["model_config"]
     for key in ("vocab_size", "hidden_size", "intermediate_size", "num_hidden_layers", "num_attention_heads",
@@ -331,10 +333,10 @@ def test_deepseek_mtp_layer_is_counted_on_the_last_stage():
     shape = LayoutShape(cards=lay.cards, tp=lay.tp, pp=lay.pp, cp=lay.cp, ep=lay.ep,
                         micro_batch_size=lay.micro_batch_size, recompute=lay.recompute,
                         sequence_parallel=lay.sequence_parallel, layers_per_stage=lay.num_layer_list, mtp_layers=1)
-    chosen = estimate(plan.shape, "lora", "megatron-fp32", shape, 4096, lay.lora_rank, 3.0)
+    chosen = estimate(plan.shape, "lora", "megatron-fp32", shape, 4096, plan.train.adapter.rank, 3.0)
     # The split that ignores MTP leaves the last stage a full share of layers plus the MTP layer: the heaviest.
     naive = estimate(plan.shape, "lora", "megatron-fp32",
-                     replace(shape, layers_per_stage=split_layers(61, lay.pp)), 4096, lay.lora_rank, 3.0)
+                     replace(shape, layers_per_stage=split_layers(61, lay.pp)), 4096, plan.train.adapter.rank, 3.0)
     assert naive.stage == lay.pp - 1 and naive.total > chosen.total
 
 

@@ -91,3 +91,62 @@ def test_framework_support():
     assert not TABLES.supports("mindformers", "glm4-9b")
     assert TABLES.supports("llama-factory", "gemma3-27b") and not TABLES.supports("mindspeed-llm", "gemma3-27b")
     assert not TABLES.supports("llama-factory", "mixtral-8x7b")
+
+
+# Issue 13: a row added to the data the way the README says, but lacking a fact, is a clear load-time error (exit 5),
+# not a KeyError when the files are rendered.
+REGISTRY_EDITS = [
+    ("min_cards.csv", "mixtral-8x7b,full,4096/8192,mindspeed-llm,16,-,medium\n",
+     "mixtral-8x7b,full,4096/8192,mindspeed-llm,16,-,medium\nmixtral-8x7b,full,4096/8192,llama-factory,16,-,low\n",
+     "frameworks.yaml llama-factory: mixtral-8x7b is supported (a min_cards.csv row or its own row) but its row "
+     "lacks template"),
+    ("hardware.yaml", "  - name: snt9b\n", "  - name: snt9c\n    label: a new NPU\n    cards_per_node: 8\n"
+     "    parallel_unit: 1\n    memory_gb: 64.0\n    usable_gb: 58.0\n    peak_tflops_bf16: 300.0\n"
+     "    accelerator: npu\n    frameworks: [mindspeed-llm]\n    quantization_bits: [4]\n    source: a test\n"
+     "  - name: snt9b\n",
+     "hardware.yaml snt9c: mindspeed-llm times jobs with the step model, which needs link_gb_s, scaleout_gb_s and "
+     "attention_efficiency"),
+    ("models.yaml", "{name: qwen3-8b, hf_id: Qwen/Qwen3-8B, layers: 36, ", "{name: qwen3-8b, hf_id: Qwen/Qwen3-8B, ",
+     "models.yaml qwen3-8b: missing layers"),
+    ("min_cards.csv", "mixtral-8x7b,full,4096/8192,mindspeed-llm,16,-,medium\n",
+     "mixtral-8x8b,full,4096/8192,mindspeed-llm,16,-,medium\n",
+     "min_cards.csv line 86: model 'mixtral-8x8b' has no row in models.yaml"),
+]
+
+
+@pytest.mark.parametrize("name,old,new,message", REGISTRY_EDITS, ids=lambda v: str(v)[:24])
+def test_a_row_that_lacks_a_fact_fails_when_the_tables_load(tmp_path, monkeypatch, name, old, new, message):
+    import shutil
+
+    from click.testing import CliRunner
+
+    from generator import tables as tables_module
+    from generator.cli import main
+    data = tmp_path / "data"
+    shutil.copytree(tables_module.DATA_DIR, data)
+    text = (data / name).read_text(encoding="utf-8")
+    assert old in text
+    (data / name).write_text(text.replace(old, new, 1), encoding="utf-8")
+    monkeypatch.setattr(tables_module, "DATA_DIR", data)
+    tables_module.load_tables.cache_clear()
+    try:
+        result = CliRunner().invoke(main, ["models"])
+    finally:
+        tables_module.load_tables.cache_clear()
+    assert result.exit_code == 5, result.output + result.stderr
+    assert message in result.stderr and "Traceback" not in result.output + result.stderr
+
+
+def test_the_schema_offers_what_the_registry_holds():
+    # Issue 13: framework names, methods and hardware names live in the data; the schema's enums must list exactly
+    # those (and spec.FRAMEWORKS, the order frameworks are planned in, the same set).
+    import json
+
+    from generator.resources import resource_dir
+    schema = json.loads((resource_dir("schemas") / "job.schema.json").read_text(encoding="utf-8"))
+    tables = load_tables()
+    props = schema["properties"]
+    assert set(props["frameworks"]["items"]["enum"]) == set(tables.frameworks) == set(FRAMEWORKS)
+    assert set(props["layout"]["properties"]) == set(tables.frameworks)
+    assert set(props["method"]["enum"]) == set().union(*(fw.methods for fw in tables.frameworks.values()))
+    assert set(props["hardware"]["enum"]) == set(tables.hardware)

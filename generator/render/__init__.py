@@ -16,6 +16,7 @@ import jinja2
 
 from ..errors import UserError
 from ..jobdir import MANIFEST, Change, compare, drift, locked, manifest_text, replace
+from ..recipe import rows as recipe_rows
 from ..plan import Plan
 from ..resources import resource_dir
 from ..shell import quote
@@ -43,7 +44,14 @@ def environment() -> jinja2.Environment:
     env.filters["code"] = markdown_code
     env.filters["sh"] = quote
     env.filters["yaml"] = yaml_value
+    env.filters["duration"] = duration
+    env.globals["recipe_rows"] = recipe_rows
     return env
+
+
+def duration(hours: float) -> str:
+    """A time estimate a person reads at a glance: minutes below an hour (never "0.0 h"), else hours."""
+    return f"{max(1, round(hours * 60))} min" if hours < 1 else f"{hours:.1f} h"
 
 
 def markdown_code(value: object) -> str:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+
 import jinja2
 
 from ..plan import FrameworkPlan, Plan
@@ -12,18 +14,47 @@ NAME = "mindformers"
 # Mcore data columns (configs/qwen3/*.yaml); legacy research columns per family (research/*/finetune_*.yaml).
 MCORE_COLUMNS = ["input_ids", "labels", "loss_mask", "position_ids"]
 RESEARCH_COLUMNS = {"llama3_1": ["input_ids", "labels"], "qwen2_5": ["input_ids", "target_ids", "attention_mask"]}
-# Upstream learning rates: 1.e-6 (Qwen3 / DeepSeek-V3 fine-tune, Qwen3 pretrain); LoRA trains only the adapters and
-# uses LLaMA-Factory's LoRA example rate (examples/train_lora/qwen3_lora_sft.yaml: 1.0e-4).
-LEARNING_RATE = {"full": 1.0e-6, "pretrain": 1.0e-6, "lora": 1.0e-4}
+# The plan's LoRA targets as pet_config target_modules (Mcore linear names, configs/qwen3/README.md).
+LORA_TARGETS = {"all": ".*linear_qkv|.*linear_proj|.*linear_fc1|.*linear_fc2", "attention": ".*linear_qkv|.*linear_proj"}
+# The plan's schedule as MindFormers lr_schedule types (core/lr/lr_schedule.py).
+LR_SCHEDULE = {"cosine": "CosineWithWarmUpLR", "linear": "LinearWithWarmUpLR", "constant": "ConstantWarmUpLR"}
 PRETRAIN_SAMPLES_PLACEHOLDER = 8000  # upstream pretrain_qwen3_32b_4k.yaml's `sizes`, when the spec has no data size
 CLUSTER_TIME_OUT = 7200  # seconds msrun waits for every node (upstream's value)
+
+
+def run_mode(fp: FrameworkPlan) -> str:
+    """Seed 003's validated Mcore commands run `--run_mode train` (the HuggingFace weights load through
+    pretrained_model_dir); the research READMEs fine-tune with `--run_mode finetune`."""
+    return "finetune" if fp.info["layout"] == "research" else "train"
 
 
 def task_args(plan: Plan, fp: FrameworkPlan) -> str:
     """run_mindformer.py arguments after --config; fixed words only, no spec value (those live in the YAML)."""
     single = fp.layout.cards == 1
-    return " ".join(["--run_mode", "train", "--use_parallel", "False" if single else "True",
+    return " ".join(["--run_mode", run_mode(fp), "--use_parallel", "False" if single else "True",
                      "--auto_trans_ckpt", "True" if _auto_trans(plan, fp) else "False"])
+
+
+def lr_schedule(plan: Plan) -> dict:
+    """The plan's schedule, warmup and length as MindFormers' lr_schedule keys."""
+    t = plan.train
+    out: dict = {"type": LR_SCHEDULE[t.lr_schedule], "learning_rate": t.learning_rate}
+    if t.lr_schedule == "cosine":
+        out["lr_end"] = t.min_learning_rate
+    if t.warmup_steps is not None:
+        out["warmup_steps"] = t.warmup_steps
+    else:
+        out["warmup_ratio"] = t.warmup_ratio
+    out["total_steps"] = t.steps if t.steps is not None else -1  # -1: the data set's steps
+    return out
+
+
+def epochs(plan: Plan) -> int:
+    """Whole passes over the data (MindFormers counts epochs in integers) that hold the plan's steps."""
+    t, samples = plan.train, plan.samples_per_epoch
+    if t.steps is not None and samples:
+        return max(1, math.ceil(t.steps * t.global_batch_size / samples))
+    return max(1, math.ceil(t.epochs or 1))
 
 
 def _auto_trans(plan: Plan, fp: FrameworkPlan) -> bool:
@@ -77,18 +108,21 @@ def yaml_context(plan: Plan, fp: FrameworkPlan) -> dict:
     even = not lay.uneven_layers
     return {
         "upstream": fp.upstream, "shape": plan.shape, "info": info, "family": info.get("family"),
-        "research_seed": info.get("seed"), "hardware_label": plan.hardware_label, "cards": lay.cards,
+        "hardware_label": plan.hardware_label, "cards": lay.cards,
         "output_dir": plan.output_dir(NAME), "model_dir": plan.paths["model_dir"].value,
         "dataset": data_source(plan, fp), "mtp_layers": plan.shape.mtp_layers if info.get("trains_mtp") else 0,
         # Fine-tuning keeps the checkpoint's config.json; these are the keys upstream's recipe sets on top of it.
         "model_config": {"position_embedding_type": "rope", **info.get("model_config", {})},
         "auto_trans_ckpt": _auto_trans(plan, fp), "use_parallel": lay.cards > 1,
         "model_name": info["model_name"], "prefix": info["prefix"],
-        "epochs": plan.whole_epochs, "batch_size": lay.micro_batch_size,
+        "epochs": epochs(plan), "batch_size": lay.micro_batch_size, "stop_step": plan.train.steps,
+        "seed": plan.train.seed, "run_mode": run_mode(fp), "weight_decay": plan.train.weight_decay,
+        "lr_schedule": lr_schedule(plan), "optimizer_learning_rate": info.get("family") == "qwen2_5",
+        "save_every_steps": plan.train.save_every_steps, "keep_checkpoints": plan.train.keep_checkpoints,
         # MindFormers accumulates through the pipeline's micro batches when pp > 1, else through the runner.
         "micro_batch_num": lay.grad_accum if pipelined else 1,
         "gradient_accumulation_steps": 1 if pipelined else lay.grad_accum,
-        "learning_rate": LEARNING_RATE[plan.method],
+        "learning_rate": plan.train.learning_rate,
         "input_columns": RESEARCH_COLUMNS[info["family"]] if research else MCORE_COLUMNS,
         "create_attention_mask": info.get("attention_mask", False),
         "seq_len": plan.seq_len,
@@ -102,7 +136,9 @@ def yaml_context(plan: Plan, fp: FrameworkPlan) -> dict:
         "recompute": lay.recompute == "full", "select_recompute": lay.recompute == "selective",
         "offset": 0 if even else list(lay.stage_offsets),
         "untie": not plan.shape.tied,
-        "lora": {"rank": lay.lora_rank, "alpha": lay.lora_alpha} if plan.method == "lora" else None,
+        "lora": None if plan.train.adapter is None else {
+            "rank": plan.train.adapter.rank, "alpha": plan.train.adapter.alpha, "dropout": plan.train.adapter.dropout,
+            "target_modules": LORA_TARGETS[plan.train.adapter.targets]},
         # Pretraining defines the architecture (upstream's qwen3_moe values); fine-tuning keeps the checkpoint's
         # config.json, so routing keys such as norm_topk_prob or routed_scaling_factor are not overridden.
         "moe_architecture": plan.method == "pretrain",
@@ -145,7 +181,8 @@ def render(plan: Plan, env: jinja2.Environment) -> dict[str, str]:
         mindformers_dir=plan.paths["mindformers_dir"].value,
         device_num_per_node=lay.cards_per_node if lay.cards_per_node != 8 else None,
         single_card=lay.cards == 1, task_args=task_args(plan, fp), worker_num=lay.cards, cards=lay.cards,
-        local_worker=lay.local_cards, log_dir=log_dir(plan), cluster_time_out=CLUSTER_TIME_OUT)
+        local_worker=lay.local_cards, log_dir=log_dir(plan), cluster_time_out=CLUSTER_TIME_OUT,
+        checkpoint_dir=f"{plan.output_dir(NAME)}/checkpoint", resume=plan.train.resume)
     commands = env.get_template("commands.txt.j2").render(
         framework="MindFormers", lines=[command_line(plan, fp, rank) for rank in range(lay.nodes)],
         needs_job_dir=True, master_addr=master_addr(plan, fp))

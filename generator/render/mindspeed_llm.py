@@ -16,16 +16,16 @@ from .common import launch_context, master_addr, master_word
 
 NAME = "mindspeed-llm"
 VERSION = "MindSpeed-LLM 2.2.0 / MindSpeed 2.2.0_core_r0.12.1 / Megatron core_v0.12.1"
-LORA_TARGETS = ["linear_qkv", "linear_proj", "linear_fc1", "linear_fc2"]
-# Learning rates of the upstream scripts: Qwen3 full fine-tune 1.25e-6, Qwen3-MoE LoRA 1.25e-5; min-lr = lr / 100.
-LEARNING_RATE = {"full": 1.25e-6, "pretrain": 1.25e-6, "lora": 1.25e-5}
+# The plan's LoRA targets in Megatron-core linear names (reference mindspeed_llm.md s2.3).
+LORA_TARGETS = {"all": ["linear_qkv", "linear_proj", "linear_fc1", "linear_fc2"],
+                "attention": ["linear_qkv", "linear_proj"]}
 TRAIN_ITERS_PLACEHOLDER = 2000  # upstream's TRAIN_ITERS, when the spec has no data size
 HANDLER = {"alpaca": "AlpacaStyleInstructionHandler", "sharegpt": "SharegptStyleInstructionHandler",
            "text": "GeneralPretrainHandler"}
 
 
 def train_iters(plan: Plan) -> int:
-    return plan.train_iters(NAME) or TRAIN_ITERS_PLACEHOLDER
+    return plan.train.steps or TRAIN_ITERS_PLACEHOLDER
 
 
 def checkpoint_dirs(plan: Plan) -> tuple[str, str]:
@@ -99,22 +99,23 @@ def gpt_flags(plan: Plan, fp: FrameworkPlan) -> Flags:
         flags += [("--num-experts", m.experts), ("--moe-router-topk", m.topk), ("--moe-ffn-hidden-size", m.moe_ffn),
                   ("--moe-grouped-gemm", bool(info.get("grouped_gemm")))]
     flags += list((info.get("flags") or {}).items())
-    lr = LEARNING_RATE[plan.method]
+    t = plan.train
     flags += [("--tokenizer-type", "PretrainedFromHF"), ("--tokenizer-name-or-path", plan.paths["model_dir"].value),
               ("--micro-batch-size", lay.micro_batch_size), ("--global-batch-size", lay.global_batch_size),
-              ("--train-iters", train_iters(plan)), ("--lr", lr), ("--min-lr", lr / 100),
-              ("--lr-decay-style", "cosine"), ("--lr-warmup-fraction", 0.01), ("--weight-decay", 0.1),
+              ("--train-iters", train_iters(plan)), ("--lr", t.learning_rate), ("--min-lr", t.min_learning_rate),
+              ("--lr-decay-style", t.lr_schedule),
+              # Megatron takes one of the two (arguments.py l. 633-635): exact steps when the plan knows them
+              ("--lr-warmup-iters", t.warmup_steps), ("--lr-warmup-fraction",
+                                                      t.warmup_ratio if t.warmup_steps is None else None),
+              ("--weight-decay", t.weight_decay),
               ("--clip-grad", 1.0), ("--adam-beta1", 0.9), ("--adam-beta2", 0.95), ("--initial-loss-scale", 4096),
               ("--init-method-std", 0.01), ("--attention-dropout", 0.0), ("--hidden-dropout", 0.0),
-              ("--seed", 42), ("--bf16", True), ("--distributed-backend", "nccl")]
+              ("--seed", t.seed), ("--bf16", True), ("--distributed-backend", "nccl")]
     return flags
 
 
 def groups(plan: Plan, fp: FrameworkPlan) -> list[tuple[str, list[tuple[str, list[str]]]]]:
     """The training command's flag groups (upstream's names), each as typed words."""
-    load, save = checkpoint_dirs(plan)
-    iters = train_iters(plan)
-    interval = min(iters, 1000)
     pack = packed(plan, fp)
     out: list[tuple[str, Flags]] = [
         ("GPT_ARGS", gpt_flags(plan, fp)),
@@ -122,22 +123,39 @@ def groups(plan: Plan, fp: FrameworkPlan) -> list[tuple[str, list[tuple[str, lis
                        # Packed samples keep their own positions; the mask is built per sample (general).
                        ("--reset-position-ids", pack), ("--neat-pack", pack),
                        ("--attention-mask-type", "general" if pack else None)]),
-        ("CKPT_ARGS", [("--load", load), ("--save", save), ("--no-load-optim", True), ("--no-load-rng", True),
-                       ("--exit-on-missing-checkpoint", True)]),
-        ("OUTPUT_ARGS", [("--log-interval", 1), ("--save-interval", interval), ("--eval-interval", interval),
-                         ("--eval-iters", 0)]),
+        ("OUTPUT_ARGS", [("--save", checkpoint_dirs(plan)[1]), ("--log-interval", 1),
+                         ("--save-interval", plan.train.save_every_steps),
+                         ("--eval-interval", plan.train.save_every_steps), ("--eval-iters", 0)]),
     ]
     if plan.method != "pretrain":
-        out.append(("TUNE_ARGS", [("--finetune", True), ("--stage", "sft"), ("--is-instruction-dataset", True),
+        out.append(("TUNE_ARGS", [("--stage", "sft"), ("--is-instruction-dataset", True),
                                   ("--prompt-type", fp.info["prompt_type"]), ("--variable-seq-lengths", not pack)]))
     if plan.method == "lora":
-        out.append(("LORA_ARGS", lora_flags(fp) + [("--lora-fusion", True)]))
+        out.append(("LORA_ARGS", lora_flags(plan) + [("--lora-fusion", True)]))
     return [(name, typed("train", flags)) for name, flags in out]
 
 
-def lora_flags(fp: FrameworkPlan) -> Flags:
-    return [("--lora-r", fp.layout.lora_rank), ("--lora-alpha", fp.layout.lora_alpha),
-            ("--lora-target-modules", LORA_TARGETS)]
+def start_flags(plan: Plan) -> list[tuple[str, list[str]]]:
+    """Loading at the first launch: the converted base weights, without their optimizer or RNG state (upstream's
+    CKPT_ARGS); fine-tuning starts its iteration count at 0 (--finetune)."""
+    load, _ = checkpoint_dirs(plan)
+    return typed("train", [("--load", load), ("--no-load-optim", True), ("--no-load-rng", True),
+                           ("--finetune", plan.method != "pretrain"), ("--exit-on-missing-checkpoint", True)])
+
+
+def resume_flags(plan: Plan) -> list[tuple[str, list[str]]]:
+    """Loading at a relaunch that finds this job's own checkpoint: model, optimizer, RNG and iteration from the
+    save folder (Megatron checkpointing.py load_checkpoint without --finetune / --no-load-*). LoRA keeps loading
+    the base from the converted weights and the adapters with their optimizer state from --lora-load."""
+    load, save = checkpoint_dirs(plan)
+    if plan.method == "lora":
+        return typed("train", [("--load", load), ("--lora-load", save), ("--exit-on-missing-checkpoint", True)])
+    return typed("train", [("--load", save), ("--exit-on-missing-checkpoint", True)])
+
+
+def lora_flags(plan: Plan) -> Flags:
+    lora = plan.train.adapter
+    return [("--lora-r", lora.rank), ("--lora-alpha", lora.alpha), ("--lora-target-modules", LORA_TARGETS[lora.targets])]
 
 
 def convert_flags(plan: Plan, fp: FrameworkPlan) -> dict[str, tuple[str, list[tuple[str, list[str]]]]]:
@@ -147,7 +165,7 @@ def convert_flags(plan: Plan, fp: FrameworkPlan) -> dict[str, tuple[str, list[tu
     load, save = checkpoint_dirs(plan)
     hf = plan.paths["model_dir"].value
     trained = load if plan.method == "lora" else save
-    lora_back: Flags = [("--lora-load", save), *lora_flags(fp)] if plan.method == "lora" else []
+    lora_back: Flags = [("--lora-load", save), *lora_flags(plan)] if plan.method == "lora" else []
     layer_list = ",".join(map(str, lay.num_layer_list)) if lay.uneven_layers else None
     if info.get("converter") == "deepseek3":
         # examples/mcore/deepseek3: grouped GEMM in both directions, as training uses it (the weight layout must
@@ -162,7 +180,7 @@ def convert_flags(plan: Plan, fp: FrameworkPlan) -> dict[str, tuple[str, list[tu
                        ("--source-expert-parallel-size", lay.ep), ("--num-layer-list", layer_list),
                        ("--num-layers", m.layers), ("--load-dir", save),
                        ("--save-dir", f"{plan.output_dir(NAME)}/hf"),
-                       *(lora_flags(fp) if plan.method == "lora" else [])]
+                       *(lora_flags(plan) if plan.method == "lora" else [])]
         return {"hf2mcore": ("examples/mcore/deepseek3/convert_ckpt_deepseek3.py",
                              typed("convert-deepseek3-hf2mcore", to_mcore)),
                 "mcore2hf": ("examples/mcore/deepseek3/convert_ckpt_deepseek3_mcore2hf.py",
@@ -226,13 +244,14 @@ def render(plan: Plan, env: jinja2.Environment) -> dict[str, str]:
     lay = fp.layout
     paths = ["model_dir", "dataset", "output_dir", "mindspeed_llm_dir", "mcore_ckpt_dir"]
     common = {"version": VERSION, "mindspeed_llm_dir": plan.paths["mindspeed_llm_dir"].value}
-    load, _ = checkpoint_dirs(plan)
+    load, save = checkpoint_dirs(plan)
     launch = env.get_template("mindspeed-llm/launch.sh.j2").render(
         **launch_context(plan, fp, paths), **common,
         title=f"MindSpeed-LLM launch for job {plan.job}: {plan.model} {plan.method}, generated by gen-launch",
         npus_per_node=lay.local_cards, cards=lay.cards, multi_node=lay.nodes > 1,
         entry="pretrain_gpt.py" if plan.method == "pretrain" else "posttrain_gpt.py",
-        groups=groups(plan, fp), log_dir=f"{plan.output_dir(NAME)}/logs", load_dir=load)
+        groups=groups(plan, fp), log_dir=f"{plan.output_dir(NAME)}/logs", load_dir=load, save_dir=save,
+        start=start_flags(plan), resume=resume_flags(plan) if plan.train.resume else None, iters=train_iters(plan))
     convert = env.get_template("mindspeed-llm/convert_ckpt.sh.j2").render(
         **common, job=plan.job, directions=convert_flags(plan, fp), lora=plan.method == "lora",
         notes=checkpoint_notes(plan, fp), used_paths=[(k, plan.paths[k].value) for k in ("model_dir", "mcore_ckpt_dir")])
@@ -250,7 +269,7 @@ def render(plan: Plan, env: jinja2.Environment) -> dict[str, str]:
 def plan_section(plan: Plan, env: jinja2.Environment) -> str:
     fp = plan.frameworks[NAME]
     return env.get_template("mindspeed-llm/plan_section.md.j2").render(
-        plan=plan, fp=fp, version=VERSION, iters=train_iters(plan), iters_placeholder=plan.train_iters(NAME) is None,
+        plan=plan, fp=fp, version=VERSION, iters=train_iters(plan), iters_placeholder=plan.train.steps is None,
         load=checkpoint_dirs(plan)[0], save=checkpoint_dirs(plan)[1], prefix=data_prefix(plan),
         packed=packed(plan, fp), notes=checkpoint_notes(plan, fp),
         lines=[command_line(plan, fp, r) for r in range(fp.layout.nodes)])

@@ -1,0 +1,209 @@
+"""The training recipe: one set of hyperparameters for every framework, from the spec's `train:` and `lora:`
+sections and the method's defaults (data/recipes.yaml). Pure functions; the plan carries the result and where each
+value came from, and every renderer writes these values in its framework's own terms.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+from .errors import SpecError
+from .spec import Spec
+from .tables import Model, RecipeDefaults, trains_adapters
+
+SECONDS_PER_HOUR = 3600.0
+
+
+@dataclass(frozen=True)
+class Adapter:
+    """The LoRA shape every framework trains."""
+
+    rank: int
+    alpha: float
+    dropout: float
+    targets: str  # "all" (attention and MLP linear layers) | "attention"
+
+    @property
+    def scale(self) -> float:
+        return self.alpha / self.rank
+
+
+@dataclass(frozen=True)
+class Training:
+    learning_rate: float
+    min_learning_rate: float
+    lr_schedule: str  # "cosine" | "linear" | "constant"
+    warmup_ratio: float | None  # the share, when the warmup was given (or defaulted) as one
+    warmup_steps: int | None  # exact steps; None when the step count is unknown (the ratio then applies)
+    weight_decay: float
+    global_batch_size: int
+    steps: int | None  # optimizer steps; None without a data size or train.steps
+    epochs: float | None  # passes over the data; None when steps were given without a data size
+    save_every_steps: int
+    keep_checkpoints: int
+    resume: bool
+    seed: int
+    optimizer: str  # "adamw" | "paged_adamw_32bit"
+    adapter: Adapter | None
+    enable_thinking: bool | None  # Qwen3 chat template only
+    origin: dict[str, str] = field(default_factory=dict)  # key -> "given" | "default: <source>" | "derived: <how>"
+
+    def to_json(self) -> dict:
+        values = {k: getattr(self, k) for k in ("learning_rate", "min_learning_rate", "lr_schedule", "warmup_ratio",
+                                                 "warmup_steps", "weight_decay", "global_batch_size", "steps",
+                                                 "epochs", "save_every_steps", "keep_checkpoints", "resume", "seed",
+                                                 "optimizer", "enable_thinking")}
+        if self.adapter is not None:
+            values["lora"] = {"rank": self.adapter.rank, "alpha": self.adapter.alpha,
+                              "dropout": self.adapter.dropout, "targets": self.adapter.targets}
+        return {**values, "origin": dict(sorted(self.origin.items()))}
+
+
+def _pick(given: dict, key: str, default: dict, origin: dict, name: str | None = None):
+    """The spec's value for `key`, else the default's, recording which."""
+    name = name or key
+    if key in given:
+        origin[name] = "given"
+        return given[key]
+    origin[name] = f"default: {default['source']}"
+    return default["value"]
+
+
+def adapter(spec: Spec, defaults: RecipeDefaults, origin: dict | None = None) -> Adapter | None:
+    """The LoRA shape (None for methods without adapters); the memory model needs the rank before any layout."""
+    if not trains_adapters(spec.method):
+        if spec.lora:
+            raise SpecError.at("lora", f"is only used with method lora or qlora, not {spec.method}")
+        return None
+    origin = {} if origin is None else origin
+    values = {k: _pick(spec.lora, k, defaults.values[k], origin, f"lora.{k}")
+              for k in ("rank", "alpha", "dropout", "targets")}
+    return Adapter(**values)
+
+
+def _default(defaults: RecipeDefaults, key: str, model: Model) -> dict:
+    """A default value row; a list is banded by model size."""
+    row = defaults.values[key]
+    if isinstance(row, list):
+        size_b = model.params / 1e9
+        return next(band for band in row if size_b <= band.get("up_to_params_b", math.inf))
+    return row
+
+
+def training(spec: Spec, model: Model, defaults: RecipeDefaults, global_batch: int, samples: int | None,
+             step_seconds: float, thinking_template: bool) -> Training:
+    """Resolve the recipe once the global batch and the slowest framework's step time are known."""
+    given, origin = spec.train, {}
+    lr = _pick(given, "learning_rate", _default(defaults, "learning_rate", model), origin)
+    share = _default(defaults, "min_learning_rate_share", model)
+    if "min_learning_rate" in given:
+        min_lr, origin["min_learning_rate"] = given["min_learning_rate"], "given"
+    else:
+        min_lr = lr * share["value"]
+        origin["min_learning_rate"] = f"default: {share['value']:g} x learning_rate ({share['source']})"
+    if min_lr > lr:
+        raise SpecError.at("train.min_learning_rate", f"{min_lr:g} is above the peak learning_rate {lr:g}")
+    schedule = _pick(given, "lr_schedule", _default(defaults, "lr_schedule", model), origin)
+    weight_decay = _pick(given, "weight_decay", _default(defaults, "weight_decay", model), origin)
+    origin["global_batch_size"] = "given" if spec.global_batch_size else \
+        f"derived: a round number near {defaults.values['global_batch_size']['value']} samples " \
+        f"({defaults.values['global_batch_size']['source']}) that every planned layout tiles"
+
+    if "steps" in given:
+        steps, origin["steps"] = given["steps"], "given"
+        epochs = None if samples is None else steps * global_batch / samples
+        origin["epochs"] = "derived: steps x global batch / samples" if samples else "unknown: no data size"
+    elif samples is not None:
+        steps = max(1, math.ceil(samples * spec.epochs / global_batch))
+        epochs = spec.epochs
+        origin["steps"] = "derived: samples x epochs / global batch"
+        origin["epochs"] = "given" if spec.epochs_given else "default: 1"
+    else:
+        steps, epochs = None, spec.epochs
+        origin["steps"] = "unknown: give data.samples (or total_tokens) or train.steps"
+        origin["epochs"] = "given" if spec.epochs_given else "default: 1"
+
+    if "warmup_steps" in given:
+        warmup_steps, warmup_ratio, origin["warmup_steps"] = given["warmup_steps"], None, "given"
+        if steps is not None and warmup_steps >= steps:
+            raise SpecError.at("train.warmup_steps", f"{warmup_steps} is not below the {steps} training steps")
+    else:
+        warmup_ratio = _pick(given, "warmup_ratio", _default(defaults, "warmup_ratio", model), origin)
+        warmup_steps = None if steps is None else round(warmup_ratio * steps)
+        if steps is not None:
+            origin["warmup_steps"] = "derived: warmup_ratio x steps"
+
+    if "save_every_steps" in given:
+        save_every, origin["save_every_steps"] = given["save_every_steps"], "given"
+    else:
+        hours = defaults.common["save_every_hours"]
+        save_every = round_interval(hours["value"] * SECONDS_PER_HOUR / step_seconds)
+        if steps is not None:
+            save_every = min(save_every, steps)
+        origin["save_every_steps"] = (f"derived: about {hours['value']:g} h at the estimated {step_seconds:.1f} s per "
+                                      f"step ({hours['source']})")
+    keep = _pick(given, "keep_checkpoints", defaults.common["keep_checkpoints"], origin)
+    resume = _pick(given, "resume", defaults.common["resume"], origin)
+    seed = _pick(given, "seed", defaults.common["seed"], origin)
+    optimizer_row = defaults.values.get("optimizer", defaults.common["optimizer"])
+    optimizer = optimizer_row["value"]
+    origin["optimizer"] = f"default: {optimizer_row['source']}"
+    if "enable_thinking" in given and not thinking_template:
+        raise SpecError.at("train.enable_thinking", f"applies to Qwen3's chat template only, not {model.name}")
+    thinking = None
+    if thinking_template and spec.method != "pretrain":
+        thinking = given.get("enable_thinking", True)
+        origin["enable_thinking"] = "given" if "enable_thinking" in given else \
+            "default: LLaMA-Factory 0.9.5 data_args enable_thinking True"
+    lora = adapter(spec, defaults, origin)
+    return Training(learning_rate=float(lr), min_learning_rate=float(min_lr), lr_schedule=schedule,
+                    warmup_ratio=None if warmup_ratio is None else float(warmup_ratio), warmup_steps=warmup_steps,
+                    weight_decay=float(weight_decay), global_batch_size=global_batch, steps=steps,
+                    epochs=None if epochs is None else float(epochs), save_every_steps=save_every,
+                    keep_checkpoints=keep, resume=resume, seed=seed, optimizer=optimizer, adapter=lora,
+                    enable_thinking=thinking, origin=origin)
+
+
+def round_interval(steps: float) -> int:
+    """The largest 1-2-5 x 10^k number of steps not above `steps` (at least 1): intervals a person would pick."""
+    if steps < 1:
+        return 1
+    power = 10 ** math.floor(math.log10(steps))
+    return max(m * power for m in (1, 2, 5) if m * power <= steps)
+
+
+def round_global_batch(step: int, target: int, minimum: int) -> int:
+    """A global batch a person would choose, at least `target` and `minimum` samples and a multiple of `step` (the
+    least common multiple of every planned layout's micro batch x DP): the next power of two when `step` is one,
+    else the next multiple of lcm(step, 8)."""
+    floor = max(target, minimum, step)
+    if step & (step - 1) == 0:  # a power of two: the next power of two
+        return 1 << (floor - 1).bit_length()
+    unit = math.lcm(step, 8)
+    return -(-floor // unit) * unit
+
+
+LABELS = {"learning_rate": "learning rate (peak)", "min_learning_rate": "min learning rate",
+          "lr_schedule": "schedule", "warmup_ratio": "warmup ratio", "warmup_steps": "warmup steps",
+          "weight_decay": "weight decay", "global_batch_size": "global batch (samples)", "steps": "steps",
+          "epochs": "epochs", "save_every_steps": "checkpoint every (steps)", "keep_checkpoints": "checkpoints kept",
+          "resume": "resume on relaunch", "seed": "seed", "optimizer": "optimizer", "enable_thinking": "Qwen3 thinking",
+          "lora.rank": "LoRA rank", "lora.alpha": "LoRA alpha", "lora.dropout": "LoRA dropout",
+          "lora.targets": "LoRA targets"}
+
+
+def rows(t: Training) -> list[tuple[str, str, str]]:
+    """(label, value, where it came from) for every value the plan states, in a fixed order."""
+    values = t.to_json()
+    lora = values.pop("lora", {})
+    flat = {**values, **{f"lora.{k}": v for k, v in lora.items()}}
+    out = []
+    for key, label in LABELS.items():
+        value = flat.get(key)
+        if value is None and key not in t.origin:
+            continue
+        text = "unknown" if value is None else (f"{value:g}" if isinstance(value, float) else str(value).lower()
+                                                 if isinstance(value, bool) else str(value))
+        out.append((label, text, t.origin.get(key, "")))
+    return out
