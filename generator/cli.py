@@ -36,9 +36,9 @@ def _fail(error: UserError, source: str) -> NoReturn:
     sys.exit(error.exit_code)
 
 
-def _plan(spec_path: str, force: bool) -> Plan:
+def _plan(spec_path: str, force: bool, overrides: tuple[str, ...] = ()) -> Plan:
     try:
-        return resolve(load_spec(spec_path), load_tables(), force=force)
+        return resolve(load_spec(spec_path, overrides), load_tables(), force=force)
     except UserError as error:
         _fail(error, spec_path)
 
@@ -53,6 +53,9 @@ def _strict_exit(plan: Plan, strict: bool) -> None:
 
 
 spec_argument = click.argument("spec", type=click.Path(dir_okay=False, path_type=str))
+set_option = click.option("--set", "overrides", multiple=True, metavar="KEY.PATH=VALUE",
+                          help="Override a spec value (repeatable), validated as if written in the file, e.g. "
+                               "--set train.learning_rate=2.0e-5 --set cards=16.")
 force_option = click.option("--force", is_flag=True,
                             help="Accept a card count below the table minimum or a '-' cell (flagged in the plan); "
                                  "on render, also overwrite generated files that were edited by hand.")
@@ -78,17 +81,18 @@ def main() -> None:
 
 @main.command()
 @spec_argument
+@set_option
 @click.option("--json", "as_json", is_flag=True, help="Print the plan as JSON (the keys plan.json has).")
 @force_option
 @strict_option
-def plan(spec: str, as_json: bool, force: bool, strict: bool) -> None:
+def plan(spec: str, overrides: tuple[str, ...], as_json: bool, force: bool, strict: bool) -> None:
     """Show the cards, layout, memory and time chosen for SPEC, and why.
 
     \b
     Example:
         gen-launch plan examples/qwen3-32b-full-snt9b-16c.yaml --json
     """
-    result = _plan(spec, force)
+    result = _plan(spec, force, overrides)
     if as_json:
         click.echo(plan_json(result), nl=False)
     else:
@@ -98,25 +102,28 @@ def plan(spec: str, as_json: bool, force: bool, strict: bool) -> None:
 
 @main.command()
 @spec_argument
+@set_option
 @out_option
 @force_option
 @strict_option
 @click.option("--dry-run", is_flag=True, help="Render and report what would change; write nothing.")
-def render(spec: str, out_dir: Path, force: bool, strict: bool, dry_run: bool) -> None:
+def render(spec: str, overrides: tuple[str, ...], out_dir: Path, force: bool, strict: bool, dry_run: bool) -> None:
     """Write OUT/<job>/: PLAN.md, plan.json, MANIFEST and each framework's launch files.
 
     The whole folder is written beside the old one and swapped in at once: a failed or killed render leaves the
     old folder or the new one. Anything in it render did not write as it is (hand edits, stray files, links) is
-    refused unless --force, which first keeps a copy as OUT/<job>+backup-<time>. One line per path: create,
-    overwrite, identical, mode (executable bit restored), remove, edited, stray.
+    refused unless --force, which first keeps a copy as OUT/<job>+backup-<time>. One line per path on stdout:
+    create, overwrite, identical, mode (executable bit restored), remove, edited, stray; the plan's summary (as
+    `gen-launch plan` prints it) goes to stderr first.
 
     \b
     Example:
         gen-launch render examples/qwen3-32b-full-snt9b-16c.yaml -o out
     """
-    result = _plan(spec, force)
+    result = _plan(spec, force, overrides)
     _strict_exit(result, strict)
     files = render_files(result)
+    click.echo(environment().get_template("plan.txt.j2").render(plan=result), nl=False, err=True)
     try:
         written = None if dry_run else write(files, out_dir, result.job, force)
     except UserError as error:
@@ -129,8 +136,9 @@ def render(spec: str, out_dir: Path, force: bool, strict: bool, dry_run: bool) -
 
 @main.command()
 @spec_argument
+@set_option
 @out_option
-def check(spec: str, out_dir: Path) -> None:
+def check(spec: str, overrides: tuple[str, ...], out_dir: Path) -> None:
     """Exit 0 when OUT/<job>/ holds exactly what render would write, 1 (with a summary) otherwise.
 
     Every difference counts: a missing, changed or stray file or folder, a link, a FIFO, a changed executable bit.
@@ -139,7 +147,7 @@ def check(spec: str, out_dir: Path) -> None:
     Example (CI or pre-commit in an experiment repo):
         gen-launch check jobs/qwen3-32b.yaml -o launch
     """
-    result = _plan(spec, force=False)
+    result = _plan(spec, False, overrides)
     problems = check_files(render_files(result), out_dir, result.job)
     if problems:
         for line in problems:

@@ -101,7 +101,8 @@ def training(spec: Spec, model: Model, defaults: RecipeDefaults, global_batch: i
         min_lr, origin["min_learning_rate"] = given["min_learning_rate"], "given"
     else:
         min_lr = lr * share["value"]
-        origin["min_learning_rate"] = f"default: {share['value']:g} x learning_rate ({share['source']})"
+        origin["min_learning_rate"] = (f"default: {share['value']:g} x learning_rate" if share["value"] else
+                                       "default: 0") + f" ({share['source']})"
     if min_lr > lr:
         raise SpecError.at("train.min_learning_rate", f"{min_lr:g} is above the peak learning_rate {lr:g}")
     schedule = _pick(given, "lr_schedule", _default(defaults, "lr_schedule", model), origin)

@@ -127,7 +127,18 @@ def _recipe(spec: Spec, model: Model, tables: Tables, plans: dict[str, Framework
     step_seconds = max(batch * spec.seq_len / (fp.estimate.tokens_per_card_s * fp.layout.cards)
                        for fp in plans.values())
     thinking = any(fp.info.get("template") == "qwen3" for fp in plans.values())
-    return training(spec, model, tables.recipes[spec.method], batch, _samples_per_epoch(spec), step_seconds, thinking)
+    recipe = training(spec, model, tables.recipes[spec.method], batch, _samples_per_epoch(spec), step_seconds,
+                      thinking)
+    # What a framework's pinned version cannot express, refused rather than written differently.
+    floorless = sorted(name for name in plans if name in ("llama-factory", "mindformers"))
+    if recipe.lr_schedule == "linear" and recipe.min_learning_rate > 0 and floorless:
+        raise SpecError.at("train.min_learning_rate", f"{', '.join(floorless)}' linear schedule decays to 0 "
+                                                      f"(transformers get_linear_schedule_with_warmup, MindFormers "
+                                                      f"LinearWithWarmUpLR); give 0, or lr_schedule cosine")
+    if "mindspeed-llm" in plans and recipe.adapter is not None and recipe.adapter.dropout > 0:
+        raise SpecError.at("lora.dropout", f"{recipe.adapter.dropout:g}: MindSpeed-LLM 2.2.0 builds its adapters with "
+                                           f"dropout 0 and has no flag for it; give 0, or leave mindspeed-llm out")
+    return recipe
 
 
 def _samples_per_epoch(spec: Spec) -> int | None:

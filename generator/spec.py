@@ -193,8 +193,9 @@ _Validator = jsonschema.validators.extend(
         "integer", lambda checker, value: isinstance(value, int) and not isinstance(value, bool)))
 
 
-def load_spec(path: str | Path) -> Spec:
-    """Read and validate the spec file at `path`; raise SpecError listing every problem."""
+def load_spec(path: str | Path, overrides: tuple[str, ...] = ()) -> Spec:
+    """Read and validate the spec file at `path` with `overrides` (KEY.PATH=VALUE, from --set) applied; raise
+    SpecError listing every problem."""
     try:
         fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)  # a FIFO opens without waiting for a writer
     except FileNotFoundError:
@@ -212,11 +213,33 @@ def load_spec(path: str | Path) -> Spec:
         os.close(fd)
     if len(raw) > MAX_SPEC_BYTES:
         raise SpecError.at("(file)", f"is larger than {MAX_SPEC_BYTES:,} bytes; a job spec is a few hundred")
-    return parse_spec(raw)
+    return parse_spec(raw, overrides)
 
 
-def parse_spec(raw: bytes) -> Spec:
-    """Validate the bytes of a spec file and build the Spec."""
+OVERRIDE = re.compile(r"([a-z_][a-z0-9_-]*(?:\.[a-z_][a-z0-9_-]*)*)=(.*)", re.S)
+
+
+def _apply_overrides(data: dict, overrides: tuple[str, ...]) -> None:
+    """Set each KEY.PATH to VALUE (read as YAML 1.2, as the file is), making the mappings on the way."""
+    for override in overrides:
+        found = OVERRIDE.fullmatch(override)
+        if not found:
+            raise SpecError.at("(--set)", f"{show(override)} is not KEY.PATH=VALUE (e.g. train.learning_rate=2.0e-5)")
+        *parents, leaf = found.group(1).split(".")
+        try:
+            value = _read_yaml(found.group(2))
+        except yaml.YAMLError as exc:
+            raise SpecError.at(found.group(1), f"--set value: {_yaml_problem(exc)}") from None
+        node = data
+        for i, part in enumerate(parents):
+            node = node.setdefault(part, {})
+            if not isinstance(node, dict):
+                raise SpecError.at(".".join(parents[:i + 1]), "--set goes into it, but it is not a mapping")
+        node[leaf] = value
+
+
+def parse_spec(raw: bytes, overrides: tuple[str, ...] = ()) -> Spec:
+    """Validate the bytes of a spec file (with --set overrides applied) and build the Spec."""
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError:
@@ -231,6 +254,7 @@ def parse_spec(raw: bytes) -> Spec:
         raise SpecError.at("(file)", "is empty; a job spec needs at least job, model, method, seq_len and hardware")
     if not isinstance(data, dict):
         raise SpecError.at("(top level)", f"must be a mapping of keys to values, got {show(data)}")
+    _apply_overrides(data, overrides)
     problems = schema_problems(data)
     if isinstance(data.get("train"), dict) and "steps" in data["train"] and \
             isinstance(data.get("data"), dict) and "epochs" in data["data"]:
@@ -238,7 +262,9 @@ def parse_spec(raw: bytes) -> Spec:
                                                "from the data size and the global batch)"))
     if problems:
         raise SpecError(problems)
-    return _build(data, hashlib.sha256(raw).hexdigest())
+    # The files' header names what they were made from: the file, and the overrides when there are any.
+    made_from = raw + b"".join(b"\0--set " + o.encode() for o in overrides)
+    return _build(data, hashlib.sha256(made_from).hexdigest())
 
 
 def _yaml_problem(exc: yaml.YAMLError) -> str:

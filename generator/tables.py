@@ -426,6 +426,10 @@ def load_tables() -> Tables:
     for model in models.values():
         aliases[model.name.lower()] = model.name
         aliases[model.hf_id.lower()] = model.name
+        # Meta (Llama 3.x) and Qwen (Qwen2 / 2.5) publish each -Instruct model's base under the same name without
+        # the suffix, with the same config.json; pretraining starts from the base.
+        if model.hf_id.endswith("-Instruct") and not model.vision:
+            aliases[model.hf_id.removesuffix("-Instruct").lower()] = model.name
     hardware = {r["name"]: _typed_row(Hardware, {**r, "frameworks": tuple(r["frameworks"]),
                                                  "quantization_bits": tuple(r["quantization_bits"])}, "hardware.yaml")
                 for r in _load_yaml("hardware.yaml")["hardware"]}

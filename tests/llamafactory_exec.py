@@ -241,10 +241,10 @@ def _launch(command: list[str], env: dict, cwd: Path, kill_when: Path | None = N
         deadline = time.monotonic() + LAUNCH_TIMEOUT
         while proc.poll() is None:
             if time.monotonic() > deadline or (kill_when is not None and kill_when.exists()):
-                os.killpg(proc.pid, signal.SIGKILL)
+                _kill_tree(proc.pid)
                 proc.wait()
                 break
-            time.sleep(0.2)
+            time.sleep(0.05)
         out.seek(0)
         text = out.read()
     if time.monotonic() > deadline:
@@ -252,13 +252,36 @@ def _launch(command: list[str], env: dict, cwd: Path, kill_when: Path | None = N
     return proc.returncode, text
 
 
+def _kill_tree(root: int) -> None:
+    """SIGKILL `root` and every process below it, as a node failure would: torchrun starts its ranks in sessions
+    of their own, so killing the launch's process group would leave them training."""
+    parents = {}
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        parents[int(stat.parent.name)] = int(fields[1])
+    tree, grew = {root}, True
+    while grew:
+        below = {pid for pid, parent in parents.items() if parent in tree} - tree
+        tree |= below
+        grew = bool(below)
+    for pid in tree:
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+
+
 RESUME_OVERRIDES = [word for word in CPU_OVERRIDES if not word.startswith(("max_steps=", "save_steps="))] + \
-    ["max_steps=12", "save_steps=1"]
+    ["max_steps=60", "save_steps=2"]
 
 
 @dataclass
 class Resumed:
     first: tuple[int, str]  # killed mid-run
+    finished_first: bool  # the first launch had finished before the kill (then nothing was interrupted)
     second: tuple[int, str]  # the same command again
     third: tuple[int, str]  # once more, after it finished
     output: Path
@@ -270,7 +293,7 @@ class Resumed:
 
 
 def run_resumed(job: Job, root: Path, port: int, models: Path) -> Resumed:
-    """Render `job`, launch it with a checkpoint every step and kill the whole launch (SIGKILL) once checkpoint-2
+    """Render `job`, launch it with a checkpoint every two steps and kill the whole launch (SIGKILL) once checkpoint-2
     is written, then run the same command twice more: the second must continue from the last checkpoint and
     finish, the third must refuse to train over the finished run."""
     write_models([job], models)
@@ -283,6 +306,7 @@ def run_resumed(job: Job, root: Path, port: int, models: Path) -> Resumed:
                    check=True, capture_output=True, env=env)
     command = ["bash", str(root / "gen" / spec["job"] / NAME / "launch.sh"), "0", "--", *RESUME_OVERRIDES]
     first = _launch(command, env, root, kill_when=root / "out" / NAME / "checkpoint-2" / "trainer_state.json")
+    finished_first = (root / "out" / NAME / "train_results.json").exists()
     second = _launch(command, env, root)
     third = _launch(command, env, root)
-    return Resumed(first, second, third, root / "out")
+    return Resumed(first, finished_first, second, third, root / "out")

@@ -187,3 +187,34 @@ def test_render_removes_files_it_no_longer_generates(tmp_path, spec_file):
     result = run("render", one, "-o", tmp_path, catch_exceptions=False)
     assert "remove" in result.output and not (tmp_path / "j" / "llama-factory").exists()
     assert run("check", one, "-o", tmp_path).exit_code == 0
+
+
+def test_render_shows_the_plan_summary_before_the_files(tmp_path):
+    # Issue 13 item 6: what a user checks before committing the files (stderr; stdout stays one line per path).
+    result = CliRunner().invoke(main, ["render", str(EXAMPLE), "-o", str(tmp_path)])
+    assert result.exit_code == 0
+    assert "training recipe (every framework):" in result.stderr and "framework       cards" in result.stderr
+    assert all(line.split()[0] == "create" for line in result.stdout.splitlines())
+
+
+def test_short_jobs_say_minutes_not_zero_hours(spec_file):
+    path = spec_file({"job": "short", "model": "qwen3-0.6b", "method": "lora", "seq_len": 4096,
+                      "hardware": "snt9b", "cards": 8, "frameworks": ["mindspeed-llm"],
+                      "data": {"samples": 1000, "tokens_per_sample": 500}})
+    result = CliRunner().invoke(main, ["plan", str(path)])
+    assert result.exit_code == 0 and " min for " in result.output and "0.0 h" not in result.output
+
+
+def test_set_overrides_a_value_with_the_files_validation(tmp_path):
+    # Issue 13 item 5: --set KEY.PATH=VALUE, read as YAML 1.2 and validated as if written in the file.
+    ok = CliRunner().invoke(main, ["plan", str(EXAMPLE), "--json", "--set", "train.learning_rate=3.0e-5",
+                                   "--set", "train.seed=7"])
+    assert ok.exit_code == 0, ok.stderr
+    train = json.loads(ok.stdout)["train"]
+    assert (train["learning_rate"], train["seed"], train["origin"]["seed"]) == (3.0e-5, 7, "given")
+    base = json.loads(CliRunner().invoke(main, ["plan", str(EXAMPLE), "--json"]).stdout)
+    assert json.loads(ok.stdout)["spec_sha256"] != base["spec_sha256"]  # the files say they differ from the file
+    bad = CliRunner().invoke(main, ["plan", str(EXAMPLE), "--set", "cards=4.0", "--set", "train.lr=1"])
+    assert bad.exit_code == 2 and "cards: " in bad.stderr and "train.lr: unknown key" in bad.stderr
+    worse = CliRunner().invoke(main, ["plan", str(EXAMPLE), "--set", "train"])
+    assert worse.exit_code == 2 and "is not KEY.PATH=VALUE" in worse.stderr and "Traceback" not in worse.output

@@ -118,12 +118,16 @@ def test_a_relaunch_resumes_a_killed_run_and_refuses_a_finished_one(tmp_path):
     require("llamafactory", "deepspeed", "bitsandbytes")
     run = X.run_resumed(RESUME_JOB, tmp_path / "job", PORT + 40, tmp_path / "models")
     first, second, third = run.first, run.second, run.third
-    assert first[0] == -9, first[1][-3000:]  # killed, not finished
+    assert first[0] == -9 and not run.finished_first, first[1][-3000:]  # killed mid-run
     resumed = re.search(r"Resuming training from (\S+)checkpoint-(\d+)", second[1])  # LLaMA-Factory hparams/parser.py
     assert second[0] == 0 and resumed, second[1][-6000:]
-    assert int(resumed.group(2)) >= 2
+    start = int(resumed.group(2))
+    assert 2 <= start < 60
+    assert "Resuming training from checkpoint with epoch" in second[1] and f"global step {start}" in second[1]
     state = run.trainer_state
     losses = [entry["step"] for entry in state["log_history"] if "loss" in entry]
-    assert state["global_step"] == 12 and losses == list(range(1, 13)), state["log_history"]
-    assert sorted(int(p.name.split("-")[1]) for p in (run.output / X.NAME).glob("checkpoint-*")) == [10, 11, 12]
+    assert state["global_step"] == 60 and losses == list(range(1, 61)), state["log_history"]
+    # the second launch trained only the steps after the checkpoint (transformers logs each step's loss)
+    assert second[1].count("'loss':") == 60 - start
+    assert sorted(int(p.name.split("-")[1]) for p in (run.output / X.NAME).glob("checkpoint-*")) == [56, 58, 60]
     assert third[0] == 2 and "holds a finished run" in third[1]

@@ -24,7 +24,7 @@ ROWS = list(csv.DictReader(line for line in (Path(__file__).parent / "data" / "s
 
 
 def estimate_gib(row: dict) -> float:
-    """The plan's memory_per_card_gb for the row's exact setting (seq 1024, checkpointing, LoRA rank 64)."""
+    """The plan's memory_per_card_gib for the row's exact setting (seq 1024, checkpointing, LoRA rank 64)."""
     cards, micro = int(row["cards"]), int(row["micro_batch_size"])
     pins = {"micro_batch_size": micro, "recompute": "full"}
     if row["method"] == "full":
@@ -34,7 +34,7 @@ def estimate_gib(row: dict) -> float:
                      quantization_bit=int(row["quantization_bit"]) if row["quantization_bit"] else None,
                      layout={"llama-factory": pins}, lora={} if row["method"] == "full" else {"rank": 64})
     plan = resolve(spec, T, force=True)
-    return plan.to_json()["frameworks"]["llama-factory"]["memory_per_card_gb"]
+    return plan.to_json()["frameworks"]["llama-factory"]["memory_per_card_gib"]
 
 
 def describe(row: dict) -> str:

@@ -232,7 +232,7 @@ def test_plan_json_has_the_fixed_keys():
     for fw in data["frameworks"].values():
         assert set(fw) >= {"cards", "nodes", "tp", "pp", "dp", "cp", "ep", "micro_batch_size", "global_batch_size",
                            "grad_accum", "recompute", "sequence_parallel", "zero_stage", "offload",
-                           "memory_per_card_gb", "source"}
+                           "memory_per_card_gib", "source"}
 
 
 def test_dataset_format_a_framework_cannot_read():

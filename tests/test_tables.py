@@ -150,3 +150,15 @@ def test_the_schema_offers_what_the_registry_holds():
     assert set(props["layout"]["properties"]) == set(tables.frameworks)
     assert set(props["method"]["enum"]) == set().union(*(fw.methods for fw in tables.frameworks.values()))
     assert set(props["hardware"]["enum"]) == set(tables.hardware)
+
+
+@pytest.mark.parametrize("hf_id,name", [("Qwen/Qwen2.5-7B", "qwen2.5-7b"), ("meta-llama/Llama-3.1-70B", "llama3.1-70b"),
+                                        ("Qwen/Qwen2.5-7B-Instruct", "qwen2.5-7b")])
+def test_base_model_ids_name_their_row(hf_id, name):
+    # Issue 13: pretraining starts from base models; only the -Instruct ids were aliases.
+    assert load_tables().model(hf_id).name == name
+
+
+def test_a_vision_model_base_id_is_not_guessed():
+    with pytest.raises(SpecError):
+        load_tables().model("Qwen/Qwen2.5-VL-7B")

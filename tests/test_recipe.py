@@ -1,0 +1,255 @@
+"""Issue 13: one training recipe, read back from each framework's files the way that framework reads them (LLaMA-Factory
+and MindFormers YAML as their loaders parse it, MindSpeed-LLM's launch words through the parser built from the pinned
+2.2.0 declarations), the same values in all three; defaults with their sources; resume in every launch script."""
+
+from __future__ import annotations
+
+import subprocess
+from pathlib import Path
+
+import pytest
+import yaml
+
+from generator import flags
+from generator.checks.shell import bash_arrays
+from generator.recipe import round_global_batch, round_interval
+from generator.tables import load_tables
+from helpers import make_spec, render_job
+
+T = load_tables()
+RECIPE = dict(model="qwen3-8b", method="lora", seq_len=4096, hardware="snt9b", cards=8,
+              frameworks=["mindformers", "mindspeed-llm", "llama-factory"],
+              data={"samples": 20000, "tokens_per_sample": 1000}, global_batch_size=64,
+              train={"learning_rate": 2.0e-4, "min_learning_rate": 2.0e-5, "lr_schedule": "cosine",
+                     "warmup_steps": 30, "weight_decay": 0.05, "steps": 300, "save_every_steps": 100,
+                     "keep_checkpoints": 2, "seed": 1234},
+              lora={"rank": 32, "alpha": 64, "dropout": 0.0, "targets": "attention"})
+
+
+def read_back(files: dict[str, str]) -> dict[str, dict]:
+    """Each framework's training values in one vocabulary, as its own reader sees the files."""
+    lf = yaml.safe_load(files["llama-factory/train.yaml"])
+    mf = yaml.safe_load(files["mindformers/train.yaml"])
+    arrays = bash_arrays(files["mindspeed-llm/launch.sh"])
+    words = [w for name, ws in arrays.items() if name not in ("DISTRIBUTED_ARGS", "RESUME_ARGS") for w in ws]
+    ms = vars(flags.parse("train", words))
+    monitor = next(c for c in mf["callbacks"] if c["type"] == "CheckpointMonitor")
+    pet = mf["model"]["model_config"]["pet_config"]
+    par = mf["parallel_config"]
+    return {
+        "llama-factory": {
+            "lr": lf["learning_rate"], "min_lr": lf["lr_scheduler_kwargs"]["min_lr"],
+            "schedule": lf["lr_scheduler_type"], "warmup": lf["warmup_steps"], "weight_decay": lf["weight_decay"],
+            "steps": lf["max_steps"], "save": lf["save_steps"], "keep": lf["save_total_limit"], "seed": lf["seed"],
+            "rank": lf["lora_rank"], "alpha": lf["lora_alpha"], "dropout": lf["lora_dropout"],
+            "targets": lf["lora_target"],
+            "batch": lf["per_device_train_batch_size"] * lf["gradient_accumulation_steps"] * 8},
+        "mindspeed-llm": {
+            "lr": ms["lr"], "min_lr": ms["min_lr"], "schedule": ms["lr_decay_style"], "warmup": ms["lr_warmup_iters"],
+            "weight_decay": ms["weight_decay"], "steps": ms["train_iters"], "save": ms["save_interval"],
+            "keep": None, "seed": ms["seed"], "rank": ms["lora_r"], "alpha": ms["lora_alpha"], "dropout": 0.0,
+            "targets": ms["lora_target_modules"], "batch": ms["global_batch_size"]},
+        "mindformers": {
+            "lr": mf["lr_schedule"]["learning_rate"], "min_lr": mf["lr_schedule"]["lr_end"],
+            "schedule": mf["lr_schedule"]["type"], "warmup": mf["lr_schedule"]["warmup_steps"],
+            "weight_decay": mf["optimizer"]["weight_decay"],
+            "steps": (mf["runner_config"]["stop_step"], mf["lr_schedule"]["total_steps"]),
+            "save": monitor["save_checkpoint_steps"], "keep": monitor["keep_checkpoint_max"], "seed": mf["seed"],
+            "rank": pet["lora_rank"], "alpha": pet["lora_alpha"], "dropout": pet["lora_dropout"],
+            "targets": pet["target_modules"],
+            "batch": mf["runner_config"]["batch_size"] * par["data_parallel"] * par["micro_batch_num"]
+            * mf["runner_config"]["gradient_accumulation_steps"]},
+    }
+
+
+@pytest.fixture(scope="module")
+def recipe():
+    plan, files = render_job(T, job="recipe", **RECIPE)
+    return plan, read_back(files)
+
+
+# Each framework's own spelling of the same schedule and targets.
+SPELLING = {"llama-factory": {"schedule": "cosine_with_min_lr", "targets": "q_proj,k_proj,v_proj,o_proj"},
+            "mindspeed-llm": {"schedule": "cosine", "targets": ["linear_qkv", "linear_proj"]},
+            "mindformers": {"schedule": "CosineWithWarmUpLR", "targets": ".*linear_qkv|.*linear_proj"}}
+WANTED = {"lr": 2.0e-4, "min_lr": 2.0e-5, "warmup": 30, "weight_decay": 0.05, "save": 100, "seed": 1234,
+          "rank": 32, "alpha": 64, "dropout": 0.0, "batch": 64}
+
+
+@pytest.mark.parametrize("framework", list(SPELLING))
+@pytest.mark.parametrize("value", [*WANTED, "schedule", "targets", "steps", "keep"])
+def test_every_framework_trains_the_spec_recipe(recipe, framework, value):
+    _, seen = recipe
+    got = seen[framework][value]
+    if value in WANTED:
+        assert got == pytest.approx(WANTED[value]), (framework, value, got)
+    elif value == "steps":
+        assert got == ((300, 300) if framework == "mindformers" else 300)
+    elif value == "keep":  # Megatron core_v0.12.1 keeps every checkpoint: no flag to write, PLAN.md says so
+        assert got == (None if framework == "mindspeed-llm" else 2)
+    else:
+        assert got == SPELLING[framework][value]
+
+
+def test_the_plan_states_every_value_and_where_it_came_from(recipe):
+    plan, _ = recipe
+    origin = plan.train.origin
+    assert origin["learning_rate"] == "given" and origin["lora.rank"] == "given"
+    assert origin["epochs"].startswith("derived") and plan.train.epochs == pytest.approx(300 * 64 / 20000)
+    assert origin["resume"].startswith("default: ") and plan.train.resume is True
+
+
+@pytest.mark.parametrize("method,size,lr,source", [
+    ("pretrain", "llama3.1-70b", 1.5e-4, "Llama 2 paper Table 1"),
+    ("pretrain", "llama3.1-8b", 3.0e-4, "Llama 2 paper (Touvron et al. 2023) Table 1"),
+    ("full", "qwen3-8b", 1.0e-5, "examples/train_full/qwen3_full_sft.yaml"),
+    ("lora", "qwen3-8b", 1.0e-4, "examples/train_lora/qwen3_lora_sft.yaml"),
+])
+def test_defaults_carry_their_source(method, size, lr, source):
+    plan, files = render_job(T, model=size, method=method, hardware="snt9b", frameworks=["mindspeed-llm"],
+                             data={"total_tokens": 10 ** 9})
+    assert plan.train.learning_rate == lr and source in plan.train.origin["learning_rate"]
+    words = [w for ws in bash_arrays(files["mindspeed-llm/launch.sh"]).values() for w in ws]
+    assert float(words[words.index("--lr") + 1]) == lr  # the plan's rate, not an upstream demo's 1.25e-6
+    assert "Training recipe" in files["PLAN.md"] and source in files["PLAN.md"]
+
+
+def test_qlora_follows_seed_002():
+    plan, files = render_job(T, model="qwen2.5-7b", method="qlora", quantization_bit=4, hardware="rtx4090",
+                             frameworks=["llama-factory"])
+    lf = yaml.safe_load(files["llama-factory/train.yaml"])
+    assert (lf["lora_rank"], lf["lora_alpha"], lf["lora_dropout"], lf["optim"]) == (64, 16, 0.05, "paged_adamw_32bit")
+    assert "seed 002" in plan.train.origin["lora.alpha"]
+
+
+def test_steps_and_epochs_are_one_or_the_other(spec_file):
+    from click.testing import CliRunner
+
+    from generator.cli import main
+    path = spec_file({"job": "j", "model": "qwen3-8b", "method": "full", "seq_len": 4096, "hardware": "snt9b",
+                      "data": {"samples": 1000, "tokens_per_sample": 100, "epochs": 2}, "train": {"steps": 10}})
+    result = CliRunner().invoke(main, ["plan", str(path)])
+    assert result.exit_code == 2 and "train.steps: give train.steps or data.epochs, not both" in result.stderr
+
+
+def test_lora_section_needs_an_adapter_method():
+    from generator.errors import SpecError
+    from generator.resolve import resolve
+    with pytest.raises(SpecError, match="lora: is only used with method lora or qlora"):
+        resolve(make_spec(method="full", lora={"rank": 8}), T)
+
+
+def test_a_global_batch_no_layout_tiles_names_the_nearest():
+    from generator.errors import SpecError
+    from generator.resolve import resolve
+    with pytest.raises(SpecError) as caught:
+        resolve(make_spec(cards=16, frameworks=["llama-factory"], global_batch_size=100), T)
+    assert "global_batch_size: 100 samples cannot be split" in str(caught.value)
+    assert "nearest that work: 96 or 112" in str(caught.value)
+
+
+def test_default_global_batch_is_round():
+    assert round_global_batch(16, 128, 128) == 128 and round_global_batch(48, 128, 144) == 144
+    assert round_global_batch(40, 128, 160) == 160 and round_global_batch(32, 100, 100) == 128
+    assert [round_interval(x) for x in (0.3, 7, 13, 260, 4999)] == [1, 5, 10, 200, 2000]
+    for model, cards in (("qwen3-32b", 40), ("qwen3-8b", 24), ("qwen2.5-32b", 32)):
+        plan, _ = render_job(T, model=model, cards=cards, frameworks=["mindspeed-llm", "llama-factory"])
+        batches = {fp.layout.global_batch_size for fp in plan.frameworks.values()}
+        assert batches == {plan.train.global_batch_size}, (model, batches)
+
+
+def _launch_text(files, framework):
+    return files[f"{framework}/launch.sh"]
+
+
+def test_mindspeed_relaunch_loads_its_own_checkpoint_with_optimizer_state():
+    # The first launch loads the converted weights without optimizer or RNG (--finetune starts at step 0); a
+    # relaunch that finds latest_checkpointed_iteration.txt in --save loads model, optimizer, RNG and iteration
+    # from there (Megatron checkpointing.py: no --finetune, no --no-load-optim / --no-load-rng).
+    for method in ("full", "lora"):
+        plan, files = render_job(T, model="qwen3-8b", method=method, cards=8, frameworks=["mindspeed-llm"],
+                                 data={"samples": 20000, "tokens_per_sample": 1000})
+        arrays = bash_arrays(_launch_text(files, "mindspeed-llm"))
+        save = arrays["OUTPUT_ARGS"][arrays["OUTPUT_ARGS"].index("--save") + 1]
+        start, again = arrays["START_ARGS"], arrays["RESUME_ARGS"]
+        assert {"--finetune", "--no-load-optim", "--no-load-rng"} <= set(start)
+        assert not {"--finetune", "--no-load-optim", "--no-load-rng"} & set(again)
+        if method == "lora":
+            assert again[again.index("--lora-load") + 1] == save
+        else:
+            assert again[again.index("--load") + 1] == save
+        for argv in (start, again):
+            common = [w for name, ws in arrays.items() if name not in ("DISTRIBUTED_ARGS", "START_ARGS",
+                                                                        "RESUME_ARGS") for w in ws]
+            flags.parse("train", common + argv)  # the pinned parser takes both
+
+
+def _run_launch_until_load(script: str, tmp_path: Path, checkpoint: str | None) -> subprocess.CompletedProcess:
+    """Run a generated launch.sh with the framework's launcher replaced by `echo`, so the words it would pass are
+    printed; `checkpoint`: the content of latest_checkpointed_iteration.txt in the save folder (None: no file)."""
+    fake = tmp_path / "bin"
+    fake.mkdir(exist_ok=True)
+    for tool in ("torchrun", "tee"):
+        (fake / tool).write_text("#!/bin/sh\necho \"$@\"\n" if tool == "torchrun" else "#!/bin/sh\ncat\n")
+        (fake / tool).chmod(0o755)
+    script_path = tmp_path / "launch.sh"
+    script_path.write_text(script)
+    return subprocess.run(["bash", str(script_path), "0"], capture_output=True, text=True,
+                          env={"PATH": f"{fake}:/usr/bin:/bin", "HOME": str(tmp_path)})
+
+
+def test_mindspeed_launch_picks_resume_and_refuses_a_finished_run(tmp_path):
+    out = tmp_path / "out"
+    weights = out / "mcore"
+    plan, files = render_job(T, model="qwen3-8b", method="full", cards=8, frameworks=["mindspeed-llm"],
+                             data={"samples": 2000, "tokens_per_sample": 1000},
+                             paths={"output_dir": str(out), "mcore_ckpt_dir": str(weights), "model_dir": "/m",
+                                    "dataset": "/d.json", "mindspeed_llm_dir": str(tmp_path)})
+    weights.mkdir(parents=True)
+    (weights / "latest_checkpointed_iteration.txt").write_text("1")
+    script = _launch_text(files, "mindspeed-llm")
+    first = _run_launch_until_load(script, tmp_path, None)
+    assert first.returncode == 0 and "--finetune" in first.stdout and "resuming" not in first.stderr, first.stderr
+    save = out / "mindspeed-llm" / "ckpt"
+    save.mkdir(parents=True)
+    (save / "latest_checkpointed_iteration.txt").write_text("10")
+    again = _run_launch_until_load(script, tmp_path, "10")
+    assert again.returncode == 0 and "resuming from iteration 10" in again.stderr
+    assert f"--load {save}" in again.stdout and "--finetune" not in again.stdout
+    (save / "latest_checkpointed_iteration.txt").write_text(str(plan.train.steps))
+    done = _run_launch_until_load(script, tmp_path, str(plan.train.steps))
+    assert done.returncode == 2 and "holds the finished run" in done.stderr
+
+
+def test_mindformers_relaunch_resumes_from_its_checkpoint_folder():
+    plan, files = render_job(T, model="qwen3-8b", method="full", cards=8, frameworks=["mindformers"])
+    text = _launch_text(files, "mindformers")
+    assert f"CHECKPOINT_DIR={plan.output_dir('mindformers')}/checkpoint" in text
+    assert "RESUME=(--resume_training True --load_checkpoint \"$CHECKPOINT_DIR\" --auto_trans_ckpt False)" in text
+    doc = yaml.safe_load(files["mindformers/train.yaml"])
+    assert doc["run_mode"] == "train" and "--run_mode train" in text  # one run mode (issue 13, item 6)
+
+
+def test_llama_factory_resumes_and_refuses_a_finished_run():
+    _, files = render_job(T, model="qwen3-8b", method="lora", cards=8, frameworks=["llama-factory"])
+    train = yaml.safe_load(files["llama-factory/train.yaml"])
+    assert train["overwrite_output_dir"] is False and "resume_from_checkpoint" not in train
+    assert train["save_only_model"] is False
+    assert 'if [ -f "$OUTPUT_DIR/train_results.json" ]' in _launch_text(files, "llama-factory")
+
+
+@pytest.mark.parametrize("fields,message", [
+    (dict(frameworks=["llama-factory"], train={"lr_schedule": "linear", "min_learning_rate": 1.0e-6}),
+     "train.min_learning_rate: llama-factory' linear schedule decays to 0"),
+    (dict(frameworks=["mindspeed-llm"], method="lora", lora={"dropout": 0.1}),
+     "lora.dropout: 0.1: MindSpeed-LLM 2.2.0 builds its adapters with dropout 0"),
+    (dict(frameworks=["llama-factory"], train={"min_learning_rate": 1.0}), "is above the peak learning_rate"),
+    (dict(frameworks=["llama-factory"], train={"enable_thinking": False}, model="llama3.1-8b", hardware="h800"),
+     "train.enable_thinking: applies to Qwen3's chat template only"),
+])
+def test_what_a_framework_cannot_express_is_refused(fields, message):
+    from generator.errors import SpecError
+    from generator.resolve import resolve
+    with pytest.raises(SpecError) as caught:
+        resolve(make_spec(**{"cards": 8, **fields}), T)
+    assert message in str(caught.value)
