@@ -16,14 +16,15 @@ from typing import NoReturn
 import click
 
 from . import __version__
-from .errors import UserError
+from .errors import SpecError, UserError, show
 from .plan import Plan
 from .render import check as check_files
 from .render import compare, environment, render_files, write
 from .render.core import plan_json
 from .resolve import minimum_table, resolve
 from .spec import load_spec
-from .tables import load_tables
+from .starter import starter_spec
+from .tables import METHODS, load_tables
 from .validate import validate as validate_job
 
 CONTEXT_SETTINGS = {"help_option_names": ["-h", "--help"], "max_content_width": 100}
@@ -181,6 +182,41 @@ def models(seq_len: int, as_json: bool) -> None:
         click.echo(json.dumps(rows, indent=2))
         return
     click.echo(environment().get_template("models.txt.j2").render(rows=rows, seq_len=seq_len), nl=False)
+
+
+@main.command()
+@click.argument("model")
+@click.option("--method", required=True, type=click.Choice(METHODS), help="Training method.")
+@click.option("--hardware", required=True, help="A hardware row (snt9b, snt9b23, rtx4090, h800, ...).")
+@click.option("-o", "--out", "out_file", type=click.Path(dir_okay=False, path_type=Path),
+              help="Write the spec here (never over an existing file); default: print it.")
+def init(model: str, method: str, hardware: str, out_file: Path | None) -> None:
+    """Write a commented starter spec for MODEL (a table name or HuggingFace id): the required keys filled in,
+    the optional ones commented with their defaults and sources, and the schema line editors read.
+
+    \b
+    Example:
+        gen-launch init Qwen/Qwen3-8B --method lora --hardware snt9b -o qwen3-8b-lora.yaml
+    """
+    try:
+        tables = load_tables()
+        if hardware not in tables.hardware:
+            raise SpecError.at("hardware", f"{show(hardware)} is not a hardware row; choose one of "
+                                           f"{', '.join(tables.hardware)}")
+        text = starter_spec(tables, environment(), model, method, hardware)
+    except UserError as error:
+        _fail(error, "init")
+    if out_file is None:
+        click.echo(text, nl=False)
+        return
+    try:
+        with out_file.open("x", encoding="utf-8") as handle:
+            handle.write(text)
+    except FileExistsError:
+        _fail(UserError(f"{out_file} exists; init never writes over a file"), "init")
+    except OSError as exc:
+        _fail(UserError(f"cannot write {out_file}: {exc.strerror}"), "init")
+    click.echo(f"   create  {out_file}")
 
 
 @main.command()

@@ -82,7 +82,7 @@ def adapter(spec: Spec, defaults: RecipeDefaults, origin: dict | None = None) ->
     return Adapter(**values)
 
 
-def _default(defaults: RecipeDefaults, key: str, model: Model) -> dict:
+def default_row(defaults: RecipeDefaults, key: str, model: Model) -> dict:
     """A default value row; a list is banded by model size."""
     row = defaults.values[key]
     if isinstance(row, list):
@@ -95,8 +95,8 @@ def training(spec: Spec, model: Model, defaults: RecipeDefaults, global_batch: i
              step_seconds: float, thinking_template: bool) -> Training:
     """Resolve the recipe once the global batch and the slowest framework's step time are known."""
     given, origin = spec.train, {}
-    lr = _pick(given, "learning_rate", _default(defaults, "learning_rate", model), origin)
-    share = _default(defaults, "min_learning_rate_share", model)
+    lr = _pick(given, "learning_rate", default_row(defaults, "learning_rate", model), origin)
+    share = default_row(defaults, "min_learning_rate_share", model)
     if "min_learning_rate" in given:
         min_lr, origin["min_learning_rate"] = given["min_learning_rate"], "given"
     else:
@@ -105,8 +105,8 @@ def training(spec: Spec, model: Model, defaults: RecipeDefaults, global_batch: i
                                        "default: 0") + f" ({share['source']})"
     if min_lr > lr:
         raise SpecError.at("train.min_learning_rate", f"{min_lr:g} is above the peak learning_rate {lr:g}")
-    schedule = _pick(given, "lr_schedule", _default(defaults, "lr_schedule", model), origin)
-    weight_decay = _pick(given, "weight_decay", _default(defaults, "weight_decay", model), origin)
+    schedule = _pick(given, "lr_schedule", default_row(defaults, "lr_schedule", model), origin)
+    weight_decay = _pick(given, "weight_decay", default_row(defaults, "weight_decay", model), origin)
     origin["global_batch_size"] = "given" if spec.global_batch_size else \
         f"derived: a round number near {defaults.values['global_batch_size']['value']} samples " \
         f"({defaults.values['global_batch_size']['source']}) that every planned layout tiles"
@@ -130,7 +130,7 @@ def training(spec: Spec, model: Model, defaults: RecipeDefaults, global_batch: i
         if steps is not None and warmup_steps >= steps:
             raise SpecError.at("train.warmup_steps", f"{warmup_steps} is not below the {steps} training steps")
     else:
-        warmup_ratio = _pick(given, "warmup_ratio", _default(defaults, "warmup_ratio", model), origin)
+        warmup_ratio = _pick(given, "warmup_ratio", default_row(defaults, "warmup_ratio", model), origin)
         warmup_steps = None if steps is None else round(warmup_ratio * steps)
         if steps is not None:
             origin["warmup_steps"] = "derived: warmup_ratio x steps"

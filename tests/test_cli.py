@@ -218,3 +218,37 @@ def test_set_overrides_a_value_with_the_files_validation(tmp_path):
     assert bad.exit_code == 2 and "cards: " in bad.stderr and "train.lr: unknown key" in bad.stderr
     worse = CliRunner().invoke(main, ["plan", str(EXAMPLE), "--set", "train"])
     assert worse.exit_code == 2 and "is not KEY.PATH=VALUE" in worse.stderr and "Traceback" not in worse.output
+
+
+@pytest.mark.parametrize("model,method,hardware", [("Qwen/Qwen3-8B", "lora", "snt9b"), ("qwen2.5-7b", "qlora", "rtx4090"),
+                                                   ("llama3.1-8b", "pretrain", "snt9b"), ("qwen3-32b", "full", "snt9b23")])
+def test_init_writes_a_starter_that_plans(tmp_path, model, method, hardware):
+    # Issue 13 item 5: the starter plans as written, and with its commented recipe switched on it plans the same
+    # defaults it names.
+    out = tmp_path / "job.yaml"
+    made = CliRunner().invoke(main, ["init", model, "--method", method, "--hardware", hardware, "-o", str(out)])
+    assert made.exit_code == 0, made.output + made.stderr
+    text = out.read_text()
+    schema = text.splitlines()[0].removeprefix("# yaml-language-server: $schema=file://")
+    assert Path(schema).name == "job.schema.json" and Path(schema).is_file()
+    plain = json.loads(CliRunner().invoke(main, ["plan", str(out), "--json"]).stdout)
+    lines, inside = [], False
+    for line in text.splitlines():
+        if line in ("# train:", "# lora:"):
+            inside = True
+        elif not line.startswith("#   "):
+            inside = False
+        lines.append(line[2:] if inside else line)
+    out.write_text("\n".join(lines) + "\n")
+    switched = CliRunner().invoke(main, ["plan", str(out), "--json"])
+    assert switched.exit_code == 0, switched.stderr
+    recipe = json.loads(switched.stdout)["train"]
+    assert {k: v for k, v in recipe.items() if k != "origin"} == \
+        {k: v for k, v in plain["train"].items() if k != "origin"}
+    again = CliRunner().invoke(main, ["init", model, "--method", method, "--hardware", hardware, "-o", str(out)])
+    assert again.exit_code == 2 and "never writes over a file" in again.stderr
+
+
+def test_init_refuses_unknown_names():
+    result = CliRunner().invoke(main, ["init", "qwen3-33b", "--method", "lora", "--hardware", "snt9b"])
+    assert result.exit_code == 2 and "did you mean qwen3-32b" in result.stderr

@@ -1,0 +1,39 @@
+"""`gen-launch init`: a commented starter spec for a model, method and hardware, with the recipe defaults and their
+sources written as comments, and the schema line editors read."""
+
+from __future__ import annotations
+
+import jinja2
+
+from .errors import SpecError
+from .recipe import default_row
+from .resources import resource_dir
+from .spec import FRAMEWORKS
+from .tables import ADAPTER_KEYS, Tables, trains_adapters
+
+SEQ_LEN = 4096  # the starter's sequence length, lowered to what the model holds
+# The recipe keys a starter shows, in the order README lists them.
+TRAIN_KEYS = ("learning_rate", "lr_schedule", "warmup_ratio", "weight_decay")
+COMMON_KEYS = ("keep_checkpoints", "resume", "seed")
+
+
+def starter_spec(tables: Tables, env: jinja2.Environment, model_name: str, method: str, hardware: str) -> str:
+    model = tables.model(model_name)
+    hw = tables.hardware[hardware]
+    defaults = tables.recipes[method]
+    offered = [name for name in FRAMEWORKS if name in hw.frameworks and tables.supports(name, model.name)
+               and method in tables.frameworks[name].methods]
+    if not offered:
+        raise SpecError.at("model", f"no framework trains {model.name} {method} on {hw.name}")
+    seq_len = min(SEQ_LEN, model.max_positions // 256 * 256)
+    train = [(key, default_row(defaults, key, model)["value"], default_row(defaults, key, model)["source"])
+             for key in TRAIN_KEYS]
+    train += [(key, defaults.common[key]["value"], defaults.common[key]["source"]) for key in COMMON_KEYS]
+    lora = [(key, defaults.values[key]["value"], defaults.values[key]["source"])
+            for key in ADAPTER_KEYS] if trains_adapters(method) else []
+    return env.get_template("init.yaml.j2").render(
+        schema=(resource_dir("schemas") / "job.schema.json").as_uri(), job=f"{model.name}-{method}-{hw.name}",
+        model=model.name, hf_id=model.hf_id, method=method, quantization_bit=hw.quantization_bits[0]
+        if method == "qlora" else None, seq_len=seq_len, hardware=hw.name, hardware_label=hw.label,
+        frameworks=offered, train=train, lora=lora)
+
