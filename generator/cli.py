@@ -21,7 +21,7 @@ from .plan import Plan
 from .render import check as check_files
 from .render import compare, environment, render_files, write
 from .render.core import plan_json
-from .resolve import minimum_table, resolve
+from .resolve import candidate_layouts, minimum_table, resolve
 from .spec import load_spec
 from .starter import starter_spec
 from .tables import METHODS, load_tables
@@ -29,6 +29,7 @@ from .validate import validate as validate_job
 
 CONTEXT_SETTINGS = {"help_option_names": ["-h", "--help"], "max_content_width": 100}
 EXIT_DRIFT, EXIT_USER, EXIT_STRICT, EXIT_ENVIRONMENT = 1, 2, 3, 4
+MAX_CANDIDATES = 15  # layouts listed per framework by plan --candidates (the JSON has them all)
 
 
 def _fail(error: UserError, source: str) -> NoReturn:
@@ -84,9 +85,12 @@ def main() -> None:
 @spec_argument
 @set_option
 @click.option("--json", "as_json", is_flag=True, help="Print the plan as JSON (the keys plan.json has).")
+@click.option("--candidates", "show_candidates", is_flag=True,
+              help="Also list every layout that fits at the plan's card count, with its memory and estimated speed.")
 @force_option
 @strict_option
-def plan(spec: str, overrides: tuple[str, ...], as_json: bool, force: bool, strict: bool) -> None:
+def plan(spec: str, overrides: tuple[str, ...], as_json: bool, show_candidates: bool, force: bool,
+         strict: bool) -> None:
     """Show the cards, layout, memory and time chosen for SPEC, and why.
 
     \b
@@ -94,10 +98,24 @@ def plan(spec: str, overrides: tuple[str, ...], as_json: bool, force: bool, stri
         gen-launch plan examples/qwen3-32b-full-snt9b-16c.yaml --json
     """
     result = _plan(spec, force, overrides)
+    found = {}
+    if show_candidates:
+        try:
+            found = candidate_layouts(load_spec(spec, overrides), load_tables(), result)
+        except UserError as error:
+            _fail(error, spec)
     if as_json:
-        click.echo(plan_json(result), nl=False)
+        data = result.to_json()
+        if show_candidates:
+            data["candidates"] = {name: [{"layout": lay.describe(), "memory_per_card_gib": round(lay.memory.total, 2),
+                                          "tokens_per_card_s": round(rate.tokens_per_card_s, 1)}
+                                         for lay, rate in rows] for name, rows in found.items()}
+        click.echo(json.dumps(data, indent=2, ensure_ascii=False, allow_nan=False))
     else:
         click.echo(environment().get_template("plan.txt.j2").render(plan=result), nl=False)
+        if show_candidates:
+            click.echo(environment().get_template("candidates.txt.j2").render(
+                plan=result, candidates=found, limit=MAX_CANDIDATES), nl=False)
     _strict_exit(result, strict)
 
 
@@ -115,7 +133,7 @@ def render(spec: str, overrides: tuple[str, ...], out_dir: Path, force: bool, st
     old folder or the new one. Anything in it render did not write as it is (hand edits, stray files, links) is
     refused unless --force, which first keeps a copy as OUT/<job>+backup-<time>. One line per path on stdout:
     create, overwrite, identical, mode (executable bit restored), remove, edited, stray; the plan's summary (as
-    `gen-launch plan` prints it) goes to stderr first.
+    `gen-launch plan` prints it) goes to stderr.
 
     \b
     Example:
@@ -124,11 +142,11 @@ def render(spec: str, overrides: tuple[str, ...], out_dir: Path, force: bool, st
     result = _plan(spec, force, overrides)
     _strict_exit(result, strict)
     files = render_files(result)
-    click.echo(environment().get_template("plan.txt.j2").render(plan=result), nl=False, err=True)
     try:
         written = None if dry_run else write(files, out_dir, result.job, force)
     except UserError as error:
         _fail(error, spec)
+    click.echo(environment().get_template("plan.txt.j2").render(plan=result), nl=False, err=True)
     for change in written.changes if written else compare(files, out_dir / result.job):
         click.echo(f"{change.action:>9}  {out_dir / result.job / change.path}")
     if written and written.backup:

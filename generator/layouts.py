@@ -183,6 +183,13 @@ def _structure_problems(ctx: Context, cards: int, tp: int, pp: int, cp: int, ep:
 
 def search(ctx: Context, cards: int) -> tuple[Layout | None, Layout | None, list[Rejected]]:
     """All structural candidates at `cards`: (the best that fits, the one with the least memory, the rejected)."""
+    fitting, closest, rejected = candidates(ctx, cards)
+    return (fitting[0] if fitting else None), closest, rejected
+
+
+def candidates(ctx: Context, cards: int) -> tuple[list[Layout], Layout | None, list[Rejected]]:
+    """(every layout that fits at `cards`, in the search's order of preference: for each structure the first
+    recompute and micro batch that fit; the one with the least memory; the rejected)."""
     pins, model, seq = ctx.pins, ctx.model, ctx.spec.seq_len
     if ctx.fw.memory == "deepspeed":
         structures = [(1, 1, 1, 1, stage) for stage in _deepspeed_stages(ctx, cards)]
@@ -238,8 +245,7 @@ def search(ctx: Context, cards: int) -> tuple[Layout | None, Layout | None, list
                               f"mbs={mbs})")
         if best_here is None:
             rejected.append(Rejected(ctx.fw.name, label, reason or "no setting fits"))
-    best = min(fitting, key=lambda item: item[0])[1] if fitting else None
-    return best, closest, rejected
+    return [layout for _, layout in sorted(fitting, key=lambda item: item[0])], closest, rejected
 
 
 def _label(ctx: Context, tp: int, pp: int, cp: int, ep: int, stage) -> str:

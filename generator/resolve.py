@@ -20,7 +20,7 @@ from .cards import auto_cards, dash_refusal, explicit_cards, minimum_cards
 from .context import Context
 from .dataset import DataShape, data_format, data_shape
 from .errors import Problem, SpecError
-from .layouts import choose_layout, smallest_fit
+from .layouts import candidates, choose_layout, smallest_fit
 from .memory import GIB
 from .plan import Estimate, FrameworkPlan, Layout, MinCards, PathValue, Plan, Rejected
 from .recipe import Training, adapter, round_global_batch, training
@@ -66,14 +66,17 @@ def resolve(spec: Spec, tables: Tables, force: bool = False) -> Plan:
     warnings: list[str] = []
     contexts = {name: Context(spec, model, hw, tables.frameworks[name], force, lora, tables.recipes[spec.method])
                 for name in names}
+    results = {name: _resolve_framework(ctx, tables) for name, ctx in contexts.items()}
+    batch = _common_global_batch(spec, tables, {name: r[0] for name, r in results.items()}, notes)
     for name, ctx in contexts.items():
-        fplan, fw_rejected, fw_notes, fw_warnings = _resolve_framework(ctx, tables)
-        plans[name] = fplan
+        lay = results[name][0].layout
+        if batch % (lay.micro_batch_size * lay.dp):  # another micro batch is needed: search again at this batch
+            results[name] = _resolve_framework(replace(ctx, spec=replace(spec, global_batch_size=batch)), tables)
+        fplan, fw_rejected, fw_notes, fw_warnings = results[name]
+        plans[name] = _with_global_batch(ctx, fplan, batch)
         rejected.extend(fw_rejected)
         notes.extend(f"{name}: {n}" for n in fw_notes)
         warnings.extend(f"{name}: {w}" for w in fw_warnings)
-    batch = _common_global_batch(spec, tables, plans, notes)
-    plans = {name: _with_global_batch(contexts[name], fp, batch) for name, fp in plans.items()}
     recipe = _recipe(spec, model, tables, plans, batch)
     notes.extend(_general_notes(spec, model, plans))
     paths = _paths(spec, model, plans, data)
@@ -344,6 +347,20 @@ def _paths(spec: Spec, model: Model, plans: dict[str, FrameworkPlan], data: Data
             paths[key] = PathValue(default, not derived)
     return paths
 
+
+
+def candidate_layouts(spec: Spec, tables: Tables, plan: Plan) -> dict[str, list[tuple[Layout, Throughput]]]:
+    """Every layout that fits each planned framework at the plan's card count and global batch, in the search's
+    order of preference (the plan's own first, unless a preset chose it), with its estimated rate."""
+    model, hw = tables.model(spec.model), tables.hardware[spec.hardware]
+    at_batch = replace(spec, global_batch_size=plan.train.global_batch_size)
+    out = {}
+    for name, fp in plan.frameworks.items():
+        ctx = Context(at_batch, model, hw, tables.frameworks[name], False, adapter(spec, tables.recipes[spec.method]),
+                      tables.recipes[spec.method])
+        fitting, _, _ = candidates(ctx, fp.layout.cards)
+        out[name] = [(layout, _rate(ctx, layout)) for layout in fitting]
+    return out
 
 
 def minimum_table(tables: Tables, seq_len: int) -> list[dict]:

@@ -113,7 +113,7 @@ def test_render_refuses_to_overwrite_hand_edits_unless_forced(tmp_path, spec_fil
 def test_rerender_reports_identical(tmp_path):
     run("render", EXAMPLE, "-o", tmp_path, catch_exceptions=False)
     again = run("render", EXAMPLE, "-o", tmp_path, catch_exceptions=False)
-    assert all(line.split()[0] == "identical" for line in again.output.splitlines())
+    assert all(line.split()[0] == "identical" for line in again.stdout.splitlines())
 
 
 def test_dry_run_writes_nothing(tmp_path):
@@ -252,3 +252,18 @@ def test_init_writes_a_starter_that_plans(tmp_path, model, method, hardware):
 def test_init_refuses_unknown_names():
     result = CliRunner().invoke(main, ["init", "qwen3-33b", "--method", "lora", "--hardware", "snt9b"])
     assert result.exit_code == 2 and "did you mean qwen3-32b" in result.stderr
+
+
+def test_plan_candidates_lists_every_fitting_layout_with_its_speed():
+    # Issue 13 item 5: the layouts that fit, with memory and speed; the plan's searched layout is the first.
+    result = CliRunner().invoke(main, ["plan", str(EXAMPLE), "--json", "--candidates"])
+    assert result.exit_code == 0, result.stderr
+    data = json.loads(result.stdout)
+    for name, rows in data["candidates"].items():
+        fw = data["frameworks"][name]
+        assert rows and all(row["memory_per_card_gib"] <= fw["budget_gib"] for row in rows)
+        assert all(row["tokens_per_card_s"] > 0 for row in rows)
+        if fw["source"] == "search":
+            assert rows[0]["memory_per_card_gib"] == fw["memory_per_card_gib"]
+    text = CliRunner().invoke(main, ["plan", str(EXAMPLE), "--candidates"]).stdout
+    assert "layouts that fit at the plan's card count" in text and "  * tp=" in text
