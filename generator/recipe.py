@@ -45,6 +45,8 @@ class Training:
     resume: bool
     seed: int
     optimizer: str  # "adamw" | "paged_adamw_32bit"
+    adam_betas: tuple[float, float]
+    max_grad_norm: float  # gradient clipping
     adapter: Adapter | None
     enable_thinking: bool | None  # Qwen3 chat template only
     origin: dict[str, str] = field(default_factory=dict)  # key -> "given" | "default: <source>" | "derived: <how>"
@@ -53,7 +55,8 @@ class Training:
         values = {k: getattr(self, k) for k in ("learning_rate", "min_learning_rate", "lr_schedule", "warmup_ratio",
                                                  "warmup_steps", "weight_decay", "global_batch_size", "steps",
                                                  "epochs", "save_every_steps", "keep_checkpoints", "resume", "seed",
-                                                 "optimizer", "enable_thinking")}
+                                                 "optimizer", "adam_betas", "max_grad_norm", "enable_thinking")}
+        values["adam_betas"] = list(self.adam_betas)
         if self.adapter is not None:
             values["lora"] = {"rank": self.adapter.rank, "alpha": self.adapter.alpha,
                               "dropout": self.adapter.dropout, "targets": self.adapter.targets}
@@ -150,6 +153,8 @@ def training(spec: Spec, model: Model, defaults: RecipeDefaults, global_batch: i
     optimizer_row = defaults.values.get("optimizer", defaults.common["optimizer"])
     optimizer = optimizer_row["value"]
     origin["optimizer"] = f"default: {optimizer_row['source']}"
+    betas = tuple(float(b) for b in _pick(given, "adam_betas", defaults.common["adam_betas"], origin))
+    clip = float(_pick(given, "max_grad_norm", defaults.common["max_grad_norm"], origin))
     if "enable_thinking" in given and not thinking_template:
         raise SpecError.at("train.enable_thinking", f"applies to Qwen3's chat template only, not {model.name}")
     thinking = None
@@ -162,7 +167,8 @@ def training(spec: Spec, model: Model, defaults: RecipeDefaults, global_batch: i
                     warmup_ratio=None if warmup_ratio is None else float(warmup_ratio), warmup_steps=warmup_steps,
                     weight_decay=float(weight_decay), global_batch_size=global_batch, steps=steps,
                     epochs=None if epochs is None else float(epochs), save_every_steps=save_every,
-                    keep_checkpoints=keep, resume=resume, seed=seed, optimizer=optimizer, adapter=lora,
+                    keep_checkpoints=keep, resume=resume, seed=seed, optimizer=optimizer, adam_betas=betas,
+                    max_grad_norm=clip, adapter=lora,
                     enable_thinking=thinking, origin=origin)
 
 
@@ -189,7 +195,8 @@ LABELS = {"learning_rate": "learning rate (peak)", "min_learning_rate": "min lea
           "lr_schedule": "schedule", "warmup_ratio": "warmup ratio", "warmup_steps": "warmup steps",
           "weight_decay": "weight decay", "global_batch_size": "global batch (samples)", "steps": "steps",
           "epochs": "epochs", "save_every_steps": "checkpoint every (steps)", "keep_checkpoints": "checkpoints kept",
-          "resume": "resume on relaunch", "seed": "seed", "optimizer": "optimizer", "enable_thinking": "Qwen3 thinking",
+          "resume": "resume on relaunch", "seed": "seed", "optimizer": "optimizer", "adam_betas": "Adam betas",
+          "max_grad_norm": "gradient clipping", "enable_thinking": "Qwen3 thinking",
           "lora.rank": "LoRA rank", "lora.alpha": "LoRA alpha", "lora.dropout": "LoRA dropout",
           "lora.targets": "LoRA targets"}
 

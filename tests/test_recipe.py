@@ -22,7 +22,7 @@ RECIPE = dict(model="qwen3-8b", method="lora", seq_len=4096, hardware="snt9b", c
               data={"samples": 20000, "tokens_per_sample": 1000}, global_batch_size=64,
               train={"learning_rate": 2.0e-4, "min_learning_rate": 2.0e-5, "lr_schedule": "cosine",
                      "warmup_steps": 30, "weight_decay": 0.05, "steps": 300, "save_every_steps": 100,
-                     "keep_checkpoints": 2, "seed": 1234},
+                     "keep_checkpoints": 2, "seed": 1234, "adam_betas": [0.9, 0.98], "max_grad_norm": 0.5},
               lora={"rank": 32, "alpha": 64, "dropout": 0.0, "targets": "attention"})
 
 
@@ -42,13 +42,14 @@ def read_back(files: dict[str, str]) -> dict[str, dict]:
             "schedule": lf["lr_scheduler_type"], "warmup": lf["warmup_steps"], "weight_decay": lf["weight_decay"],
             "steps": lf["max_steps"], "save": lf["save_steps"], "keep": lf["save_total_limit"], "seed": lf["seed"],
             "rank": lf["lora_rank"], "alpha": lf["lora_alpha"], "dropout": lf["lora_dropout"],
-            "targets": lf["lora_target"],
+            "targets": lf["lora_target"], "betas": [lf["adam_beta1"], lf["adam_beta2"]], "clip": lf["max_grad_norm"],
             "batch": lf["per_device_train_batch_size"] * lf["gradient_accumulation_steps"] * 8},
         "mindspeed-llm": {
             "lr": ms["lr"], "min_lr": ms["min_lr"], "schedule": ms["lr_decay_style"], "warmup": ms["lr_warmup_iters"],
             "weight_decay": ms["weight_decay"], "steps": ms["train_iters"], "save": ms["save_interval"],
             "keep": None, "seed": ms["seed"], "rank": ms["lora_r"], "alpha": ms["lora_alpha"], "dropout": 0.0,
-            "targets": ms["lora_target_modules"], "batch": ms["global_batch_size"]},
+            "targets": ms["lora_target_modules"], "batch": ms["global_batch_size"],
+            "betas": [ms["adam_beta1"], ms["adam_beta2"]], "clip": ms["clip_grad"]},
         "mindformers": {
             "lr": mf["lr_schedule"]["learning_rate"], "min_lr": mf["lr_schedule"]["lr_end"],
             "schedule": mf["lr_schedule"]["type"], "warmup": mf["lr_schedule"]["warmup_steps"],
@@ -56,7 +57,8 @@ def read_back(files: dict[str, str]) -> dict[str, dict]:
             "steps": (mf["runner_config"]["stop_step"], mf["lr_schedule"]["total_steps"]),
             "save": monitor["save_checkpoint_steps"], "keep": monitor["keep_checkpoint_max"], "seed": mf["seed"],
             "rank": pet["lora_rank"], "alpha": pet["lora_alpha"], "dropout": pet["lora_dropout"],
-            "targets": pet["target_modules"],
+            "targets": pet["target_modules"], "betas": mf["optimizer"]["betas"],
+            "clip": mf["runner_wrapper"]["max_grad_norm"],
             "batch": mf["runner_config"]["batch_size"] * par["data_parallel"] * par["micro_batch_num"]
             * mf["runner_config"]["gradient_accumulation_steps"]},
     }
@@ -73,7 +75,7 @@ SPELLING = {"llama-factory": {"schedule": "cosine_with_min_lr", "targets": "q_pr
             "mindspeed-llm": {"schedule": "cosine", "targets": ["linear_qkv", "linear_proj"]},
             "mindformers": {"schedule": "CosineWithWarmUpLR", "targets": ".*linear_qkv|.*linear_proj"}}
 WANTED = {"lr": 2.0e-4, "min_lr": 2.0e-5, "warmup": 30, "weight_decay": 0.05, "save": 100, "seed": 1234,
-          "rank": 32, "alpha": 64, "dropout": 0.0, "batch": 64}
+          "rank": 32, "alpha": 64, "dropout": 0.0, "batch": 64, "betas": [0.9, 0.98], "clip": 0.5}
 
 
 @pytest.mark.parametrize("framework", list(SPELLING))
@@ -253,3 +255,23 @@ def test_what_a_framework_cannot_express_is_refused(fields, message):
     with pytest.raises(SpecError) as caught:
         resolve(make_spec(**{"cards": 8, **fields}), T)
     assert message in str(caught.value)
+
+
+def test_mindspeed_lora_keeps_the_optimizer_its_resume_can_restore():
+    # Megatron looks for the distributed optimizer's shard file under --load (the base weights when --lora-load
+    # carries the adapters: checkpointing.py l. 1398-1410), so LoRA runs keep the plain optimizer, as upstream's
+    # LoRA scripts do; full runs keep the distributed one.
+    for method, distributed in (("lora", False), ("full", True)):
+        _, files = render_job(T, model="qwen3-8b", method=method, cards=8, frameworks=["mindspeed-llm"])
+        words = bash_arrays(files["mindspeed-llm/launch.sh"])["GPT_ARGS"]
+        assert ("--use-distributed-optimizer" in words) is distributed
+
+
+@pytest.mark.parametrize("thinking", [True, False])
+def test_qwen3_thinking_is_the_users_choice_in_both_frameworks(thinking):
+    plan, files = render_job(T, model="qwen3-8b", method="lora", cards=8,
+                             frameworks=["mindspeed-llm", "llama-factory"], train={"enable_thinking": thinking})
+    assert yaml.safe_load(files["llama-factory/train.yaml"])["enable_thinking"] is thinking
+    pre = bash_arrays(files["mindspeed-llm/preprocess_data.sh"])["PREPROCESS_ARGS"]
+    assert pre[pre.index("--enable-thinking") + 1] == str(thinking).lower()  # preprocess_data.py l. 154-155
+    assert flags.parse("preprocess", pre).enable_thinking is thinking

@@ -29,7 +29,7 @@ def sweep():
 
 def msrun_args(launch: str) -> list[str]:
     """WORKER_NUM LOCAL_WORKER ... from the msrun_launcher.sh line of launch.sh."""
-    tail = launch.split('--auto_trans_ckpt ', 1)[1].split("\n", 1)[1]
+    tail = launch.split("bash scripts/msrun_launcher.sh ", 1)[1].split("\n", 1)[1]
     return tail.replace("\\", " ").split()
 
 
@@ -134,7 +134,7 @@ def test_finetune_key_tree_matches_upstream_qwen3():
     removed = keys(theirs) - keys(ours)
     # lr_end: the plan's cosine floor (upstream's constant schedule has none; issue 13's recipe)
     assert added == {"runner_config.sink_mode", "runner_config.sink_size", "train_dataset.data_loader.data_files",
-                     "model.model_config.seq_length", "lr_schedule.lr_end"}
+                     "model.model_config.seq_length", "lr_schedule.lr_end", "runner_wrapper.max_grad_norm"}
     assert removed == {"train_dataset.data_loader.handler[].n"}  # the `take` handler that cuts the data
 
 
@@ -145,7 +145,7 @@ def test_pretrain_key_tree_matches_upstream_qwen3_32b():
     # pretrained_model_dir: continued pretraining from the HF weights (issue 10, defect 9).
     assert [k for k in ours if k != "pretrained_model_dir"] == list(theirs)
     assert keys(ours) - keys(theirs) == {"runner_config.sink_mode", "runner_config.sink_size", "pretrained_model_dir",
-                                         "lr_schedule.lr_end"}
+                                         "lr_schedule.lr_end", "runner_wrapper.max_grad_norm"}
     assert keys(theirs) - keys(ours) == set()
     mc, up = ours["model"]["model_config"], theirs["model"]["model_config"]
     for key in ("vocab_size", "hidden_size", "intermediate_size", "num_hidden_layers", "num_attention_heads",

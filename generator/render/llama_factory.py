@@ -10,7 +10,6 @@ from ..plan import FrameworkPlan, Plan
 from .common import launch_context, master_addr, master_word
 
 NAME = "llama-factory"
-MAX_GRAD_NORM = 1.0  # transformers' default, written in the YAML (the JSON's gradient_clipping is "auto")
 AUTO = "auto"  # a DeepSpeed key transformers fills from TrainingArguments
 # The plan's schedule in transformers' SchedulerType names (trainer_utils.py at 5.6): cosine decays to 0, and to a
 # floor through cosine_with_min_lr's min_lr; linear decays to 0; constant holds after warmup.
@@ -135,7 +134,7 @@ def render(plan: Plan, env: jinja2.Environment) -> dict[str, str]:
         gradient_accumulation_steps=lay.grad_accum, learning_rate=t.learning_rate, weight_decay=t.weight_decay,
         **schedule(plan), save_steps=t.save_every_steps, save_total_limit=t.keep_checkpoints, seed=t.seed,
         resume=t.resume, optim=None if t.optimizer == "adamw" else t.optimizer, enable_thinking=t.enable_thinking,
-        max_grad_norm=MAX_GRAD_NORM, gradient_checkpointing=lay.recompute == "full")
+        adam_betas=t.adam_betas, max_grad_norm=t.max_grad_norm, gradient_checkpointing=lay.recompute == "full")
     launch = env.get_template("llama-factory/launch.sh.j2").render(
         **launch_context(plan, fp, [key for key in ("model_dir", "dataset", "media_dir", "output_dir")
                                     if key in plan.paths], overrides_to="llamafactory-cli train"),

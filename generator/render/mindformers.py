@@ -117,6 +117,7 @@ def yaml_context(plan: Plan, fp: FrameworkPlan) -> dict:
         "model_name": info["model_name"], "prefix": info["prefix"],
         "epochs": epochs(plan), "batch_size": lay.micro_batch_size, "stop_step": plan.train.steps,
         "seed": plan.train.seed, "run_mode": run_mode(fp), "weight_decay": plan.train.weight_decay,
+        "adam_betas": list(plan.train.adam_betas), "max_grad_norm": plan.train.max_grad_norm,
         "lr_schedule": lr_schedule(plan), "optimizer_learning_rate": info.get("family") == "qwen2_5",
         "save_every_steps": plan.train.save_every_steps, "keep_checkpoints": plan.train.keep_checkpoints,
         # MindFormers accumulates through the pipeline's micro batches when pp > 1, else through the runner.

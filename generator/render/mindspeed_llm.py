@@ -71,7 +71,10 @@ def gpt_flags(plan: Plan, fp: FrameworkPlan) -> Flags:
                     ("--context-parallel-algo", lay.cp_algo if lay.cp > 1 else None),
                     # Megatron turns sequence parallel off with a warning at TP 1 (arguments.py l. 758-761).
                     ("--sequence-parallel", lay.sequence_parallel),
-                    ("--use-distributed-optimizer", True), ("--overlap-grad-reduce", True),
+                    # LoRA keeps Megatron's plain optimizer, as upstream's LoRA scripts do: a relaunch restores the
+                    # adapters' optimizer state from --lora-load, while the distributed optimizer's shard file
+                    # would be looked for under --load, the base weights (checkpointing.py l. 1398-1410).
+                    ("--use-distributed-optimizer", plan.method != "lora"), ("--overlap-grad-reduce", True),
                     ("--overlap-param-gather", plan.method != "lora"),
                     ("--recompute-granularity", "full" if full else None),
                     ("--recompute-method", "uniform" if full else None),
@@ -108,7 +111,8 @@ def gpt_flags(plan: Plan, fp: FrameworkPlan) -> Flags:
               ("--lr-warmup-iters", t.warmup_steps), ("--lr-warmup-fraction",
                                                       t.warmup_ratio if t.warmup_steps is None else None),
               ("--weight-decay", t.weight_decay),
-              ("--clip-grad", 1.0), ("--adam-beta1", 0.9), ("--adam-beta2", 0.95), ("--initial-loss-scale", 4096),
+              ("--clip-grad", t.max_grad_norm), ("--adam-beta1", t.adam_betas[0]), ("--adam-beta2", t.adam_betas[1]),
+              ("--initial-loss-scale", 4096),
               ("--init-method-std", 0.01), ("--attention-dropout", 0.0), ("--hidden-dropout", 0.0),
               ("--seed", t.seed), ("--bf16", True), ("--distributed-backend", "nccl")]
     return flags
@@ -215,6 +219,9 @@ def preprocess_flags(plan: Plan, fp: FrameworkPlan) -> list[tuple[str, list[str]
                     ("--json-keys", ["text"] if pretrain else None),
                     ("--prompt-type", None if pretrain else fp.info["prompt_type"]),
                     ("--pack", pack), ("--neat-pack", pack), ("--seq-length", plan.seq_len if pack else None),
+                    # Qwen3's thinking template is applied when the data is tokenised (preprocess_data.py l. 154-155)
+                    ("--enable-thinking", None if pretrain or plan.train.enable_thinking is None
+                     else str(plan.train.enable_thinking).lower()),
                     ("--workers", 8), ("--log-interval", 1000)]
     return typed("preprocess", flags)
 
