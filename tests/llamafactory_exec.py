@@ -20,7 +20,7 @@ from pathlib import Path
 import yaml
 
 from generator.errors import SpecError
-from generator.render.llama_factory import deepspeed_file
+from generator.render.llama_factory import deepspeed_file, schedule
 from generator.resolve import resolve
 from generator.spec import Spec
 from generator.tables import load_tables
@@ -141,7 +141,9 @@ def features(job: Job) -> set[tuple]:
     return {("family", tiny_models.family(job.model)), ("template", fp.info["template"]), ("method", job.method),
             ("format", job.data_format), ("columns", plan.data.columns), ("deepspeed", deepspeed_file(fp)),
             ("recompute", fp.layout.recompute), ("ranks", fp.layout.cards > 1), ("accelerator", plan.accelerator),
-            ("quantized deepspeed", job.method == "qlora" and deepspeed_file(fp) is not None)}
+            ("quantized deepspeed", job.method == "qlora" and deepspeed_file(fp) is not None),
+            # the schedule and whether DeepSpeed wraps the optimizer it reads (cosine_with_min_lr broke under ZeRO-3)
+            ("scheduler", schedule(plan)["lr_scheduler_type"], deepspeed_file(fp) is not None)}
 
 
 def cost(job: Job) -> int:

@@ -38,7 +38,7 @@ def read_back(files: dict[str, str]) -> dict[str, dict]:
     par = mf["parallel_config"]
     return {
         "llama-factory": {
-            "lr": lf["learning_rate"], "min_lr": lf["lr_scheduler_kwargs"]["min_lr"],
+            "lr": lf["learning_rate"], "min_lr": lf["learning_rate"] * lf["lr_scheduler_kwargs"]["min_lr_rate"],
             "schedule": lf["lr_scheduler_type"], "warmup": lf["warmup_steps"], "weight_decay": lf["weight_decay"],
             "steps": lf["max_steps"], "save": lf["save_steps"], "keep": lf["save_total_limit"], "seed": lf["seed"],
             "rank": lf["lora_rank"], "alpha": lf["lora_alpha"], "dropout": lf["lora_dropout"],

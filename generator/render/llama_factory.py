@@ -105,8 +105,12 @@ def schedule(plan: Plan) -> dict:
     """lr_scheduler_type and its kwargs, warmup, and the run's length in TrainingArguments' terms."""
     t = plan.train
     floor = t.lr_schedule == "cosine" and t.min_learning_rate > 0
+    # The floor as a share of the peak: transformers turns min_lr into that share through optimizer.defaults,
+    # which DeepSpeed's ZeRO-3 optimizer lacks (optimization.py get_cosine_with_min_lr_schedule_with_warmup:
+    # AttributeError, found by the execution tier).
     out = {"lr_scheduler_type": "cosine_with_min_lr" if floor else SCHEDULER[t.lr_schedule],
-           "lr_scheduler_kwargs": {"min_lr": t.min_learning_rate} if floor else None,
+           "lr_scheduler_kwargs": {"min_lr_rate": float(f"{t.min_learning_rate / t.learning_rate:.12g}")}
+           if floor else None,
            # transformers 5 reads a warmup_steps below 1 as a share of the steps (warmup_ratio is deprecated)
            "warmup_steps": t.warmup_steps if t.warmup_steps is not None else t.warmup_ratio,
            "max_steps": t.steps, "num_train_epochs": t.epochs if t.steps is None else None}
