@@ -275,3 +275,14 @@ def test_qwen3_thinking_is_the_users_choice_in_both_frameworks(thinking):
     pre = bash_arrays(files["mindspeed-llm/preprocess_data.sh"])["PREPROCESS_ARGS"]
     assert pre[pre.index("--enable-thinking") + 1] == str(thinking).lower()  # preprocess_data.py l. 154-155
     assert flags.parse("preprocess", pre).enable_thinking is thinking
+
+
+def test_validate_takes_the_scheduler_kwargs_llama_factory_takes():
+    # Review of issue 13: the offline type check read {'min_lr_rate': 0.1} as a string and reported a problem that
+    # LLaMA-Factory's own get_train_args accepts (lr_scheduler_kwargs: dict | str | None).
+    from generator.checks.llama_factory import llamafactory_problems
+    _, files = render_job(T, model="qwen3-8b", method="lora", cards=8, frameworks=["llama-factory"],
+                          train={"min_learning_rate": 1.0e-5})
+    train = yaml.safe_load(files["llama-factory/train.yaml"])
+    assert train["lr_scheduler_kwargs"] == {"min_lr_rate": 0.1}
+    assert not [p for p in llamafactory_problems(train, None, 8, None) if "lr_scheduler_kwargs" in p]

@@ -35,6 +35,8 @@ def _type_ok(value, kind: str) -> bool:
         return "None" in kind
     if isinstance(value, bool):
         return "bool" in kind or kind.startswith("Literal")
+    if isinstance(value, dict):
+        return "dict" in kind  # lr_scheduler_kwargs: dict | str | None
     if kind.startswith("Literal") or "str" in kind:
         return isinstance(value, str)
     if "float" in kind:
