@@ -45,6 +45,11 @@ def _plan(spec_path: str, force: bool, overrides: tuple[str, ...] = ()) -> Plan:
         _fail(error, spec_path)
 
 
+def _plan_text(plan: Plan) -> str:
+    """The plan as `plan` prints it (and `render` on stderr)."""
+    return environment().get_template("plan.txt.j2").render(plan=plan)
+
+
 def _strict_exit(plan: Plan, strict: bool) -> None:
     if plan.warnings:
         for warning in plan.warnings:
@@ -105,14 +110,11 @@ def plan(spec: str, overrides: tuple[str, ...], as_json: bool, show_candidates: 
         except UserError as error:
             _fail(error, spec)
     if as_json:
-        data = result.to_json()
-        if show_candidates:
-            data["candidates"] = {name: [{"layout": lay.describe(), "memory_per_card_gib": round(lay.memory.total, 2),
-                                          "tokens_per_card_s": round(rate.tokens_per_card_s, 1)}
-                                         for lay, rate in rows] for name, rows in found.items()}
-        click.echo(json.dumps(data, indent=2, ensure_ascii=False, allow_nan=False))
+        extra = {"candidates": {name: [row.to_json() for row in rows] for name, rows in found.items()}} \
+            if show_candidates else None
+        click.echo(plan_json(result, extra), nl=False)
     else:
-        click.echo(environment().get_template("plan.txt.j2").render(plan=result), nl=False)
+        click.echo(_plan_text(result), nl=False)
         if show_candidates:
             click.echo(environment().get_template("candidates.txt.j2").render(
                 plan=result, candidates=found, limit=MAX_CANDIDATES), nl=False)
@@ -146,7 +148,7 @@ def render(spec: str, overrides: tuple[str, ...], out_dir: Path, force: bool, st
         written = None if dry_run else write(files, out_dir, result.job, force)
     except UserError as error:
         _fail(error, spec)
-    click.echo(environment().get_template("plan.txt.j2").render(plan=result), nl=False, err=True)
+    click.echo(_plan_text(result), nl=False, err=True)
     for change in written.changes if written else compare(files, out_dir / result.job):
         click.echo(f"{change.action:>9}  {out_dir / result.job / change.path}")
     if written and written.backup:

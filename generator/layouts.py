@@ -206,7 +206,7 @@ def candidates(ctx: Context, cards: int) -> tuple[list[Layout], Layout | None, l
         recomputes = [pins.recompute] if pins.recompute else list(RECOMPUTE)
     mbs_options = [pins.micro_batch_size] if pins.micro_batch_size else \
         ([m for m in (4, 2, 1) if m * seq <= 4096] or [1])
-    if _no_accumulation(ctx, cards) and ctx.spec.global_batch_size and not pins.micro_batch_size:
+    if no_accumulation(ctx, cards) and ctx.spec.global_batch_size and not pins.micro_batch_size:
         mbs_options = [ctx.spec.global_batch_size]  # the whole step in one micro batch
     fitting: list[tuple[tuple, Layout]] = []
     rejected: list[Rejected] = []
@@ -278,7 +278,7 @@ def _deepspeed_stages(ctx: Context, cards: int) -> list[tuple[int | None, bool]]
     return [s for s in stages if pinned is None or s[1] == pinned]
 
 
-def _no_accumulation(ctx: Context, cards: int) -> bool:
+def no_accumulation(ctx: Context, cards: int) -> bool:
     """One card with a framework that cannot accumulate gradients there (MindFormers stand-alone)."""
     return cards == 1 and not ctx.fw.one_card_accumulation
 
@@ -289,7 +289,7 @@ def _global_batch(ctx: Context, mbs: int, dp: int, pp: int, cards: int) -> tuple
     Default rule (no spec value): the smallest multiple of MBS x DP that is at least the method's target (recipes.yaml)
     and gives at least PP and at least (PP - 1) / MAX_BUBBLE micro batches per step. Without gradient accumulation
     (one card, MindFormers) the global batch is the micro batch."""
-    if _no_accumulation(ctx, cards):
+    if no_accumulation(ctx, cards):
         gbs = ctx.spec.global_batch_size or mbs
         if gbs != mbs:
             return gbs, f"global_batch_size {gbs} needs micro batch {gbs} on one card ({ctx.fw.one_card_rule})"

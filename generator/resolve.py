@@ -13,14 +13,14 @@ Order of decisions, per framework:
 from __future__ import annotations
 
 import math
-from dataclasses import replace
+from dataclasses import dataclass, replace
 
 from . import __version__
 from .cards import auto_cards, dash_refusal, explicit_cards, minimum_cards
 from .context import Context
 from .dataset import DataShape, data_format, data_shape
 from .errors import Problem, SpecError
-from .layouts import candidates, choose_layout, smallest_fit
+from .layouts import candidates, choose_layout, no_accumulation, smallest_fit
 from .memory import GIB
 from .plan import Estimate, FrameworkPlan, Layout, MinCards, PathValue, Plan, Rejected
 from .recipe import Training, adapter, round_global_batch, training
@@ -67,7 +67,7 @@ def resolve(spec: Spec, tables: Tables, force: bool = False) -> Plan:
     contexts = {name: Context(spec, model, hw, tables.frameworks[name], force, lora, tables.recipes[spec.method])
                 for name in names}
     results = {name: _resolve_framework(ctx, tables) for name, ctx in contexts.items()}
-    batch = _common_global_batch(spec, tables, {name: r[0] for name, r in results.items()}, notes)
+    batch = _common_global_batch(spec, tables, contexts, {name: r[0] for name, r in results.items()}, notes)
     for name, ctx in contexts.items():
         lay = results[name][0].layout
         if batch % (lay.micro_batch_size * lay.dp):  # another micro batch is needed: search again at this batch
@@ -94,7 +94,8 @@ def resolve(spec: Spec, tables: Tables, force: bool = False) -> Plan:
                 train=recipe, version=__version__)
 
 
-def _common_global_batch(spec: Spec, tables: Tables, plans: dict[str, FrameworkPlan], notes: list[str]) -> int:
+def _common_global_batch(spec: Spec, tables: Tables, contexts: dict[str, Context],
+                         plans: dict[str, FrameworkPlan], notes: list[str]) -> int:
     """One global batch for every framework, so each takes the same steps over the same data: the spec's, a
     validated preset's when every other layout tiles it, else a round number (recipe.round_global_batch) of at
     least the method's target and every layout's own minimum (pipeline micro batches) that all layouts tile."""
@@ -102,8 +103,7 @@ def _common_global_batch(spec: Spec, tables: Tables, plans: dict[str, FrameworkP
     if spec.global_batch_size is not None:
         return spec.global_batch_size
     steps = [lay.micro_batch_size * lay.dp for lay in layouts]
-    fixed = [lay for lay in layouts if lay.grad_accum == 1 and lay.cards == 1
-             and not tables.frameworks[lay.framework].one_card_accumulation]
+    fixed = [fp.layout for name, fp in plans.items() if no_accumulation(contexts[name], fp.layout.cards)]
     if fixed:  # one card without accumulation: the global batch is that card's micro batch
         return fixed[0].global_batch_size
     preset = next((lay for lay in layouts if lay.preset_level), None)
@@ -349,7 +349,20 @@ def _paths(spec: Spec, model: Model, plans: dict[str, FrameworkPlan], data: Data
 
 
 
-def candidate_layouts(spec: Spec, tables: Tables, plan: Plan) -> dict[str, list[tuple[Layout, Throughput]]]:
+@dataclass(frozen=True)
+class Candidate:
+    """A layout that fits at the plan's card count, its estimated rate, and whether the plan chose it."""
+
+    layout: Layout
+    rate: Throughput
+    chosen: bool
+
+    def to_json(self) -> dict:
+        return {"layout": self.layout.describe(), "memory_per_card_gib": round(self.layout.memory.total, 2),
+                "tokens_per_card_s": round(self.rate.tokens_per_card_s, 1), "chosen": self.chosen}
+
+
+def candidate_layouts(spec: Spec, tables: Tables, plan: Plan) -> dict[str, list[Candidate]]:
     """Every layout that fits each planned framework at the plan's card count and global batch, in the search's
     order of preference (the plan's own first, unless a preset chose it), with its estimated rate."""
     model, hw = tables.model(spec.model), tables.hardware[spec.hardware]
@@ -359,7 +372,8 @@ def candidate_layouts(spec: Spec, tables: Tables, plan: Plan) -> dict[str, list[
         ctx = Context(at_batch, model, hw, tables.frameworks[name], False, adapter(spec, tables.recipes[spec.method]),
                       tables.recipes[spec.method])
         fitting, _, _ = candidates(ctx, fp.layout.cards)
-        out[name] = [(layout, _rate(ctx, layout)) for layout in fitting]
+        out[name] = [Candidate(layout, _rate(ctx, layout), layout.describe() == fp.layout.describe())
+                     for layout in fitting]
     return out
 
 

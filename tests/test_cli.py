@@ -264,6 +264,7 @@ def test_plan_candidates_lists_every_fitting_layout_with_its_speed():
         assert rows and all(row["memory_per_card_gib"] <= fw["budget_gib"] for row in rows)
         assert all(row["tokens_per_card_s"] > 0 for row in rows)
         if fw["source"] == "search":
-            assert rows[0]["memory_per_card_gib"] == fw["memory_per_card_gib"]
+            assert rows[0]["chosen"] and rows[0]["memory_per_card_gib"] == fw["memory_per_card_gib"]
+        assert sum(row["chosen"] for row in rows) <= 1
     text = CliRunner().invoke(main, ["plan", str(EXAMPLE), "--candidates"]).stdout
     assert "layouts that fit at the plan's card count" in text and "  * tp=" in text

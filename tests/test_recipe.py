@@ -223,13 +223,39 @@ def test_mindspeed_launch_picks_resume_and_refuses_a_finished_run(tmp_path):
     assert done.returncode == 2 and "holds the finished run" in done.stderr
 
 
-def test_mindformers_relaunch_resumes_from_its_checkpoint_folder():
-    plan, files = render_job(T, model="qwen3-8b", method="full", cards=8, frameworks=["mindformers"])
-    text = _launch_text(files, "mindformers")
-    assert f"CHECKPOINT_DIR={plan.output_dir('mindformers')}/checkpoint" in text
-    assert "RESUME=(--resume_training True --load_checkpoint \"$CHECKPOINT_DIR\" --auto_trans_ckpt False)" in text
+# msrun_launcher.sh evals its first argument (scripts/msrun_launcher.sh, reference mindformers.md): this stand-in
+# does the same and prints the words run_mindformer.py would get.
+FAKE_MSRUN = 'eval "set -- $1"; printf "%s\\n" "$@"\n'
+
+
+def test_mindformers_relaunch_resumes_from_its_checkpoint_folder(tmp_path):
+    # The generated launch.sh, run with msrun_launcher.sh replaced by a stand-in that evals its command as msrun
+    # does: the first launch passes no resume words; once rank_0 holds a checkpoint the relaunch passes
+    # --resume_training True --load_checkpoint <output_dir>/checkpoint --auto_trans_ckpt False as whole words,
+    # even when the folder has a space (run_mindformer.py l. 132-156 reads them; resume_ckpt.py picks the file).
+    out, mf = tmp_path / "out dir", tmp_path / "mindformers"
+    (mf / "scripts").mkdir(parents=True)
+    (mf / "scripts" / "msrun_launcher.sh").write_text(FAKE_MSRUN)
+    plan, files = render_job(T, model="qwen3-8b", method="full", cards=16, frameworks=["mindformers"],
+                             cluster={"master_addr": "127.0.0.1"},
+                             paths={"output_dir": str(out), "mindformers_dir": str(mf), "model_dir": "/m",
+                                    "dataset": "/d.json"})
     doc = yaml.safe_load(files["mindformers/train.yaml"])
-    assert doc["run_mode"] == "train" and "--run_mode train" in text  # one run mode (issue 13, item 6)
+    assert doc["run_mode"] == "train" and "--run_mode train" in files["mindformers/launch.sh"]  # one run mode
+    script = tmp_path / "launch.sh"
+    script.write_text(files["mindformers/launch.sh"])
+    first = subprocess.run(["bash", str(script), "0"], capture_output=True, text=True)
+    assert first.returncode == 0 and "--resume_training" not in first.stdout, first.stderr
+    checkpoint = out / "mindformers" / "checkpoint"
+    (checkpoint / "rank_0").mkdir(parents=True)
+    (checkpoint / "rank_0" / "qwen3_rank_0-1_50.safetensors").write_text("")
+    again = subprocess.run(["bash", str(script), "0"], capture_output=True, text=True)
+    words = again.stdout.splitlines()
+    assert again.returncode == 0 and "resuming from the last checkpoint" in again.stderr, again.stderr
+    at = words.index("--resume_training")
+    assert words[at:at + 6] == ["--resume_training", "True", "--load_checkpoint", str(checkpoint),
+                                "--auto_trans_ckpt", "False"]
+    assert words[words.index("--config") + 1].endswith("train.yaml")
 
 
 def test_llama_factory_resumes_and_refuses_a_finished_run():

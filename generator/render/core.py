@@ -9,8 +9,9 @@ import jinja2
 from ..plan import HEADROOM, Plan
 
 
-def plan_json(plan: Plan) -> str:
-    return json.dumps(plan.to_json(), indent=2, ensure_ascii=False, allow_nan=False) + "\n"
+def plan_json(plan: Plan, extra: dict | None = None) -> str:
+    """plan.json's text; `extra`: keys `plan --json` adds on request (candidates)."""
+    return json.dumps({**plan.to_json(), **(extra or {})}, indent=2, ensure_ascii=False, allow_nan=False) + "\n"
 
 
 def render(plan: Plan, env: jinja2.Environment, sections: dict[str, str]) -> dict[str, str]:
