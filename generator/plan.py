@@ -222,6 +222,7 @@ class Plan:
     shape: Model  # the model table row
     epochs: float
     samples_per_epoch: int | None
+    tokens_per_epoch: int | None  # data.total_tokens, or samples x tokens_per_sample
     quantization_bit: int | None  # spec samples, or total_tokens / seq_len; None without data
     train: Training  # the recipe every framework writes
     version: str = field(default="")

@@ -90,7 +90,8 @@ def resolve(spec: Spec, tables: Tables, force: bool = False) -> Plan:
                 rejected=tuple(rejected), notes=tuple(notes), warnings=tuple(warnings), paths=paths,
                 data=data, master_addr=spec.master_addr, socket_ifname=spec.socket_ifname,
                 master_port=spec.master_port or DEFAULT_MASTER_PORT, spec_sha256=spec.sha256, shape=model,
-                epochs=spec.epochs, samples_per_epoch=_samples_per_epoch(spec), quantization_bit=spec.quantization_bit,
+                epochs=spec.epochs, samples_per_epoch=_samples_per_epoch(spec), tokens_per_epoch=spec.tokens_per_epoch,
+                quantization_bit=spec.quantization_bit,
                 train=recipe, version=__version__)
 
 

@@ -74,11 +74,16 @@ class Spec:
     epochs_given: bool = False  # data.epochs was written (train.steps may not be)
 
     @property
+    def tokens_per_epoch(self) -> int | None:
+        """The data set's tokens: given, or samples x tokens per sample."""
+        if self.total_tokens is None and self.samples is not None and self.tokens_per_sample is not None:
+            return self.samples * self.tokens_per_sample
+        return self.total_tokens
+
+    @property
     def train_tokens(self) -> float | None:
         """Tok of the seed's formula: tokens in the data set times epochs."""
-        per_epoch = self.total_tokens
-        if per_epoch is None and self.samples is not None and self.tokens_per_sample is not None:
-            per_epoch = self.samples * self.tokens_per_sample
+        per_epoch = self.tokens_per_epoch
         return None if per_epoch is None else per_epoch * self.epochs
 
 

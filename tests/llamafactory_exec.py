@@ -20,7 +20,7 @@ from pathlib import Path
 import yaml
 
 from generator.errors import SpecError
-from generator.render.llama_factory import deepspeed_file, schedule
+from generator.render.llama_factory import deepspeed_file, lora_target, schedule
 from generator.resolve import resolve
 from generator.spec import Spec
 from generator.tables import load_tables
@@ -49,6 +49,7 @@ class Job:
     runnable: str | None = None  # why this machine cannot run it (None: it can)
     columns: tuple[str, ...] | None = None  # paths.dataset_columns (None: the default)
     variant: str = ""  # names a job of VARIANTS apart from the row x method job
+    lora_targets: str | None = None  # lora.targets (None: the method's default, all)
 
     @property
     def name(self) -> str:
@@ -65,26 +66,32 @@ class Job:
             spec["paths"]["dataset_format"] = self.data_format
         if self.columns is not None:
             spec["paths"]["dataset_columns"] = list(self.columns)
+        if self.lora_targets is not None:
+            spec["lora"] = {"targets": self.lora_targets}
         return spec
 
     def plan(self):
-        return resolve(_spec(self.model, self.method, self.hardware, self.cards, self.data_format, self.columns),
-                       load_tables())
+        return resolve(_spec(self.model, self.method, self.hardware, self.cards, self.data_format, self.columns,
+                             self.lora_targets), load_tables())
 
 
 def _spec(model: str, method: str, hardware: str, cards: int | None, data_format: str,
-          columns: tuple[str, ...] | None = None) -> Spec:
+          columns: tuple[str, ...] | None = None, lora_targets: str | None = None) -> Spec:
     return Spec(job="j", model=model, method=method, seq_len=SEQ_LEN, hardware=hardware, frameworks=(NAME,),
                 cards=cards, sha256="", quantization_bit=4 if method == "qlora" else None,
-                dataset_format=None if data_format == "text" else data_format, dataset_columns=columns)
+                dataset_format=None if data_format == "text" else data_format, dataset_columns=columns,
+                lora={} if lora_targets is None else {"targets": lora_targets})
 
 
 # What the row x method jobs (one GPU card where one card holds them) do not reach: the Ascend rendering
 # (ASCEND_RT_VISIBLE_DEVICES, the NPU QLoRA keys), QLoRA under DeepSpeed (ZeRO-2 on several cards) and the optional
-# data columns each format can have.
+# data columns each format can have, LoRA on the attention projections only (PEFT refuses names the model lacks:
+# BLOOM's are query_key_value and dense).
 VARIANTS = [
     Job("qwen2-0.5b", "qlora", "snt9b", 2, "alpaca", variant="snt9b-2"),
-    Job("qwen2-0.5b", "lora", "snt9b", 1, "alpaca", columns=("system", "history"), variant="system-history"),
+    Job("qwen2-0.5b", "lora", "snt9b", 1, "alpaca", columns=("system", "history"), variant="system-history",
+        lora_targets="attention"),
+    Job("bloom-2b6", "lora", "h800", 1, "alpaca", variant="attention", lora_targets="attention"),
     Job("qwen2-0.5b", "full", "snt9b", 1, "sharegpt", columns=("system", "tools"), variant="system-tools"),
 ]
 
@@ -143,7 +150,8 @@ def features(job: Job) -> set[tuple]:
             ("recompute", fp.layout.recompute), ("ranks", fp.layout.cards > 1), ("accelerator", plan.accelerator),
             ("quantized deepspeed", job.method == "qlora" and deepspeed_file(fp) is not None),
             # the schedule and whether DeepSpeed wraps the optimizer it reads (cosine_with_min_lr broke under ZeRO-3)
-            ("scheduler", schedule(plan)["lr_scheduler_type"], deepspeed_file(fp) is not None)}
+            ("scheduler", schedule(plan)["lr_scheduler_type"], deepspeed_file(fp) is not None),
+            ("lora target", lora_target(plan))}
 
 
 def cost(job: Job) -> int:

@@ -4,6 +4,7 @@ and MindFormers YAML as their loaders parse it, MindSpeed-LLM's launch words thr
 
 from __future__ import annotations
 
+import math
 import subprocess
 from pathlib import Path
 
@@ -54,7 +55,7 @@ def read_back(files: dict[str, str]) -> dict[str, dict]:
             "lr": mf["lr_schedule"]["learning_rate"], "min_lr": mf["lr_schedule"]["lr_end"],
             "schedule": mf["lr_schedule"]["type"], "warmup": mf["lr_schedule"]["warmup_steps"],
             "weight_decay": mf["optimizer"]["weight_decay"],
-            "steps": (mf["runner_config"]["stop_step"], mf["lr_schedule"]["total_steps"]),
+            "steps": (_stop_step(mf), mf["lr_schedule"]["total_steps"]),
             "save": monitor["save_checkpoint_steps"], "keep": monitor["keep_checkpoint_max"], "seed": mf["seed"],
             "rank": pet["lora_rank"], "alpha": pet["lora_alpha"], "dropout": pet["lora_dropout"],
             "targets": pet["target_modules"], "betas": mf["optimizer"]["betas"],
@@ -62,6 +63,12 @@ def read_back(files: dict[str, str]) -> dict[str, dict]:
             "batch": mf["runner_config"]["batch_size"] * par["data_parallel"] * par["micro_batch_num"]
             * mf["runner_config"]["gradient_accumulation_steps"]},
     }
+
+
+def _stop_step(mf: dict) -> int | None:
+    """Where MindFormers stops: the TrainCallBack callback (runner_config.stop_step is never added to the callbacks,
+    trainer/base_trainer.py l. 1344-1347 of the 2.1.0 wheel)."""
+    return next((c["stop_step"] for c in mf["callbacks"] if c["type"] == "TrainCallBack"), None)
 
 
 @pytest.fixture(scope="module")
@@ -256,6 +263,74 @@ def test_mindformers_relaunch_resumes_from_its_checkpoint_folder(tmp_path):
     assert words[at:at + 6] == ["--resume_training", "True", "--load_checkpoint", str(checkpoint),
                                 "--auto_trans_ckpt", "False"]
     assert words[words.index("--config") + 1].endswith("train.yaml")
+
+
+def _mindformers_steps(doc: dict, sequences: int) -> int:
+    """The optimizer steps MindFormers takes over `sequences` per pass: epochs x whole global batches per pass
+    (trainer/utils.py l. 191-214), cut at the TrainCallBack's stop_step."""
+    par, run = doc["parallel_config"], doc["runner_config"]
+    batch = run["batch_size"] * par["data_parallel"] * par["micro_batch_num"] * run["gradient_accumulation_steps"]
+    steps = run["epochs"] * (sequences // batch)
+    stop = _stop_step(doc)
+    return steps if stop is None else min(steps, stop)
+
+
+@pytest.mark.parametrize("model,data,packed", [
+    ("qwen3-8b", {"samples": 20000, "tokens_per_sample": 1000}, 20000 * 1000 // 4096),  # Mcore packs to seq_len
+    ("qwen3-8b", {"total_tokens": 10 ** 8}, 10 ** 8 // 4096),
+    ("llama3.1-8b", {"samples": 20000, "tokens_per_sample": 1000}, 20000),  # research: one padded sample per row
+])
+def test_mindformers_stops_at_the_plans_steps(model, data, packed):
+    # Given steps are the steps MindFormers takes: its epochs hold at least that many, the callback ends the run there,
+    # and the schedule spans them. Before: runner_config.stop_step, which MindFormers never wires, and epochs from
+    # unpacked samples (4 passes of 4882 packed sequences = 304 steps for 300 planned, or fewer with shorter samples).
+    plan, files = render_job(T, model=model, method="lora", seq_len=4096, hardware="snt9b", cards=8,
+                             frameworks=["mindformers"], data=data, global_batch_size=64, train={"steps": 300})
+    doc = yaml.safe_load(files["mindformers/train.yaml"])
+    assert "stop_step" not in doc["runner_config"]
+    assert _stop_step(doc) == 300 and doc["lr_schedule"]["total_steps"] == 300
+    assert _mindformers_steps(doc, packed) == 300
+    assert doc["runner_config"]["epochs"] == math.ceil(300 * 64 / packed)  # no more passes than the steps need
+
+
+def test_mindformers_without_a_data_size_runs_to_the_given_steps():
+    plan, files = render_job(T, model="qwen3-8b", method="lora", hardware="snt9b", cards=8,
+                             frameworks=["mindformers"], global_batch_size=64, train={"steps": 300})
+    doc = yaml.safe_load(files["mindformers/train.yaml"])
+    assert _stop_step(doc) == 300 and _mindformers_steps(doc, 64) == 300  # even one global batch per pass
+    assert "epochs 300 is an upper bound" in files["PLAN.md"]
+
+
+def test_mindformers_whole_epochs_let_it_count_its_own_steps():
+    # Two passes over packed data: MindFormers counts the steps in the packed data set, the schedule spans them and
+    # warms up over the same share; no callback cuts the second pass short.
+    plan, files = render_job(T, model="qwen3-8b", method="lora", seq_len=4096, hardware="snt9b", cards=8,
+                             frameworks=["mindformers"], data={"samples": 20000, "tokens_per_sample": 1000,
+                                                               "epochs": 2}, global_batch_size=64)
+    doc = yaml.safe_load(files["mindformers/train.yaml"])
+    assert doc["runner_config"]["epochs"] == 2 and _stop_step(doc) is None
+    assert doc["lr_schedule"]["total_steps"] == -1
+    assert doc["lr_schedule"]["warmup_ratio"] == plan.train.warmup_ratio and "warmup_steps" not in doc["lr_schedule"]
+    assert "counts the steps in its\npacked data" in files["PLAN.md"]
+
+
+def test_mindformers_pretraining_sizes_its_data_from_the_steps():
+    plan, files = render_job(T, model="qwen3-32b", method="pretrain", seq_len=4096, hardware="snt9b", cards=16,
+                             frameworks=["mindformers"], data={"total_tokens": 10 ** 9}, global_batch_size=128)
+    doc = yaml.safe_load(files["mindformers/train.yaml"])
+    sizes = doc["train_dataset"]["data_loader"]["sizes"]
+    assert sizes[0] == plan.train.steps * 128 and doc["runner_config"]["epochs"] == 1
+    assert _stop_step(doc) == plan.train.steps == doc["lr_schedule"]["total_steps"]
+
+
+def test_mindformers_research_lora_is_the_plans_shape():
+    # The legacy LlamaForCausalLM's linear names (wq/wk/wv/wo, w1/w2/w3 with qkv_concat and ffn_concat off);
+    # before: dropout 0.05 and the attention names whatever the plan said.
+    plan, files = render_job(T, model="llama3.1-8b", method="lora", hardware="snt9b", cards=8,
+                             frameworks=["mindformers"], lora={"dropout": 0.1, "targets": "all", "rank": 16})
+    pet = yaml.safe_load(files["mindformers/train.yaml"])["model"]["model_config"]["pet_config"]
+    assert (pet["lora_rank"], pet["lora_dropout"]) == (16, 0.1)
+    assert pet["target_modules"] == ".*wq|.*wk|.*wv|.*wo|.*w1|.*w2|.*w3"
 
 
 def test_llama_factory_resumes_and_refuses_a_finished_run():

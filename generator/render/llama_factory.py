@@ -15,7 +15,8 @@ AUTO = "auto"  # a DeepSpeed key transformers fills from TrainingArguments
 # floor through cosine_with_min_lr's min_lr; linear decays to 0; constant holds after warmup.
 SCHEDULER = {"cosine": "cosine", "linear": "linear", "constant": "constant_with_warmup"}
 # LoRA targets: LLaMA-Factory's "all" is every linear layer but the output head (model/model_utils/misc.py
-# find_all_linear_modules); attention only: the projections by the family's module names.
+# find_all_linear_modules); attention only: the projections by the family's module names (a model row's
+# attention_modules where they differ, as BLOOM's and ChatGLM3's fused query_key_value and dense).
 ATTENTION_MODULES = "q_proj,k_proj,v_proj,o_proj"
 UPSTREAM_EXAMPLE = {"full": "train_full/qwen3_full_sft.yaml", "pretrain": "train_full/qwen3_full_sft.yaml",
                     "lora": "train_lora/qwen3_lora_sft_ds3.yaml", "qlora": "train_qlora/qwen3_lora_sft_bnb_npu.yaml"}
@@ -117,6 +118,14 @@ def schedule(plan: Plan) -> dict:
     return out
 
 
+def lora_target(plan: Plan) -> str | None:
+    """The plan's LoRA targets as LLaMA-Factory's lora_target (None without adapters)."""
+    lora = plan.train.adapter
+    if lora is None:
+        return None
+    return "all" if lora.targets == "all" else plan.frameworks[NAME].info.get("attention_modules", ATTENTION_MODULES)
+
+
 def render(plan: Plan, env: jinja2.Environment) -> dict[str, str]:
     fp = plan.frameworks[NAME]
     lay = fp.layout
@@ -131,7 +140,7 @@ def render(plan: Plan, env: jinja2.Environment) -> dict[str, str]:
         stage="pt" if plan.method == "pretrain" else "sft",
         finetuning_type="full" if lora is None else "lora",
         lora=None if lora is None else {"rank": lora.rank, "alpha": lora.alpha, "dropout": lora.dropout,
-                                        "target": "all" if lora.targets == "all" else ATTENTION_MODULES},
+                                        "target": lora_target(plan)},
         deepspeed=ds_file, dataset_name=plan.job, template=fp.info["template"], cutoff_len=plan.seq_len,
         flash_attn=fp.flash_attn, media_dir=plan.paths["media_dir"].value if "media_dir" in plan.paths else None,
         output_dir=plan.output_dir(NAME), micro_batch_size=lay.micro_batch_size,

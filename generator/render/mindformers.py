@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 
 import jinja2
 
@@ -14,8 +15,13 @@ NAME = "mindformers"
 # Mcore data columns (configs/qwen3/*.yaml); legacy research columns per family (research/*/finetune_*.yaml).
 MCORE_COLUMNS = ["input_ids", "labels", "loss_mask", "position_ids"]
 RESEARCH_COLUMNS = {"llama3_1": ["input_ids", "labels"], "qwen2_5": ["input_ids", "target_ids", "attention_mask"]}
-# The plan's LoRA targets as pet_config target_modules (Mcore linear names, configs/qwen3/README.md).
-LORA_TARGETS = {"all": ".*linear_qkv|.*linear_proj|.*linear_fc1|.*linear_fc2", "attention": ".*linear_qkv|.*linear_proj"}
+# The plan's LoRA targets as pet_config target_modules, per layout: Mcore linear names (configs/qwen3/README.md);
+# the legacy research LlamaForCausalLM's (qkv_concat and ffn_concat default False: llama_transformer.py l. 233-303,
+# llama_layer.py l. 350-388 of the 2.1.0 wheel).
+LORA_TARGETS = {
+    "mcore": {"all": ".*linear_qkv|.*linear_proj|.*linear_fc1|.*linear_fc2", "attention": ".*linear_qkv|.*linear_proj"},
+    "research": {"all": ".*wq|.*wk|.*wv|.*wo|.*w1|.*w2|.*w3", "attention": ".*wq|.*wk|.*wv|.*wo"},
+}
 # The plan's schedule as MindFormers lr_schedule types (core/lr/lr_schedule.py).
 LR_SCHEDULE = {"cosine": "CosineWithWarmUpLR", "linear": "LinearWithWarmUpLR", "constant": "ConstantWarmUpLR"}
 PRETRAIN_SAMPLES_PLACEHOLDER = 8000  # upstream pretrain_qwen3_32b_4k.yaml's `sizes`, when the spec has no data size
@@ -35,26 +41,50 @@ def task_args(plan: Plan, fp: FrameworkPlan) -> str:
                      "--auto_trans_ckpt", "True" if _auto_trans(plan, fp) else "False"])
 
 
-def lr_schedule(plan: Plan) -> dict:
+@dataclass(frozen=True)
+class Length:
+    """How long MindFormers trains, in its own terms. `epochs` are whole passes (MindFormers counts in integers and
+    turns them into steps, trainer/utils.py l. 191-214); `stop_step` ends the run at the plan's steps through the
+    TrainCallBack callback (core/callback/callback.py l. 2781-2797; runner_config.stop_step is read but never added
+    to the callbacks, trainer/base_trainer.py l. 1344-1347); `total_steps` -1 lets the schedule span the steps
+    MindFormers counts in its data (base_trainer.py l. 700-708)."""
+
+    epochs: int
+    stop_step: int | None
+    total_steps: int
+    note: str | None  # why epochs is an upper bound, for PLAN.md
+
+
+def length(plan: Plan, fp: FrameworkPlan) -> Length:
+    t, samples = plan.train, plan.samples_per_epoch
+    if plan.method == "pretrain":  # `sizes` = steps x global batch: one pass is the plan's steps
+        return Length(1, t.steps, t.steps if t.steps is not None else -1, None)
+    whole_epochs = t.origin.get("steps") != "given" and t.epochs is not None and t.epochs == int(t.epochs)
+    if t.steps is None or whole_epochs:
+        return Length(max(1, int(t.epochs or 1)), None, -1, None)
+    # Mcore fine-tuning packs samples into seq_len sequences (PackingHandler, seed 003): at fewest tokens / seq_len
+    # of them per pass; the research layout keeps one padded sample per row.
+    packed = fp.info["layout"] != "research"
+    sequences = math.ceil(plan.tokens_per_epoch / plan.seq_len) if packed and plan.tokens_per_epoch else samples
+    if sequences:
+        return Length(max(1, math.ceil(t.steps * t.global_batch_size / sequences)), t.steps, t.steps, None)
+    return Length(t.steps, t.steps, t.steps,
+                  f"the spec gives no data size, so epochs {t.steps} is an upper bound (at least one step per pass)")
+
+
+def lr_schedule(plan: Plan, total_steps: int) -> dict:
     """The plan's schedule, warmup and length as MindFormers' lr_schedule keys."""
     t = plan.train
     out: dict = {"type": LR_SCHEDULE[t.lr_schedule], "learning_rate": t.learning_rate}
     if t.lr_schedule == "cosine":
         out["lr_end"] = t.min_learning_rate
-    if t.warmup_steps is not None:
+    # A share of MindFormers' own count when it counts the steps; the plan's steps when they are fixed.
+    if t.warmup_steps is not None and (total_steps != -1 or t.origin.get("warmup_steps") == "given"):
         out["warmup_steps"] = t.warmup_steps
     else:
         out["warmup_ratio"] = t.warmup_ratio
-    out["total_steps"] = t.steps if t.steps is not None else -1  # -1: the data set's steps
+    out["total_steps"] = total_steps
     return out
-
-
-def epochs(plan: Plan) -> int:
-    """Whole passes over the data (MindFormers counts epochs in integers) that hold the plan's steps."""
-    t, samples = plan.train, plan.samples_per_epoch
-    if t.steps is not None and samples:
-        return max(1, math.ceil(t.steps * t.global_batch_size / samples))
-    return max(1, math.ceil(t.epochs or 1))
 
 
 def _auto_trans(plan: Plan, fp: FrameworkPlan) -> bool:
@@ -102,7 +132,7 @@ def data_steps(plan: Plan, fp: FrameworkPlan) -> list[tuple[str, list[tuple[str,
 
 
 def yaml_context(plan: Plan, fp: FrameworkPlan) -> dict:
-    lay, info = fp.layout, fp.info
+    lay, info, t, run = fp.layout, fp.info, plan.train, length(plan, fp)
     research = info["layout"] == "research"
     pipelined = lay.pp > 1
     even = not lay.uneven_layers
@@ -115,10 +145,10 @@ def yaml_context(plan: Plan, fp: FrameworkPlan) -> dict:
         "model_config": {"position_embedding_type": "rope", **info.get("model_config", {})},
         "auto_trans_ckpt": _auto_trans(plan, fp), "use_parallel": lay.cards > 1,
         "model_name": info["model_name"], "prefix": info["prefix"],
-        "epochs": epochs(plan), "batch_size": lay.micro_batch_size, "stop_step": plan.train.steps,
+        "epochs": run.epochs, "batch_size": lay.micro_batch_size, "stop_step": run.stop_step,
         "seed": plan.train.seed, "run_mode": run_mode(fp), "weight_decay": plan.train.weight_decay,
         "adam_betas": list(plan.train.adam_betas), "max_grad_norm": plan.train.max_grad_norm,
-        "lr_schedule": lr_schedule(plan), "optimizer_learning_rate": info.get("family") == "qwen2_5",
+        "lr_schedule": lr_schedule(plan, run.total_steps), "optimizer_learning_rate": info.get("family") == "qwen2_5",
         "save_every_steps": plan.train.save_every_steps, "keep_checkpoints": plan.train.keep_checkpoints,
         # MindFormers accumulates through the pipeline's micro batches when pp > 1, else through the runner.
         "micro_batch_num": lay.grad_accum if pipelined else 1,
@@ -139,14 +169,14 @@ def yaml_context(plan: Plan, fp: FrameworkPlan) -> dict:
         "untie": not plan.shape.tied,
         "lora": None if plan.train.adapter is None else {
             "rank": plan.train.adapter.rank, "alpha": plan.train.adapter.alpha, "dropout": plan.train.adapter.dropout,
-            "target_modules": LORA_TARGETS[plan.train.adapter.targets]},
+            "target_modules": LORA_TARGETS[info["layout"]][plan.train.adapter.targets]},
         # Pretraining defines the architecture (upstream's qwen3_moe values); fine-tuning keeps the checkpoint's
         # config.json, so routing keys such as norm_topk_prob or routed_scaling_factor are not overridden.
         "moe_architecture": plan.method == "pretrain",
         "moe_balancing": "gbs_aux_loss" if plan.method == "pretrain" else "seq_aux_loss",
         "print_separate_loss": plan.shape.is_moe, "topk_bias_callback": info.get("topk_bias_callback", False),
-        "train_samples": plan.samples_per_epoch or PRETRAIN_SAMPLES_PLACEHOLDER,
-        "train_samples_placeholder": plan.samples_per_epoch is None,
+        "train_samples": PRETRAIN_SAMPLES_PLACEHOLDER if t.steps is None else t.steps * t.global_batch_size,
+        "train_samples_placeholder": t.steps is None,
     }
 
 
@@ -201,4 +231,4 @@ def plan_section(plan: Plan, env: jinja2.Environment) -> str:
     fp = plan.frameworks[NAME]
     return env.get_template("mindformers/plan_section.md.j2").render(
         plan=plan, fp=fp, lines=[command_line(plan, fp, rank) for rank in range(fp.layout.nodes)],
-        auto_trans=_auto_trans(plan, fp), data=data_source(plan, fp), preprocess=bool(data_steps(plan, fp)))
+        auto_trans=_auto_trans(plan, fp), data=data_source(plan, fp), run=length(plan, fp), preprocess=bool(data_steps(plan, fp)))
