@@ -22,6 +22,7 @@ from .render import check as check_files
 from .render import compare, environment, render_files, write
 from .render.core import plan_json
 from .resolve import candidate_layouts, minimum_table, resolve
+from .shell import quote
 from .spec import load_spec
 from .starter import starter_spec
 from .tables import METHODS, load_tables
@@ -173,7 +174,9 @@ def check(spec: str, overrides: tuple[str, ...], out_dir: Path) -> None:
     if problems:
         for line in problems:
             click.echo(line)
-        click.echo(f"{out_dir / result.job} is out of date: run gen-launch render {spec} -o {out_dir}", err=True)
+        again = " ".join(quote(w) for w in ["gen-launch", "render", spec, *(f"--set={o}" for o in overrides), "-o",
+                                             str(out_dir)])
+        click.echo(f"{out_dir / result.job} is out of date: run {again}", err=True)
         sys.exit(EXIT_DRIFT)
     click.echo(f"{out_dir / result.job} is up to date")
 

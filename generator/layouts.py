@@ -13,6 +13,7 @@ from .context import Context
 from .errors import Problem, SpecError
 from .memory import GIB, LayoutShape, estimate
 from .plan import HEADROOM, Layout, Rejected, deepspeed_words
+from .recipe import batch_target
 from .spec import Pins
 from .tables import Preset, Tables, trains_adapters
 
@@ -301,7 +302,7 @@ def _global_batch(ctx: Context, mbs: int, dp: int, pp: int, cards: int) -> tuple
             return gbs, f"global_batch_size {gbs} is not divisible by micro batch {mbs} x DP {dp} = {step}"
     else:
         # At least PP micro batches, and enough that the pipeline bubble stays within MAX_BUBBLE.
-        micro = max(math.ceil(ctx.defaults.values["global_batch_size"]["value"] / step), pp, math.ceil((pp - 1) / MAX_BUBBLE))
+        micro = max(math.ceil(batch_target(ctx.defaults, ctx.spec)[0] / step), pp, math.ceil((pp - 1) / MAX_BUBBLE))
         gbs = micro * step
     micro_batches = gbs // step
     if pp > 1 and micro_batches < pp:

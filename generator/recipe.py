@@ -13,6 +13,9 @@ from .spec import Spec
 from .tables import Model, RecipeDefaults, trains_adapters
 
 SECONDS_PER_HOUR = 3600.0
+# Steps a framework that needs a count is given when the spec has no data size and no train.steps: upstream
+# MindSpeed-LLM's `--train-iters 2000` (2.2.0 examples/mcore/baichuan2/tune_baichuan2_13b_full_ptd.sh l. 58 and others).
+PLACEHOLDER_STEPS = 2000
 
 
 @dataclass(frozen=True)
@@ -110,9 +113,9 @@ def training(spec: Spec, model: Model, defaults: RecipeDefaults, global_batch: i
         raise SpecError.at("train.min_learning_rate", f"{min_lr:g} is above the peak learning_rate {lr:g}")
     schedule = _pick(given, "lr_schedule", default_row(defaults, "lr_schedule", model), origin)
     weight_decay = _pick(given, "weight_decay", default_row(defaults, "weight_decay", model), origin)
+    target, why = batch_target(defaults, spec)
     origin["global_batch_size"] = "given" if spec.global_batch_size else \
-        f"derived: a round number near {defaults.values['global_batch_size']['value']} samples " \
-        f"({defaults.values['global_batch_size']['source']}) that every planned layout tiles"
+        f"derived: a round number near {target} samples ({why}) that every planned layout tiles"
 
     if "steps" in given:
         steps, origin["steps"] = given["steps"], "given"
@@ -155,6 +158,8 @@ def training(spec: Spec, model: Model, defaults: RecipeDefaults, global_batch: i
     origin["optimizer"] = f"default: {optimizer_row['source']}"
     betas = tuple(float(b) for b in _pick(given, "adam_betas", defaults.common["adam_betas"], origin))
     clip = float(_pick(given, "max_grad_norm", defaults.common["max_grad_norm"], origin))
+    if "enable_thinking" in given and spec.method == "pretrain":
+        raise SpecError.at("train.enable_thinking", "pretraining reads plain text, no chat template; leave it out")
     if "enable_thinking" in given and not thinking_template:
         raise SpecError.at("train.enable_thinking", f"applies to Qwen3's chat template only, not {model.name}")
     thinking = None
@@ -170,6 +175,20 @@ def training(spec: Spec, model: Model, defaults: RecipeDefaults, global_batch: i
                     keep_checkpoints=keep, resume=resume, seed=seed, optimizer=optimizer, adam_betas=betas,
                     max_grad_norm=clip, adapter=lora,
                     enable_thinking=thinking, origin=origin)
+
+
+def batch_target(defaults: RecipeDefaults, spec: Spec) -> tuple[int, str]:
+    """The samples per step a defaulted global batch aims at, and why: the method's, smaller when the data's epochs
+    would give fewer than min_steps steps (given train.steps set the length themselves)."""
+    row, floor = defaults.values["global_batch_size"], defaults.common["min_steps"]
+    if spec.samples_per_epoch is None or "steps" in spec.train:
+        return row["value"], row["source"]
+    samples = spec.samples_per_epoch * spec.epochs
+    if samples / row["value"] >= floor["value"]:
+        return row["value"], row["source"]
+    # The power of two at or below samples / min_steps: the batch is rounded up from here.
+    target = 1 << max(0, int(samples // floor["value"]).bit_length() - 1)
+    return target, f"{samples:g} samples / {floor['value']} steps ({floor['source']})"
 
 
 def round_interval(steps: float) -> int:

@@ -23,7 +23,7 @@ from .errors import Problem, SpecError
 from .layouts import candidates, choose_layout, no_accumulation, smallest_fit
 from .memory import GIB
 from .plan import Estimate, FrameworkPlan, Layout, MinCards, PathValue, Plan, Rejected
-from .recipe import Training, adapter, round_global_batch, training
+from .recipe import PLACEHOLDER_STEPS, Training, adapter, batch_target, round_global_batch, training
 from .spec import FRAMEWORKS, Spec
 from .tables import Model, Tables
 from .throughput import Throughput, cards_for_budget, hours, throughput
@@ -79,6 +79,13 @@ def resolve(spec: Spec, tables: Tables, force: bool = False) -> Plan:
         warnings.extend(f"{name}: {w}" for w in fw_warnings)
     recipe = _recipe(spec, model, tables, plans, batch)
     notes.extend(_general_notes(spec, model, plans))
+    if recipe.enable_thinking is not None and "mindformers" in plans:
+        notes.append("mindformers: its AlpacaInstructDataHandler writes samples in the Alpaca prompt, not Qwen3's chat "
+                     "template (dataset/handler/alpaca_handler.py l. 36-51, MindFormers 2.1.0), so "
+                     "train.enable_thinking applies to the other frameworks only")
+    kept = _checkpoints_kept(spec, model, plans, recipe)
+    if kept:
+        (warnings if "keep_checkpoints" in spec.train else notes).append(kept)
     paths = _paths(spec, model, plans, data)
     placeholders = sorted(k for k, v in paths.items() if v.placeholder)
     if placeholders:
@@ -90,7 +97,7 @@ def resolve(spec: Spec, tables: Tables, force: bool = False) -> Plan:
                 rejected=tuple(rejected), notes=tuple(notes), warnings=tuple(warnings), paths=paths,
                 data=data, master_addr=spec.master_addr, socket_ifname=spec.socket_ifname,
                 master_port=spec.master_port or DEFAULT_MASTER_PORT, spec_sha256=spec.sha256, shape=model,
-                epochs=spec.epochs, samples_per_epoch=_samples_per_epoch(spec), tokens_per_epoch=spec.tokens_per_epoch,
+                epochs=spec.epochs, samples_per_epoch=spec.samples_per_epoch, tokens_per_epoch=spec.tokens_per_epoch,
                 quantization_bit=spec.quantization_bit,
                 train=recipe, version=__version__)
 
@@ -110,8 +117,8 @@ def _common_global_batch(spec: Spec, tables: Tables, contexts: dict[str, Context
     preset = next((lay for lay in layouts if lay.preset_level), None)
     if preset is not None and all(preset.global_batch_size % step == 0 for step in steps):
         return preset.global_batch_size
-    batch = round_global_batch(math.lcm(*steps), tables.recipes[spec.method].values["global_batch_size"]["value"],
-                               max(lay.global_batch_size for lay in layouts))
+    target, _ = batch_target(tables.recipes[spec.method], spec)
+    batch = round_global_batch(math.lcm(*steps), target, max(lay.global_batch_size for lay in layouts))
     if preset is not None:
         notes.append(f"{preset.framework}: the validated preset's global batch {preset.global_batch_size} is not tiled "
                      f"by every planned framework; all use {batch} (micro_batch_num follows)")
@@ -131,7 +138,7 @@ def _recipe(spec: Spec, model: Model, tables: Tables, plans: dict[str, Framework
     step_seconds = max(batch * spec.seq_len / (fp.estimate.tokens_per_card_s * fp.layout.cards)
                        for fp in plans.values())
     thinking = any(fp.info.get("template") == "qwen3" for fp in plans.values())
-    recipe = training(spec, model, tables.recipes[spec.method], batch, _samples_per_epoch(spec), step_seconds,
+    recipe = training(spec, model, tables.recipes[spec.method], batch, spec.samples_per_epoch, step_seconds,
                       thinking)
     # What a framework's pinned version cannot express, refused rather than written differently.
     floorless = sorted(name for name in plans if name in ("llama-factory", "mindformers"))
@@ -139,16 +146,14 @@ def _recipe(spec: Spec, model: Model, tables: Tables, plans: dict[str, Framework
         raise SpecError.at("train.min_learning_rate", f"{', '.join(floorless)}' linear schedule decays to 0 "
                                                       f"(transformers get_linear_schedule_with_warmup, MindFormers "
                                                       f"LinearWithWarmUpLR); give 0, or lr_schedule cosine")
+    if "mindspeed-llm" in plans and recipe.steps is None and (recipe.warmup_steps or 0) >= PLACEHOLDER_STEPS:
+        raise SpecError.at("train.warmup_steps", f"{recipe.warmup_steps}: without a data size or train.steps, "
+                                                 f"MindSpeed-LLM trains the placeholder {PLACEHOLDER_STEPS} "
+                                                 f"iterations; give data.samples (or total_tokens) or train.steps")
     if "mindspeed-llm" in plans and recipe.adapter is not None and recipe.adapter.dropout > 0:
         raise SpecError.at("lora.dropout", f"{recipe.adapter.dropout:g}: MindSpeed-LLM 2.2.0 builds its adapters with "
                                            f"dropout 0 and has no flag for it; give 0, or leave mindspeed-llm out")
     return recipe
-
-
-def _samples_per_epoch(spec: Spec) -> int | None:
-    if spec.samples is not None:
-        return spec.samples
-    return None if spec.total_tokens is None else math.ceil(spec.total_tokens / spec.seq_len)
 
 
 def _frameworks(spec: Spec, tables: Tables, model: Model) -> tuple[list[str], list[str]]:
@@ -304,7 +309,7 @@ def _general_notes(spec: Spec, model: Model, plans: dict[str, FrameworkPlan]) ->
                 notes.append(f"data: {spec.samples} samples; seed 001's rule of thumb for a ~{label} model is about "
                              f"{advice} good samples ({ratio:.1f}x that){'; quality matters more than count' if ratio > 2 else ''}")
                 break
-    if "mindformers" in plans and spec.epochs != int(spec.epochs) and _samples_per_epoch(spec) is None:
+    if "mindformers" in plans and spec.epochs != int(spec.epochs) and spec.samples_per_epoch is None:
         notes.append(f"mindformers counts whole epochs: runner_config.epochs is {math.ceil(spec.epochs)} for the "
                      f"spec's {spec.epochs:g}")
     multi = [name for name, fp in plans.items() if fp.layout.nodes > 1]
@@ -314,6 +319,26 @@ def _general_notes(spec: Spec, model: Model, plans: dict[str, FrameworkPlan]) ->
     if multi:
         notes.append("multi-node: output_dir must be on storage shared by every node")
     return notes
+
+
+# Bytes per parameter of one MindSpeed-LLM checkpoint: bf16 weights, plus the distributed optimizer's fp32 master
+# weights and two Adam moments when every weight trains; LoRA saves the frozen model with its small adapters.
+CHECKPOINT_BYTES_PER_PARAM = {"full": 2 + 12, "pretrain": 2 + 12, "lora": 2}
+
+
+def _checkpoints_kept(spec: Spec, model: Model, plans: dict[str, FrameworkPlan], recipe: Training) -> str | None:
+    """MindSpeed-LLM keeps every checkpoint it saves: Megatron core_v0.12.1 has no keep-N option (arguments.py
+    _add_checkpointing_args, l. 1880-1991), so the disk a run fills is stated when it keeps more than train.keep_checkpoints."""
+    if "mindspeed-llm" not in plans or recipe.steps is None:
+        return None
+    count = math.ceil(recipe.steps / recipe.save_every_steps)  # and one at the end (training.py)
+    if count <= recipe.keep_checkpoints:
+        return None
+    one = model.params * CHECKPOINT_BYTES_PER_PARAM[spec.method] / 2 ** 30
+    return (f"mindspeed-llm keeps every checkpoint (Megatron has no keep-N option): {count} checkpoints of about "
+            f"{one:,.0f} GiB, {count * one / 1024:,.1f} TiB in all, in its save folder; "
+            f"train.keep_checkpoints ({recipe.keep_checkpoints}) limits the other frameworks only. Delete old "
+            f"iter_* folders as the run goes, or raise train.save_every_steps")
 
 
 def _paths(spec: Spec, model: Model, plans: dict[str, FrameworkPlan], data: DataShape) -> dict[str, PathValue]:

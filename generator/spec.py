@@ -74,6 +74,13 @@ class Spec:
     epochs_given: bool = False  # data.epochs was written (train.steps may not be)
 
     @property
+    def samples_per_epoch(self) -> int | None:
+        """The data set's samples: given, or its tokens in seq_len sequences (pretraining data)."""
+        if self.samples is not None:
+            return self.samples
+        return None if self.total_tokens is None else math.ceil(self.total_tokens / self.seq_len)
+
+    @property
     def tokens_per_epoch(self) -> int | None:
         """The data set's tokens: given, or samples x tokens per sample."""
         if self.total_tokens is None and self.samples is not None and self.tokens_per_sample is not None:
@@ -323,7 +330,9 @@ def _describe(error: jsonschema.ValidationError) -> list[Problem]:
     kind, schema, value = error.validator, error.schema, error.instance
     hint = schema.get("x-hint") if isinstance(schema, dict) else None
     if kind == "not" and isinstance(schema, dict) and "x-key" in schema:
-        return [Problem(_key_path([*error.absolute_path, schema["x-key"]]), schema["x-hint"])]
+        # `required` holds for anything but a mapping, so `not required` fails on a wrong type: the type error says it
+        return [Problem(_key_path([*error.absolute_path, schema["x-key"]]), schema["x-hint"])] \
+            if isinstance(value, dict) else []
     if kind == "additionalProperties":
         allowed = ", ".join(sorted(schema.get("properties", {})))
         extra = sorted(k for k in value if k not in schema.get("properties", {}))

@@ -262,7 +262,8 @@ class Preset:
 RECIPE_KEYS = ("learning_rate", "min_learning_rate_share", "lr_schedule", "warmup_ratio", "weight_decay",
                "global_batch_size")
 ADAPTER_KEYS = ("rank", "alpha", "dropout", "targets")
-COMMON_KEYS = ("seed", "keep_checkpoints", "resume", "save_every_hours", "optimizer", "adam_betas", "max_grad_norm")
+COMMON_KEYS = ("seed", "keep_checkpoints", "resume", "save_every_hours", "optimizer", "adam_betas", "max_grad_norm",
+               "min_steps")
 
 
 @dataclass(frozen=True)

@@ -96,6 +96,18 @@ def test_check_reports_drift_and_missing(tmp_path):
     assert drift.exit_code == 1 and "differs: PLAN.md" in drift.output
 
 
+def test_checks_hint_is_the_render_command_with_its_overrides(tmp_path):
+    # The hint, run in a shell as printed, renders the same overridden job: check is then satisfied.
+    import shlex
+
+    drift = run("check", EXAMPLE, "--set", "train.seed=7", "-o", tmp_path / "a b")
+    hint = drift.stderr.split("run ", 1)[1].strip()
+    words = shlex.split(hint)
+    assert words[:2] == ["gen-launch", "render"] and "--set=train.seed=7" in words, hint
+    assert run(*words[1:], catch_exceptions=False).exit_code == 0
+    assert run("check", EXAMPLE, "--set", "train.seed=7", "-o", tmp_path / "a b").exit_code == 0
+
+
 def test_render_refuses_to_overwrite_hand_edits_unless_forced(tmp_path, spec_file):
     run("render", EXAMPLE, "-o", tmp_path, catch_exceptions=False)
     plan_md = tmp_path / "qwen3-32b-full-snt9b-16c" / "PLAN.md"
@@ -218,6 +230,8 @@ def test_set_overrides_a_value_with_the_files_validation(tmp_path):
     assert bad.exit_code == 2 and "cards: " in bad.stderr and "train.lr: unknown key" in bad.stderr
     worse = CliRunner().invoke(main, ["plan", str(EXAMPLE), "--set", "train"])
     assert worse.exit_code == 2 and "is not KEY.PATH=VALUE" in worse.stderr and "Traceback" not in worse.output
+    section = CliRunner().invoke(main, ["plan", str(EXAMPLE), "--set", "train=5"])  # one message: the type
+    assert section.exit_code == 2 and section.stderr.count("Error:") == 1 and "train: expected a mapping" in section.stderr
 
 
 @pytest.mark.parametrize("model,method,hardware", [("Qwen/Qwen3-8B", "lora", "snt9b"), ("qwen2.5-7b", "qlora", "rtx4090"),

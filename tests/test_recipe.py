@@ -4,7 +4,9 @@ and MindFormers YAML as their loaders parse it, MindSpeed-LLM's launch words thr
 
 from __future__ import annotations
 
+import json
 import math
+import os
 import subprocess
 from pathlib import Path
 
@@ -141,6 +143,25 @@ def test_steps_and_epochs_are_one_or_the_other(spec_file):
     assert result.exit_code == 2 and "train.steps: give train.steps or data.epochs, not both" in result.stderr
 
 
+@pytest.mark.parametrize("given", [True, False])
+def test_the_plan_states_the_disk_mindspeed_checkpoints_fill(spec_file, given):
+    # Megatron core_v0.12.1 has no keep-N option: every --save-interval checkpoint stays. A given keep_checkpoints it
+    # cannot honour is a warning (exit 3 under --strict); the default is a note with the same numbers.
+    from click.testing import CliRunner
+
+    from generator.cli import main
+    spec = {"job": "j", "model": "llama3.1-8b", "method": "full", "seq_len": 4096, "hardware": "snt9b", "cards": 8,
+            "frameworks": ["mindspeed-llm"], "global_batch_size": 64, "train": {"steps": 1000, "save_every_steps": 100}}
+    if given:
+        spec["train"]["keep_checkpoints"] = 2
+    result = CliRunner().invoke(main, ["plan", str(spec_file(spec)), "--strict", "--json"])
+    assert result.exit_code == (3 if given else 0), result.stderr
+    plan = json.loads(result.stdout)
+    said = [line for line in plan["warnings" if given else "notes"] if "keeps every checkpoint" in line]
+    # 10 saves (iterations 100, 200, ... 1000); 8.0e9 parameters x 14 bytes (bf16 weights, fp32 master, 2 moments)
+    assert len(said) == 1 and "10 checkpoints of about 105 GiB, 1.0 TiB" in said[0], said
+
+
 def test_lora_section_needs_an_adapter_method():
     from generator.errors import SpecError
     from generator.resolve import resolve
@@ -165,6 +186,18 @@ def test_default_global_batch_is_round():
         plan, _ = render_job(T, model=model, cards=cards, frameworks=["mindspeed-llm", "llama-factory"])
         batches = {fp.layout.global_batch_size for fp in plan.frameworks.values()}
         assert batches == {plan.train.global_batch_size}, (model, batches)
+
+
+@pytest.mark.parametrize("samples,steps", [(3300, 104), (100000, 782)])
+def test_a_small_data_set_gets_a_smaller_default_batch(samples, steps):
+    # 3,300 samples at the fine-tuning batch of 128 were 26 steps, too few for warmup and decay: the default aims
+    # at 100 steps or more; a large data set keeps the method's 128.
+    plan, files = render_job(T, model="qwen3-8b", method="lora", seq_len=2048, cards=8,
+                             frameworks=["mindspeed-llm", "llama-factory"],
+                             data={"samples": samples, "tokens_per_sample": 500})
+    assert plan.train.steps == steps and plan.train.steps >= 100
+    lf = yaml.safe_load(files["llama-factory/train.yaml"])
+    assert lf["per_device_train_batch_size"] * lf["gradient_accumulation_steps"] * 8 == plan.train.global_batch_size
 
 
 def _launch_text(files, framework):
@@ -232,37 +265,80 @@ def test_mindspeed_launch_picks_resume_and_refuses_a_finished_run(tmp_path):
 
 # msrun_launcher.sh evals its first argument (scripts/msrun_launcher.sh, reference mindformers.md): this stand-in
 # does the same and prints the words run_mindformer.py would get.
-FAKE_MSRUN = 'eval "set -- $1"; printf "%s\\n" "$@"\n'
+# Stand-ins that print the words msrun_launcher.sh (which evals its command) or python would get, then exit as the
+# run did (FAKE_EXIT: 1 for a crash); python -c, which launch.sh uses to read meta.json, stays the real one.
+FAKE_MSRUN = 'eval "set -- $1"; printf "%s\\n" "$@"; exit "${FAKE_EXIT:-0}"\n'
+FAKE_PYTHON = ('#!/bin/bash\nif [ "$1" = -c ]; then exec python3 "$@"; fi\n'
+               'printf "%s\\n" "$@"; exit "${FAKE_EXIT:-0}"\n')
 
 
-def test_mindformers_relaunch_resumes_from_its_checkpoint_folder(tmp_path):
-    # The generated launch.sh, run with msrun_launcher.sh replaced by a stand-in that evals its command as msrun
-    # does: the first launch passes no resume words; once rank_0 holds a checkpoint the relaunch passes
-    # --resume_training True --load_checkpoint <output_dir>/checkpoint --auto_trans_ckpt False as whole words,
-    # even when the folder has a space (run_mindformer.py l. 132-156 reads them; resume_ckpt.py picks the file).
-    out, mf = tmp_path / "out dir", tmp_path / "mindformers"
+@pytest.mark.parametrize("cards", [16, 1])
+def test_mindformers_relaunch_resumes_from_its_checkpoint_folder(tmp_path, cards):
+    # The generated launch.sh, run with msrun_launcher.sh (or python, on one card) replaced by a stand-in: the first
+    # launch passes no resume words; once a crashed run left a checkpoint (rank_0/meta.json, as CheckpointMonitor
+    # writes it) the relaunch passes --resume_training True --load_checkpoint ... --auto_trans_ckpt False as whole
+    # words, even when the folder has a space (run_mindformer.py l. 132-156 reads them). Several cards load the
+    # rank folders (resume_ckpt.py picks the file by meta.json); one card runs without use_parallel, which
+    # MindFormers refuses with rank folders (load_checkpoint_utils.py l. 393-397), so it loads the one file
+    # meta.json names from a folder of its own. A run that exited 0 is not trained over.
+    out, mf, bin_dir = tmp_path / "out dir", tmp_path / "mindformers", tmp_path / "bin"
     (mf / "scripts").mkdir(parents=True)
     (mf / "scripts" / "msrun_launcher.sh").write_text(FAKE_MSRUN)
-    plan, files = render_job(T, model="qwen3-8b", method="full", cards=16, frameworks=["mindformers"],
+    bin_dir.mkdir()
+    (bin_dir / "python").write_text(FAKE_PYTHON)
+    (bin_dir / "python").chmod(0o755)
+    model = "qwen3-8b" if cards > 1 else "debug-tiny"
+    plan, files = render_job(T, model=model, method="full", cards=cards, frameworks=["mindformers"],
                              cluster={"master_addr": "127.0.0.1"},
                              paths={"output_dir": str(out), "mindformers_dir": str(mf), "model_dir": "/m",
                                     "dataset": "/d.json"})
     doc = yaml.safe_load(files["mindformers/train.yaml"])
     assert doc["run_mode"] == "train" and "--run_mode train" in files["mindformers/launch.sh"]  # one run mode
+    assert doc["use_parallel"] is (cards > 1)
     script = tmp_path / "launch.sh"
     script.write_text(files["mindformers/launch.sh"])
-    first = subprocess.run(["bash", str(script), "0"], capture_output=True, text=True)
-    assert first.returncode == 0 and "--resume_training" not in first.stdout, first.stderr
+
+    def launch(code: int) -> subprocess.CompletedProcess:
+        env = {**os.environ, "PATH": f"{bin_dir}:{os.environ['PATH']}", "FAKE_EXIT": str(code)}
+        return subprocess.run(["bash", str(script), "0"], capture_output=True, text=True, env=env)
+
+    first = launch(1)
+    assert first.returncode == 1 and "--resume_training" not in first.stdout, first.stderr
     checkpoint = out / "mindformers" / "checkpoint"
     (checkpoint / "rank_0").mkdir(parents=True)
-    (checkpoint / "rank_0" / "qwen3_rank_0-1_50.safetensors").write_text("")
-    again = subprocess.run(["bash", str(script), "0"], capture_output=True, text=True)
+    for step in (50, 100):
+        (checkpoint / "rank_0" / f"qwen3_rank_0-{step}_1.safetensors").write_text("")
+    (checkpoint / "rank_0" / "meta.json").write_text(
+        json.dumps({"last_epoch": 100, "last_step": 1, "last_ckpt_file": "qwen3_rank_0-100_1.safetensors"}))
+    again = launch(1)
     words = again.stdout.splitlines()
-    assert again.returncode == 0 and "resuming from the last checkpoint" in again.stderr, again.stderr
+    assert "resuming from" in again.stderr, again.stderr
     at = words.index("--resume_training")
-    assert words[at:at + 6] == ["--resume_training", "True", "--load_checkpoint", str(checkpoint),
-                                "--auto_trans_ckpt", "False"]
+    load = words[at + 3]
+    assert words[at:at + 3] == ["--resume_training", "True", "--load_checkpoint"]
+    assert words[at + 4:at + 6] == ["--auto_trans_ckpt", "False"]
+    if cards > 1:
+        assert load == str(checkpoint)
+    else:
+        loaded = Path(load)
+        assert loaded.parent.name != "rank_0" and not loaded.parent.name.startswith("rank_")
+        assert loaded.resolve() == checkpoint / "rank_0" / "qwen3_rank_0-100_1.safetensors"
     assert words[words.index("--config") + 1].endswith("train.yaml")
+    assert launch(0).returncode == 0  # the run finishes
+    done = launch(0)
+    assert done.returncode == 2 and "has finished" in done.stderr, done.stderr
+
+
+def test_llama_factory_without_resume_refuses_old_checkpoints(tmp_path):
+    out = tmp_path / "out"
+    _, files = render_job(T, model="qwen3-8b", method="lora", cards=8, frameworks=["llama-factory"],
+                          paths={"output_dir": str(out), "model_dir": "/m", "dataset": "/d.json"},
+                          train={"resume": False})
+    script = tmp_path / "launch.sh"
+    script.write_text(_launch_text(files, "llama-factory"))
+    (out / "llama-factory" / "checkpoint-20").mkdir(parents=True)
+    result = subprocess.run(["bash", str(script), "0"], capture_output=True, text=True)
+    assert result.returncode == 2 and "holds checkpoints and train.resume is false" in result.stderr
 
 
 def _mindformers_steps(doc: dict, sequences: int) -> int:
@@ -347,6 +423,10 @@ def test_llama_factory_resumes_and_refuses_a_finished_run():
     (dict(frameworks=["mindspeed-llm"], method="lora", lora={"dropout": 0.1}),
      "lora.dropout: 0.1: MindSpeed-LLM 2.2.0 builds its adapters with dropout 0"),
     (dict(frameworks=["llama-factory"], train={"min_learning_rate": 1.0}), "is above the peak learning_rate"),
+    (dict(frameworks=["mindspeed-llm"], train={"warmup_steps": 2500}),  # no data size: --train-iters 2000
+     "train.warmup_steps: 2500: without a data size or train.steps, MindSpeed-LLM trains the placeholder 2000"),
+    (dict(frameworks=["llama-factory"], train={"enable_thinking": False}, method="pretrain"),
+     "train.enable_thinking: pretraining reads plain text"),
     (dict(frameworks=["llama-factory"], train={"enable_thinking": False}, model="llama3.1-8b", hardware="h800"),
      "train.enable_thinking: applies to Qwen3's chat template only"),
 ])
@@ -376,6 +456,12 @@ def test_qwen3_thinking_is_the_users_choice_in_both_frameworks(thinking):
     pre = bash_arrays(files["mindspeed-llm/preprocess_data.sh"])["PREPROCESS_ARGS"]
     assert pre[pre.index("--enable-thinking") + 1] == str(thinking).lower()  # preprocess_data.py l. 154-155
     assert flags.parse("preprocess", pre).enable_thinking is thinking
+
+
+def test_the_plan_says_mindformers_has_no_qwen3_thinking():
+    plan, _ = render_job(T, model="qwen3-8b", method="lora", cards=8, frameworks=["mindformers", "llama-factory"])
+    assert plan.train.enable_thinking is True
+    assert any(n.startswith("mindformers: its AlpacaInstructDataHandler") for n in plan.notes)
 
 
 def test_validate_takes_the_scheduler_kwargs_llama_factory_takes():

@@ -223,7 +223,7 @@ def test_launch_passes_hostile_paths_as_one_literal_argument(tmp_path, cards):
     bindir = fake_mindformers(checkout)
     fields = dict(model="qwen3-32b" if cards > 1 else "debug-tiny", method="full", frameworks=["mindformers"],
                   cards=cards, paths={"mindformers_dir": str(checkout), "model_dir": "/m", "dataset": "/d.json",
-                                      "output_dir": "/o"})
+                                      "output_dir": str(tmp_path / "o")})
     plan, files = render_job(T, **fields)
     out = tmp_path / HOSTILE.lstrip("/").replace("/", "_")
     write(files, out, plan.job, force=False)

@@ -213,7 +213,8 @@ def render(plan: Plan, env: jinja2.Environment) -> dict[str, str]:
         device_num_per_node=lay.cards_per_node if lay.cards_per_node != 8 else None,
         single_card=lay.cards == 1, task_args=task_args(plan, fp), worker_num=lay.cards, cards=lay.cards,
         local_worker=lay.local_cards, log_dir=log_dir(plan), cluster_time_out=CLUSTER_TIME_OUT,
-        checkpoint_dir=f"{plan.output_dir(NAME)}/checkpoint", resume=plan.train.resume)
+        checkpoint_dir=f"{plan.output_dir(NAME)}/checkpoint", finished_marker=f"{plan.output_dir(NAME)}/FINISHED",
+        resume=plan.train.resume)
     commands = env.get_template("commands.txt.j2").render(
         framework="MindFormers", lines=[command_line(plan, fp, rank) for rank in range(lay.nodes)],
         needs_job_dir=True, master_addr=master_addr(plan, fp))

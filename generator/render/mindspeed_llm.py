@@ -12,6 +12,7 @@ import jinja2
 
 from ..flags import Flags, typed
 from ..plan import FrameworkPlan, Plan
+from ..recipe import PLACEHOLDER_STEPS
 from .common import launch_context, master_addr, master_word
 
 NAME = "mindspeed-llm"
@@ -19,13 +20,12 @@ VERSION = "MindSpeed-LLM 2.2.0 / MindSpeed 2.2.0_core_r0.12.1 / Megatron core_v0
 # The plan's LoRA targets in Megatron-core linear names (reference mindspeed_llm.md s2.3).
 LORA_TARGETS = {"all": ["linear_qkv", "linear_proj", "linear_fc1", "linear_fc2"],
                 "attention": ["linear_qkv", "linear_proj"]}
-TRAIN_ITERS_PLACEHOLDER = 2000  # upstream's TRAIN_ITERS, when the spec has no data size
 HANDLER = {"alpaca": "AlpacaStyleInstructionHandler", "sharegpt": "SharegptStyleInstructionHandler",
            "text": "GeneralPretrainHandler"}
 
 
 def train_iters(plan: Plan) -> int:
-    return plan.train.steps or TRAIN_ITERS_PLACEHOLDER
+    return plan.train.steps or PLACEHOLDER_STEPS
 
 
 def checkpoint_dirs(plan: Plan) -> tuple[str, str]:
