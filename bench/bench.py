@@ -18,7 +18,7 @@ from pathlib import Path
 from generator.errors import SpecError
 from generator.render import render_files, write
 from generator.resolve import resolve
-from generator.spec import FRAMEWORKS, Spec
+from generator.spec import Spec
 from generator.tables import load_tables
 
 REPO = Path(__file__).resolve().parent.parent
@@ -41,7 +41,7 @@ def sweep() -> tuple[int, int, float]:
     planned = refused = 0
     start = time.perf_counter()
     for model, method, seq, hw in sorted(cases):
-        for framework in FRAMEWORKS:
+        for framework in tables.frameworks:
             if not tables.supports(framework, model) or framework not in tables.hardware[hw].frameworks:
                 continue
             spec = Spec(job="bench", model=model, method=method, seq_len=seq, hardware=hw, frameworks=(framework,),

@@ -16,7 +16,7 @@ from pathlib import Path
 from generator.errors import UserError
 from generator.render import render_files, write
 from generator.resolve import resolve
-from generator.spec import FRAMEWORKS, parse_spec
+from generator.spec import parse_spec
 from generator.tables import load_tables
 from generator.validate import validate
 
@@ -78,5 +78,5 @@ def run(framework: str) -> None:
 
 
 if __name__ == "__main__":
-    for name in sys.argv[1:] or FRAMEWORKS:
+    for name in sys.argv[1:] or load_tables().frameworks:
         run(name)

@@ -46,6 +46,13 @@ def _plan(spec_path: str, force: bool, overrides: tuple[str, ...] = ()) -> Plan:
         _fail(error, spec_path)
 
 
+def _files(plan: Plan, spec_path: str) -> dict[str, str]:
+    try:
+        return render_files(plan)
+    except UserError as error:  # a planned framework the registry cannot render (exit 5)
+        _fail(error, spec_path)
+
+
 def _plan_text(plan: Plan) -> str:
     """The plan as `plan` prints it (and `render` on stderr)."""
     return environment().get_template("plan.txt.j2").render(plan=plan)
@@ -144,7 +151,7 @@ def render(spec: str, overrides: tuple[str, ...], out_dir: Path, force: bool, st
     """
     result = _plan(spec, force, overrides)
     _strict_exit(result, strict)
-    files = render_files(result)
+    files = _files(result, spec)
     try:
         written = None if dry_run else write(files, out_dir, result.job, force)
     except UserError as error:
@@ -170,7 +177,7 @@ def check(spec: str, overrides: tuple[str, ...], out_dir: Path) -> None:
         gen-launch check jobs/qwen3-32b.yaml -o launch
     """
     result = _plan(spec, False, overrides)
-    problems = check_files(render_files(result), out_dir, result.job)
+    problems = check_files(_files(result, spec), out_dir, result.job)
     if problems:
         for line in problems:
             click.echo(line)

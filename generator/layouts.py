@@ -5,13 +5,14 @@ prefers the least communication that fits; every rejected candidate keeps the ru
 from __future__ import annotations
 
 import math
-from dataclasses import replace
+from dataclasses import fields, replace
 from itertools import product
 
 from .cards import MAX_SEARCH_CARDS, preset_for, round_up, valid_counts
 from .context import Context
 from .errors import Problem, SpecError
-from .memory import GIB, LayoutShape, estimate
+from .memory import GIB, estimate
+from .parallel import Parallel
 from .plan import HEADROOM, Layout, Rejected, deepspeed_words
 from .recipe import batch_target
 from .spec import Pins
@@ -95,10 +96,11 @@ def _preset_layout(ctx: Context, preset: Preset, cards: int) -> Layout:
     layers = preset.num_layer_list or split_layers(ctx.model.layers, preset.pp, ctx.mtp_layers)
     sp = ctx.pins.sequence_parallel
     sp = preset.sequence_parallel[ctx.spec.method] if sp is None else sp
-    shape = LayoutShape(cards=cards, tp=preset.tp, pp=preset.pp, cp=1, ep=1, micro_batch_size=preset.micro_batch_size,
-                        recompute="full" if preset.recompute else "none", sequence_parallel=sp and preset.tp > 1,
-                        layers_per_stage=layers, mtp_layers=ctx.mtp_layers)
-    layout = _layout(ctx, shape, gbs, source=f"preset: validated (seed 003, level {preset.level})")
+    shape = Parallel(cards=cards, cards_per_node=ctx.hw.cards_per_node, tp=preset.tp, pp=preset.pp,
+                     micro_batch_size=preset.micro_batch_size, global_batch_size=gbs,
+                     recompute="full" if preset.recompute else "none", sequence_parallel=sp and preset.tp > 1,
+                     num_layer_list=layers, mtp_layers=ctx.mtp_layers)
+    layout = _layout(ctx, shape, source=f"preset: validated (seed 003, level {preset.level})")
     return replace(layout, preset_level=preset.level)
 
 
@@ -192,7 +194,7 @@ def candidates(ctx: Context, cards: int) -> tuple[list[Layout], Layout | None, l
     """(every layout that fits at `cards`, in the search's order of preference: for each structure the first
     recompute and micro batch that fit; the one with the least memory; the rejected)."""
     pins, model, seq = ctx.pins, ctx.model, ctx.spec.seq_len
-    if ctx.fw.memory == "deepspeed":
+    if ctx.fw.deepspeed:
         structures = [(1, 1, 1, 1, stage) for stage in _deepspeed_stages(ctx, cards)]
         recomputes = [pins.recompute] if pins.recompute else ["none", "full"]
     else:
@@ -213,7 +215,7 @@ def candidates(ctx: Context, cards: int) -> tuple[list[Layout], Layout | None, l
     rejected: list[Rejected] = []
     closest: Layout | None = None
     for order, (tp, pp, cp, ep, stage) in enumerate(structures):
-        zero_stage, offload = stage if ctx.fw.memory == "deepspeed" else (None, False)
+        zero_stage, offload = stage if ctx.fw.deepspeed else (None, False)
         label = _label(ctx, tp, pp, cp, ep, stage)
         broken = _structure_problems(ctx, cards, tp, pp, cp, ep)
         if broken:
@@ -228,12 +230,13 @@ def candidates(ctx: Context, cards: int) -> tuple[list[Layout], Layout | None, l
                 if why:
                     reason = why
                     continue
-                shape = LayoutShape(cards=cards, tp=tp, pp=pp, cp=cp, ep=ep, micro_batch_size=mbs,
-                                    recompute=recompute, mtp_layers=ctx.mtp_layers,
-                                    sequence_parallel=tp > 1 if pins.sequence_parallel is None else pins.sequence_parallel,
-                                    layers_per_stage=split_layers(model.layers, pp, ctx.mtp_layers),
-                                    zero_stage=zero_stage, offload=offload)
-                layout = _layout(ctx, shape, gbs, source="pinned" if ctx.pinned else "search")
+                shape = Parallel(cards=cards, cards_per_node=ctx.hw.cards_per_node, tp=tp, pp=pp, cp=cp, ep=ep,
+                                 micro_batch_size=mbs, global_batch_size=gbs, recompute=recompute,
+                                 mtp_layers=ctx.mtp_layers,
+                                 sequence_parallel=tp > 1 if pins.sequence_parallel is None else pins.sequence_parallel,
+                                 num_layer_list=split_layers(model.layers, pp, ctx.mtp_layers),
+                                 zero_stage=zero_stage, offload=offload)
+                layout = _layout(ctx, shape, source="pinned" if ctx.pinned else "search")
                 if closest is None or layout.memory.total < closest.memory.total:
                     closest = layout
                 if layout.fits:
@@ -250,7 +253,7 @@ def candidates(ctx: Context, cards: int) -> tuple[list[Layout], Layout | None, l
 
 
 def _label(ctx: Context, tp: int, pp: int, cp: int, ep: int, stage) -> str:
-    if ctx.fw.memory == "deepspeed":
+    if ctx.fw.deepspeed:
         return f"DeepSpeed {deepspeed_words(*stage)}"
     parts = [f"tp={tp}", f"pp={pp}"]
     if cp > 1:
@@ -314,17 +317,13 @@ def _global_batch(ctx: Context, mbs: int, dp: int, pp: int, cards: int) -> tuple
     return gbs, None
 
 
-def _layout(ctx: Context, shape: LayoutShape, gbs: int, source: str) -> Layout:
+def _layout(ctx: Context, shape: Parallel, source: str) -> Layout:
+    """`shape` with its memory estimate, as the plan states it."""
     rank = ctx.adapter.rank if ctx.adapter else 0
     memory = estimate(ctx.model, ctx.spec.method, ctx.fw.memory, shape, ctx.spec.seq_len, rank,
                       ctx.fw.overhead_gb, ctx.spec.quantization_bit)
-    return Layout(framework=ctx.fw.name, cards=shape.cards, cards_per_node=ctx.hw.cards_per_node, tp=shape.tp,
-                  pp=shape.pp, cp=shape.cp, ep=shape.ep, micro_batch_size=shape.micro_batch_size,
-                  global_batch_size=gbs, recompute=shape.recompute, sequence_parallel=shape.sequence_parallel,
-                  num_layer_list=shape.layers_per_stage, memory=memory, usable_gb=ctx.hw.usable_gb,
-                  zero_stage=shape.zero_stage, offload=shape.offload, deepspeed=ctx.fw.memory == "deepspeed",
-                  source=source,
-                  cp_algo="megatron_cp_algo" if shape.cp > 1 else None)
+    return Layout(**{f.name: getattr(shape, f.name) for f in fields(Parallel)}, framework=ctx.fw.name, memory=memory,
+                  usable_gb=ctx.hw.usable_gb, deepspeed=ctx.fw.deepspeed, source=source)
 
 
 def smallest_fit(ctx: Context) -> int:

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from .parallel import Parallel
 from .tables import Model, trains_adapters
 
 GIB = float(1 << 30)
@@ -46,28 +47,6 @@ class MemoryBreakdown:
                 ("logits", self.logits), ("runtime overhead", self.overhead)]
 
 
-@dataclass(frozen=True)
-class LayoutShape:
-    """What the memory model needs to know about a layout."""
-
-    cards: int
-    tp: int
-    pp: int
-    cp: int
-    ep: int
-    micro_batch_size: int
-    recompute: str  # "none" | "selective" | "full"
-    sequence_parallel: bool
-    layers_per_stage: tuple[int, ...]
-    zero_stage: int | None = None  # DeepSpeed ZeRO stage (LLaMA-Factory); None for Megatron-style frameworks
-    offload: bool = False
-    mtp_layers: int = 0  # multi-token-prediction layers on the last stage
-
-    @property
-    def dp(self) -> int:
-        return self.cards // (self.tp * self.pp * self.cp)
-
-
 def layer_activation_bytes(model: Model, seq: int, micro: int, tp: int, sp: bool, recompute: str) -> tuple[float, float]:
     """(bytes kept per layer between forward and backward, bytes of one layer's working set) for one micro batch."""
     sbh = seq * micro * model.hidden
@@ -83,7 +62,7 @@ def layer_activation_bytes(model: Model, seq: int, micro: int, tp: int, sp: bool
     return full_layer, 0.0
 
 
-def estimate(model: Model, method: str, scheme: str, shape: LayoutShape, seq_len: int, lora_rank: int,
+def estimate(model: Model, method: str, scheme: str, shape: Parallel, seq_len: int, lora_rank: int,
              overhead_gb: float, quant_bits: int | None = None) -> MemoryBreakdown:
     """Memory per card for `shape`; the worst pipeline stage."""
     if scheme == "deepspeed":
@@ -92,7 +71,7 @@ def estimate(model: Model, method: str, scheme: str, shape: LayoutShape, seq_len
                 for stage in range(shape.pp)), key=lambda m: m.total)
 
 
-def _megatron_stage(model: Model, method: str, scheme: str, shape: LayoutShape, seq_len: int, lora_rank: int,
+def _megatron_stage(model: Model, method: str, scheme: str, shape: Parallel, seq_len: int, lora_rank: int,
                     overhead_gb: float, stage: int) -> MemoryBreakdown:
     first, last = stage == 0, stage == shape.pp - 1
     # An MTP layer is a decoder layer (plus a 2h x h projection) with its own logits, after the last layer.
@@ -150,7 +129,7 @@ def _trained(model: Model) -> int:
     return model.params - model.vision_params
 
 
-def _deepspeed(model: Model, method: str, shape: LayoutShape, seq_len: int, lora_rank: int, overhead_gb: float,
+def _deepspeed(model: Model, method: str, shape: Parallel, seq_len: int, lora_rank: int, overhead_gb: float,
                quant_bits: int | None) -> MemoryBreakdown:
     """LLaMA-Factory: no DeepSpeed (zero_stage None), ZeRO-2 (optimizer and gradients sharded) or ZeRO-3
     (everything sharded; DeepSpeed's estimate_zero3_model_states_mem_needs: 18 B/param over the world plus 4 x the

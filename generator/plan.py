@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from .memory import MemoryBreakdown
 from .recipe import Training
 from .tables import Model
-from .throughput import Parallelism
+from .parallel import Parallel
 
 # The search only accepts layouts whose estimate leaves this share of the usable memory free: the estimate is a
 # model, not a measurement, and a job that OOMs after the checkpoint has loaded costs far more than one more node.
@@ -52,69 +52,16 @@ class Rejected:
         return {"framework": self.framework, "layout": self.layout, "reason": self.reason}
 
 
-@dataclass(frozen=True)
-class Layout:
-    """One framework's parallel layout, batch and memory settings."""
+@dataclass(frozen=True, kw_only=True)
+class Layout(Parallel):
+    """One framework's parallel layout with its memory estimate and where it came from."""
 
     framework: str
-    cards: int
-    cards_per_node: int
-    tp: int
-    pp: int
-    cp: int
-    ep: int
-    micro_batch_size: int
-    global_batch_size: int
-    recompute: str  # "none" | "selective" | "full"
-    sequence_parallel: bool
-    num_layer_list: tuple[int, ...]  # layers per pipeline stage (one entry when pp == 1)
     memory: MemoryBreakdown
     usable_gb: float
-    zero_stage: int | None = None  # LLaMA-Factory: None = no DeepSpeed
-    offload: bool = False
     deepspeed: bool = False  # the framework trains through DeepSpeed (LLaMA-Factory), so zero_stage applies
     source: str = "search"  # "preset: validated (...)" | "search" | "pinned"
     preset_level: str | None = None
-    cp_algo: str | None = None
-
-    def __post_init__(self):
-        product = self.tp * self.pp * self.cp
-        if self.cards % product:
-            raise ValueError(f"tp ({self.tp}) x pp ({self.pp}) x cp ({self.cp}) = {product} does not divide "
-                             f"{self.cards} cards")
-        if sum(self.num_layer_list) <= 0 or len(self.num_layer_list) != self.pp:
-            raise ValueError(f"num_layer_list {self.num_layer_list} must have pp ({self.pp}) entries")
-        if self.global_batch_size % (self.micro_batch_size * self.dp):
-            raise ValueError(f"global batch {self.global_batch_size} is not divisible by micro batch "
-                             f"({self.micro_batch_size}) x dp ({self.dp})")
-
-    @property
-    def dp(self) -> int:
-        return self.cards // (self.tp * self.pp * self.cp)
-
-    @property
-    def nodes(self) -> int:
-        return -(-self.cards // self.cards_per_node)
-
-    @property
-    def local_cards(self) -> int:
-        """Cards used on each node: all of them on multi-node jobs, the job's count below one node."""
-        return min(self.cards, self.cards_per_node)
-
-    @property
-    def grad_accum(self) -> int:
-        """Micro batches per optimizer step per DP rank (MindFormers' micro_batch_num when pp > 1)."""
-        return self.global_batch_size // (self.micro_batch_size * self.dp)
-
-    @property
-    def stage_offsets(self) -> tuple[int, ...]:
-        """Each stage's layers minus an even share (MindFormers' `offset`); sums to layers % pp."""
-        base = sum(self.num_layer_list) // self.pp
-        return tuple(n - base for n in self.num_layer_list)
-
-    @property
-    def uneven_layers(self) -> bool:
-        return len(set(self.num_layer_list)) > 1
 
     @property
     def budget_gb(self) -> float:
@@ -134,15 +81,6 @@ class Layout:
     @property
     def fits(self) -> bool:
         return self.memory.total <= self.budget_gb
-
-    @property
-    def parallelism(self) -> Parallelism:
-        """This layout as the step model sees it. Full recompute is uniform over every layer (MindSpeed-LLM
-        --recompute-method uniform, MindFormers recompute: True); selective recomputes activation functions only,
-        which costs no matrix multiply."""
-        return Parallelism(tp=self.tp, pp=self.pp, cp=self.cp, dp=self.dp, ep=self.ep,
-                           micro_batch=self.micro_batch_size, global_batch=self.global_batch_size,
-                           cards_per_node=self.cards_per_node, recompute=1.0 if self.recompute == "full" else 0.0)
 
     def describe(self) -> str:
         parts = [f"tp={self.tp}", f"pp={self.pp}", f"dp={self.dp}"]

@@ -24,7 +24,7 @@ from .layouts import candidates, choose_layout, no_accumulation, smallest_fit
 from .memory import GIB
 from .plan import Estimate, FrameworkPlan, Layout, MinCards, PathValue, Plan, Rejected
 from .recipe import PLACEHOLDER_STEPS, Training, adapter, batch_target, round_global_batch, training
-from .spec import FRAMEWORKS, Spec
+from .spec import Spec
 from .tables import Model, Tables
 from .throughput import Throughput, cards_for_budget, hours, throughput
 
@@ -158,7 +158,7 @@ def _recipe(spec: Spec, model: Model, tables: Tables, plans: dict[str, Framework
 
 def _frameworks(spec: Spec, tables: Tables, model: Model) -> tuple[list[str], list[str]]:
     """The frameworks to plan, and notes on those a defaulted list left out (and why)."""
-    supported = [name for name in FRAMEWORKS if tables.supports(name, model.name)]
+    supported = [name for name in tables.frameworks if tables.supports(name, model.name)]
     if spec.frameworks is None:
         refusals = {name: _job_refusal(tables, name, model, spec) for name in supported}
         chosen = [name for name, refusal in refusals.items() if refusal is None]
@@ -178,7 +178,7 @@ def _frameworks(spec: Spec, tables: Tables, model: Model) -> tuple[list[str], li
             problems.append(Problem(f"frameworks.{i}", _job_refusal(tables, name, model, spec)))
     if problems:
         raise SpecError(problems)
-    return [name for name in FRAMEWORKS if name in spec.frameworks], []
+    return [name for name in tables.frameworks if name in spec.frameworks], []
 
 
 def _job_refusal(tables: Tables, name: str, model: Model, spec: Spec) -> str | None:
@@ -215,7 +215,7 @@ def _check_layout_keys(spec: Spec, names: list[str]) -> None:
 def _rate(ctx: Context, layout: Layout | None) -> Throughput:
     """Tokens/s per card for `layout` (None: before a layout is chosen)."""
     return throughput(ctx.model, ctx.spec.method, ctx.spec.seq_len, ctx.fw, ctx.hw, ctx.spec.tokens_per_card_s,
-                      None if layout is None else layout.parallelism)
+                      layout)
 
 
 def _estimate(ctx: Context, layout: Layout, budget_cards: int | None) -> Estimate:
@@ -281,7 +281,7 @@ def _resolve_framework(ctx: Context, tables: Tables):
                         f"on {layout.cards} cards")
     info = ctx.fw.models.get(ctx.model.name) or {}
     upstream = info.get("pretrain" if ctx.spec.method == "pretrain" else "finetune")
-    if ctx.fw.memory == "deepspeed" and ctx.hw.accelerator == "npu":  # seed 001 ran LLaMA-Factory on 910B
+    if ctx.fw.deepspeed and ctx.hw.accelerator == "npu":  # seed 001 ran LLaMA-Factory on 910B
         unsharded = ctx.model.params * 2 / GIB
         how = f"DeepSpeed {layout.deepspeed_label} on {layout.cards} card(s)"
         notes.append(f"seed 001 check: the bf16 weights alone need {unsharded:.1f} GiB on one card without sharding "
@@ -408,7 +408,7 @@ def minimum_table(tables: Tables, seq_len: int) -> list[dict]:
     A cell is a count, "-" (the table says unsupported there) or "mem" (no row: the memory model decides)."""
     rows = []
     for model in tables.models.values():
-        for name in FRAMEWORKS:
+        for name in tables.frameworks:
             if not tables.supports(name, model.name):
                 continue
             cells = {}

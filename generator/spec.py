@@ -24,7 +24,6 @@ import yaml
 from .errors import Problem, SpecError, show
 from .resources import resource_dir
 
-FRAMEWORKS = ("mindformers", "mindspeed-llm", "llama-factory")
 PATH_KEYS = ("model_dir", "dataset", "output_dir", "mindformers_dir", "mindspeed_llm_dir", "mcore_ckpt_dir",
              "media_dir")
 

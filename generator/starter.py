@@ -8,7 +8,6 @@ import jinja2
 from .errors import SpecError
 from .recipe import default_row
 from .resources import resource_dir
-from .spec import FRAMEWORKS
 from .tables import ADAPTER_KEYS, Tables, trains_adapters
 
 SEQ_LEN = 4096  # the starter's sequence length, lowered to what the model holds
@@ -21,7 +20,7 @@ def starter_spec(tables: Tables, env: jinja2.Environment, model_name: str, metho
     model = tables.model(model_name)
     hw = tables.hardware[hardware]
     defaults = tables.recipes[method]
-    offered = [name for name in FRAMEWORKS if name in hw.frameworks and tables.supports(name, model.name)
+    offered = [name for name in tables.frameworks if name in hw.frameworks and tables.supports(name, model.name)
                and method in tables.frameworks[name].methods]
     if not offered:
         raise SpecError.at("model", f"no framework trains {model.name} {method} on {hw.name}")

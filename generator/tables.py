@@ -205,6 +205,11 @@ class Framework:
     templates: tuple[str, ...] | None = None  # chat templates the pinned version registers (every row's must be one)
     flash_attn: str | None = None  # the attention kernel setting written into its config (the memory model's)
 
+    @property
+    def deepspeed(self) -> bool:
+        """Shards with DeepSpeed ZeRO (its layouts vary the ZeRO stage, not TP/PP/CP)."""
+        return self.memory == "deepspeed"
+
     def refusal(self, model: str) -> str | None:
         """Why the pinned version cannot train `model` (its row's `refuse`), or None."""
         return (self.models.get(model) or {}).get("refuse")
@@ -262,6 +267,8 @@ class Preset:
 RECIPE_KEYS = ("learning_rate", "min_learning_rate_share", "lr_schedule", "warmup_ratio", "weight_decay",
                "global_batch_size")
 ADAPTER_KEYS = ("rank", "alpha", "dropout", "targets")
+# How a framework stores model states per card; the memory model has one branch per scheme (memory.py).
+MEMORY_SCHEMES = ("megatron-fp32", "megatron-distopt", "deepspeed")
 COMMON_KEYS = ("seed", "keep_checkpoints", "resume", "save_every_hours", "optimizer", "adam_betas", "max_grad_norm",
                "min_steps")
 
@@ -359,6 +366,9 @@ def _check_registry(tables: "Tables") -> None:
         if row.framework not in tables.frameworks:
             raise TableError(f"min_cards.csv line {row.line}: unknown framework {row.framework!r}")
     for fw in tables.frameworks.values():
+        if fw.memory not in MEMORY_SCHEMES:
+            raise TableError(f"frameworks.yaml {fw.name}: memory {fw.memory!r} is not a scheme the memory model "
+                             f"knows ({', '.join(MEMORY_SCHEMES)})")
         for model in tables.models:
             if not tables.supports(fw.name, model) or fw.refusal(model):
                 continue

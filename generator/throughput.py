@@ -24,6 +24,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+from .parallel import Parallel
 from .tables import Framework, Hardware, Model, trains_adapters
 
 BF16_BYTES = 2
@@ -45,42 +46,6 @@ def weight_factor(method: str) -> float:
 def attention_flops_per_token(model: Model, seq_len: int) -> float:
     """QK^T and PV, forward and backward, for every position (Megatron counts the full square)."""
     return 12.0 * model.layers * model.q_dim * seq_len
-
-
-@dataclass(frozen=True)
-class Parallelism:
-    """What the step model needs to know about a layout."""
-
-    tp: int
-    pp: int
-    cp: int
-    dp: int
-    micro_batch: int
-    global_batch: int
-    cards_per_node: int
-    ep: int = 1
-    ring: int | None = None  # ring-attention degree within cp (Ulysses takes the rest); None: all of cp
-    vpp: int = 1  # virtual pipeline stages per card
-    recompute: float = 0.0  # share of layers whose forward runs twice
-    causal: bool = True  # the attention kernel skips the masked half
-
-    @property
-    def cards(self) -> int:
-        return self.tp * self.pp * self.cp * self.dp
-
-    @property
-    def micro_batches(self) -> int:
-        return self.global_batch // (self.micro_batch * self.dp)
-
-    @property
-    def ring_degree(self) -> int:
-        return self.cp if self.ring is None else self.ring
-
-    def attention_call_len(self, seq_len: int) -> int:
-        """Sequence length one fused-attention call sees: ring attention splits it, and a causal ring splits each
-        card's share again into two load-balanced halves."""
-        split = self.ring_degree * (2 if self.causal and self.ring_degree > 1 else 1)
-        return seq_len // split
 
 
 @dataclass(frozen=True)
@@ -118,17 +83,17 @@ def attention_efficiency(hardware: Hardware, length: int) -> float:
     return 3.0 * forward / (1.0 + 2.0 / FA_BACKWARD_RATIO)
 
 
-def step_time(model: Model, method: str, seq_len: int, par: Parallelism, hardware: Hardware,
+def step_time(model: Model, method: str, seq_len: int, par: Parallel, hardware: Hardware,
               gemm_efficiency: float) -> StepTime:
     """One optimizer step of `par` on `hardware`, per card."""
     peak = hardware.peak_tflops_bf16 * 1e12
     factor = weight_factor(method)
     forward_share = 2.0 / factor
-    tokens = par.micro_batch * seq_len  # one micro batch
+    tokens = par.micro_batch_size * seq_len  # one micro batch
     per_card = tokens / (par.tp * par.cp * par.pp)  # tokens' worth of work one card does per micro batch
-    gemm = per_card * factor * model.matmul_params * (1 + par.recompute * forward_share) / (gemm_efficiency * peak)
+    gemm = per_card * factor * model.matmul_params * (1 + par.forward_twice * forward_share) / (gemm_efficiency * peak)
     attention_work = attention_flops_per_token(model, seq_len) * (0.5 if par.causal else 1.0)
-    attention = per_card * attention_work * (1 + par.recompute / 3) / \
+    attention = per_card * attention_work * (1 + par.forward_twice / 3) / \
         (attention_efficiency(hardware, par.attention_call_len(seq_len)) * peak)
 
     layers = model.layers / par.pp
@@ -139,17 +104,17 @@ def step_time(model: Model, method: str, seq_len: int, par: Parallelism, hardwar
         # Sequence parallelism: all-gather before and reduce-scatter after attention and the MLP, mirrored in the
         # backward; recompute runs the forward ones again. Expert MLPs sharded by TP move top-k copies of each token.
         pairs = layers + (layers - moe_layers) + moe_layers * max(model.topk, 1)
-        collectives = 2 * pairs * (2 + par.recompute)
+        collectives = 2 * pairs * (2 + par.forward_twice)
         tp_comm = collectives * activation * (par.tp - 1) / par.tp / (hardware.link_gb_s * 1e9)
     ep_comm = 0.0
     if par.ep > 1 and model.is_moe:
         # Dispatch and combine, forward and backward, each moving top-k copies of this card's tokens.
         rate = hardware.link_gb_s if par.tp * par.ep <= par.cards_per_node else hardware.scaleout_gb_s
         ep_comm = moe_layers * 4 * activation / par.tp * model.topk * (par.ep - 1) / par.ep / (rate * 1e9)
-    micro = par.micro_batches
+    micro = par.grad_accum
     bubble_share = (par.pp - 1) / (micro * par.vpp)  # 1F1B: (pp - 1) idle slots per step, fewer with VPP
     per_micro = gemm + attention + tp_comm + ep_comm
-    step_tokens_per_card = par.global_batch * seq_len / par.cards
+    step_tokens_per_card = par.global_batch_size * seq_len / par.cards
     total = per_micro * micro * (1 + bubble_share)
     tps = step_tokens_per_card / total
     return StepTime(gemm=gemm * micro, attention=attention * micro, tp_comm=tp_comm * micro, ep_comm=ep_comm * micro,
@@ -171,7 +136,7 @@ def uses_step_model(framework: Framework, hardware: Hardware) -> bool:
 
 
 def throughput(model: Model, method: str, seq_len: int, framework: Framework, hardware: Hardware,
-               measured: float | None, par: Parallelism | None = None) -> Throughput:
+               measured: float | None, par: Parallel | None = None) -> Throughput:
     """The spec's measured tokens/s per card; else the step model for `par` (Megatron-style frameworks on
     Ascend); else MFU x peak / FLOPs per token. Without `par` the step model assumes one card's worth of work
     with no communication or bubble: the rate a time budget is first sized with."""
@@ -180,8 +145,7 @@ def throughput(model: Model, method: str, seq_len: int, framework: Framework, ha
     info = framework.throughput
     flops = flops_per_token(model, method, seq_len)
     if uses_step_model(framework, hardware):
-        par = par or Parallelism(tp=1, pp=1, cp=1, dp=1, micro_batch=1, global_batch=1,
-                                 cards_per_node=hardware.cards_per_node)
+        par = par or Parallel(cards=1, cards_per_node=hardware.cards_per_node, global_batch_size=1)
         step = step_time(model, method, seq_len, par, hardware, info["gemm_efficiency"])
         causes = ", ".join(f"{k} {v:.0%}" for k, v in step.shares().items())
         return Throughput(step.tokens_per_card_s,

@@ -4,17 +4,17 @@ from __future__ import annotations
 
 import pytest
 
-from generator.memory import GIB, LayoutShape, estimate, layer_activation_bytes
+from generator.memory import GIB, estimate, layer_activation_bytes
+from generator.parallel import Parallel
 from generator.tables import load_tables
 
 MODELS = load_tables().models
 
 
 def shape(**kw):
-    base = dict(cards=8, tp=1, pp=1, cp=1, ep=1, micro_batch_size=1, recompute="none", sequence_parallel=False,
-                layers_per_stage=(36,))
+    base = dict(cards=8, cards_per_node=8, global_batch_size=kw.get("cards", 8) * 16, num_layer_list=(36,))
     base.update(kw)
-    return LayoutShape(**base)
+    return Parallel(**base)
 
 
 def test_zero3_model_states_match_deepspeed_worked_example():
@@ -39,9 +39,9 @@ def test_recompute_and_sequence_parallel_shrink_activations():
 
 def test_tensor_and_pipeline_parallel_shrink_weights():
     model = MODELS["qwen3-32b"]
-    one = estimate(model, "full", "megatron-distopt", shape(cards=16, layers_per_stage=(64,)), 4096, 16, 3.0)
-    tp4 = estimate(model, "full", "megatron-distopt", shape(cards=16, tp=4, layers_per_stage=(64,)), 4096, 16, 3.0)
-    pp4 = estimate(model, "full", "megatron-distopt", shape(cards=16, pp=4, layers_per_stage=(16,) * 4),
+    one = estimate(model, "full", "megatron-distopt", shape(cards=16, num_layer_list=(64,)), 4096, 16, 3.0)
+    tp4 = estimate(model, "full", "megatron-distopt", shape(cards=16, tp=4, num_layer_list=(64,)), 4096, 16, 3.0)
+    pp4 = estimate(model, "full", "megatron-distopt", shape(cards=16, pp=4, num_layer_list=(16,) * 4),
                    4096, 16, 3.0)
     assert tp4.weights == pytest.approx(one.weights / 4, rel=0.01)
     assert pp4.weights < one.weights / 3
@@ -57,15 +57,15 @@ def test_distributed_optimizer_shards_over_dp():
 
 def test_lora_keeps_frozen_weights_only():
     model = MODELS["qwen3-32b"]
-    full = estimate(model, "full", "megatron-fp32", shape(cards=8, tp=8, layers_per_stage=(64,)), 4096, 8, 3.0)
-    lora = estimate(model, "lora", "megatron-fp32", shape(cards=8, tp=8, layers_per_stage=(64,)), 4096, 8, 3.0)
+    full = estimate(model, "full", "megatron-fp32", shape(cards=8, tp=8, num_layer_list=(64,)), 4096, 8, 3.0)
+    lora = estimate(model, "lora", "megatron-fp32", shape(cards=8, tp=8, num_layer_list=(64,)), 4096, 8, 3.0)
     assert lora.gradients == 0 and lora.optimizer == 0 and 0 < lora.adapters < 1
     assert lora.weights == pytest.approx(full.weights)  # MindFormers keeps fp32 params (params_dtype float32)
 
 
 def test_first_pipeline_stage_holds_pp_micro_batches():
     model = MODELS["qwen3-32b"]
-    mem = estimate(model, "full", "megatron-fp32", shape(cards=16, tp=4, pp=4, layers_per_stage=(16,) * 4),
+    mem = estimate(model, "full", "megatron-fp32", shape(cards=16, tp=4, pp=4, num_layer_list=(16,) * 4),
                    4096, 8, 3.0)
     kept, working = layer_activation_bytes(model, 4096, 1, 4, False, "none")
     assert mem.stage == 0

@@ -13,7 +13,6 @@ import pytest
 import yaml
 
 from generator.errors import UserError
-from generator.memory import LayoutShape
 from generator.tables import load_tables
 from generator.checks.mindformers import mindformers_problems
 from helpers import check_script, flat_keys, render_job
@@ -330,13 +329,11 @@ def test_deepseek_mtp_layer_is_counted_on_the_last_stage():
     from dataclasses import replace
     from generator.layouts import split_layers
     from generator.memory import estimate
-    shape = LayoutShape(cards=lay.cards, tp=lay.tp, pp=lay.pp, cp=lay.cp, ep=lay.ep,
-                        micro_batch_size=lay.micro_batch_size, recompute=lay.recompute,
-                        sequence_parallel=lay.sequence_parallel, layers_per_stage=lay.num_layer_list, mtp_layers=1)
-    chosen = estimate(plan.shape, "lora", "megatron-fp32", shape, 4096, plan.train.adapter.rank, 3.0)
+    assert lay.mtp_layers == 1
+    chosen = estimate(plan.shape, "lora", "megatron-fp32", lay, 4096, plan.train.adapter.rank, 3.0)
     # The split that ignores MTP leaves the last stage a full share of layers plus the MTP layer: the heaviest.
     naive = estimate(plan.shape, "lora", "megatron-fp32",
-                     replace(shape, layers_per_stage=split_layers(61, lay.pp)), 4096, plan.train.adapter.rank, 3.0)
+                     replace(lay, num_layer_list=split_layers(61, lay.pp)), 4096, plan.train.adapter.rank, 3.0)
     assert naive.stage == lay.pp - 1 and naive.total > chosen.total
 
 

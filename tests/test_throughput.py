@@ -8,7 +8,8 @@ import pytest
 
 from generator.resolve import resolve
 from generator.tables import load_tables
-from generator.throughput import (Parallelism, attention_efficiency, cards_for_budget, flops_per_token, hours,
+from generator.parallel import Parallel
+from generator.throughput import (attention_efficiency, cards_for_budget, flops_per_token, hours,
                                   step_time, throughput)
 from helpers import make_spec
 
@@ -17,9 +18,10 @@ SNT9B = T.hardware["snt9b"]
 EFF = T.frameworks["mindspeed-llm"].throughput["gemm_efficiency"]
 
 
-def par(**kw) -> Parallelism:
-    base = dict(tp=1, pp=1, cp=1, dp=8, micro_batch=1, global_batch=128, cards_per_node=8)
-    return Parallelism(**{**base, **kw})
+def par(dp: int = 8, **kw) -> Parallel:
+    base = dict(tp=1, pp=1, cp=1, global_batch_size=128, cards_per_node=8)
+    shape = {**base, **kw}
+    return Parallel(cards=shape["tp"] * shape["pp"] * shape["cp"] * dp, **shape)
 
 
 def test_time_formula_divides_by_efficiency():
@@ -92,10 +94,10 @@ def test_tensor_parallel_collectives_cost_link_time():
 
 def test_pipeline_bubble_is_pp_minus_one_over_micro_batches():
     model = T.models["qwen3-8b"]
-    step = step_time(model, "full", 4096, par(pp=4, dp=2, global_batch=32), SNT9B, EFF)
+    step = step_time(model, "full", 4096, par(pp=4, dp=2, global_batch_size=32), SNT9B, EFF)
     busy = step.total - step.bubble
     assert step.bubble == pytest.approx(busy * 3 / 16)  # 16 micro batches per step
-    more = step_time(model, "full", 4096, par(pp=4, dp=2, global_batch=256), SNT9B, EFF)
+    more = step_time(model, "full", 4096, par(pp=4, dp=2, global_batch_size=256), SNT9B, EFF)
     assert more.bubble / (more.total - more.bubble) == pytest.approx(3 / 128)
 
 
@@ -104,9 +106,9 @@ def test_causal_mask_halves_attention_and_recompute_repeats_the_forward():
     causal = step_time(model, "full", 4096, par(), SNT9B, EFF)
     general = step_time(model, "full", 4096, par(causal=False), SNT9B, EFF)
     assert general.attention == pytest.approx(2 * causal.attention)
-    full = step_time(model, "full", 4096, par(recompute=1.0), SNT9B, EFF)
+    full = step_time(model, "full", 4096, par(recompute="full"), SNT9B, EFF)
     assert full.gemm == pytest.approx(causal.gemm * 4 / 3)  # a forward (2) on top of forward + backward (6)
-    lora, lora_rc = (step_time(model, "lora", 4096, par(recompute=r), SNT9B, EFF) for r in (0.0, 1.0))
+    lora, lora_rc = (step_time(model, "lora", 4096, par(recompute=r), SNT9B, EFF) for r in ("none", "full"))
     assert lora_rc.gemm == pytest.approx(lora.gemm * 3 / 2)  # 2 on top of 4: no weight gradients
 
 
@@ -140,21 +142,23 @@ def test_expert_all_to_all_leaves_the_node_when_the_group_does():
 def test_the_plan_reports_the_step_model_of_its_own_layout():
     plan = resolve(make_spec(model="qwen3-32b", frameworks=["mindspeed-llm"], data={"total_tokens": 10**9}), T)
     fp = plan.frameworks["mindspeed-llm"]
-    step = step_time(T.models["qwen3-32b"], "full", 4096, fp.layout.parallelism, SNT9B, EFF)
+    step = step_time(T.models["qwen3-32b"], "full", 4096, fp.layout, SNT9B, EFF)
     assert fp.estimate.tokens_per_card_s == pytest.approx(step.tokens_per_card_s)
     assert fp.estimate.mfu == pytest.approx(step.mfu)
 
 
 @pytest.mark.parametrize("recompute,share", [("full", 1.0), ("selective", 0.0), ("none", 0.0)])
 def test_a_layout_reaches_the_step_model_whole(recompute, share):
+    # One layout type: the plan's layout is what the step model times (and the memory model counted), so no field
+    # is lost between them; full recompute runs every layer's forward twice, selective no matrix multiply.
     plan = resolve(make_spec(model="mixtral-8x7b", frameworks=["mindspeed-llm"], cards=64,
                              layout={"mindspeed-llm": {"tp": 2, "pp": 2, "ep": 4, "recompute": recompute}}), T)
-    lay = plan.frameworks["mindspeed-llm"].layout
-    par = lay.parallelism
-    assert (par.tp, par.pp, par.cp, par.dp, par.ep) == (lay.tp, lay.pp, lay.cp, lay.dp, lay.ep) == (2, 2, 1, 16, 4)
-    assert (par.micro_batch, par.global_batch, par.cards_per_node) == \
-        (lay.micro_batch_size, lay.global_batch_size, 8)
-    assert par.recompute == share and par.cards == 64
+    fp = plan.frameworks["mindspeed-llm"]
+    lay = fp.layout
+    assert isinstance(lay, Parallel) and (lay.tp, lay.pp, lay.cp, lay.dp, lay.ep) == (2, 2, 1, 16, 4)
+    assert lay.forward_twice == share and lay.cards == 64
+    step = step_time(T.models["mixtral-8x7b"], "full", 4096, lay, SNT9B, EFF)
+    assert fp.estimate.tokens_per_card_s == pytest.approx(step.tokens_per_card_s)
 
 
 def test_a_time_budget_is_met_by_the_chosen_layout_not_just_the_ideal_rate():

@@ -14,7 +14,7 @@ from pathlib import Path, PurePosixPath
 
 import jinja2
 
-from ..errors import UserError
+from ..errors import TableError, UserError
 from ..jobdir import MANIFEST, Change, compare, drift, locked, manifest_text, replace
 from ..recipe import rows as recipe_rows
 from ..plan import Plan
@@ -87,6 +87,10 @@ def render_files(plan: Plan) -> dict[str, str]:
     env = environment()
     files: dict[str, str] = {}
     sections: dict[str, str] = {}
+    unrendered = sorted(set(plan.frameworks) - set(FRAMEWORK_RENDERERS))
+    if unrendered:
+        raise TableError(f"frameworks.yaml: {', '.join(unrendered)} has no renderer registered in "
+                         f"generator/render/__init__.py FRAMEWORK_RENDERERS")
     for framework, (renderer, section) in FRAMEWORK_RENDERERS.items():
         if framework in plan.frameworks:
             files.update(renderer(plan, env))
