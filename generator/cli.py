@@ -1,7 +1,7 @@
 """The gen-launch command line: parse, call spec -> plan -> files, print, exit.
 
 Exit status: 0 ok; 1 `check` found drift or `validate` a problem; 2 bad spec or arguments, a pinned layout that breaks a rule, no layout
-that fits, a refusal; 3 `--strict` and the memory model warns; 4 `validate` could not run a check because the
+that fits, a refusal; 3 `--strict` and the plan warns; 4 `validate` could not run a check because the
 environment is broken (a package that is installed but does not import); 5 a data table under generator/data/ lacks
 a fact a framework needs (after an edit to it).
 """
@@ -63,7 +63,7 @@ def _strict_exit(plan: Plan, strict: bool) -> None:
         for warning in plan.warnings:
             click.echo(f"Warning: {warning}", err=True)
         if strict:
-            click.echo("Error: --strict: the memory model warns (see above)", err=True)
+            click.echo("Error: --strict: the plan warns (see above)", err=True)
             sys.exit(EXIT_STRICT)
 
 
@@ -72,10 +72,12 @@ set_option = click.option("--set", "overrides", multiple=True, metavar="KEY.PATH
                           help="Override a spec value (repeatable), validated as if written in the file, e.g. "
                                "--set train.learning_rate=2.0e-5 --set cards=16.")
 force_option = click.option("--force", is_flag=True,
-                            help="Accept a card count below the table minimum or a '-' cell (flagged in the plan); "
-                                 "on render, also overwrite generated files that were edited by hand.")
-strict_option = click.option("--strict", is_flag=True, help="Exit 3 when the memory model warns that a pinned "
-                                                            "layout may not fit or the time budget is missed.")
+                            help="Accept a card count below the table minimum or a '-' cell, or a pinned layout the "
+                                 "memory model says does not fit (flagged in the plan); on render, also overwrite "
+                                 "generated files that were edited by hand.")
+strict_option = click.option("--strict", is_flag=True, help="Exit 3 when the plan warns: a forced layout may "
+                                                            "not fit, the time budget is missed, or checkpoints "
+                                                            "outgrow keep_checkpoints.")
 out_option = click.option("-o", "--out", "out_dir", default="out", show_default=True,
                           type=click.Path(file_okay=False, path_type=Path),
                           help="Folder that holds one sub-folder per job.")

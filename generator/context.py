@@ -35,6 +35,13 @@ class Context:
         return self.fw.models.get(self.model.name) or {}
 
     @property
+    def activations(self) -> dict | None:
+        """The measured activations of this model's decoder, for a framework that runs the HuggingFace code."""
+        if self.fw.activations is None:
+            return None
+        return self.fw.activations[self.info["decoder"]]
+
+    @property
     def mtp_layers(self) -> int:
         """Multi-token-prediction layers this framework trains (MindFormers keeps DeepSeek-V3's from its
         config.json; MindSpeed-LLM's fine-tuning recipes leave them out)."""

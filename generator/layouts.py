@@ -15,6 +15,7 @@ from .memory import GIB, estimate
 from .parallel import Parallel
 from .plan import HEADROOM, Layout, Rejected, deepspeed_words
 from .recipe import batch_target
+from .throughput import throughput
 from .spec import Pins
 from .tables import Preset, Tables, trains_adapters
 
@@ -54,8 +55,10 @@ def choose_layout(ctx: Context, tables: Tables, cards: int, notes: list[str], wa
                 notes.append(f"the memory model raised the card count from {cards} to {n}: no layout fits on "
                              f"{cards} (see rejected)")
                 return raised, rejected + more
-    if closest is not None and (ctx.pinned or ctx.force):
-        # The user chose the layout or forced the card count: keep the closest candidate and warn.
+    if closest is not None and ctx.pinned and not ctx.force:
+        _pinned_does_not_fit(ctx, cards, closest)
+    if closest is not None and ctx.force:
+        # The user forced it: keep the closest candidate and warn.
         warnings.append(f"layout {closest.describe()} may not fit: estimated {closest.memory.total:.1f} GiB per card "
                         f"> {closest.budget_gb:.1f} GiB (usable {closest.usable_gb:g} GiB less {HEADROOM:.0%} "
                         f"headroom)")
@@ -66,6 +69,19 @@ def choose_layout(ctx: Context, tables: Tables, cards: int, notes: list[str], wa
               f"{closest.budget_gb:.1f} GiB budget" if closest is not None else "")
     raise SpecError.at("cards" if ctx.spec.cards is not None else "model",
                        f"no {ctx.fw.name} layout of {ctx.model.name} fits on {cards} cards of {ctx.hw.name}{detail}")
+
+
+def _pinned_does_not_fit(ctx: Context, cards: int, closest: Layout) -> None:
+    """A pinned layout the memory model says does not fit is refused, with its breakdown and the layout that fits
+    on the same cards without the pins."""
+    parts = ", ".join(f"{name} {gib:.1f}" for name, gib in closest.memory.items() if gib >= 0.05)
+    free, _, _ = search(replace(ctx, spec=replace(ctx.spec, layout={})), cards)
+    nearest = (f"without the pins, {free.describe()} fits on {cards} cards ({free.memory.total:.1f} GiB)"
+               if free is not None else f"no layout fits on {cards} cards")
+    raise SpecError.at(f"layout.{ctx.fw.name}",
+                       f"{closest.describe()} needs {closest.memory.total:.1f} GiB per card ({parts}) > "
+                       f"{closest.budget_gb:.1f} GiB budget (usable {closest.usable_gb:g} GiB less {HEADROOM:.0%} "
+                       f"headroom); {nearest}. Change the pins, or --force to keep them")
 
 
 def _untileable_batch(ctx: Context, cards: int) -> None:
@@ -155,6 +171,10 @@ def _structure_problems(ctx: Context, cards: int, tp: int, pp: int, cp: int, ep:
         out.append(("tp", f"TP ({tp}) must divide the {model.kv_heads} KV heads (query groups) of {model.name}"))
     if pp > model.layers:
         out.append(("pp", f"PP ({pp}) exceeds the {model.layers} layers of {model.name}"))
+    if ctx.fw.dense_stage_rule and model.first_dense and pp > 1 and model.first_dense >= model.layers // pp:
+        out.append(("pp", f"PP ({pp}) leaves a stage of only the first {model.first_dense} dense layers of "
+                          f"{model.name} ({model.layers} // {pp} = {model.layers // pp} per stage; "
+                          f"{ctx.fw.dense_stage_rule})"))
     if cp > 1 and seq % (2 * cp):
         out.append(("cp", f"CP ({cp}) needs seq_len divisible by 2 x CP = {2 * cp}; {seq} is not"))
     if cp > 1 and seq <= CP_SEQ_THRESHOLD:
@@ -191,8 +211,7 @@ def search(ctx: Context, cards: int) -> tuple[Layout | None, Layout | None, list
 
 
 def candidates(ctx: Context, cards: int) -> tuple[list[Layout], Layout | None, list[Rejected]]:
-    """(every layout that fits at `cards`, in the search's order of preference: for each structure the first
-    recompute and micro batch that fit; the one with the least memory; the rejected)."""
+    """(every layout that fits at `cards`, fastest first; the one with the least memory; the rejected)."""
     pins, model, seq = ctx.pins, ctx.model, ctx.spec.seq_len
     if ctx.fw.deepspeed:
         structures = [(1, 1, 1, 1, stage) for stage in _deepspeed_stages(ctx, cards)]
@@ -249,7 +268,16 @@ def candidates(ctx: Context, cards: int) -> tuple[list[Layout], Layout | None, l
                               f"mbs={mbs})")
         if best_here is None:
             rejected.append(Rejected(ctx.fw.name, label, reason or "no setting fits"))
-    return [layout for _, layout in sorted(fitting, key=lambda item: item[0])], closest, rejected
+    # Fastest first by the framework's rate model (the step model's time per sample at these cards); ties (the MFU
+    # model, a measured rate) by less communication: smaller TP, PP, CP, EP, then less recompute, larger micro batch.
+    ranked = sorted(fitting, key=lambda item: (-round(layout_rate(ctx, item[1]), 6), item[0]))
+    return [layout for _, layout in ranked], closest, rejected
+
+
+def layout_rate(ctx: Context, layout: Layout | None):
+    """Tokens/s per card of `layout` (None: before a layout is chosen) by the framework's rate model."""
+    return throughput(ctx.model, ctx.spec.method, ctx.spec.seq_len, ctx.fw, ctx.hw, ctx.spec.tokens_per_card_s,
+                      layout).tokens_per_card_s
 
 
 def _label(ctx: Context, tp: int, pp: int, cp: int, ep: int, stage) -> str:
@@ -321,7 +349,7 @@ def _layout(ctx: Context, shape: Parallel, source: str) -> Layout:
     """`shape` with its memory estimate, as the plan states it."""
     rank = ctx.adapter.rank if ctx.adapter else 0
     memory = estimate(ctx.model, ctx.spec.method, ctx.fw.memory, shape, ctx.spec.seq_len, rank,
-                      ctx.fw.overhead_gb, ctx.spec.quantization_bit)
+                      ctx.fw.overhead_gb, ctx.spec.quantization_bit, ctx.activations)
     return Layout(**{f.name: getattr(shape, f.name) for f in fields(Parallel)}, framework=ctx.fw.name, memory=memory,
                   usable_gb=ctx.hw.usable_gb, deepspeed=ctx.fw.deepspeed, source=source)
 

@@ -11,6 +11,9 @@ Conventions (bf16 compute everywhere, flash attention, so no s^2 attention score
 - 1F1B pipeline: stage i holds (PP - i) micro batches in flight; the first stage holds PP.
 - Logits: Megatron keeps s*b*V fp32 logits split over TP on the last stage; HuggingFace models (LLaMA-Factory)
   hold bf16 logits, their fp32 upcast and its gradient (HF_LOGIT_BYTES an element).
+- LLaMA-Factory runs the HuggingFace code, not Megatron's fused kernels: its activations are what that code keeps,
+  measured per decoder (data/hf_activations.yaml, from bench/calibrate_activations.py): fp32 copies inside the
+  norms, and with LoRA an fp32 copy of every adapted layer's input (the adapters are fp32).
 """
 
 from __future__ import annotations
@@ -62,11 +65,23 @@ def layer_activation_bytes(model: Model, seq: int, micro: int, tp: int, sp: bool
     return full_layer, 0.0
 
 
+def hf_layer_bytes(coefficients: dict, model: Model, seq: int) -> float:
+    """Bytes the HuggingFace code keeps per token per decoder layer at sequence length `seq`, from the measured
+    coefficients of one decoder, method and recompute setting."""
+    dims = {"hidden": model.hidden, "q": model.q_dim, "kv": model.kv_dim, "ffn": model.ffn, "heads": model.heads,
+            "const": 1}
+    return sum(coefficients[term] * size for term, size in dims.items()) + \
+        coefficients["scores_per_head"] * model.heads * seq
+
+
 def estimate(model: Model, method: str, scheme: str, shape: Parallel, seq_len: int, lora_rank: int,
-             overhead_gb: float, quant_bits: int | None = None) -> MemoryBreakdown:
-    """Memory per card for `shape`; the worst pipeline stage."""
+             overhead_gb: float, quant_bits: int | None = None, activations: dict | None = None) -> MemoryBreakdown:
+    """Memory per card for `shape`; the worst pipeline stage. `activations`: the decoder's measured coefficients
+    (hf_activations.yaml), which the deepspeed scheme (HuggingFace code) counts."""
     if scheme == "deepspeed":
-        return _deepspeed(model, method, shape, seq_len, lora_rank, overhead_gb, quant_bits)
+        if activations is None:
+            raise ValueError("the deepspeed scheme counts measured activations: pass the decoder's coefficients")
+        return _deepspeed(model, method, shape, seq_len, lora_rank, overhead_gb, quant_bits, activations)
     return max((_megatron_stage(model, method, scheme, shape, seq_len, lora_rank, overhead_gb, stage)
                 for stage in range(shape.pp)), key=lambda m: m.total)
 
@@ -130,7 +145,7 @@ def _trained(model: Model) -> int:
 
 
 def _deepspeed(model: Model, method: str, shape: Parallel, seq_len: int, lora_rank: int, overhead_gb: float,
-               quant_bits: int | None) -> MemoryBreakdown:
+               quant_bits: int | None, activations: dict) -> MemoryBreakdown:
     """LLaMA-Factory: no DeepSpeed (zero_stage None), ZeRO-2 (optimizer and gradients sharded) or ZeRO-3
     (everything sharded; DeepSpeed's estimate_zero3_model_states_mem_needs: 18 B/param over the world plus 4 x the
     largest layer being gathered), optionally with ZeRO-3 offload."""
@@ -156,9 +171,13 @@ def _deepspeed(model: Model, method: str, shape: Parallel, seq_len: int, lora_ra
         weights = 2.0 * model.params / (world if stage == 3 else 1) + gathered
         grads = 4.0 * _trained(model) / (world if stage >= 2 else 1)
         optimizer = 12.0 * _trained(model) / (world if stage >= 1 else 1)
-    kept, working = layer_activation_bytes(model, seq_len, shape.micro_batch_size, 1, False, shape.recompute)
-    activations = model.layers * kept + working
+    # Gradient checkpointing keeps each layer's input; the layer being recomputed holds its whole set again.
+    measured = activations["lora" if trains_adapters(method) else "full"]
+    tokens = seq_len * shape.micro_batch_size
+    kept = hf_layer_bytes(measured["full" if shape.recompute == "full" else "none"], model, seq_len) * tokens
+    working = hf_layer_bytes(measured["none"], model, seq_len) * tokens if shape.recompute == "full" else 0.0
+    kept_all = model.layers * kept + working
     logits = seq_len * shape.micro_batch_size * model.vocab * HF_LOGIT_BYTES
     return MemoryBreakdown(weights=weights / GIB, gradients=grads / GIB, optimizer=optimizer / GIB,
-                           adapters=adapters / GIB, activations=activations / GIB, logits=logits / GIB,
+                           adapters=adapters / GIB, activations=kept_all / GIB, logits=logits / GIB,
                            overhead=overhead_gb)

@@ -106,6 +106,7 @@ class FrameworkPlan:
     info: dict = field(default_factory=dict)  # the framework's facts about this model (frameworks.yaml)
     upstream: str | None = None  # the upstream file a renderer follows
     flash_attn: str | None = None  # the attention kernel setting its config names (LLaMA-Factory flash_attn)
+    choice: str = ""  # why this layout, against the runner-up
 
     def to_json(self) -> dict:
         lay = self.layout
@@ -120,7 +121,7 @@ class FrameworkPlan:
             "num_layer_list": list(lay.num_layer_list), "source": lay.source,
             "min_cards": {"value": self.min_cards.value, "source": self.min_cards.source, "case": self.min_cards.case},
             "estimate": _estimate_json(self.estimate), "forced": self.forced, "upstream": self.upstream,
-            "flash_attn": self.flash_attn,
+            "flash_attn": self.flash_attn, "choice": self.choice,
         }
 
 

@@ -16,11 +16,11 @@ import math
 from dataclasses import dataclass, replace
 
 from . import __version__
-from .cards import auto_cards, dash_refusal, explicit_cards, minimum_cards
+from .cards import auto_cards, dash_refusal, explicit_cards, minimum_cards, valid_counts
 from .context import Context
 from .dataset import DataShape, data_format, data_shape
 from .errors import Problem, SpecError
-from .layouts import candidates, choose_layout, no_accumulation, smallest_fit
+from .layouts import MAX_BUBBLE, candidates, choose_layout, no_accumulation, smallest_fit
 from .memory import GIB
 from .plan import Estimate, FrameworkPlan, Layout, MinCards, PathValue, Plan, Rejected
 from .recipe import PLACEHOLDER_STEPS, Training, adapter, batch_target, round_global_batch, training
@@ -28,7 +28,7 @@ from .spec import Spec
 from .tables import Model, Tables
 from .throughput import Throughput, cards_for_budget, hours, throughput
 
-BUDGET_PASSES = 4  # sizing a time budget: the card count settles in one or two passes
+MAX_BUDGET_COUNTS = 64  # card counts tried for a time budget before the last is kept (with its warning)
 DEFAULT_MASTER_PORT = 50001  # seed 003's example port; MindFormers suggests 50000-65535
 # Seed 001's rule of thumb for LoRA/SFT data set size, by model size (billions of parameters -> samples).
 DATASET_ADVICE = ((10, 20_000, "7B"), (20, 40_000, "14B"), (50, 80_000, "32B"), (float("inf"), 150_000, "72B"))
@@ -73,7 +73,13 @@ def resolve(spec: Spec, tables: Tables, force: bool = False) -> Plan:
         if batch % (lay.micro_batch_size * lay.dp):  # another micro batch is needed: search again at this batch
             results[name] = _resolve_framework(replace(ctx, spec=replace(spec, global_batch_size=batch)), tables)
         fplan, fw_rejected, fw_notes, fw_warnings = results[name]
-        plans[name] = _with_global_batch(ctx, fplan, batch)
+        plans[name] = _with_choice(replace(ctx, spec=replace(spec, global_batch_size=batch)),
+                                   _with_global_batch(ctx, fplan, batch))
+        lay = plans[name].layout
+        if lay.preset_level and lay.pp > 1 and (lay.pp - 1) / lay.grad_accum > MAX_BUBBLE:
+            notes.append(f"{name}: the validated preset's pipeline bubble is (pp - 1) / micro batches = "
+                         f"{lay.pp - 1}/{lay.grad_accum} = {(lay.pp - 1) / lay.grad_accum:.0%}, above the "
+                         f"{MAX_BUBBLE:.0%} the search allows; kept as validated, a larger global batch idles less")
         rejected.extend(fw_rejected)
         notes.extend(f"{name}: {n}" for n in fw_notes)
         warnings.extend(f"{name}: {w}" for w in fw_warnings)
@@ -131,6 +137,34 @@ def _with_global_batch(ctx: Context, fp: FrameworkPlan, batch: int) -> Framework
         return fp
     layout = replace(fp.layout, global_batch_size=batch)
     return replace(fp, layout=layout, estimate=_estimate(ctx, layout, fp.estimate.budget_cards))
+
+
+def _with_choice(ctx: Context, fp: FrameworkPlan) -> FrameworkPlan:
+    """`fp` with why its layout was chosen: against the runner-up among the layouts that fit at its cards and
+    global batch (the search's ranking), or what the search would have chosen instead of a preset or pins."""
+    fitting = candidates(ctx, fp.layout.cards)[0] if not ctx.pinned else []
+    lay, rate = fp.layout, fp.estimate.tokens_per_card_s
+    others = [other for other in fitting if other.describe() != lay.describe()]
+    if lay.source == "pinned":
+        return replace(fp, choice="Pinned in the spec's layout section.")
+    if lay.preset_level:
+        text = "The validated seed-003 preset, kept because it ran on real hardware."
+        if fitting and fitting[0].describe() != lay.describe():
+            text += (f" The search's fastest at these cards would be {fitting[0].describe()} "
+                     f"({_rate(ctx, fitting[0]).tokens_per_card_s:.0f} against {rate:.0f} tokens/s per card).")
+        return replace(fp, choice=text)
+    if not others:
+        return replace(fp, choice=f"The only layout that fits on {lay.cards} card(s).")
+    runner = others[0]
+    runner_rate = _rate(ctx, runner).tokens_per_card_s
+    if runner_rate >= rate * 0.9999:
+        return replace(fp, choice=f"{len(fitting)} layouts fit on {lay.cards} card(s) at the same estimated rate "
+                                  f"({rate:.0f} tokens/s per card); this one communicates and recomputes least. "
+                                  f"Runner-up: {runner.describe()} ({runner.memory.total:.1f} GiB per card).")
+    return replace(fp, choice=f"The fastest of {len(fitting)} layouts that fit on {lay.cards} card(s) by the step "
+                              f"model: {rate:.0f} tokens/s per card. Runner-up: {runner.describe()}, "
+                              f"{runner_rate:.0f} tokens/s per card ({1 - runner_rate / rate:.0%} slower, "
+                              f"{runner.memory.total:.1f} GiB per card).")
 
 
 def _recipe(spec: Spec, model: Model, tables: Tables, plans: dict[str, FrameworkPlan], batch: int) -> Training:
@@ -218,6 +252,39 @@ def _rate(ctx: Context, layout: Layout | None) -> Throughput:
                       layout)
 
 
+def _fewest_cards_for_budget(ctx: Context, tables: Tables, minimum: MinCards, ideal: int, notes: list[str],
+                             warnings: list[str]) -> tuple[Layout, list[Rejected]]:
+    """From the count the ideal rate needs (at least the minimum), each count the platform allows in turn, until
+    the fastest layout that fits there meets the time budget; a count where nothing fits, or the pins do not
+    tile, is passed over. Notes say the count before the one chosen and why it fell short."""
+    tokens, budget, eff = ctx.spec.train_tokens, ctx.spec.time_budget_hours, ctx.spec.scaling_efficiency
+    start = auto_cards(ctx, minimum, ideal, notes)
+    short = None  # (cards, layout, hours) of the last count that fell short
+    last: tuple[Layout, list[Rejected], list[str], list[str]] | None = None
+    for tried, cards in enumerate(valid_counts(ctx.hw, start)):
+        found_notes, found_warnings = [], []
+        try:
+            layout, rejected = choose_layout(replace(ctx, spec=replace(ctx.spec, cards=cards)), tables, cards,
+                                             found_notes, found_warnings)
+        except SpecError:
+            continue
+        last = layout, rejected, found_notes, found_warnings
+        took = hours(tokens, _rate(ctx, layout).tokens_per_card_s, layout.cards, eff)
+        if took <= budget * 1.0001 or tried >= MAX_BUDGET_COUNTS:
+            break
+        short = layout.cards, layout, took
+    if last is None:
+        raise SpecError.at("time_budget_hours", f"no {ctx.fw.name} layout fits from {start} cards up")
+    layout, rejected, found_notes, found_warnings = last
+    notes.extend(found_notes)
+    warnings.extend(found_warnings)
+    if short is not None:
+        cards, was, took = short
+        notes.append(f"time budget: {cards} cards fall short (fastest layout {was.describe()}, {took:.1f} h > "
+                     f"{budget:g} h); {layout.cards} cards are the fewest that meet it")
+    return layout, rejected
+
+
 def _estimate(ctx: Context, layout: Layout, budget_cards: int | None) -> Estimate:
     tokens = ctx.spec.train_tokens
     tput = _rate(ctx, layout)
@@ -237,32 +304,19 @@ def _resolve_framework(ctx: Context, tables: Tables):
                            "memory model (--force on a '-' cell)" if forced else "memory model (no table row)")
     tokens = ctx.spec.train_tokens
     budget = ctx.spec.time_budget_hours if tokens is not None and ctx.spec.cards is None else None
+    budget_cards = None
     if ctx.spec.cards is not None:
         cards = explicit_cards(ctx, minimum, notes)
         forced = forced or cards < minimum.value
-    # A time budget is first sized at one card's compute-bound rate; the chosen layout's communication and
-    # bubble then lower the rate, so the count grows until the layout meets the budget (or stops growing).
-    tput = _rate(ctx, None)
-    budget_cards = None
-    for attempt in range(BUDGET_PASSES):
-        attempt_notes: list[str] = []
-        if budget is not None:
-            budget_cards = cards_for_budget(tokens, budget, tput.tokens_per_card_s, ctx.spec.scaling_efficiency)
-            if attempt:
-                attempt_notes.append(f"time budget: sized again at the rate of the layout {layout.cards} cards got "
-                                     f"({tput.tokens_per_card_s:.0f} tokens/s per card; communication and pipeline "
-                                     f"bubble included)")
-        if ctx.spec.cards is None:
-            cards = auto_cards(ctx, minimum, budget_cards, attempt_notes)
-        attempt_warnings: list[str] = []
-        layout, rejected = choose_layout(ctx, tables, cards, attempt_notes, attempt_warnings)
-        tput = _rate(ctx, layout)
-        if budget is None or hours(tokens, tput.tokens_per_card_s, layout.cards, ctx.spec.scaling_efficiency) \
-                <= budget * 1.0001 or cards_for_budget(tokens, budget, tput.tokens_per_card_s,
-                                                       ctx.spec.scaling_efficiency) <= budget_cards:
-            break
-    notes.extend(attempt_notes)
-    warnings.extend(attempt_warnings)
+        layout, rejected = choose_layout(ctx, tables, cards, notes, warnings)
+    elif budget is None:
+        layout, rejected = choose_layout(ctx, tables, auto_cards(ctx, minimum, None, notes), notes, warnings)
+    else:
+        # The fewest cards whose fastest layout meets the budget. One card's compute-bound rate sizes the first
+        # count (no layout is faster per card); communication and the pipeline bubble can only add cards.
+        budget_cards = cards_for_budget(tokens, budget, _rate(ctx, None).tokens_per_card_s,
+                                        ctx.spec.scaling_efficiency)
+        layout, rejected = _fewest_cards_for_budget(ctx, tables, minimum, budget_cards, notes, warnings)
     if layout.cards == 1 and not ctx.fw.one_card_accumulation:
         notes.append(f"one card: no gradient accumulation ({ctx.fw.one_card_rule}), so the global batch is the "
                      f"micro batch, {layout.global_batch_size}")

@@ -199,11 +199,15 @@ class Framework:
     models: dict  # model name -> framework-specific facts about it (may be empty)
     ep_divides: tuple[str, ...] = ()  # layout sizes whose product the expert-parallel size must divide (MoE)
     ep_rule: str = ""  # that rule's upstream source
+    dense_stage_rule: str = ""  # source of the rule that no pipeline stage holds only leading dense layers
     one_card_accumulation: bool = True  # False: on one card the framework cannot accumulate gradients
     one_card_rule: str = ""  # why not, with its upstream source
     model_facts: tuple[str, ...] = ()  # keys every supported model's row must have (its renderer reads them)
     templates: tuple[str, ...] | None = None  # chat templates the pinned version registers (every row's must be one)
     flash_attn: str | None = None  # the attention kernel setting written into its config (the memory model's)
+    # decoder -> {"full"|"lora": {"none"|"full": coefficients}}: activations measured in the real code
+    # (hf_activations.yaml); the memory model reads them for a framework that trains HuggingFace models
+    activations: dict | None = None
 
     @property
     def deepspeed(self) -> bool:
@@ -356,6 +360,16 @@ def _typed_row(cls, row: dict, where: str):
     return cls(**row)
 
 
+ACTIVATION_TERMS = ("hidden", "q", "kv", "ffn", "heads", "const", "scores_per_head")
+
+
+def _has_activations(activations: dict, decoder: str) -> bool:
+    """Coefficients for full and LoRA training, with and without gradient checkpointing."""
+    sets = activations.get(decoder) or {}
+    return all(set(ACTIVATION_TERMS) <= set((sets.get(method) or {}).get(recompute) or {})
+               for method in ("full", "lora") for recompute in ("none", "full"))
+
+
 def _check_registry(tables: "Tables") -> None:
     """What a renderer or the resolver would otherwise find missing at render time: every model a framework
     supports (its own rows, or a min_cards.csv row) has the facts that framework needs about it, every min_cards
@@ -366,6 +380,9 @@ def _check_registry(tables: "Tables") -> None:
         if row.framework not in tables.frameworks:
             raise TableError(f"min_cards.csv line {row.line}: unknown framework {row.framework!r}")
     for fw in tables.frameworks.values():
+        if fw.deepspeed and fw.activations is None:
+            raise TableError(f"frameworks.yaml {fw.name}: the deepspeed memory scheme counts measured activations; "
+                             f"give activations_file")
         if fw.memory not in MEMORY_SCHEMES:
             raise TableError(f"frameworks.yaml {fw.name}: memory {fw.memory!r} is not a scheme the memory model "
                              f"knows ({', '.join(MEMORY_SCHEMES)})")
@@ -374,6 +391,9 @@ def _check_registry(tables: "Tables") -> None:
                 continue
             info = fw.models.get(model) or {}
             missing = [key for key in fw.model_facts if key not in info]
+            if not missing and fw.activations is not None and not _has_activations(fw.activations, info["decoder"]):
+                raise TableError(f"frameworks.yaml {fw.name}: {model}'s decoder {info['decoder']!r} has no measured "
+                                 f"activations in hf_activations.yaml (run bench/calibrate_activations.py)")
             if missing:
                 raise TableError(f"frameworks.yaml {fw.name}: {model} is supported (a min_cards.csv row or its own "
                                  f"row) but its row lacks {', '.join(missing)}; add them, or a `refuse` reason")
@@ -447,11 +467,12 @@ def load_tables() -> Tables:
     frameworks = {}
     for r in _load_yaml("frameworks.yaml")["frameworks"]:
         templates = _load_names(r.pop("templates_file")) if "templates_file" in r else None
+        activations = _load_yaml(r.pop("activations_file"))["decoders"] if "activations_file" in r else None
         frameworks[r["name"]] = _typed_row(Framework, {**r, "methods": tuple(r["methods"]),
                                                        "dataset_formats": tuple(r["dataset_formats"]),
                                                        "ep_divides": tuple(r.get("ep_divides", ())),
                                                        "model_facts": tuple(r.get("model_facts", ())),
-                                                       "templates": templates},
+                                                       "templates": templates, "activations": activations},
                                            "frameworks.yaml")
         _check_templates(frameworks[r["name"]])
     presets_doc = _load_yaml("presets.yaml")

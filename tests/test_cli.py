@@ -144,11 +144,12 @@ def test_bad_spec_writes_nothing(tmp_path, spec_file):
 def test_strict_exits_3_when_the_memory_model_warns(tmp_path, spec_file):
     spec = spec_file({"job": "tight", "model": "qwen3-32b", "method": "full", "seq_len": 4096, "hardware": "snt9b",
                       "frameworks": ["mindspeed-llm"], "layout": {"mindspeed-llm": {"tp": 1, "pp": 2}}})
-    relaxed = run("plan", spec)
+    assert run("plan", spec).exit_code == 2  # a pinned layout that does not fit is refused (issue 14)
+    relaxed = run("plan", spec, "--force")
     assert relaxed.exit_code == 0 and "Warning:" in relaxed.stderr
-    strict = run("plan", spec, "--strict")
+    strict = run("plan", spec, "--strict", "--force")
     assert strict.exit_code == 3
-    assert run("render", spec, "-o", tmp_path, "--strict").exit_code == 3
+    assert run("render", spec, "-o", tmp_path, "--strict", "--force").exit_code == 3
     assert not (tmp_path / "tight").exists()
 
 

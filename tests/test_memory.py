@@ -9,6 +9,7 @@ from generator.parallel import Parallel
 from generator.tables import load_tables
 
 MODELS = load_tables().models
+QWEN3 = load_tables().frameworks["llama-factory"].activations["qwen3"]  # measured (hf_activations.yaml)
 
 
 def shape(**kw):
@@ -21,7 +22,7 @@ def test_zero3_model_states_match_deepspeed_worked_example():
     # Reference llamafactory_deepspeed.md s5: N = 8.19e9, L = 151936 x 4096, 2 x 8 devices, no offload:
     # DeepSpeed's estimate_zero3_model_states_mem_needs gives 10.90 GiB per device.
     qwen3_8b = MODELS["qwen3-8b"]
-    mem = estimate(qwen3_8b, "full", "deepspeed", shape(cards=16, zero_stage=3), 4096, 8, 0.0)
+    mem = estimate(qwen3_8b, "full", "deepspeed", shape(cards=16, zero_stage=3), 4096, 8, 0.0, activations=QWEN3)
     states = mem.weights + mem.gradients + mem.optimizer
     assert states == pytest.approx(10.90, abs=0.15)
 
@@ -74,8 +75,9 @@ def test_first_pipeline_stage_holds_pp_micro_batches():
 
 def test_offload_moves_states_off_the_card():
     model = MODELS["qwen3-32b"]
-    on = estimate(model, "full", "deepspeed", shape(cards=8, zero_stage=3), 4096, 8, 3.0)
-    off = estimate(model, "full", "deepspeed", shape(cards=8, zero_stage=3, offload=True), 4096, 8, 3.0)
+    on = estimate(model, "full", "deepspeed", shape(cards=8, zero_stage=3), 4096, 8, 3.0, activations=QWEN3)
+    off = estimate(model, "full", "deepspeed", shape(cards=8, zero_stage=3, offload=True), 4096, 8, 3.0,
+                   activations=QWEN3)
     assert off.total < on.total - 50
 
 

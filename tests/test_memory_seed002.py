@@ -18,7 +18,7 @@ from helpers import make_spec
 # the measurement still calibrates the memory model, so these tables plan it again.
 _LF = load_tables().frameworks["llama-factory"]
 T = replace(load_tables(), frameworks={**load_tables().frameworks,
-                                       "llama-factory": replace(_LF, models={**_LF.models, "baichuan2-7b": {}})})
+                                       "llama-factory": replace(_LF, models={**_LF.models, "baichuan2-7b": {"decoder": "baichuan"}})})
 ROWS = list(csv.DictReader(line for line in (Path(__file__).parent / "data" / "seed002_memory.csv").open()
                            if not line.startswith("#")))
 

@@ -26,11 +26,12 @@ TOY_ROW = """
     dataset_formats: [alpaca]
     overhead_gb: 3.0
     throughput: {model: mfu, mfu: {pretrain: 0.3, full: 0.3, lora: 0.3, qlora: 0.3, moe: 0.2}, source: "a test"}
+    activations_file: hf_activations.yaml
     min_cards_from: llama-factory
-    model_facts: [chat]
+    model_facts: [chat, decoder]
     support: listed
     models:
-      qwen3-8b: {chat: qwen3}
+      qwen3-8b: {chat: qwen3, decoder: qwen3}
 """
 TOY_TRAIN = "lr: {{ lr | yaml }}\nglobal_batch: {{ batch }}\nzero: {{ zero | yaml }}\nchat: {{ chat | yaml }}\n"
 TOY_SECTION = "Toy trains {{ plan.model }} on {{ cards }} card(s).\n"
@@ -119,7 +120,10 @@ def test_a_framework_without_a_renderer_is_a_table_error(toy, monkeypatch):
 @pytest.mark.parametrize("old,new,message", [
     ("memory: deepspeed\n    methods: [full, lora]\n", "memory: zero-9\n    methods: [full, lora]\n",
      "frameworks.yaml toy: memory 'zero-9' is not a scheme the memory model knows"),
-    ("      qwen3-8b: {chat: qwen3}\n", "      qwen3-8b: {}\n", "frameworks.yaml toy: qwen3-8b is supported"),
+    ("      qwen3-8b: {chat: qwen3, decoder: qwen3}\n", "      qwen3-8b: {decoder: qwen3}\n",
+     "frameworks.yaml toy: qwen3-8b is supported"),
+    ("{chat: qwen3, decoder: qwen3}\n", "{chat: qwen3, decoder: mamba}\n",
+     "toy: qwen3-8b's decoder 'mamba' has no measured activations"),
 ])
 def test_a_toy_row_missing_a_fact_fails_when_the_tables_load(toy, old, new, message):
     frameworks = toy / "data" / "frameworks.yaml"

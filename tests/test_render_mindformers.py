@@ -290,9 +290,9 @@ def test_moe_with_context_parallel_keeps_ep_inside_dp_times_mp():
     # Defect 6: 32 cards at 16K got dp16 cp2 ep32; MindFormers needs (dp x mp) % ep == 0, cp not counted
     # (moe/ffn.py l. 189-195).
     plan, files = render_job(T, model="qwen3_moe-30b_a3b", method="full", seq_len=16384, hardware="snt9b",
-                             cards=32, frameworks=["mindformers"], layout={"mindformers": {"cp": 2}})
+                             cards=32, frameworks=["mindformers"], layout={"mindformers": {"cp": 2, "ep": 8}})
     lay, model = plan.frameworks["mindformers"].layout, plan.shape
-    assert lay.cp == 2 and lay.ep > 1 and (lay.dp * lay.tp) % lay.ep == 0
+    assert lay.cp == 2 and lay.ep == 8 and (lay.dp * lay.tp) % lay.ep == 0
     doc = yaml.safe_load(files["mindformers/train.yaml"])
     assert mindformers_problems(doc, lay.cards, model) == []
     doc["parallel_config"].update(data_parallel=16, model_parallel=1, context_parallel=2, expert_parallel=32,

@@ -150,9 +150,24 @@ def test_pinned_pp_that_does_not_divide_layers_gets_a_layer_list():
     assert lay.num_layer_list == (13, 13, 14) and lay.uneven_layers
 
 
-def test_pinned_layout_that_does_not_fit_warns():
-    plan = plan_of(model="qwen3-32b", frameworks=["mindspeed-llm"], layout={"mindspeed-llm": {"tp": 1, "pp": 2}})
-    assert plan.warnings and "may not fit" in plan.warnings[0]
+def test_a_pinned_layout_that_does_not_fit_is_refused_unless_forced(spec_file):
+    # Issue 14: 214.7 GiB pinned on a 58 GiB card was a warning and render exited 0. Now exit 2 with the breakdown
+    # and the layout that fits on the same cards; --force keeps the pin with the warning.
+    from click.testing import CliRunner
+
+    from generator.cli import main
+    spec = {"job": "j", "model": "qwen3-32b", "method": "full", "seq_len": 4096, "hardware": "snt9b",
+            "frameworks": ["mindspeed-llm"], "layout": {"mindspeed-llm": {"tp": 1, "pp": 2}}}
+    with pytest.raises(SpecError) as refused:
+        resolve(make_spec(**{k: v for k, v in spec.items() if k != "job"}), T)
+    message = str(refused.value)
+    assert "layout.mindspeed-llm: tp=1 pp=2" in message and "GiB per card (weights" in message
+    assert "without the pins, tp=" in message and "--force to keep them" in message
+    path = spec_file(spec)
+    assert CliRunner().invoke(main, ["render", str(path), "-o", str(path.parent / "out")]).exit_code == 2
+    assert not (path.parent / "out").exists()
+    forced = resolve(make_spec(**{k: v for k, v in spec.items() if k != "job"}), T, force=True)
+    assert forced.warnings and "may not fit" in forced.warnings[0]
 
 
 @pytest.mark.parametrize("pins,path,text", [
@@ -246,3 +261,14 @@ def test_dataset_format_a_framework_cannot_read():
     assert set(plan.frameworks) == {"mindspeed-llm", "llama-factory"}
     assert "mindformers left out: mindformers fine-tuning reads alpaca data, not sharegpt (paths.dataset_format)" \
         in plan.notes
+
+
+def test_no_pipeline_stage_holds_only_deepseeks_dense_layers():
+    # MindSpeed-LLM asserts first_k_dense_replace < layers // PP at start-up; the search found it by ranking layouts
+    # by speed (PP 16 puts 3 of DeepSeek-V3's 61 layers, all dense, on the first stage).
+    plan = plan_of(model="deepseek-v3", frameworks=["mindspeed-llm"])
+    lay = plan.frameworks["mindspeed-llm"].layout
+    assert 3 < 61 // lay.pp
+    with pytest.raises(SpecError, match=r"layout.mindspeed-llm.pp: PP \(16\) leaves a stage of only the first 3"):
+        plan_of(model="deepseek-v3", frameworks=["mindspeed-llm"], cards=lay.cards,
+                layout={"mindspeed-llm": {"pp": 16}})
