@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import hashlib
 import json
-import re
 import os
+import re
 import socket
 import subprocess
 import sys
@@ -97,12 +97,13 @@ def test_the_defects_upstream_found_are_problems(tmp_path):
         assert result.exit_code == 1 and expected in result.output, (old, result.output)
     rewrite(job, "mindspeed-llm/launch.sh", launch)
     convert = (job / "mindspeed-llm" / "convert_ckpt.sh").read_text()
-    rewrite(job, "mindspeed-llm/convert_ckpt.sh", convert.replace("--target-pipeline-parallel-size 16",
-                                                                  "--target-pipeline-parallel-size 8", 1))
+    pp = int(re.search(r"--target-pipeline-parallel-size (\d+)", convert).group(1))
+    rewrite(job, "mindspeed-llm/convert_ckpt.sh", convert.replace(f"--target-pipeline-parallel-size {pp}",
+                                                                  f"--target-pipeline-parallel-size {pp * 2}", 1))
     result = CliRunner().invoke(main, ["validate", str(job)])
     assert result.exit_code == 1
-    assert "conversion writes target_pipeline_parallel_size=8 but training uses pipeline_model_parallel_size=16" \
-        in result.output
+    assert (f"conversion writes target_pipeline_parallel_size={pp * 2} but training uses "
+            f"pipeline_model_parallel_size={pp}") in result.output
 
 
 def test_nothing_in_the_job_folder_is_imported(tmp_path, monkeypatch):
