@@ -90,14 +90,16 @@ def step_time(model: Model, method: str, seq_len: int, par: Parallel, hardware: 
     factor = weight_factor(method)
     forward_share = 2.0 / factor
     tokens = par.micro_batch_size * seq_len  # one micro batch
-    per_card = tokens / (par.tp * par.cp * par.pp)  # tokens' worth of work one card does per micro batch
+    # The slowest pipeline stage sets the pace: its share of the layers (1 / PP when the split is even).
+    stage = max(par.num_layer_list) / sum(par.num_layer_list) if par.num_layer_list else 1 / par.pp
+    per_card = tokens * stage / (par.tp * par.cp)  # tokens' worth of work the slowest card does per micro batch
     gemm = per_card * factor * model.matmul_params * (1 + par.forward_twice * forward_share) / (gemm_efficiency * peak)
     attention_work = attention_flops_per_token(model, seq_len) * (0.5 if par.causal else 1.0)
     attention = per_card * attention_work * (1 + par.forward_twice / 3) / \
         (attention_efficiency(hardware, par.attention_call_len(seq_len)) * peak)
 
-    layers = model.layers / par.pp
-    moe_layers = model.moe_layers / par.pp
+    layers = model.layers * stage
+    moe_layers = model.moe_layers * stage
     activation = tokens / par.cp * model.hidden * BF16_BYTES  # one full activation tensor of the micro batch
     tp_comm = 0.0
     if par.tp > 1:

@@ -172,3 +172,12 @@ def test_a_time_budget_is_met_by_the_chosen_layout_not_just_the_ideal_rate():
     assert fp.estimate.tokens_per_card_s < ideal.tokens_per_card_s  # the layout costs something...
     first_pass = cards_for_budget(tokens, budget, ideal.tokens_per_card_s, 1.0)
     assert fp.layout.cards > -(-first_pass // 8) * 8  # ...so more cards than the first, compute-bound pass
+
+
+def test_an_uneven_pipeline_runs_at_its_slowest_stage():
+    # 80 layers on 67 stages: 13 stages hold 2 layers, and every micro batch waits for them; timed as 1/67 of the
+    # model each, such a layout looked fastest to the budget search.
+    model = T.models["qwen2.5-72b"]
+    even = step_time(model, "full", 4096, par(pp=8, dp=1, num_layer_list=(10,) * 8), SNT9B, EFF)
+    uneven = step_time(model, "full", 4096, par(pp=8, dp=1, num_layer_list=(12,) * 4 + (8,) * 4), SNT9B, EFF)
+    assert uneven.tokens_per_card_s == pytest.approx(even.tokens_per_card_s * 10 / 12, rel=0.02)
