@@ -272,3 +272,14 @@ def test_no_pipeline_stage_holds_only_deepseeks_dense_layers():
     with pytest.raises(SpecError, match=r"layout.mindspeed-llm.pp: PP \(16\) leaves a stage of only the first 3"):
         plan_of(model="deepseek-v3", frameworks=["mindspeed-llm"], cards=lay.cards,
                 layout={"mindspeed-llm": {"pp": 16}})
+
+
+def test_a_budget_job_with_pins_names_the_final_count():
+    # Issue 14: pinning tp1 pp16 for a 70B budget job was refused with "must divide the 168 cards", an intermediate
+    # count; counts the pins cannot tile are passed over and the notes name the count that fell short.
+    plan = plan_of(model="llama3.1-70b", method="full", frameworks=["mindspeed-llm"],
+                   data={"total_tokens": 5 * 10**10}, time_budget_hours=168,
+                   layout={"mindspeed-llm": {"tp": 1, "pp": 16}})
+    fp = plan.frameworks["mindspeed-llm"]
+    assert (fp.layout.tp, fp.layout.pp, fp.layout.cards) == (1, 16, 272) and fp.estimate.time_hours <= 168
+    assert any("256 cards fall short" in n and "272 cards are the fewest that meet it" in n for n in plan.notes)
