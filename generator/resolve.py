@@ -260,6 +260,7 @@ def _fewest_cards_for_budget(ctx: Context, tables: Tables, minimum: MinCards, id
     tokens, budget, eff = ctx.spec.train_tokens, ctx.spec.time_budget_hours, ctx.spec.scaling_efficiency
     start = auto_cards(ctx, minimum, ideal, notes)
     short = None  # (cards, layout, hours) of the last count that fell short
+    met = False
     last: tuple[Layout, list[Rejected], list[str], list[str]] | None = None
     for tried, cards in enumerate(valid_counts(ctx.hw, start)):
         found_notes, found_warnings = [], []
@@ -270,7 +271,8 @@ def _fewest_cards_for_budget(ctx: Context, tables: Tables, minimum: MinCards, id
             continue
         last = layout, rejected, found_notes, found_warnings
         took = hours(tokens, _rate(ctx, layout).tokens_per_card_s, layout.cards, eff)
-        if took <= budget * 1.0001 or tried >= MAX_BUDGET_COUNTS:
+        met = took <= budget * 1.0001
+        if met or tried >= MAX_BUDGET_COUNTS:
             break
         short = layout.cards, layout, took
     if last is None:
@@ -278,9 +280,9 @@ def _fewest_cards_for_budget(ctx: Context, tables: Tables, minimum: MinCards, id
     layout, rejected, found_notes, found_warnings = last
     notes.extend(found_notes)
     warnings.extend(found_warnings)
-    if short is not None:
+    if short is not None and met:
         cards, was, took = short
-        notes.append(f"time budget: {cards} cards fall short (fastest layout {was.describe()}, {took:.1f} h > "
+        notes.append(f"time budget: {cards} cards fall short (fastest layout {was.describe()}, {took:.2f} h > "
                      f"{budget:g} h); {layout.cards} cards are the fewest that meet it")
     return layout, rejected
 

@@ -329,6 +329,48 @@ def test_mindformers_relaunch_resumes_from_its_checkpoint_folder(tmp_path, cards
     assert done.returncode == 2 and "has finished" in done.stderr, done.stderr
 
 
+@pytest.mark.parametrize("cards", [16, 1])
+def test_a_mindformers_relaunch_trains_only_the_steps_that_remain(tmp_path, cards):
+    # TrainCallBack counts from each launch (MindSpore's cur_step_num starts at 0 on a resume), so the relaunch
+    # after step 100 of 300 runs a copy of train.yaml with stop_step 200; at step 300 the run is finished. msrun
+    # joins its workers, so "exit 0" is the run's end, not its start (MindSpore _api.py l. 272-276).
+    out, mf, bin_dir = tmp_path / "out", tmp_path / "mindformers", tmp_path / "bin"
+    (mf / "scripts").mkdir(parents=True)
+    (mf / "scripts" / "msrun_launcher.sh").write_text(FAKE_MSRUN)
+    bin_dir.mkdir()
+    (bin_dir / "python").write_text(FAKE_PYTHON)
+    (bin_dir / "python").chmod(0o755)
+    plan, files = render_job(T, model="qwen3-8b" if cards > 1 else "debug-tiny", method="full", cards=cards,
+                             frameworks=["mindformers"], cluster={"master_addr": "127.0.0.1"}, global_batch_size=16,
+                             train={"steps": 300}, paths={"output_dir": str(out), "mindformers_dir": str(mf),
+                                                          "model_dir": "/m", "dataset": "/d.json"})
+    launch = files["mindformers/launch.sh"]
+    if cards > 1:
+        assert " False 7200" not in launch and "True 7200" in launch
+        assert " True 7200" in files["mindformers/commands.txt"]
+    job = tmp_path / "job"
+    job.mkdir()
+    (job / "train.yaml").write_text(files["mindformers/train.yaml"])
+    (job / "launch.sh").write_text(launch)
+    checkpoint = out / "mindformers" / "checkpoint" / "rank_0"
+    checkpoint.mkdir(parents=True)
+    env = {**os.environ, "PATH": f"{bin_dir}:{os.environ['PATH']}", "FAKE_EXIT": "1"}
+    for done, left in ((100, 200), (300, None)):
+        (checkpoint / f"qwen3_rank_0-{done}_1.safetensors").write_text("")
+        (checkpoint / "meta.json").write_text(json.dumps({"last_epoch": done, "last_step": 1,
+                                                          "last_ckpt_file": f"qwen3_rank_0-{done}_1.safetensors"}))
+        run = subprocess.run(["bash", str(job / "launch.sh"), "0"], capture_output=True, text=True, env=env)
+        if left is None:
+            assert run.returncode == 2 and "holds a finished run (step 300 of 300)" in run.stderr, run.stderr
+            continue
+        words = run.stdout.splitlines()
+        config = Path(words[words.index("--config") + 1])
+        assert config == out / "mindformers" / "train.resume.yaml"
+        resumed = yaml.safe_load(config.read_text())
+        assert _stop_step(resumed) == left and resumed["lr_schedule"]["total_steps"] == 300
+        assert _stop_step(yaml.safe_load((job / "train.yaml").read_text())) == 300  # the job's file as rendered
+
+
 def test_llama_factory_without_resume_refuses_old_checkpoints(tmp_path):
     out = tmp_path / "out"
     _, files = render_job(T, model="qwen3-8b", method="lora", cards=8, frameworks=["llama-factory"],

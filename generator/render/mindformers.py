@@ -26,6 +26,10 @@ LORA_TARGETS = {
 LR_SCHEDULE = {"cosine": "CosineWithWarmUpLR", "linear": "LinearWithWarmUpLR", "constant": "ConstantWarmUpLR"}
 PRETRAIN_SAMPLES_PLACEHOLDER = 8000  # upstream pretrain_qwen3_32b_4k.yaml's `sizes`, when the spec has no data size
 CLUSTER_TIME_OUT = 7200  # seconds msrun waits for every node (upstream's value)
+# msrun waits for its workers and fails when one does only with --join True (MindSpore parallel/cluster/
+# process_entity/_api.py l. 272-276); with False it returns once they are spawned, and launch.sh could not tell a
+# finished run from a started one.
+JOIN = "True"
 
 
 def run_mode(fp: FrameworkPlan) -> str:
@@ -192,7 +196,7 @@ def command_line(plan: Plan, fp: FrameworkPlan, rank: int) -> str:
     return (f"{prefix}{cd}printf -v CONFIG_ARG '%q' \"$JOB_DIR/train.yaml\" && "
             f"bash scripts/msrun_launcher.sh \"run_mindformer.py --config $CONFIG_ARG "
             f"{task_args(plan, fp)}\" {lay.cards} {lay.local_cards} {master} {plan.master_port} {rank} "
-            f"{quote(log_dir(plan))} False {CLUSTER_TIME_OUT}")
+            f"{quote(log_dir(plan))} {JOIN} {CLUSTER_TIME_OUT}")
 
 
 def log_dir(plan: Plan) -> str:
@@ -212,7 +216,8 @@ def render(plan: Plan, env: jinja2.Environment) -> dict[str, str]:
         mindformers_dir=plan.paths["mindformers_dir"].value,
         device_num_per_node=lay.cards_per_node if lay.cards_per_node != 8 else None,
         single_card=lay.cards == 1, task_args=task_args(plan, fp), worker_num=lay.cards, cards=lay.cards,
-        local_worker=lay.local_cards, log_dir=log_dir(plan), cluster_time_out=CLUSTER_TIME_OUT,
+        local_worker=lay.local_cards, log_dir=log_dir(plan), cluster_time_out=CLUSTER_TIME_OUT, join=JOIN,
+        stop_step=length(plan, fp).stop_step, resume_config=f"{plan.output_dir(NAME)}/train.resume.yaml",
         checkpoint_dir=f"{plan.output_dir(NAME)}/checkpoint", finished_marker=f"{plan.output_dir(NAME)}/FINISHED",
         resume=plan.train.resume)
     commands = env.get_template("commands.txt.j2").render(
