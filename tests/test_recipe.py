@@ -272,6 +272,17 @@ FAKE_PYTHON = ('#!/bin/bash\nif [ "$1" = -c ]; then exec python3 "$@"; fi\n'
                'printf "%s\\n" "$@"; exit "${FAKE_EXIT:-0}"\n')
 
 
+def _stand_ins(tmp_path: Path) -> tuple[Path, Path]:
+    """A MindFormers checkout whose msrun_launcher.sh is FAKE_MSRUN, and a folder holding FAKE_PYTHON as python."""
+    mf, bin_dir = tmp_path / "mindformers", tmp_path / "bin"
+    (mf / "scripts").mkdir(parents=True)
+    (mf / "scripts" / "msrun_launcher.sh").write_text(FAKE_MSRUN)
+    bin_dir.mkdir()
+    (bin_dir / "python").write_text(FAKE_PYTHON)
+    (bin_dir / "python").chmod(0o755)
+    return mf, bin_dir
+
+
 @pytest.mark.parametrize("cards", [16, 1])
 def test_mindformers_relaunch_resumes_from_its_checkpoint_folder(tmp_path, cards):
     # The generated launch.sh, run with msrun_launcher.sh (or python, on one card) replaced by a stand-in: the first
@@ -281,12 +292,7 @@ def test_mindformers_relaunch_resumes_from_its_checkpoint_folder(tmp_path, cards
     # rank folders (resume_ckpt.py picks the file by meta.json); one card runs without use_parallel, which
     # MindFormers refuses with rank folders (load_checkpoint_utils.py l. 393-397), so it loads the one file
     # meta.json names from a folder of its own. A run that exited 0 is not trained over.
-    out, mf, bin_dir = tmp_path / "out dir", tmp_path / "mindformers", tmp_path / "bin"
-    (mf / "scripts").mkdir(parents=True)
-    (mf / "scripts" / "msrun_launcher.sh").write_text(FAKE_MSRUN)
-    bin_dir.mkdir()
-    (bin_dir / "python").write_text(FAKE_PYTHON)
-    (bin_dir / "python").chmod(0o755)
+    out, mf, bin_dir = tmp_path / "out dir", *_stand_ins(tmp_path)
     model = "qwen3-8b" if cards > 1 else "debug-tiny"
     plan, files = render_job(T, model=model, method="full", cards=cards, frameworks=["mindformers"],
                              cluster={"master_addr": "127.0.0.1"},
@@ -334,12 +340,7 @@ def test_a_mindformers_relaunch_trains_only_the_steps_that_remain(tmp_path, card
     # TrainCallBack counts from each launch (MindSpore's cur_step_num starts at 0 on a resume), so the relaunch
     # after step 100 of 300 runs a copy of train.yaml with stop_step 200; at step 300 the run is finished. msrun
     # joins its workers, so "exit 0" is the run's end, not its start (MindSpore _api.py l. 272-276).
-    out, mf, bin_dir = tmp_path / "out", tmp_path / "mindformers", tmp_path / "bin"
-    (mf / "scripts").mkdir(parents=True)
-    (mf / "scripts" / "msrun_launcher.sh").write_text(FAKE_MSRUN)
-    bin_dir.mkdir()
-    (bin_dir / "python").write_text(FAKE_PYTHON)
-    (bin_dir / "python").chmod(0o755)
+    out, mf, bin_dir = tmp_path / "out", *_stand_ins(tmp_path)
     plan, files = render_job(T, model="qwen3-8b" if cards > 1 else "debug-tiny", method="full", cards=cards,
                              frameworks=["mindformers"], cluster={"master_addr": "127.0.0.1"}, global_batch_size=16,
                              train={"steps": 300}, paths={"output_dir": str(out), "mindformers_dir": str(mf),
