@@ -19,7 +19,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from generator.cards import valid_counts  # noqa: E402
 from generator.context import Context  # noqa: E402
 from generator.errors import SpecError  # noqa: E402
-from generator.layouts import candidates, layout_rate  # noqa: E402
+from generator.layouts import candidates, rate  # noqa: E402
 from generator.recipe import adapter  # noqa: E402
 from generator.resolve import resolve  # noqa: E402
 from generator.spec import Pins, Spec  # noqa: E402
@@ -55,7 +55,7 @@ def fewest_pinned(job: Spec, tables, start: int, below: int) -> tuple[int, str, 
                 except SpecError:
                     continue
                 for layout in fitting:
-                    took = hours(job.train_tokens, layout_rate(ctx, layout), cards, job.scaling_efficiency)
+                    took = hours(job.train_tokens, rate(ctx, layout).tokens_per_card_s, cards, job.scaling_efficiency)
                     if took <= job.time_budget_hours:
                         return cards, layout.describe(), took
     return None

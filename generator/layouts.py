@@ -15,7 +15,7 @@ from .memory import GIB, estimate
 from .parallel import Parallel
 from .plan import HEADROOM, Layout, Rejected, deepspeed_words
 from .recipe import batch_target
-from .throughput import throughput
+from .throughput import Throughput, throughput
 from .spec import Pins
 from .tables import Preset, Tables, trains_adapters
 
@@ -270,14 +270,14 @@ def candidates(ctx: Context, cards: int) -> tuple[list[Layout], Layout | None, l
             rejected.append(Rejected(ctx.fw.name, label, reason or "no setting fits"))
     # Fastest first by the framework's rate model (the step model's time per sample at these cards); ties (the MFU
     # model, a measured rate) by less communication: smaller TP, PP, CP, EP, then less recompute, larger micro batch.
-    ranked = sorted(fitting, key=lambda item: (-round(layout_rate(ctx, item[1]), 6), item[0]))
+    ranked = sorted(fitting, key=lambda item: (-round(rate(ctx, item[1]).tokens_per_card_s, 6), item[0]))
     return [layout for _, layout in ranked], closest, rejected
 
 
-def layout_rate(ctx: Context, layout: Layout | None):
+def rate(ctx: Context, layout: Layout | None) -> Throughput:
     """Tokens/s per card of `layout` (None: before a layout is chosen) by the framework's rate model."""
     return throughput(ctx.model, ctx.spec.method, ctx.spec.seq_len, ctx.fw, ctx.hw, ctx.spec.tokens_per_card_s,
-                      layout).tokens_per_card_s
+                      layout)
 
 
 def _label(ctx: Context, tp: int, pp: int, cp: int, ep: int, stage) -> str:

@@ -5,7 +5,6 @@ Sizes use one vocabulary (tp, pp, dp, cp, ep); each framework's own spelling liv
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass, field
 
 from .memory import MemoryBreakdown

@@ -20,13 +20,13 @@ from .cards import auto_cards, dash_refusal, explicit_cards, minimum_cards, vali
 from .context import Context
 from .dataset import DataShape, data_format, data_shape
 from .errors import Problem, SpecError
-from .layouts import MAX_BUBBLE, candidates, choose_layout, no_accumulation, smallest_fit
+from .layouts import MAX_BUBBLE, candidates, choose_layout, no_accumulation, rate, smallest_fit
 from .memory import GIB
 from .plan import Estimate, FrameworkPlan, Layout, MinCards, PathValue, Plan, Rejected
 from .recipe import PLACEHOLDER_STEPS, Training, adapter, batch_target, round_global_batch, training
 from .spec import Spec
 from .tables import Model, Tables
-from .throughput import Throughput, cards_for_budget, hours, throughput
+from .throughput import Throughput, cards_for_budget, hours
 
 MAX_BUDGET_COUNTS = 64  # card counts tried for a time budget before the last is kept (with its warning)
 DEFAULT_MASTER_PORT = 50001  # seed 003's example port; MindFormers suggests 50000-65535
@@ -143,7 +143,7 @@ def _with_choice(ctx: Context, fp: FrameworkPlan) -> FrameworkPlan:
     """`fp` with why its layout was chosen: against the runner-up among the layouts that fit at its cards and
     global batch (the search's ranking), or what the search would have chosen instead of a preset or pins."""
     fitting = candidates(ctx, fp.layout.cards)[0] if not ctx.pinned else []
-    lay, rate = fp.layout, fp.estimate.tokens_per_card_s
+    lay, speed = fp.layout, fp.estimate.tokens_per_card_s
     others = [other for other in fitting if other.describe() != lay.describe()]
     if lay.source == "pinned":
         return replace(fp, choice="Pinned in the spec's layout section.")
@@ -151,19 +151,19 @@ def _with_choice(ctx: Context, fp: FrameworkPlan) -> FrameworkPlan:
         text = "The validated seed-003 preset, kept because it ran on real hardware."
         if fitting and fitting[0].describe() != lay.describe():
             text += (f" The search's fastest at these cards would be {fitting[0].describe()} "
-                     f"({_rate(ctx, fitting[0]).tokens_per_card_s:.0f} against {rate:.0f} tokens/s per card).")
+                     f"({rate(ctx, fitting[0]).tokens_per_card_s:.0f} against {speed:.0f} tokens/s per card).")
         return replace(fp, choice=text)
     if not others:
         return replace(fp, choice=f"The only layout that fits on {lay.cards} card(s).")
     runner = others[0]
-    runner_rate = _rate(ctx, runner).tokens_per_card_s
-    if runner_rate >= rate * 0.9999:
+    runner_rate = rate(ctx, runner).tokens_per_card_s
+    if runner_rate >= speed * 0.9999:
         return replace(fp, choice=f"{len(fitting)} layouts fit on {lay.cards} card(s) at the same estimated rate "
-                                  f"({rate:.0f} tokens/s per card); this one communicates and recomputes least. "
+                                  f"({speed:.0f} tokens/s per card); this one communicates and recomputes least. "
                                   f"Runner-up: {runner.describe()} ({runner.memory.total:.1f} GiB per card).")
     return replace(fp, choice=f"The fastest of {len(fitting)} layouts that fit on {lay.cards} card(s) by the step "
-                              f"model: {rate:.0f} tokens/s per card. Runner-up: {runner.describe()}, "
-                              f"{runner_rate:.0f} tokens/s per card ({1 - runner_rate / rate:.0%} slower, "
+                              f"model: {speed:.0f} tokens/s per card. Runner-up: {runner.describe()}, "
+                              f"{runner_rate:.0f} tokens/s per card ({1 - runner_rate / speed:.0%} slower, "
                               f"{runner.memory.total:.1f} GiB per card).")
 
 
@@ -246,12 +246,6 @@ def _check_layout_keys(spec: Spec, names: list[str]) -> None:
 # One framework
 
 
-def _rate(ctx: Context, layout: Layout | None) -> Throughput:
-    """Tokens/s per card for `layout` (None: before a layout is chosen)."""
-    return throughput(ctx.model, ctx.spec.method, ctx.spec.seq_len, ctx.fw, ctx.hw, ctx.spec.tokens_per_card_s,
-                      layout)
-
-
 def _fewest_cards_for_budget(ctx: Context, tables: Tables, minimum: MinCards, ideal: int, notes: list[str],
                              warnings: list[str]) -> tuple[Layout, list[Rejected]]:
     """From the count the ideal rate needs (at least the minimum), each count the platform allows in turn, until
@@ -270,7 +264,7 @@ def _fewest_cards_for_budget(ctx: Context, tables: Tables, minimum: MinCards, id
         except SpecError:
             continue
         last = layout, rejected, found_notes, found_warnings
-        took = hours(tokens, _rate(ctx, layout).tokens_per_card_s, layout.cards, eff)
+        took = hours(tokens, rate(ctx, layout).tokens_per_card_s, layout.cards, eff)
         met = took <= budget * 1.0001
         if met or tried >= MAX_BUDGET_COUNTS:
             break
@@ -289,7 +283,7 @@ def _fewest_cards_for_budget(ctx: Context, tables: Tables, minimum: MinCards, id
 
 def _estimate(ctx: Context, layout: Layout, budget_cards: int | None) -> Estimate:
     tokens = ctx.spec.train_tokens
-    tput = _rate(ctx, layout)
+    tput = rate(ctx, layout)
     return Estimate(total_tokens=tokens, tokens_per_card_s=tput.tokens_per_card_s, tps_source=tput.source,
                     is_estimate=tput.is_estimate, mfu=tput.mfu,
                     time_hours=None if tokens is None else hours(tokens, tput.tokens_per_card_s, layout.cards,
@@ -316,7 +310,7 @@ def _resolve_framework(ctx: Context, tables: Tables):
     else:
         # The fewest cards whose fastest layout meets the budget. One card's compute-bound rate sizes the first
         # count (no layout is faster per card); communication and the pipeline bubble can only add cards.
-        budget_cards = cards_for_budget(tokens, budget, _rate(ctx, None).tokens_per_card_s,
+        budget_cards = cards_for_budget(tokens, budget, rate(ctx, None).tokens_per_card_s,
                                         ctx.spec.scaling_efficiency)
         layout, rejected = _fewest_cards_for_budget(ctx, tables, minimum, budget_cards, notes, warnings)
     if layout.cards == 1 and not ctx.fw.one_card_accumulation:
@@ -454,7 +448,7 @@ def candidate_layouts(spec: Spec, tables: Tables, plan: Plan) -> dict[str, list[
         ctx = Context(at_batch, model, hw, tables.frameworks[name], False, adapter(spec, tables.recipes[spec.method]),
                       tables.recipes[spec.method])
         fitting, _, _ = candidates(ctx, fp.layout.cards)
-        out[name] = [Candidate(layout, _rate(ctx, layout), layout.describe() == fp.layout.describe())
+        out[name] = [Candidate(layout, rate(ctx, layout), layout.describe() == fp.layout.describe())
                      for layout in fitting]
     return out
 

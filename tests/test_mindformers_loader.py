@@ -27,6 +27,10 @@ CASES = [
     {"model": "qwen2.5-7b", "method": "full"},
     {"model": "llama3.1-70b", "method": "lora"},
     {"model": "debug-tiny", "method": "full", "cards": 1, "global_batch_size": 4},
+    # the length as a TrainCallBack and each schedule, with its floor, built by MindFormers (issue 13)
+    {"model": "qwen3-8b", "method": "lora", "cards": 8, "train": {"steps": 300, "lr_schedule": "linear"}},
+    {"model": "qwen2.5-7b", "method": "lora", "train": {"steps": 300, "min_learning_rate": 1.0e-6}},
+    {"model": "qwen3-8b", "method": "full", "cards": 8, "train": {"steps": 300, "lr_schedule": "constant"}},
 ]
 
 
@@ -49,3 +53,17 @@ def test_mindformers_refuses_a_broken_yaml(tmp_path):
     path.write_text(yaml.safe_dump(doc))
     status, detail = loader_check(PYTHON, path, 16)
     assert status == "problem" and "8 != device_num(16)" in detail, detail
+
+
+@pytest.mark.parametrize("edit,message", [
+    (lambda doc: next(c for c in doc["callbacks"] if c["type"] == "TrainCallBack").update(type="TrainCallback"),
+     "TrainCallback"),
+    (lambda doc: doc["lr_schedule"].update(learning_rate="x"), "learning_rate"),
+])
+def test_mindformers_refuses_a_broken_length_or_schedule(tmp_path, edit, message):
+    plan, path = render(tmp_path, CASES[8])
+    doc = yaml.safe_load(path.read_text())
+    edit(doc)
+    path.write_text(yaml.safe_dump(doc))
+    status, detail = loader_check(PYTHON, path, plan.frameworks["mindformers"].layout.cards)
+    assert status == "problem" and message in detail, detail

@@ -179,6 +179,9 @@ try:
     from mindformers.tools.register.config import MindFormerConfig
     from mindformers.tools.check_rules import check_rules
     from mindformers.core.parallel_config import build_parallel_config
+    from mindformers.core.callback.build_callback import build_callback
+    from mindformers.core.lr.build_lr import build_lr
+    from mindformers.tools.register import MindFormerModuleType, MindFormerRegister
 except Exception as exc:
     print(json.dumps({"status": "env", "detail": f"{type(exc).__name__}: {exc}"}))
     sys.exit(0)
@@ -190,6 +193,21 @@ try:
     if isinstance(config.get("metric"), dict):
         config.metric = [config.metric]  # the Trainer makes it a list before check_rules
     check_rules(config, mode="train")  # base_trainer.py l. 1232
+    # The length and the schedule as MindFormers builds them: the TrainCallBack from the registry with its
+    # stop_step, the lr_schedule class with the plan's keys (total_steps -1 is set from the data first, as
+    # create_lr_scheduler does, base_trainer.py l. 700-708).
+    for callback in config.callbacks:
+        if not MindFormerRegister.is_exist(MindFormerModuleType.CALLBACK, callback["type"]):
+            raise KeyError(f"callback {callback['type']} is not registered")
+        if callback["type"] == "TrainCallBack":
+            built = build_callback(callback)
+            assert built.stop_step == callback["stop_step"], "TrainCallBack lost its stop_step"
+    schedule = MindFormerConfig(**config.lr_schedule)
+    if schedule.total_steps in (None, -1):
+        schedule.total_steps = 1000
+    lr = build_lr(schedule)
+    for step in (1, schedule.total_steps):  # the schedule computes a rate (a bad lr_end fails here)
+        float(lr(ms.Tensor(step, ms.int32)).asnumpy())
 except Exception as exc:
     print(json.dumps({"status": "problem", "detail": f"{type(exc).__name__}: {str(exc).strip()[:400]}"}))
     sys.exit(0)
