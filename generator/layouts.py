@@ -349,7 +349,7 @@ def _layout(ctx: Context, shape: Parallel, source: str) -> Layout:
     """`shape` with its memory estimate, as the plan states it."""
     rank = ctx.adapter.rank if ctx.adapter else 0
     memory = estimate(ctx.model, ctx.spec.method, ctx.fw.memory, shape, ctx.spec.seq_len, rank,
-                      ctx.fw.overhead_gb, ctx.spec.quantization_bit, ctx.activations)
+                      ctx.fw.overhead_gb, ctx.spec.quantization_bit, ctx.activations, ctx.fw.kbit_fp32)
     return Layout(**{f.name: getattr(shape, f.name) for f in fields(Parallel)}, framework=ctx.fw.name, memory=memory,
                   usable_gb=ctx.hw.usable_gb, deepspeed=ctx.fw.deepspeed, source=source)
 

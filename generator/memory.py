@@ -9,11 +9,14 @@ Conventions (bf16 compute everywhere, flash attention, so no s^2 attention score
 - Full recompute keeps only each layer's input (2*s*b*h) plus one layer's activations while it is recomputed.
   Selective recompute (the activation function) drops the F-sized activation output.
 - 1F1B pipeline: stage i holds (PP - i) micro batches in flight; the first stage holds PP.
-- Logits: Megatron keeps s*b*V fp32 logits split over TP on the last stage; HuggingFace models (LLaMA-Factory)
-  hold bf16 logits, their fp32 upcast and its gradient (HF_LOGIT_BYTES an element).
+- Logits: Megatron keeps s*b*V fp32 logits split over TP on the last stage.
 - LLaMA-Factory runs the HuggingFace code, not Megatron's fused kernels: its activations are what that code keeps,
   measured per decoder (data/hf_activations.yaml, from bench/calibrate_activations.py): fp32 copies inside the
-  norms, and with LoRA an fp32 copy of every adapted layer's input (the adapters are fp32).
+  norms, and with LoRA an fp32 copy of every adapted layer's input (the adapters are fp32). So are one layer's
+  backward working set (with checkpointing, its recomputed forward too) and the peak bytes per logit while the loss
+  runs forward and backward: 12 for transformers' own loss, which upcasts to fp32; 14 for ChatGLM3's; 6 for
+  Baichuan 2's, which stays in bf16 unless autocast (a run without DeepSpeed) computes it in fp32. The logits are
+  freed before backward reaches the last layer, so the step's peak holds the larger of the two, not both.
 """
 
 from __future__ import annotations
@@ -74,14 +77,32 @@ def hf_layer_bytes(coefficients: dict, model: Model, seq: int) -> float:
         coefficients["scores_per_head"] * model.heads * seq
 
 
+def hf_step_bytes(activations: dict, model: Model, method: str, recompute: str, seq_len: int, micro: int,
+                  fp32_loss: bool = False) -> tuple[float, float]:
+    """(activations, logits) at the peak of a training step of the HuggingFace code, in bytes, from the decoder's
+    measurements (`activations`: its hf_activations.yaml entry); `fp32_loss`: the loss runs in fp32 (autocast, or
+    an output head upcast to fp32)."""
+    trained = "lora" if trains_adapters(method) else "full"
+    checkpointing = "full" if recompute == "full" else "none"
+    tokens = seq_len * micro
+    kept = hf_layer_bytes(activations[trained][checkpointing], model, seq_len) * tokens
+    working = hf_layer_bytes(activations["working"][trained][checkpointing], model, seq_len) * tokens
+    logits = activations["logit_bytes"]["fp32" if fp32_loss else "bf16"] * tokens * model.vocab
+    # The loss's logits are freed before backward reaches the last layer (and, with checkpointing, recomputes it),
+    # so the step's peak holds the larger of the two, not both.
+    return model.layers * kept + max(0.0, working - logits), logits
+
+
 def estimate(model: Model, method: str, scheme: str, shape: Parallel, seq_len: int, lora_rank: int,
-             overhead_gb: float, quant_bits: int | None = None, activations: dict | None = None) -> MemoryBreakdown:
+             overhead_gb: float, quant_bits: int | None = None, activations: dict | None = None,
+             kbit_fp32: bool = False) -> MemoryBreakdown:
     """Memory per card for `shape`; the worst pipeline stage. `activations`: the decoder's measured coefficients
-    (hf_activations.yaml), which the deepspeed scheme (HuggingFace code) counts."""
+    (hf_activations.yaml), which the deepspeed scheme (HuggingFace code) counts; `kbit_fp32`: that code upcasts
+    a k-bit model's unquantized parameters to fp32."""
     if scheme == "deepspeed":
         if activations is None:
             raise ValueError("the deepspeed scheme counts measured activations: pass the decoder's coefficients")
-        return _deepspeed(model, method, shape, seq_len, lora_rank, overhead_gb, quant_bits, activations)
+        return _deepspeed(model, method, shape, seq_len, lora_rank, overhead_gb, quant_bits, activations, kbit_fp32)
     return max((_megatron_stage(model, method, scheme, shape, seq_len, lora_rank, overhead_gb, stage)
                 for stage in range(shape.pp)), key=lambda m: m.total)
 
@@ -128,8 +149,6 @@ def _megatron_stage(model: Model, method: str, scheme: str, shape: Parallel, seq
 # seed002_memory.csv; tests/test_memory_seed002.py reports the error per row):
 QUANT_BYTES = {4: 0.5625, 8: 1.5}  # nf4: 4 bits + an fp32 absmax per 64-weight block; LLM.int8: the int8 weights
 #                                   plus bitsandbytes' reformatted copy for its int8 matmul (measured, ~1.5 B)
-KBIT_UNQUANTIZED_BYTES = 4.0  # embeddings / lm_head / norms of a k-bit model are upcast to fp32 for training
-HF_LOGIT_BYTES = 10.0  # per logit: bf16 logits 2 + their fp32 upcast for the loss 4 + the fp32 gradient 4
 ADAPTER_WEIGHT_BYTES, ADAPTER_STATE_BYTES = 4.0, 12.0  # trainable LoRA weights in fp32; grads 4 + Adam 8 (shardable)
 # ZeRO-3 offload keeps on the device what upstream's ds_z3_offload_config.json lets it: up to
 # stage3_max_live_parameters (1e9) live bf16 parameters, a sub_group_size (1e9) group of fp32 gradients and
@@ -145,7 +164,7 @@ def _trained(model: Model) -> int:
 
 
 def _deepspeed(model: Model, method: str, shape: Parallel, seq_len: int, lora_rank: int, overhead_gb: float,
-               quant_bits: int | None, activations: dict) -> MemoryBreakdown:
+               quant_bits: int | None, activations: dict, kbit_fp32: bool) -> MemoryBreakdown:
     """LLaMA-Factory: no DeepSpeed (zero_stage None), ZeRO-2 (optimizer and gradients sharded) or ZeRO-3
     (everything sharded; DeepSpeed's estimate_zero3_model_states_mem_needs: 18 B/param over the world plus 4 x the
     largest layer being gathered), optionally with ZeRO-3 offload."""
@@ -154,9 +173,9 @@ def _deepspeed(model: Model, method: str, shape: Parallel, seq_len: int, lora_ra
     gathered = 4.0 * model.largest_layer_params if stage == 3 else 0.0
     weights = grads = optimizer = adapters = 0.0
     if trains_adapters(method):
-        if quant_bits:
+        if quant_bits:  # the embeddings and output head stay unquantized, in bf16 or upcast to fp32
             embeddings = model.embedding_params * (1 if model.tied else 2)
-            frozen = (model.params - embeddings) * QUANT_BYTES[quant_bits] + embeddings * KBIT_UNQUANTIZED_BYTES
+            frozen = (model.params - embeddings) * QUANT_BYTES[quant_bits] + embeddings * (4.0 if kbit_fp32 else 2.0)
         else:
             frozen = 2.0 * model.params
         weights = (frozen / world if stage == 3 else frozen) + gathered
@@ -171,13 +190,10 @@ def _deepspeed(model: Model, method: str, shape: Parallel, seq_len: int, lora_ra
         weights = 2.0 * model.params / (world if stage == 3 else 1) + gathered
         grads = 4.0 * _trained(model) / (world if stage >= 2 else 1)
         optimizer = 12.0 * _trained(model) / (world if stage >= 1 else 1)
-    # Gradient checkpointing keeps each layer's input; the layer being recomputed holds its whole set again.
-    measured = activations["lora" if trains_adapters(method) else "full"]
-    tokens = seq_len * shape.micro_batch_size
-    kept = hf_layer_bytes(measured["full" if shape.recompute == "full" else "none"], model, seq_len) * tokens
-    working = hf_layer_bytes(measured["none"], model, seq_len) * tokens if shape.recompute == "full" else 0.0
-    kept_all = model.layers * kept + working
-    logits = seq_len * shape.micro_batch_size * model.vocab * HF_LOGIT_BYTES
+    # Without DeepSpeed the Trainer runs the model under autocast, which computes the loss in fp32.
+    fp32_loss = shape.zero_stage is None or bool(quant_bits and kbit_fp32)
+    kept_all, logits = hf_step_bytes(activations, model, method, shape.recompute, seq_len, shape.micro_batch_size,
+                                     fp32_loss)
     return MemoryBreakdown(weights=weights / GIB, gradients=grads / GIB, optimizer=optimizer / GIB,
                            adapters=adapters / GIB, activations=kept_all / GIB, logits=logits / GIB,
                            overhead=overhead_gb)

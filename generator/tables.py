@@ -205,9 +205,13 @@ class Framework:
     model_facts: tuple[str, ...] = ()  # keys every supported model's row must have (its renderer reads them)
     templates: tuple[str, ...] | None = None  # chat templates the pinned version registers (every row's must be one)
     flash_attn: str | None = None  # the attention kernel setting written into its config (the memory model's)
-    # decoder -> {"full"|"lora": {"none"|"full": coefficients}}: activations measured in the real code
-    # (hf_activations.yaml); the memory model reads them for a framework that trains HuggingFace models
+    # decoder -> {"full"|"lora": {"none"|"full": coefficients}, "working": the same, "logit_bytes": {"bf16"|"fp32"}}:
+    # measured in the real code (hf_activations.yaml); the memory model reads them for a framework that trains
+    # HuggingFace models
     activations: dict | None = None
+    # k-bit training upcasts the parameters left unquantized (embeddings, output head, norms) to fp32, and so the
+    # loss (PEFT's prepare_model_for_kbit_training does); the memory model's deepspeed scheme reads it
+    kbit_fp32: bool = False
 
     @property
     def deepspeed(self) -> bool:
@@ -364,10 +368,13 @@ ACTIVATION_TERMS = ("hidden", "q", "kv", "ffn", "heads", "const", "scores_per_he
 
 
 def _has_activations(activations: dict, decoder: str) -> bool:
-    """Coefficients for full and LoRA training, with and without gradient checkpointing."""
+    """Coefficients of what each layer keeps and of the step's working set, for full and LoRA training, with and
+    without gradient checkpointing, and the loss's bytes per logit in bf16 and in fp32."""
     sets = activations.get(decoder) or {}
-    return all(set(ACTIVATION_TERMS) <= set((sets.get(method) or {}).get(recompute) or {})
-               for method in ("full", "lora") for recompute in ("none", "full"))
+    return all(set(ACTIVATION_TERMS) <= set((group.get(method) or {}).get(recompute) or {})
+               for group in (sets, sets.get("working") or {})
+               for method in ("full", "lora") for recompute in ("none", "full")) \
+        and {"bf16", "fp32"} <= set(sets.get("logit_bytes") or {})
 
 
 def _check_registry(tables: "Tables") -> None:
