@@ -42,6 +42,7 @@ import contextlib
 import csv
 import os
 import sys
+import unittest.mock
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
@@ -115,12 +116,17 @@ def built(w: dict, arch: str, layers: int, lora: bool, checkpointing: bool, fake
 
     cfg = config(w, arch, layers)
     cfg.vocab_size = vocab
+    cfg.use_cache = False  # as LLaMA-Factory trains (model_utils/kv_cache.py l. 40)
     # BLOOM's code has only its own attention (ALiBi), which keeps the scores: the quadratic column.
     cfg._attn_implementation = "eager" if arch == "bloom" else "sdpa"
     args = Args()
     args.disable_gradient_checkpointing = not checkpointing
     args.upcast_lmhead_output = fp32_logits
-    with FakeTensorMode(allow_non_fake_inputs=True) if fake else contextlib.nullcontext():
+    # transformers looks for packed sequences in the position ids, a check on values that fake tensors do not have:
+    # it would build an explicit seq x seq mask that a real run of unpacked sequences never does (masking_utils.py
+    # find_packed_sequence_indices returns None for them).
+    with FakeTensorMode(allow_non_fake_inputs=True) if fake else contextlib.nullcontext(), \
+            unittest.mock.patch("transformers.masking_utils.find_packed_sequence_indices", lambda ids: None):
         torch.set_default_dtype(torch.bfloat16)  # built in bf16: module.to() cannot swap fake parameters
         try:
             model = AutoModelForCausalLM.from_config(cfg)

@@ -110,11 +110,9 @@ def test_a_fake_step_peaks_where_a_real_step_does(arch):
     w = dict(hidden=128, heads=4, kv_heads=2 if arch != "bloom" else 4, head_dim=32, ffn=256, qkv_bias=False)
     for lora in (False, True):
         for gc in (False, True):
-            fake = cal.step_bytes(w, arch, 2, 64, lora, gc, 512)
-            real = cal.step_bytes(w, arch, 2, 64, lora, gc, 512, fake=False)
-            # Within 5%: the CPU attention kernel's own scratch, which a fake run does not allocate, shows where
-            # backward recomputes a layer (llama with checkpointing: 3-4% at these widths; elsewhere equal).
-            assert fake == pytest.approx(real, rel=0.05), (arch, lora, gc, fake, real)
+            fake = cal.step_bytes(w, arch, 2, 256, lora, gc, 512)
+            real = cal.step_bytes(w, arch, 2, 256, lora, gc, 512, fake=False)
+            assert fake == real, (arch, lora, gc, fake, real)
 
 
 def test_the_installed_code_still_keeps_what_the_data_says():
@@ -141,4 +139,4 @@ def test_the_installed_code_still_peaks_at_the_bytes_per_logit_the_data_says(dec
     arch = LF.activations[decoder]["measured_as"]
     for head in ("bf16", "fp32"):
         assert cal.logit_bytes(decoder, arch, head == "fp32") == pytest.approx(
-            LF.activations[decoder]["logit_bytes"][head], rel=TOLERANCE), (decoder, head)
+            LF.activations[decoder]["logit_bytes"][head], abs=0.5), (decoder, head)
