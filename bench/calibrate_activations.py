@@ -3,7 +3,7 @@ LLaMA-Factory's rows use: the memory model's LLaMA-Factory activation and logit 
 (generator/data/hf_activations.yaml) and the per-row figures tests/test_memory_hf.py holds them to
 (tests/data/hf_activations.csv, tests/data/hf_step_peaks.csv).
 
-Run by hand after a transformers, peft or LLaMA-Factory upgrade (about 45 minutes on 2 cores; nothing is
+Run by hand after a transformers, peft or LLaMA-Factory upgrade (about 17 minutes on 2 cores; nothing is
 downloaded, no weight is allocated); it rewrites the three files:
 
     python bench/calibrate_activations.py
