@@ -98,3 +98,17 @@ def test_seed_001_lora_without_sharding_on_one_910b_card():
     node = resolve(make_spec(model="qwen2.5-32b", method="lora", cards=8, frameworks=["llama-factory"]),
                    tables).frameworks["llama-factory"].layout
     assert node.zero_stage == 3 and node.fits
+
+
+@pytest.mark.parametrize("zero_stage,quant,kbit_fp32,per_logit", [
+    (None, None, False, 12.0),  # one card without DeepSpeed: the Trainer's autocast computes the loss in fp32
+    (3, None, False, 6.0),      # DeepSpeed's bf16 engine: Baichuan 2's own loss stays in bf16
+    (3, 4, False, 6.0),         # LLaMA-Factory 0.9.5 keeps a k-bit base's output head in bf16
+    (3, 4, True, 12.0)])        # a stack that upcasts it (seed 002's) computes the loss in fp32
+def test_the_loss_runs_in_fp32_under_autocast_or_an_upcast_head(zero_stage, quant, kbit_fp32, per_logit):
+    baichuan = load_tables().frameworks["llama-factory"].activations["baichuan"]
+    model = MODELS["baichuan2-7b"]
+    mem = estimate(model, "qlora" if quant else "lora", "deepspeed",
+                   shape(cards=1, num_layer_list=(32,), zero_stage=zero_stage, recompute="full"), 1024, 8, 0.0,
+                   quant, baichuan, kbit_fp32)
+    assert mem.logits * GIB == pytest.approx(per_logit * 1024 * model.vocab)  # one sequence of 1024 tokens
