@@ -130,6 +130,10 @@ def test_the_installed_code_still_keeps_what_the_data_says():
                 for seq in (1024, 4096):
                     assert model_bytes(model, method, gc, seq) == pytest.approx(linear + quadratic * seq,
                                                                                 rel=TOLERANCE), (model, method, gc)
+        # The step's working set (one layer's backward with its recomputed forward), fitted on other widths.
+        linear, quadratic = cal.working(cal.widths(T.models[model]), arch, False, True)
+        assert hf_layer_bytes(LF.activations[decoder]["working"]["full"]["full"], T.models[model], 1024) == \
+            pytest.approx(linear + quadratic * 1024, rel=TOLERANCE), (model, "working")
 
 
 @pytest.mark.parametrize("decoder", sorted(LF.activations))
