@@ -7,9 +7,9 @@
 # transformers' imports down with them. They are removed here only where they do not import.
 set -euo pipefail
 cd -- "$(dirname -- "${BASH_SOURCE[0]}")/.."
-case "${1:-}" in
-  '') target=. ;;
-  validate | test) target=".[$1]" ;;
+case "$#:${1:-}" in
+  0:) target=. ;;
+  1:validate | 1:test) target=".[$1]" ;;
   *)
     echo "usage: bash scripts/install.sh [validate|test]" >&2
     exit 2
