@@ -8,6 +8,7 @@ a fact a framework needs (after an edit to it).
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import sys
 from pathlib import Path
@@ -256,8 +257,12 @@ def init(model: str, method: str, hardware: str, out_file: Path | None) -> None:
 @click.option("--mindformers-python", envvar="GEN_LAUNCH_MINDFORMERS_PYTHON", metavar="PYTHON",
               help="An interpreter with mindformers and a MindSpore CPU build: also run MindFormers' own "
                    "MindFormerConfig and check_rules on train.yaml (see README).")
-def validate(job_dir: Path, mindformers_python: str | None) -> None:
-    """Check the files render wrote in JOB_DIR with each framework's own rules: one line per file.
+@click.option("--json", "as_json", is_flag=True,
+              help="Print one JSON document after the last check: job_dir, exit_status and results, a list of "
+                   "{path, status, detail} in the order the lines come.")
+def validate(job_dir: Path, mindformers_python: str | None, as_json: bool) -> None:
+    """Check the files render wrote in JOB_DIR with each framework's own rules: one line per file, printed as its
+    checks finish.
 
     \b
     MindSpeed-LLM command lines go through parsers rebuilt from the pinned 2.2.0 declarations and the start-up
@@ -284,10 +289,15 @@ def validate(job_dir: Path, mindformers_python: str | None) -> None:
         results = validate_job(job_dir, mindformers_python)
     except UserError as error:
         _fail(error, str(job_dir))
-    for result in results:
-        detail = f"  {result.detail}" if result.detail else ""
-        click.echo(f"{result.status:>8}  {result.path}{detail}")
-    if any(r.status == "problem" for r in results):
-        sys.exit(EXIT_DRIFT)
-    if any(r.status == "env" for r in results):
-        sys.exit(EXIT_ENVIRONMENT)
+    seen = []
+    for result in results:  # each line as its file's checks finish (click.echo flushes)
+        seen.append(result)
+        if not as_json:
+            detail = f"  {result.detail}" if result.detail else ""
+            click.echo(f"{result.status:>8}  {result.path}{detail}")
+    statuses = {r.status for r in seen}
+    code = EXIT_DRIFT if "problem" in statuses else EXIT_ENVIRONMENT if "env" in statuses else 0
+    if as_json:
+        click.echo(json.dumps({"job_dir": str(job_dir), "exit_status": code,
+                               "results": [dataclasses.asdict(r) for r in seen]}, indent=2))
+    sys.exit(code)
