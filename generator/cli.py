@@ -23,6 +23,7 @@ from .render import check as check_files
 from .render import compare, environment, render_files, write
 from .render.core import plan_json
 from .resolve import candidate_layouts, minimum_table, resolve
+from .schemafile import SCHEMA_NAME, current, schema_bytes, schema_ref, write_schema
 from .shell import quote
 from .spec import load_spec
 from .starter import starter_spec
@@ -223,24 +224,34 @@ def models(seq_len: int, as_json: bool) -> None:
 @click.option("--hardware", required=True, help="A hardware row (snt9b, snt9b23, rtx4090, h800, ...).")
 @click.option("-o", "--out", "out_file", type=click.Path(dir_okay=False, path_type=Path),
               help="Write the spec here (never over an existing file); default: print it.")
-def init(model: str, method: str, hardware: str, out_file: Path | None) -> None:
-    """Write a commented starter spec for MODEL (a table name or HuggingFace id): the required keys filled in,
-    the optional ones commented with their defaults and sources, and the schema line editors read.
+@click.option("--schema", "schema_dir", type=click.Path(file_okay=False, path_type=Path),
+              help=f"The folder holding {SCHEMA_NAME}, which the spec's editor line names by a path relative to "
+                   f"the spec; with -o it is written there if missing. Default: the spec's folder.")
+def init(model: str, method: str, hardware: str, out_file: Path | None, schema_dir: Path | None) -> None:
+    """Write a commented starter spec for MODEL (a table name, or a HuggingFace id: an instruct model's, or its
+    base model's to train from the base weights): the required keys filled in, the optional ones commented with
+    their defaults and sources, and the schema line editors read (relative to the spec, so it works in every
+    checkout; with -o the schema file is written beside the spec, or in --schema).
 
     \b
     Example:
-        gen-launch init Qwen/Qwen3-8B --method lora --hardware snt9b -o qwen3-8b-lora.yaml
+        gen-launch init Qwen/Qwen3-8B --method lora --hardware snt9b -o jobs/qwen3-8b-lora.yaml
     """
+    spec_dir = out_file.parent if out_file is not None else Path()
+    schema_dir = spec_dir if schema_dir is None else schema_dir
     try:
         tables = load_tables()
         if hardware not in tables.hardware:
             raise SpecError.at("hardware", f"{show(hardware)} is not a hardware row; choose one of "
                                            f"{', '.join(tables.hardware)}")
-        text = starter_spec(tables, environment(), model, method, hardware)
+        text = starter_spec(tables, environment(), model, method, hardware, schema_ref(schema_dir, spec_dir))
     except UserError as error:
         _fail(error, "init")
     if out_file is None:
         click.echo(text, nl=False)
+        if not current(schema_dir / SCHEMA_NAME):
+            click.echo(f"note: the schema line names {schema_dir / SCHEMA_NAME}; write it with: "
+                       f"{quote('gen-launch')} schema -o {quote(str(schema_dir))}", err=True)
         return
     try:
         with out_file.open("x", encoding="utf-8") as handle:
@@ -250,6 +261,46 @@ def init(model: str, method: str, hardware: str, out_file: Path | None) -> None:
     except OSError as exc:
         _fail(UserError(f"cannot write {out_file}: {exc.strerror}"), "init")
     click.echo(f"   create  {out_file}")
+    _init_schema(schema_dir)
+
+
+def _init_schema(folder: Path) -> None:
+    """The schema a new spec names: written when missing; an older copy is left as it is, with the command that
+    refreshes it."""
+    path = folder / SCHEMA_NAME
+    if path.exists() or path.is_symlink():
+        if not current(path):
+            click.echo(f"note: {path} is not this gen-launch's schema; refresh it with: gen-launch schema -o "
+                       f"{quote(str(folder))}", err=True)
+        return
+    try:
+        action, written = write_schema(folder)
+    except UserError as error:
+        _fail(error, "init")
+    click.echo(f"{action:>9}  {written}")
+
+
+@main.command()
+@click.option("-o", "--out", "out_dir", type=click.Path(file_okay=False, path_type=Path),
+              help=f"Write {SCHEMA_NAME} into this folder (made if missing; an older copy is replaced); default: "
+                   f"print it.")
+def schema(out_dir: Path | None) -> None:
+    """The job spec's JSON Schema, for editors: write it beside the specs, and their first line
+    `# yaml-language-server: $schema=job.schema.json` (init writes it) validates them as they are typed, in every
+    checkout of the repository.
+
+    \b
+    Example:
+        gen-launch schema -o jobs
+    """
+    if out_dir is None:
+        click.echo(schema_bytes().decode("utf-8"), nl=False)
+        return
+    try:
+        action, path = write_schema(out_dir)
+    except UserError as error:
+        _fail(error, "schema")
+    click.echo(f"{action:>9}  {path}")
 
 
 @main.command()

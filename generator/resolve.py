@@ -50,6 +50,11 @@ def resolve(spec: Spec, tables: Tables, force: bool = False) -> Plan:
                                                f"choose {' or '.join(map(str, hw.quantization_bits))} (seed 001: "
                                                f"int8 misbehaves on 910B; LLaMA-Factory's Ascend example is 4-bit)")
     names, notes = _frameworks(spec, tables, model)
+    hf_id = tables.weights(spec.model)
+    if hf_id != model.hf_id:
+        notes.append(f"model: {hf_id} is the base model: trained from its own weights, planned with the {model.name} "
+                     f"row's shape (that of {model.hf_id}, the same architecture); fine-tuning formats samples with "
+                     f"the family's chat template, as LLaMA-Factory does for a base model")
     lora = adapter(spec, tables.recipes[spec.method])
     if spec.frameworks is None and not force:
         # Defaulted frameworks drop those the table marks '-' here; a named one is refused instead.
@@ -94,12 +99,12 @@ def resolve(spec: Spec, tables: Tables, force: bool = False) -> Plan:
     kept = _checkpoints_kept(spec, model, plans, recipe)
     if kept:
         (warnings if "keep_checkpoints" in spec.train else notes).append(kept)
-    paths = _paths(spec, model, plans, data)
+    paths = _paths(spec, hf_id, plans, data)
     placeholders = sorted(k for k, v in paths.items() if v.placeholder)
     if placeholders:
         notes.append(f"paths not given in the spec, written as placeholders to edit before launch: "
                      f"{', '.join(placeholders)}")
-    return Plan(job=spec.job, model=model.name, hf_id=model.hf_id, method=spec.method, seq_len=spec.seq_len,
+    return Plan(job=spec.job, model=model.name, hf_id=hf_id, method=spec.method, seq_len=spec.seq_len,
                 hardware=hw.name, hardware_label=hw.label, accelerator=hw.accelerator, cards_per_node=hw.cards_per_node,
                 frameworks=plans,
                 rejected=tuple(rejected), notes=tuple(notes), warnings=tuple(warnings), paths=paths,
@@ -417,11 +422,11 @@ def _checkpoints_kept(spec: Spec, model: Model, plans: dict[str, FrameworkPlan],
             f"iter_* folders as the run goes, or raise train.save_every_steps")
 
 
-def _paths(spec: Spec, model: Model, plans: dict[str, FrameworkPlan], data: DataShape) -> dict[str, PathValue]:
+def _paths(spec: Spec, hf_id: str, plans: dict[str, FrameworkPlan], data: DataShape) -> dict[str, PathValue]:
     given = spec.paths
     output = given.get("output_dir", f"/path/to/output/{spec.job}")
     defaults = {
-        "model_dir": f"/path/to/{model.hf_id.split('/')[-1]}",
+        "model_dir": f"/path/to/{hf_id.split('/')[-1]}",
         # Every framework reads the raw file: JSON lines with a "text" field for pretraining (each framework's
         # preprocessing tokenises it), the fine-tuning format otherwise.
         "dataset": f"/path/to/data/train.{'jsonl' if data.format in ('text', 'sharegpt') else 'json'}",
