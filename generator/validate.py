@@ -26,7 +26,14 @@ import yaml
 from .checks import llama_factory, mindformers, mindspeed_llm
 from .checks.shell import assignment, bash_arrays, shell_problems
 from .errors import UserError
-from .jobdir import MANIFEST, Manifest, parse_manifest, read_regular, safe_relative, scan
+from .jobdir import (
+    MANIFEST,
+    Manifest,
+    parse_manifest,
+    read_regular,
+    safe_relative,
+    scan,
+)
 from .tables import load_tables
 
 INSTALL_HINT = ("pip install -e '.[validate]' from a clone of gen-launch, then on a host without CUDA "
