@@ -273,10 +273,14 @@ def _init_schema(folder: Path) -> None:
             click.echo(f"note: {path} is not this gen-launch's schema; refresh it with: gen-launch schema -o "
                        f"{quote(str(folder))}", err=True)
         return
+    _write_schema(folder, "init")
+
+
+def _write_schema(folder: Path, command: str) -> None:
     try:
         action, written = write_schema(folder)
     except UserError as error:
-        _fail(error, "init")
+        _fail(error, command)
     click.echo(f"{action:>9}  {written}")
 
 
@@ -296,11 +300,7 @@ def schema(out_dir: Path | None) -> None:
     if out_dir is None:
         click.echo(schema_bytes().decode("utf-8"), nl=False)
         return
-    try:
-        action, path = write_schema(out_dir)
-    except UserError as error:
-        _fail(error, "schema")
-    click.echo(f"{action:>9}  {path}")
+    _write_schema(out_dir, "schema")
 
 
 @main.command()
