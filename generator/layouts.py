@@ -33,7 +33,7 @@ MAX_BUBBLE = 0.25
 
 class NoFit(SpecError):
     """No layout of one framework fits in memory. The resolver adds the way out (nofit.py) and leaves a framework
-    the spec did not list out of the plan; `cards`: the count the search started from."""
+    the spec did not list out of the plan; `cards`: the count the plan tried, above which the way out looks."""
 
     def __init__(self, path: str, message: str, ctx: Context, cards: int):
         super().__init__([Problem(path, message)])

@@ -135,7 +135,8 @@ def _resolve_fitting(spec: Spec, tables: Tables, contexts: dict[str, Context], n
                         f"frameworks: to have the plan refused instead" for name in unfit)
         return results
     others = (f"; or leave {' and '.join(unfit)} out of frameworks: ({', '.join(results)} "
-              f"{'plans' if len(results) == 1 else 'plan'} without it)") if results else ""
+              f"{'plans' if len(results) == 1 else 'plan'} without {'it' if len(unfit) == 1 else 'them'})") \
+        if results else ""
     raise SpecError([replace(problem, message=problem.message + others) for problem in unfit.values()])
 
 
