@@ -8,6 +8,7 @@ a fact a framework needs (after an edit to it).
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import sys
 from pathlib import Path
@@ -22,6 +23,7 @@ from .render import check as check_files
 from .render import compare, environment, render_files, write
 from .render.core import plan_json
 from .resolve import candidate_layouts, minimum_table, resolve
+from .schemafile import SCHEMA_NAME, current, schema_bytes, schema_ref, write_schema
 from .shell import quote
 from .spec import load_spec
 from .starter import starter_spec
@@ -222,24 +224,34 @@ def models(seq_len: int, as_json: bool) -> None:
 @click.option("--hardware", required=True, help="A hardware row (snt9b, snt9b23, rtx4090, h800, ...).")
 @click.option("-o", "--out", "out_file", type=click.Path(dir_okay=False, path_type=Path),
               help="Write the spec here (never over an existing file); default: print it.")
-def init(model: str, method: str, hardware: str, out_file: Path | None) -> None:
-    """Write a commented starter spec for MODEL (a table name or HuggingFace id): the required keys filled in,
-    the optional ones commented with their defaults and sources, and the schema line editors read.
+@click.option("--schema", "schema_dir", type=click.Path(file_okay=False, path_type=Path),
+              help=f"The folder holding {SCHEMA_NAME}, which the spec's editor line names by a path relative to "
+                   f"the spec; with -o it is written there if missing. Default: the spec's folder.")
+def init(model: str, method: str, hardware: str, out_file: Path | None, schema_dir: Path | None) -> None:
+    """Write a commented starter spec for MODEL (a table name, or a HuggingFace id: an instruct model's, or its
+    base model's to train from the base weights): the required keys filled in, the optional ones commented with
+    their defaults and sources, and the schema line editors read (relative to the spec, so it works in every
+    checkout; with -o the schema file is written beside the spec, or in --schema).
 
     \b
     Example:
-        gen-launch init Qwen/Qwen3-8B --method lora --hardware snt9b -o qwen3-8b-lora.yaml
+        gen-launch init Qwen/Qwen3-8B --method lora --hardware snt9b -o jobs/qwen3-8b-lora.yaml
     """
+    spec_dir = out_file.parent if out_file is not None else Path()
+    schema_dir = spec_dir if schema_dir is None else schema_dir
     try:
         tables = load_tables()
         if hardware not in tables.hardware:
             raise SpecError.at("hardware", f"{show(hardware)} is not a hardware row; choose one of "
                                            f"{', '.join(tables.hardware)}")
-        text = starter_spec(tables, environment(), model, method, hardware)
+        text = starter_spec(tables, environment(), model, method, hardware, schema_ref(schema_dir, spec_dir))
     except UserError as error:
         _fail(error, "init")
     if out_file is None:
         click.echo(text, nl=False)
+        if not current(schema_dir / SCHEMA_NAME):
+            click.echo(f"note: the schema line names {schema_dir / SCHEMA_NAME}; write it with: "
+                       f"{quote('gen-launch')} schema -o {quote(str(schema_dir))}", err=True)
         return
     try:
         with out_file.open("x", encoding="utf-8") as handle:
@@ -249,6 +261,46 @@ def init(model: str, method: str, hardware: str, out_file: Path | None) -> None:
     except OSError as exc:
         _fail(UserError(f"cannot write {out_file}: {exc.strerror}"), "init")
     click.echo(f"   create  {out_file}")
+    _init_schema(schema_dir)
+
+
+def _init_schema(folder: Path) -> None:
+    """The schema a new spec names: written when missing; an older copy is left as it is, with the command that
+    refreshes it."""
+    path = folder / SCHEMA_NAME
+    if path.exists() or path.is_symlink():
+        if not current(path):
+            click.echo(f"note: {path} is not this gen-launch's schema; refresh it with: gen-launch schema -o "
+                       f"{quote(str(folder))}", err=True)
+        return
+    _write_schema(folder, "init")
+
+
+def _write_schema(folder: Path, command: str) -> None:
+    try:
+        action, written = write_schema(folder)
+    except UserError as error:
+        _fail(error, command)
+    click.echo(f"{action:>9}  {written}")
+
+
+@main.command()
+@click.option("-o", "--out", "out_dir", type=click.Path(file_okay=False, path_type=Path),
+              help=f"Write {SCHEMA_NAME} into this folder (made if missing; an older copy is replaced); default: "
+                   f"print it.")
+def schema(out_dir: Path | None) -> None:
+    """The job spec's JSON Schema, for editors: write it beside the specs, and their first line
+    `# yaml-language-server: $schema=job.schema.json` (init writes it) validates them as they are typed, in every
+    checkout of the repository.
+
+    \b
+    Example:
+        gen-launch schema -o jobs
+    """
+    if out_dir is None:
+        click.echo(schema_bytes().decode("utf-8"), nl=False)
+        return
+    _write_schema(out_dir, "schema")
 
 
 @main.command()
@@ -256,8 +308,12 @@ def init(model: str, method: str, hardware: str, out_file: Path | None) -> None:
 @click.option("--mindformers-python", envvar="GEN_LAUNCH_MINDFORMERS_PYTHON", metavar="PYTHON",
               help="An interpreter with mindformers and a MindSpore CPU build: also run MindFormers' own "
                    "MindFormerConfig and check_rules on train.yaml (see README).")
-def validate(job_dir: Path, mindformers_python: str | None) -> None:
-    """Check the files render wrote in JOB_DIR with each framework's own rules: one line per file.
+@click.option("--json", "as_json", is_flag=True,
+              help="Print one JSON document after the last check: job_dir, exit_status and results, a list of "
+                   "{path, status, detail} in the order the lines come.")
+def validate(job_dir: Path, mindformers_python: str | None, as_json: bool) -> None:
+    """Check the files render wrote in JOB_DIR with each framework's own rules: one line per file, printed as its
+    checks finish.
 
     \b
     MindSpeed-LLM command lines go through parsers rebuilt from the pinned 2.2.0 declarations and the start-up
@@ -284,10 +340,15 @@ def validate(job_dir: Path, mindformers_python: str | None) -> None:
         results = validate_job(job_dir, mindformers_python)
     except UserError as error:
         _fail(error, str(job_dir))
-    for result in results:
-        detail = f"  {result.detail}" if result.detail else ""
-        click.echo(f"{result.status:>8}  {result.path}{detail}")
-    if any(r.status == "problem" for r in results):
-        sys.exit(EXIT_DRIFT)
-    if any(r.status == "env" for r in results):
-        sys.exit(EXIT_ENVIRONMENT)
+    seen = []
+    for result in results:  # each line as its file's checks finish (click.echo flushes)
+        seen.append(result)
+        if not as_json:
+            detail = f"  {result.detail}" if result.detail else ""
+            click.echo(f"{result.status:>8}  {result.path}{detail}")
+    statuses = {r.status for r in seen}
+    code = EXIT_DRIFT if "problem" in statuses else EXIT_ENVIRONMENT if "env" in statuses else 0
+    if as_json:
+        click.echo(json.dumps({"job_dir": str(job_dir), "exit_status": code,
+                               "results": [dataclasses.asdict(r) for r in seen]}, indent=2))
+    sys.exit(code)

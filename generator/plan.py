@@ -190,7 +190,8 @@ class Plan:
     def to_json(self) -> dict:
         slowest = max(self.frameworks.values(), key=lambda f: f.estimate.time_hours or 0.0)
         return {
-            "job": self.job, "model": self.model, "method": self.method, "quantization_bit": self.quantization_bit,
+            "job": self.job, "model": self.model, "hf_id": self.hf_id, "method": self.method,
+            "quantization_bit": self.quantization_bit,
             "seq_len": self.seq_len,
             "hardware": self.hardware, "cards": self.cards, "nodes": self.nodes,
             "cards_per_node": self.cards_per_node,

@@ -330,6 +330,16 @@ class Tables:
     presets: tuple[Preset, ...]
     recipes: dict[str, RecipeDefaults] = field(default_factory=dict)  # method -> its training defaults
     aliases: dict[str, str] = field(default_factory=dict)
+    base_ids: dict[str, str] = field(default_factory=dict)  # a base model's HF id, lowercased -> as published
+
+    def weights(self, name: str) -> str:
+        """The HuggingFace id a spec's `model:` trains from: a base model's own id when it names one (planned with
+        its instruct row's shape), else the row's hf_id."""
+        return self.base_ids.get(name.lower()) or self.model(name).hf_id
+
+    def base_of(self, model: Model) -> str | None:
+        """The HF id of `model`'s base (the instruct row's pretrained weights), where the tables know one."""
+        return next((base for base in self.base_ids.values() if self.aliases[base.lower()] == model.name), None)
 
     def model(self, name: str) -> Model:
         """Look a model up by canonical name or HF id (case-insensitive); unknown -> SpecError at `model`."""
@@ -460,14 +470,16 @@ def load_tables() -> Tables:
     for row in models_doc["models"]:
         model = _typed_row(Model, row, f"models.yaml {row.get('name')}")
         models[model.name] = model
-    aliases = {}
+    aliases, base_ids = {}, {}
     for model in models.values():
         aliases[model.name.lower()] = model.name
         aliases[model.hf_id.lower()] = model.name
         # Meta (Llama 3.x) and Qwen (Qwen2 / 2.5) publish each -Instruct model's base under the same name without
-        # the suffix, with the same config.json; pretraining starts from the base.
+        # the suffix, with the same architecture; a spec naming the base trains from the base's weights.
         if model.hf_id.endswith("-Instruct") and not model.vision:
-            aliases[model.hf_id.removesuffix("-Instruct").lower()] = model.name
+            base = model.hf_id.removesuffix("-Instruct")
+            aliases[base.lower()] = model.name
+            base_ids[base.lower()] = base
     hardware = {r["name"]: _typed_row(Hardware, {**r, "frameworks": tuple(r["frameworks"]),
                                                  "quantization_bits": tuple(r["quantization_bits"])}, "hardware.yaml")
                 for r in _load_yaml("hardware.yaml")["hardware"]}
@@ -490,6 +502,6 @@ def load_tables() -> Tables:
         for p in presets_doc["presets"])
     tables = Tables(models=models, hardware=hardware, frameworks=frameworks,
                     min_cards=_load_min_cards(DATA_DIR / "min_cards.csv"), presets=presets, recipes=_load_recipes(),
-                    aliases=aliases)
+                    aliases=aliases, base_ids=base_ids)
     _check_registry(tables)
     return tables

@@ -244,8 +244,8 @@ def test_init_writes_a_starter_that_plans(tmp_path, model, method, hardware):
     made = CliRunner().invoke(main, ["init", model, "--method", method, "--hardware", hardware, "-o", str(out)])
     assert made.exit_code == 0, made.output + made.stderr
     text = out.read_text()
-    schema = text.splitlines()[0].removeprefix("# yaml-language-server: $schema=file://")
-    assert Path(schema).name == "job.schema.json" and Path(schema).is_file()
+    schema = text.splitlines()[0].removeprefix("# yaml-language-server: $schema=")
+    assert schema == "job.schema.json" and (out.parent / schema).is_file()  # beside the spec (test_init.py)
     plain = json.loads(CliRunner().invoke(main, ["plan", str(out), "--json"]).stdout)
     lines, inside = [], False
     for line in text.splitlines():
