@@ -328,9 +328,9 @@ def validate(job_dir: Path, mindformers_python: str | None, as_json: bool) -> No
     Exit 0 all ok or skipped; 1 any problem; 4 no problem but a broken environment.
 
     \b
-    To add LLaMA-Factory's own checks (from a clone of gen-launch; the second command only on a host without
-    CUDA, where PyPI's torchvision / torchaudio builds for torch 2.13 do not import and break transformers):
-        pip install -e '.[validate]' && pip uninstall -y torchvision torchaudio
+    To add LLaMA-Factory's own checks (from a clone of gen-launch; the script also removes PyPI's torchvision /
+    torchaudio where, as on a host without CUDA, they do not import and would break transformers):
+        bash scripts/install.sh validate
 
     \b
     Example:

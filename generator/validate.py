@@ -36,8 +36,7 @@ from .jobdir import (
 )
 from .tables import load_tables
 
-INSTALL_HINT = ("pip install -e '.[validate]' from a clone of gen-launch, then on a host without CUDA "
-                "pip uninstall -y torchvision torchaudio")
+INSTALL_HINT = "bash scripts/install.sh validate from a clone of gen-launch"
 
 
 @dataclass(frozen=True)
