@@ -254,6 +254,7 @@ def init(model: str, method: str, hardware: str, out_file: Path | None, schema_d
                        f"{quote('gen-launch')} schema -o {quote(str(schema_dir))}", err=True)
         return
     try:
+        out_file.parent.mkdir(parents=True, exist_ok=True)  # init -o jobs/x.yaml starts the jobs folder
         with out_file.open("x", encoding="utf-8") as handle:
             handle.write(text)
     except FileExistsError:

@@ -92,3 +92,12 @@ def test_a_base_model_is_planned_from_its_own_weights(tmp_path):
     assert 'model: "qwen2.5-14b"  # Qwen/Qwen2.5-14B-Instruct (instruct); for the base model\'s weights write ' \
            'Qwen/Qwen2.5-14B' in instruct.read_text()
     assert json.loads(run("plan", instruct, "--json").stdout)["hf_id"] == "Qwen/Qwen2.5-14B-Instruct"
+
+
+def test_init_starts_the_folder_it_writes_into(tmp_path):
+    # The README's example writes jobs/qwen3-8b-lora.yaml into a fresh clone, where jobs/ does not exist yet.
+    out = tmp_path / "jobs" / "qwen3-8b-lora.yaml"
+    made = run("init", "Qwen/Qwen3-8B", "--method", "lora", "--hardware", "snt9b", "-o", str(out))
+    assert made.exit_code == 0, made.stderr
+    assert out.is_file() and (out.parent / "job.schema.json").is_file()
+    assert run("plan", str(out)).exit_code == 0
