@@ -18,7 +18,7 @@ COMMON_KEYS = ("keep_checkpoints", "resume", "seed")
 
 def starter_spec(tables: Tables, env: jinja2.Environment, model_name: str, method: str, hardware: str) -> str:
     model = tables.model(model_name)
-    hw = tables.hardware[hardware]
+    hw = tables.hardware_row(hardware)
     defaults = tables.recipes[method]
     offered = [name for name in tables.frameworks if name in hw.frameworks and tables.supports(name, model.name)
                and method in tables.frameworks[name].methods]
