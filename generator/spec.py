@@ -111,8 +111,8 @@ _IMPLICIT = {"null": (r"~|null|Null|NULL|", [*"~nN", ""]), "bool": (r"true|True|
 _EXPLICIT = {f"{_YAML}null": (_IMPLICIT["null"][0], "null, ~ or nothing"),
              f"{_YAML}bool": (_IMPLICIT["bool"][0], "true or false"),
              f"{_YAML}int": (_INT, "a whole number: ASCII digits with an optional sign, 0o... or 0x..."),
-             f"{_YAML}float": (rf"{_FLOAT}|[-+]?[0-9]+", "a number: ASCII digits with an optional sign, decimal "
-                                                       "point and exponent, .inf or .nan")}
+             f"{_YAML}float": (rf"{_FLOAT}|[-+]?[0-9]+", ("a number: ASCII digits with an optional sign, decimal "
+                                                        "point and exponent, .inf or .nan"))}
 _COLLECTIONS = {yaml.SequenceNode: f"{_YAML}seq", yaml.MappingNode: f"{_YAML}map"}
 
 
@@ -420,10 +420,9 @@ def _unclear_paths(data: Any) -> Iterator[Problem]:
     character or like nothing, so the path names a folder other than the one a reader sees. Control and format
     characters are _unusable_values' to report."""
     paths = data.get("paths") if isinstance(data, dict) else None
-    for key in PATH_KEYS if isinstance(paths, dict) else ():
-        value = paths.get(key)
-        odd = next((ch for ch in value if unicodedata.category(ch) in _UNCLEAR and ch != " "), None) \
-            if isinstance(value, str) else None
+    given = {key: paths[key] for key in PATH_KEYS if isinstance(paths.get(key), str)} if isinstance(paths, dict) else {}
+    for key, value in given.items():
+        odd = next((ch for ch in value if unicodedata.category(ch) in _UNCLEAR and ch != " "), None)
         if odd is not None:
             yield Problem(f"paths.{key}", f"{show(value)} holds U+{ord(odd):04X}, "
                                           f"{_UNCLEAR[unicodedata.category(odd)]}; a path may hold letters, marks, "
