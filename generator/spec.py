@@ -137,12 +137,13 @@ class _SpecLoader(yaml.SafeLoader):
     def compose_node(self, parent, index):
         if parent is None:
             return super().compose_node(parent, index)
+        # index: a sequence item's position, a mapping value's key node, None for a key
+        part = index.value if isinstance(index, yaml.ScalarNode) else index if isinstance(index, int) else None
         # self.parts: the collections around this node but the document's own
         if len(self.parts) + 1 >= MAX_DEPTH and self.check_event(yaml.SequenceStartEvent, yaml.MappingStartEvent):
-            raise _Refused([*self.parts, index.value if isinstance(index, yaml.ScalarNode) else index],
-                           f"is nested more than {MAX_DEPTH} levels deep; a job spec is at most four levels deep",
-                           self.peek_event().start_mark)
-        self.parts.append(index.value if isinstance(index, yaml.ScalarNode) else index)
+            raise _Refused([*self.parts, part], f"is nested more than {MAX_DEPTH} levels deep; a job spec is at most "
+                                                f"four levels deep", self.peek_event().start_mark)
+        self.parts.append(part)
         try:
             return super().compose_node(parent, index)
         finally:

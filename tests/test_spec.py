@@ -122,16 +122,18 @@ def test_explicit_tags_that_the_plain_reader_would_not_read_so_are_refused_at_th
 
 
 @examples(300)
-@given(tag=st.sampled_from(TAGS), content=st.sampled_from(NEAR_NUMBERS) | st.text(max_size=8))
-def test_an_explicit_tag_reads_what_the_plain_value_reads_or_is_refused_at_its_key(tag, content):
+@given(tag=st.sampled_from(TAGS), content=st.sampled_from(NEAR_NUMBERS) | st.text(max_size=8),
+       via=st.sampled_from(["file", "set"]))
+def test_an_explicit_tag_reads_what_the_plain_value_reads_or_is_refused_at_its_key(tag, content, via):
     from generator.yamlvalue import yaml_value
-    raw = f"{BASE}cards: {tag} {yaml_value(content)}\n".encode()
-    paths = _spec_error_paths(raw)
+    value = f"{tag} {yaml_value(content)}"
+    raw, overrides = (f"{BASE}cards: {value}\n".encode(), ()) if via == "file" else (BASE.encode(), (f"cards={value}",))
+    paths = _spec_error_paths(raw, overrides)
     if paths is not None:
         assert paths and set(paths) == {"cards"}, paths
         return
-    plain = parse_spec(f"{BASE}cards: {content}\n".encode())
-    assert parse_spec(raw).cards == plain.cards and type(parse_spec(raw).cards) is type(plain.cards)
+    tagged, plain = parse_spec(raw, overrides).cards, parse_spec(f"{BASE}cards: {content}\n".encode()).cards
+    assert tagged == plain and type(tagged) is type(plain)
 
 
 # Item 8: deep and huge inputs, from the file and from --set ------------------------------------------------------
