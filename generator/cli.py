@@ -17,7 +17,7 @@ from typing import NoReturn
 import click
 
 from . import __version__
-from .errors import SpecError, UserError, show
+from .errors import UserError
 from .plan import Plan
 from .render import check as check_files
 from .render import compare, environment, render_files, write
@@ -221,7 +221,7 @@ def models(seq_len: int, as_json: bool) -> None:
 @main.command()
 @click.argument("model")
 @click.option("--method", required=True, type=click.Choice(METHODS), help="Training method.")
-@click.option("--hardware", required=True, help="A hardware row (snt9b, snt9b23, rtx4090, h800, ...).")
+@click.option("--hardware", required=True, help="A hardware row or alias (snt9b, snt9b23, 910B, A3, rtx4090, ...).")
 @click.option("-o", "--out", "out_file", type=click.Path(dir_okay=False, path_type=Path),
               help="Write the spec here (never over an existing file); default: print it.")
 @click.option("--schema", "schema_dir", type=click.Path(file_okay=False, path_type=Path),
@@ -241,9 +241,6 @@ def init(model: str, method: str, hardware: str, out_file: Path | None, schema_d
     schema_dir = spec_dir if schema_dir is None else schema_dir
     try:
         tables = load_tables()
-        if hardware not in tables.hardware:
-            raise SpecError.at("hardware", f"{show(hardware)} is not a hardware row; choose one of "
-                                           f"{', '.join(tables.hardware)}")
         text = starter_spec(tables, environment(), model, method, hardware, schema_ref(schema_dir, spec_dir))
     except UserError as error:
         _fail(error, "init")

@@ -41,7 +41,8 @@ DATASET_ADVICE = ((10, 20_000, "7B"), (20, 40_000, "14B"), (50, 80_000, "32B"), 
 
 def resolve(spec: Spec, tables: Tables, force: bool = False) -> Plan:
     model = tables.model(spec.model)
-    hw = tables.hardware[spec.hardware]
+    hw, alias = tables.hardware_row(spec.hardware), tables.hardware_alias(spec.hardware)
+    spec = replace(spec, hardware=hw.name)  # an alias planned as its row
     if spec.seq_len > model.max_positions:
         raise SpecError.at("seq_len", f"{spec.seq_len} exceeds the {model.max_positions} positions "
                                       f"(max_position_embeddings) of {model.name}")
@@ -50,6 +51,7 @@ def resolve(spec: Spec, tables: Tables, force: bool = False) -> Plan:
                                                f"choose {' or '.join(map(str, hw.quantization_bits))} (seed 001: "
                                                f"int8 misbehaves on 910B; LLaMA-Factory's Ascend example is 4-bit)")
     names, notes = _frameworks(spec, tables, model)
+    notes[:0] = [alias] if alias else []
     hf_id = tables.weights(spec.model)
     if hf_id != model.hf_id:
         notes.append(f"model: {hf_id} is the base model: trained from its own weights, planned with the {model.name} "
@@ -473,7 +475,7 @@ class Candidate:
 def candidate_layouts(spec: Spec, tables: Tables, plan: Plan) -> dict[str, list[Candidate]]:
     """Every layout that fits each planned framework at the plan's card count and global batch, in the search's
     order of preference (the plan's own first, unless a preset chose it), with its estimated rate."""
-    model, hw = tables.model(spec.model), tables.hardware[spec.hardware]
+    model, hw = tables.model(spec.model), tables.hardware_row(spec.hardware)
     at_batch = replace(spec, global_batch_size=plan.train.global_batch_size)
     out = {}
     for name, fp in plan.frameworks.items():

@@ -24,7 +24,7 @@ def starter_spec(tables: Tables, env: jinja2.Environment, model_name: str, metho
     """`schema`: the reference to the JSON Schema the editor modeline names (relative to the spec)."""
     model = tables.model(model_name)
     hf_id = tables.weights(model_name)
-    hw = tables.hardware[hardware]
+    hw = tables.hardware_row(hardware)
     defaults = tables.recipes[method]
     offered = [name for name in tables.frameworks if name in hw.frameworks and tables.supports(name, model.name)
                and method in tables.frameworks[name].methods]
