@@ -58,7 +58,7 @@ def read_record(job_dir: Path) -> MadeFrom | None:
     """The record in OUT/<job>/plan.json; None when there is no such folder or no plan.json in it (nothing is
     recorded). Raises RecordError when plan.json is there but cannot be trusted or is not what render writes."""
     path = job_dir / PLAN_JSON
-    if not os.path.lexists(path):
+    if job_dir.is_symlink() or not os.path.lexists(path):  # a linked job folder: refused, never read through
         return None
     data = _read(path, f"{path} cannot be read")
     manifest = parse_manifest(_read(job_dir / MANIFEST, f"{path} cannot be checked"))
