@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import os
 import sys
 from pathlib import Path
 from typing import NoReturn
@@ -18,10 +19,11 @@ import click
 
 from . import __version__
 from .errors import SpecError, UserError, show
+from .jobdir import MANIFEST
 from .plan import MadeFrom, Plan
 from .record import PLAN_JSON, RecordError, bad_override, read_record, spec_key
 from .render import check as check_files
-from .render import compare, environment, render_files, write
+from .render import environment, render_files, write
 from .render.core import plan_json
 from .resolve import candidate_layouts, minimum_table, resolve
 from .shell import quote
@@ -85,6 +87,8 @@ def _as_made(spec_path: str, overrides: tuple[str, ...], force: bool, out_dir: P
                               f"the folder without them (it keeps a copy first)"), spec_path)
         click.echo(f"Note: {error.args[0]}; not applying the --set overrides and --force it records", err=True)
         return spec, made
+    if record is None and os.path.lexists(out_dir / spec.job / MANIFEST):
+        click.echo(f"Note: {out_dir / spec.job / PLAN_JSON} is missing: no recorded options to apply", err=True)
     if record is None or record.spec_file != made.spec_file:
         return spec, made  # nothing recorded, or another spec's options (render refuses that folder)
     applied = [*(f"--set={o}" for o in record.overrides), *(["--force"] if record.force and not force else [])]

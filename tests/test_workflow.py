@@ -18,10 +18,10 @@ from pathlib import Path
 import pytest
 import yaml
 from click.testing import CliRunner
+from folder_ops import folder_files, snapshot
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from folder_ops import folder_files, snapshot
 from generator.cli import main
 from generator.jobdir import SELF_HASH
 
@@ -63,7 +63,7 @@ def git_like_copy(source: Path, target: Path) -> None:
 def cli_process(*args, cwd: Path) -> subprocess.CompletedProcess:
     env = {**os.environ, "PYTHONPATH": str(REPO)}
     return subprocess.run([sys.executable, "-m", "generator", *map(str, args)], cwd=cwd, env=env,
-                          capture_output=True, text=True, timeout=300)
+                          capture_output=True, text=True, timeout=300, check=False)
 
 
 def forge(job: Path, plan: object) -> None:
@@ -82,6 +82,12 @@ def test_a_committed_folder_made_with_set_checks_clean_without_it(tmp_path):
     spec = repo(tmp_path / "mine")
     made = cli_process(*with_sets("render", "jobs/a.yaml", "-o", "launch"), cwd=tmp_path / "mine")
     assert made.returncode == 0, made.stderr
+    # CI: another checkout path, another working directory, no --set
+    git_like_copy(tmp_path / "mine", tmp_path / "ci" / "checkout")
+    ci = cli_process("check", "../jobs/a.yaml", "-o", ".", cwd=tmp_path / "ci" / "checkout" / "launch")
+    assert ci.returncode == 0, ci.stdout + ci.stderr
+    assert "up to date" in ci.stdout
+    assert "Note: applying --set=train.seed=7 --set=cards=32 --set=train.learning_rate=2.0e-5" in ci.stderr
     job = tmp_path / "mine" / "launch" / JOB
     assert json.loads((job / "plan.json").read_text())["made_from"] == \
         {"spec_file": "jobs/a.yaml", "overrides": SETS, "force": False}
@@ -89,12 +95,6 @@ def test_a_committed_folder_made_with_set_checks_clean_without_it(tmp_path):
     assert "Rendered from `jobs/a.yaml`" in plan_md
     assert [plan_md.index(f"{i}. `{s}`") for i, s in enumerate(SETS, 1)] == \
         sorted(plan_md.index(f"{i}. `{s}`") for i, s in enumerate(SETS, 1))
-    # CI: another checkout path, another working directory, no --set
-    git_like_copy(tmp_path / "mine", tmp_path / "ci" / "checkout")
-    ci = cli_process("check", "../jobs/a.yaml", "-o", ".", cwd=tmp_path / "ci" / "checkout" / "launch")
-    assert ci.returncode == 0, ci.stdout + ci.stderr
-    assert "up to date" in ci.stdout
-    assert "Note: applying --set=train.seed=7 --set=cards=32 --set=train.learning_rate=2.0e-5" in ci.stderr
     # until the spec changes: then drift, and the hint renders with the recorded overrides, in order
     spec = tmp_path / "ci" / "checkout" / "jobs" / "a.yaml"
     spec.write_text(spec.read_text().replace("epochs: 2", "epochs: 3"))
@@ -125,6 +125,9 @@ def test_a_rerender_applies_the_recorded_options_and_says_so(tmp_path):
     assert "as written (no `--set`)" in (out / JOB / "PLAN.md").read_text()
     clean = run("check", spec, "-o", out)
     assert clean.exit_code == 0 and "Note:" not in clean.stderr
+    (out / JOB / "plan.json").unlink()  # the record is gone: restored as written, and said so
+    lost = run("render", spec, "-o", out)
+    assert lost.exit_code == 0 and "plan.json is missing" in lost.stderr
 
 
 def test_check_with_no_recorded_compares_the_spec_alone_and_its_hint_says_so(tmp_path):
@@ -176,7 +179,7 @@ def test_a_record_that_cannot_be_trusted_is_reported_never_applied(tmp_path, tam
     tamper(out / JOB)
     before = folder_files(out / JOB)
     checked = run("check", spec, "-o", out)  # drift, with the reason the recorded options were left out
-    assert checked.exit_code == 1 and f"Note: " in checked.stderr and words in checked.stderr, checked.stderr
+    assert checked.exit_code == 1 and "Note: " in checked.stderr and words in checked.stderr, checked.stderr
     assert "\x1b" not in checked.output and "Traceback" not in checked.output
     refused = run("render", spec, "-o", out)
     assert refused.exit_code == 2 and words in refused.stderr and "give them with --set" in refused.stderr
