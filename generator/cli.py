@@ -69,26 +69,13 @@ def _as_made(spec_path: str, overrides: tuple[str, ...], force: bool, out_dir: P
              must_trust: bool) -> tuple[Spec, MadeFrom]:
     """The spec and options render or check plans with: this command line's; or, when it gives no --set (nor
     --no-recorded), also the --set overrides and --force that OUT/<job>/plan.json records of the render that made
-    the folder from this spec file (said on stderr). A record that cannot be trusted is refused when `must_trust`
-    (render without --overwrite), else noted and left out."""
+    the folder from this spec file (said on stderr)."""
     try:
         made = MadeFrom(spec_key(spec_path, out_dir), overrides, force)
     except UserError as error:
         _fail(error, spec_path)
     spec = _load(spec_path, overrides)
-    if overrides or ignore_record:
-        return spec, made
-    try:
-        record = read_record(out_dir / spec.job)
-    except RecordError as error:
-        if must_trust:
-            _fail(RecordError(f"{error.args[0]}; so the --set overrides and --force it records are not known: give "
-                              f"them with --set (or --no-recorded for none), or render with --overwrite to replace "
-                              f"the folder without them (it keeps a copy first)"), spec_path)
-        click.echo(f"Note: {error.args[0]}; not applying the --set overrides and --force it records", err=True)
-        return spec, made
-    if record is None and os.path.lexists(out_dir / spec.job / MANIFEST):
-        click.echo(f"Note: {out_dir / spec.job / PLAN_JSON} is missing: no recorded options to apply", err=True)
+    record = None if overrides or ignore_record else _record(out_dir / spec.job, spec_path, must_trust)
     if record is None or record.spec_file != made.spec_file:
         return spec, made  # nothing recorded, or another spec's options (render refuses that folder)
     applied = [*(f"--set={o}" for o in record.overrides), *(["--force"] if record.force and not force else [])]
@@ -96,7 +83,25 @@ def _as_made(spec_path: str, overrides: tuple[str, ...], force: bool, out_dir: P
         return spec, made
     click.echo(f"Note: applying {' '.join(quote(w) for w in applied)}, as {out_dir / spec.job / PLAN_JSON} records "
                f"(a --set replaces the recorded options, --no-recorded drops them)", err=True)
-    return _load(spec_path, record.overrides), MadeFrom(made.spec_file, record.overrides, force or record.force)
+    return (_load(spec_path, record.overrides) if record.overrides else spec), \
+        MadeFrom(made.spec_file, record.overrides, force or record.force)
+
+
+def _record(job_dir: Path, spec_path: str, must_trust: bool) -> MadeFrom | None:
+    """The job folder's record of the options that made it. One that cannot be trusted is refused when
+    `must_trust` (render without --overwrite: the user must say which options), else noted and left out."""
+    try:
+        record = read_record(job_dir)
+    except RecordError as error:
+        if must_trust:
+            _fail(RecordError(f"{error.args[0]}; so the --set overrides and --force it records are not known: give "
+                              f"them with --set (or --no-recorded for none), or render with --overwrite to replace "
+                              f"the folder without them (it keeps a copy first)"), spec_path)
+        click.echo(f"Note: {error.args[0]}; not applying the --set overrides and --force it records", err=True)
+        return None
+    if record is None and os.path.lexists(job_dir / MANIFEST):
+        click.echo(f"Note: {job_dir / PLAN_JSON} is missing: no recorded options to apply", err=True)
+    return record
 
 
 def _files(plan: Plan, spec_path: str) -> dict[str, str]:

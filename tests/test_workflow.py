@@ -5,6 +5,7 @@ rendered from another spec file is refused unless --overwrite, which is a folder
 
 from __future__ import annotations
 
+import fcntl
 import hashlib
 import json
 import os
@@ -283,6 +284,20 @@ def test_dry_run_exits_and_says_what_render_would(tmp_path, setup):
     assert dry.stderr == real.stderr
     if real.exit_code == 0:
         assert dry.stdout == real.stdout and "remove" in real.stdout
+
+
+def test_dry_run_is_refused_while_a_render_holds_the_lock(tmp_path):
+    spec = repo(tmp_path, SMALL)
+    out = tmp_path / "launch"
+    assert run("render", spec, "-o", out).exit_code == 0
+    fd = os.open(out, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        dry, real = run("render", spec, "-o", out, "--dry-run"), run("render", spec, "-o", out)
+    finally:
+        os.close(fd)
+    assert dry.exit_code == real.exit_code == 2 and dry.stderr == real.stderr
+    assert "another gen-launch render is writing here" in dry.stderr
 
 
 # 14 -----------------------------------------------------------------------------------------------------------------

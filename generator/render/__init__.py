@@ -9,6 +9,7 @@ a file edited by hand from one it wrote itself.
 from __future__ import annotations
 
 from collections.abc import Callable
+from contextlib import nullcontext
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
@@ -128,13 +129,12 @@ def write(files: dict[str, str], out_dir: Path, job: str, overwrite: bool, spec_
                         f"point -o at the folder it links to)")
     if job_dir.exists() and not job_dir.is_dir():
         raise UserError(f"{job_dir} exists and is not a folder; remove it or choose another -o")
-    if dry_run:
-        return Written(_refusals(files, job_dir, overwrite, spec_file)[0], None)
     try:
-        out_dir.mkdir(parents=True, exist_ok=True)
-        with locked(out_dir):
+        if not dry_run:
+            out_dir.mkdir(parents=True, exist_ok=True)
+        with locked(out_dir) if out_dir.is_dir() else nullcontext():  # a dry run waits for no render either
             changes, keep = _refusals(files, job_dir, overwrite, spec_file)
-            if all(c.action == "identical" for c in changes):
+            if dry_run or all(c.action == "identical" for c in changes):
                 return Written(changes, None)
             return Written(changes, replace(files, out_dir, job, backup=keep))
     except OSError as exc:
