@@ -137,6 +137,19 @@ class PathValue:
 
 
 @dataclass(frozen=True)
+class MadeFrom:
+    """How render was asked for the plan (plan.json's `made_from`): `check` and a re-render read it back from the
+    job folder, so a folder made with --set or --force is checked and re-rendered as it was made."""
+
+    spec_file: str | None = None  # the spec's path from the folder that holds OUT; None: `plan`, which has no OUT
+    overrides: tuple[str, ...] = ()  # --set, in the order given
+    force: bool = False  # --force was given
+
+    def to_json(self) -> dict:
+        return {"spec_file": self.spec_file, "overrides": list(self.overrides), "force": self.force}
+
+
+@dataclass(frozen=True)
 class Plan:
     job: str
     model: str
@@ -164,6 +177,7 @@ class Plan:
     quantization_bit: int | None  # spec samples, or total_tokens / seq_len; None without data
     train: Training  # the recipe every framework writes
     version: str = field(default="")
+    made_from: MadeFrom = MadeFrom()
 
     def output_dir(self, framework: str) -> str:
         """Where `framework` writes checkpoints and logs: its own folder under paths.output_dir."""
@@ -207,5 +221,6 @@ class Plan:
             "cluster": {"master_addr": self.master_addr, "master_port": self.master_port,
                         "socket_ifname": self.socket_ifname, "socket_ifname_env": self.socket_ifname_env},
             "spec_sha256": self.spec_sha256,
+            "made_from": self.made_from.to_json(),
             "gen_launch_version": self.version,
         }
