@@ -516,3 +516,20 @@ def test_validate_takes_the_scheduler_kwargs_llama_factory_takes():
     train = yaml.safe_load(files["llama-factory/train.yaml"])
     assert train["lr_scheduler_kwargs"] == {"min_lr_rate": 0.1}
     assert not [p for p in llamafactory_problems(train, None, 8, None) if "lr_scheduler_kwargs" in p]
+
+
+def test_pretraining_counts_packed_sequences_not_samples():
+    # Issue 23 item 2: 200,000 samples of 2,048 tokens are 0.41B tokens, packed into 8,192-token sequences (Megatron's
+    # GPTDataset, MindFormers' BlendedMegatronDatasetDataLoader, LLaMA-Factory's stage pt: data/processor/pretrain.py
+    # l. 42-46): 50,000 sequences, 98 steps of 512. Before: 391 steps, sizes 200192, four passes over the corpus.
+    plan, files = render_job(T, model="qwen3-8b", method="pretrain", seq_len=8192, hardware="snt9b", cards=16,
+                             frameworks=["mindformers", "mindspeed-llm", "llama-factory"], global_batch_size=512,
+                             data={"samples": 200000, "tokens_per_sample": 2048})
+    steps = math.ceil(200000 * 2048 / 8192 / 512)
+    mf = yaml.safe_load(files["mindformers/train.yaml"])
+    assert mf["train_dataset"]["data_loader"]["sizes"][0] == steps * 512 and _stop_step(mf) == steps
+    ms = flags.parse("train", [w for name, ws in bash_arrays(files["mindspeed-llm/launch.sh"]).items()
+                               if name not in ("DISTRIBUTED_ARGS", "RESUME_ARGS") for w in ws])
+    assert ms.train_iters == steps and yaml.safe_load(files["llama-factory/train.yaml"])["max_steps"] == steps
+    for fp in plan.frameworks.values():  # the time is for the tokens the steps train
+        assert fp.estimate.total_tokens == pytest.approx(steps * 512 * 8192, rel=0.01)
