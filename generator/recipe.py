@@ -83,9 +83,21 @@ def adapter(spec: Spec, defaults: RecipeDefaults, origin: dict | None = None) ->
             raise SpecError.at("lora", f"is only used with method lora or qlora, not {spec.method}")
         return None
     origin = {} if origin is None else origin
-    values = {k: _pick(spec.lora, k, defaults.values[k], origin, f"lora.{k}")
-              for k in ("rank", "alpha", "dropout", "targets")}
+    values = {k: _pick(spec.lora, k, defaults.values[k], origin, f"lora.{k}") for k in ("rank", "dropout", "targets")}
+    if "alpha" in spec.lora:
+        values["alpha"], origin["lora.alpha"] = spec.lora["alpha"], "given"
+    else:
+        row = defaults.values["alpha"]
+        values["alpha"] = default_alpha(row, values["rank"])
+        origin["lora.alpha"] = "default: " + (row["source"] if row.get("at_rank") == values["rank"] else
+                                              f"{row['times_rank']:g} x rank ({row['source']})")
     return Adapter(**values)
+
+
+def default_alpha(row: dict, rank: int) -> int:
+    """The LoRA alpha a defaults row gives at `rank`: its value at the rank it was given with, else a multiple of
+    the rank (LLaMA-Factory's lora_alpha = 2 x lora_rank), so a raised rank keeps the adapters' scale."""
+    return row["value"] if row.get("at_rank") == rank else row["times_rank"] * rank
 
 
 def default_row(defaults: RecipeDefaults, key: str, model: Model) -> dict:
@@ -98,7 +110,7 @@ def default_row(defaults: RecipeDefaults, key: str, model: Model) -> dict:
 
 
 def training(spec: Spec, model: Model, defaults: RecipeDefaults, global_batch: int, samples: int | None,
-             step_seconds: float, thinking_template: bool) -> Training:
+             step_seconds: float, thinking_template: bool, accelerator: str) -> Training:
     """Resolve the recipe once the global batch and the slowest framework's step time are known."""
     given, origin = spec.train, {}
     lr = _pick(given, "learning_rate", default_row(defaults, "learning_rate", model), origin)
@@ -154,6 +166,7 @@ def training(spec: Spec, model: Model, defaults: RecipeDefaults, global_batch: i
     resume = _pick(given, "resume", defaults.common["resume"], origin)
     seed = _pick(given, "seed", defaults.common["seed"], origin)
     optimizer_row = defaults.values.get("optimizer", defaults.common["optimizer"])
+    optimizer_row = optimizer_row.get(accelerator, optimizer_row)  # a row per accelerator (recipes.yaml qlora)
     optimizer = optimizer_row["value"]
     origin["optimizer"] = f"default: {optimizer_row['source']}"
     betas = tuple(float(b) for b in _pick(given, "adam_betas", defaults.common["adam_betas"], origin))

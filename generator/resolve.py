@@ -173,7 +173,7 @@ def _recipe(spec: Spec, model: Model, tables: Tables, plans: dict[str, Framework
                        for fp in plans.values())
     thinking = any(fp.info.get("template") == "qwen3" for fp in plans.values())
     recipe = training(spec, model, tables.recipes[spec.method], batch, spec.samples_per_epoch, step_seconds,
-                      thinking)
+                      thinking, tables.hardware[spec.hardware].accelerator)
     # What a framework's pinned version cannot express, refused rather than written differently.
     floorless = sorted(name for name in plans if name in ("llama-factory", "mindformers"))
     if recipe.lr_schedule == "linear" and recipe.min_learning_rate > 0 and floorless:

@@ -6,9 +6,9 @@ from __future__ import annotations
 import jinja2
 
 from .errors import SpecError
-from .recipe import default_row
+from .recipe import default_alpha, default_row
 from .resources import resource_dir
-from .tables import ADAPTER_KEYS, Tables, trains_adapters
+from .tables import ADAPTER_KEYS, RecipeDefaults, Tables, trains_adapters
 
 SEQ_LEN = 4096  # the starter's sequence length, lowered to what the model holds
 # The recipe keys a starter shows, in the order README lists them.
@@ -28,7 +28,7 @@ def starter_spec(tables: Tables, env: jinja2.Environment, model_name: str, metho
     train = [(key, default_row(defaults, key, model)["value"], default_row(defaults, key, model)["source"])
              for key in TRAIN_KEYS]
     train += [(key, defaults.common[key]["value"], defaults.common[key]["source"]) for key in COMMON_KEYS]
-    lora = [(key, defaults.values[key]["value"], defaults.values[key]["source"])
+    lora = [(key, _adapter_default(defaults, key), defaults.values[key]["source"])
             for key in ADAPTER_KEYS] if trains_adapters(method) else []
     return env.get_template("init.yaml.j2").render(
         schema=(resource_dir("schemas") / "job.schema.json").as_uri(), job=f"{model.name}-{method}-{hw.name}",
@@ -36,3 +36,9 @@ def starter_spec(tables: Tables, env: jinja2.Environment, model_name: str, metho
         if method == "qlora" else None, seq_len=seq_len, hardware=hw.name, hardware_label=hw.label,
         frameworks=offered, train=train, lora=lora)
 
+
+
+def _adapter_default(defaults: RecipeDefaults, key: str):
+    """A LoRA default's value; the alpha at the default rank."""
+    row = defaults.values[key]
+    return default_alpha(row, defaults.values["rank"]["value"]) if key == "alpha" else row["value"]

@@ -290,10 +290,18 @@ class RecipeDefaults:
     common: dict
 
 
+ACCELERATORS = ("npu", "gpu")
+
+
 def _check_recipe_row(where: str, row) -> None:
+    if isinstance(row, dict) and set(row) == set(ACCELERATORS):  # one row per accelerator
+        for accelerator in ACCELERATORS:
+            _check_recipe_row(f"{where}.{accelerator}", row[accelerator])
+        return
     bands = row if isinstance(row, list) else [row]
     for band in bands:
-        if not isinstance(band, dict) or "value" not in band or not band.get("source"):
+        # A LoRA alpha may be a multiple of the rank (times_rank) instead of a value.
+        if not isinstance(band, dict) or not ({"value", "times_rank"} & set(band)) or not band.get("source"):
             raise TableError(f"recipes.yaml {where}: every default needs a value and a source")
     if isinstance(row, list) and "up_to_params_b" in row[-1]:
         raise TableError(f"recipes.yaml {where}: the last size band must have no up_to_params_b")

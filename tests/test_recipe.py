@@ -533,3 +533,33 @@ def test_pretraining_counts_packed_sequences_not_samples():
     assert ms.train_iters == steps and yaml.safe_load(files["llama-factory/train.yaml"])["max_steps"] == steps
     for fp in plan.frameworks.values():  # the time is for the tokens the steps train
         assert fp.estimate.total_tokens == pytest.approx(steps * 512 * 8192, rel=0.01)
+
+
+def test_qlora_on_ascend_keeps_adamw():
+    # Issue 23 item 3: bitsandbytes' paged optimizers allocate CUDA/XPU managed memory (0.50.2 optim/optimizer.py
+    # l. 374-390, functional.py l. 91-99); upstream's Ascend QLoRA example sets no optim. GPUs keep seed 002's.
+    plan, files = render_job(T, model="qwen3-8b", method="qlora", quantization_bit=4, hardware="snt9b", cards=8,
+                             frameworks=["llama-factory"])
+    lf = yaml.safe_load(files["llama-factory/train.yaml"])
+    assert "optim" not in lf and plan.train.optimizer == "adamw"
+    assert "qwen3_lora_sft_bnb_npu.yaml" in plan.train.origin["optimizer"]
+
+
+@pytest.mark.parametrize("method,lora,alpha", [
+    ("lora", {"rank": 32}, 64), ("lora", {}, 16), ("qlora", {}, 16), ("qlora", {"rank": 16}, 32),
+    ("lora", {"rank": 32, "alpha": 8}, 8)])
+def test_lora_alpha_follows_the_rank_as_its_source_says(method, lora, alpha):
+    # Issue 23 item 5: a raised rank kept alpha 16 while the plan cited LLaMA-Factory's "2 x rank" default
+    # (hparams/finetuning_args.py l. 568); QLoRA keeps seed 002's 16 at its rank 64.
+    frameworks = ["llama-factory"] if method == "qlora" else ["mindformers", "mindspeed-llm", "llama-factory"]
+    plan, files = render_job(T, model="qwen3-8b", method=method, hardware="rtx4090" if method == "qlora" else "snt9b",
+                             quantization_bit=4 if method == "qlora" else None, cards=8, frameworks=frameworks,
+                             lora=lora or None)
+    assert yaml.safe_load(files["llama-factory/train.yaml"])["lora_alpha"] == alpha
+    if method == "lora":
+        pet = yaml.safe_load(files["mindformers/train.yaml"])["model"]["model_config"]["pet_config"]
+        words = [w for ws in bash_arrays(files["mindspeed-llm/launch.sh"]).values() for w in ws]
+        assert pet["lora_alpha"] == int(words[words.index("--lora-alpha") + 1]) == alpha
+    said = plan.train.origin["lora.alpha"]
+    twice = method == "lora" or "rank" in lora  # QLoRA's default rank keeps seed 002's pair
+    assert said == "given" if "alpha" in lora else said.startswith("default: 2 x rank (") == twice
