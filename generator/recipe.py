@@ -179,7 +179,9 @@ def training(spec: Spec, model: Model, defaults: RecipeDefaults, global_batch: i
     if thinking_template and spec.method != "pretrain":
         thinking = given.get("enable_thinking", True)
         origin["enable_thinking"] = "given" if "enable_thinking" in given else \
-            "default: LLaMA-Factory 0.9.5 data_args enable_thinking True"
+            ("default: LLaMA-Factory 0.9.5 hparams/data_args.py l. 124-127 enable_thinking True; MindSpeed-LLM's "
+             "preprocess_data.py gets it too (its own None puts the empty thought in the prompt, unlearned: "
+             "tasks/preprocess/templates.py l. 358-364)")
     lora = adapter(spec, defaults, origin)
     return Training(learning_rate=float(lr), min_learning_rate=float(min_lr), lr_schedule=schedule,
                     warmup_ratio=None if warmup_ratio is None else float(warmup_ratio), warmup_steps=warmup_steps,

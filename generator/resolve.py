@@ -29,6 +29,9 @@ from .tables import Model, Tables
 from .throughput import Throughput, cards_for_budget, hours
 
 MAX_BUDGET_COUNTS = 64  # card counts tried for a time budget before the last is kept (with its warning)
+# The model facts (frameworks.yaml) that name a framework's chat template: LLaMA-Factory's template, MindSpeed-LLM's
+# prompt_type. Qwen3's ("qwen3" in both) has the thinking switch, whichever framework applies it.
+THINKING_TEMPLATE_FACTS = ("template", "prompt_type")
 DEFAULT_MASTER_PORT = 50001  # seed 003's example port; MindFormers suggests 50000-65535
 # Seed 001's rule of thumb for LoRA/SFT data set size, by model size (billions of parameters -> samples).
 DATASET_ADVICE = ((10, 20_000, "7B"), (20, 40_000, "14B"), (50, 80_000, "32B"), (float("inf"), 150_000, "72B"))
@@ -171,7 +174,7 @@ def _recipe(spec: Spec, model: Model, tables: Tables, plans: dict[str, Framework
     """The training recipe, with checkpoint intervals timed on the slowest framework's step."""
     step_seconds = max(batch * spec.seq_len / (fp.estimate.tokens_per_card_s * fp.layout.cards)
                        for fp in plans.values())
-    thinking = any(fp.info.get("template") == "qwen3" for fp in plans.values())
+    thinking = any(fp.info.get(fact) == "qwen3" for fp in plans.values() for fact in THINKING_TEMPLATE_FACTS)
     recipe = training(spec, model, tables.recipes[spec.method], batch, spec.samples_per_epoch, step_seconds,
                       thinking, tables.hardware[spec.hardware].accelerator)
     # What a framework's pinned version cannot express, refused rather than written differently.

@@ -563,3 +563,16 @@ def test_lora_alpha_follows_the_rank_as_its_source_says(method, lora, alpha):
     said = plan.train.origin["lora.alpha"]
     twice = method == "lora" or "rank" in lora  # QLoRA's default rank keeps seed 002's pair
     assert said == "given" if "alpha" in lora else said.startswith("default: 2 x rank (") == twice
+
+
+@pytest.mark.parametrize("thinking", [None, True, False])
+def test_qwen3_thinking_does_not_depend_on_the_other_frameworks(thinking):
+    # Issue 23 item 6: a MindSpeed-LLM-only Qwen3 job lost --enable-thinking (so its loss masking changed with the
+    # neighbours planned beside it), and a given train.enable_thinking was refused as "not Qwen3's chat template".
+    train = {} if thinking is None else {"enable_thinking": thinking}
+    written = {}
+    for frameworks in (["mindspeed-llm"], ["mindspeed-llm", "llama-factory"]):
+        _, files = render_job(T, model="qwen3-8b", method="lora", cards=8, frameworks=frameworks, train=train or None)
+        pre = bash_arrays(files["mindspeed-llm/preprocess_data.sh"])["PREPROCESS_ARGS"]
+        written[len(frameworks)] = flags.parse("preprocess", pre).enable_thinking  # preprocess_data.py l. 154-155
+    assert written[1] is written[2] is (True if thinking is None else thinking)
