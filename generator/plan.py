@@ -164,6 +164,7 @@ class Plan:
     quantization_bit: int | None  # spec samples, or total_tokens / seq_len; None without data
     train: Training  # the recipe every framework writes
     version: str = field(default="")
+    data_rows: int | None = None  # fine-tuning: the data file's rows the steps are sized for (data.samples)
 
     def output_dir(self, framework: str) -> str:
         """Where `framework` writes checkpoints and logs: its own folder under paths.output_dir."""
@@ -201,7 +202,7 @@ class Plan:
             "notes": list(self.notes),
             "warnings": list(self.warnings),
             "paths": {k: {"value": v.value, "placeholder": v.placeholder} for k, v in self.paths.items()},
-            "data": self.data.to_json(),
+            "data": {**self.data.to_json(), "rows": self.data_rows},
             "train": self.train.to_json(),
             "cluster": {"master_addr": self.master_addr, "master_port": self.master_port,
                         "socket_ifname": self.socket_ifname, "socket_ifname_env": self.socket_ifname_env},

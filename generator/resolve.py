@@ -92,6 +92,9 @@ def resolve(spec: Spec, tables: Tables, force: bool = False) -> Plan:
         notes.append("mindformers: its AlpacaInstructDataHandler writes samples in the Alpaca prompt, not Qwen3's chat "
                      "template (dataset/handler/alpaca_handler.py l. 36-51, MindFormers 2.1.0), so "
                      "train.enable_thinking applies to the other frameworks only")
+    fixed = _fixed_steps_note(spec, plans, recipe)
+    if fixed:
+        notes.append(fixed)
     kept = _checkpoints_kept(spec, model, plans, recipe)
     if kept:
         (warnings if "keep_checkpoints" in spec.train else notes).append(kept)
@@ -108,7 +111,8 @@ def resolve(spec: Spec, tables: Tables, force: bool = False) -> Plan:
                 master_port=spec.master_port or DEFAULT_MASTER_PORT, spec_sha256=spec.sha256, shape=model,
                 epochs=spec.epochs, samples_per_epoch=spec.samples_per_epoch, tokens_per_epoch=spec.tokens_per_epoch,
                 quantization_bit=spec.quantization_bit,
-                train=recipe, version=__version__)
+                train=recipe, version=__version__,
+                data_rows=spec.samples if spec.method != "pretrain" else None)
 
 
 def _common_global_batch(spec: Spec, tables: Tables, contexts: dict[str, Context],
@@ -372,6 +376,22 @@ def _general_notes(spec: Spec, model: Model, plans: dict[str, FrameworkPlan]) ->
     if multi:
         notes.append("multi-node: output_dir must be on storage shared by every node")
     return notes
+
+
+# How a framework is told the plan's step count, where it stops there whatever the data holds.
+FIXED_STEPS = {"llama-factory": "LLaMA-Factory max_steps", "mindspeed-llm": "MindSpeed-LLM --train-iters"}
+
+
+def _fixed_steps_note(spec: Spec, plans: dict[str, FrameworkPlan], recipe: Training) -> str | None:
+    """Steps derived from the spec's data size are written as a count, not as epochs: a data file of another size
+    then trains more or fewer passes, silently."""
+    fixed = [FIXED_STEPS[name] for name in plans if name in FIXED_STEPS]
+    if not fixed or not recipe.origin.get("steps", "").startswith("derived"):
+        return None
+    rows = spec.samples is not None and spec.method != "pretrain"
+    return (f"steps: {recipe.steps} from the spec's data size, written as a step count ({', '.join(fixed)}): a data "
+            f"file of another size trains more or fewer than {recipe.epochs:g} epoch(s)"
+            + ("; gen-launch validate counts the file's rows where it is there" if rows else ""))
 
 
 # Bytes per parameter of one MindSpeed-LLM checkpoint: bf16 weights, plus the distributed optimizer's fp32 master
