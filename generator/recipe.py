@@ -118,7 +118,7 @@ def training(spec: Spec, model: Model, defaults: RecipeDefaults, global_batch: i
     if "min_learning_rate" in given:
         min_lr, origin["min_learning_rate"] = given["min_learning_rate"], "given"
     else:
-        min_lr = lr * share["value"]
+        min_lr = float(f"{lr * share['value']:.12g}")  # 1.25e-7, not the product's 1.2500000000000002e-07
         origin["min_learning_rate"] = (f"default: {share['value']:g} x learning_rate" if share["value"] else
                                        "default: 0") + f" ({share['source']})"
     if min_lr > lr:
@@ -235,17 +235,47 @@ LABELS = {"learning_rate": "learning rate (peak)", "min_learning_rate": "min lea
           "lora.targets": "LoRA targets"}
 
 
-def rows(t: Training) -> list[tuple[str, str, str]]:
-    """(label, value, where it came from) for every value the plan states, in a fixed order."""
+def _stated(t: Training) -> dict[str, tuple[str, str]]:
+    """key -> (value as the plan writes it, where it came from), for every value the plan states."""
     values = t.to_json()
     lora = values.pop("lora", {})
     flat = {**values, **{f"lora.{k}": v for k, v in lora.items()}}
-    out = []
-    for key, label in LABELS.items():
+    out = {}
+    for key in LABELS:
         value = flat.get(key)
         if value is None and key not in t.origin:
             continue
         text = "unknown" if value is None else (f"{value:g}" if isinstance(value, float) else str(value).lower()
                                                  if isinstance(value, bool) else str(value))
-        out.append((label, text, t.origin.get(key, "")))
+        out[key] = (text, t.origin.get(key, ""))
     return out
+
+
+def rows(recipes: dict[str, Training]) -> list[tuple[str, str, str]]:
+    """(label, value, where it came from) for every value the plan states, in a fixed order: one row where every
+    framework trains with the same value, else one per value, its source naming the frameworks that use it."""
+    stated = {name: _stated(t) for name, t in recipes.items()}
+    out = []
+    for key, label in LABELS.items():
+        groups: dict[tuple[str, str], list[str]] = {}
+        for name, values in stated.items():
+            if key in values:
+                groups.setdefault(values[key], []).append(name)
+        for i, ((text, origin), names) in enumerate(groups.items()):
+            out.append(("" if i else label, text, origin if len(groups) == 1 else f"{', '.join(names)}: {origin}"))
+    return out
+
+
+def plan_json(recipes: dict[str, Training]) -> dict:
+    """plan.json's recipe: the values every framework trains with, and under by_framework each framework's own
+    where they differ (with their origins)."""
+    each = {name: t.to_json() for name, t in recipes.items()}
+    origins = {name: values.pop("origin") for name, values in each.items()}
+    first, first_origin = next(iter(each.values())), next(iter(origins.values()))
+    shared = {k: v for k, v in first.items() if all(values.get(k) == v for values in each.values())}
+    shared_origin = {k: v for k, v in first_origin.items() if all(o.get(k) == v for o in origins.values())}
+    by_framework = {name: {**{k: v for k, v in values.items() if k not in shared},
+                           "origin": {k: v for k, v in origins[name].items() if k not in shared_origin}}
+                    for name, values in each.items()}
+    return {**shared, "origin": shared_origin,
+            "by_framework": {name: own for name, own in by_framework.items() if len(own) > 1 or own["origin"]}}

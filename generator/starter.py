@@ -25,16 +25,25 @@ def starter_spec(tables: Tables, env: jinja2.Environment, model_name: str, metho
     if not offered:
         raise SpecError.at("model", f"no framework trains {model.name} {method} on {hw.name}")
     seq_len = min(SEQ_LEN, model.max_positions // 256 * 256)
-    train = [(key, default_row(defaults, key, model)["value"], default_row(defaults, key, model)["source"])
-             for key in TRAIN_KEYS]
-    train += [(key, defaults.common[key]["value"], defaults.common[key]["source"]) for key in COMMON_KEYS]
+    rows = {name: _train_rows(defaults.for_framework(name), model) for name in offered}
+    # A key whose default differs between the offered frameworks is listed per framework, not as one value: giving
+    # it sets every framework alike.
+    shared = [row for row in rows[offered[0]] if all(row in own for own in rows.values())]
+    own = [(name, row) for name in offered for row in rows[name] if row not in shared]
     lora = [(key, _adapter_default(defaults, key), defaults.values[key]["source"])
             for key in ADAPTER_KEYS] if trains_adapters(method) else []
     return env.get_template("init.yaml.j2").render(
         schema=(resource_dir("schemas") / "job.schema.json").as_uri(), job=f"{model.name}-{method}-{hw.name}",
         model=model.name, hf_id=model.hf_id, method=method, quantization_bit=hw.quantization_bits[0]
         if method == "qlora" else None, seq_len=seq_len, hardware=hw.name, hardware_label=hw.label,
-        frameworks=offered, train=train, lora=lora)
+        frameworks=offered, train=shared, own=own, lora=lora)
+
+
+def _train_rows(defaults: RecipeDefaults, model) -> list[tuple[str, object, str]]:
+    """(key, value, source) of the recipe keys a starter shows, for one framework's defaults."""
+    train = [(key, default_row(defaults, key, model)["value"], default_row(defaults, key, model)["source"])
+             for key in TRAIN_KEYS]
+    return train + [(key, defaults.common[key]["value"], defaults.common[key]["source"]) for key in COMMON_KEYS]
 
 
 

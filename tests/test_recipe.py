@@ -111,8 +111,7 @@ def test_the_plan_states_every_value_and_where_it_came_from(recipe):
 
 
 @pytest.mark.parametrize("method,size,lr,source", [
-    ("pretrain", "llama3.1-70b", 1.5e-4, "Llama 2 paper Table 1"),
-    ("pretrain", "llama3.1-8b", 3.0e-4, "Llama 2 paper (Touvron et al. 2023) Table 1"),
+    ("pretrain", "llama3.1-70b", 1.25e-6, "examples/mcore/qwen3/pretrain_qwen3_8b_4K_ptd.sh l. 55"),
     ("full", "qwen3-8b", 1.0e-5, "examples/train_full/qwen3_full_sft.yaml"),
     ("lora", "qwen3-8b", 1.0e-4, "examples/train_lora/qwen3_lora_sft.yaml"),
 ])
@@ -121,7 +120,7 @@ def test_defaults_carry_their_source(method, size, lr, source):
                              data={"total_tokens": 10 ** 9})
     assert plan.train.learning_rate == lr and source in plan.train.origin["learning_rate"]
     words = [w for ws in bash_arrays(files["mindspeed-llm/launch.sh"]).values() for w in ws]
-    assert float(words[words.index("--lr") + 1]) == lr  # the plan's rate, not an upstream demo's 1.25e-6
+    assert float(words[words.index("--lr") + 1]) == lr  # the plan's rate
     assert "Training recipe" in files["PLAN.md"] and source in files["PLAN.md"]
 
 
@@ -576,3 +575,52 @@ def test_qwen3_thinking_does_not_depend_on_the_other_frameworks(thinking):
         pre = bash_arrays(files["mindspeed-llm/preprocess_data.sh"])["PREPROCESS_ARGS"]
         written[len(frameworks)] = flags.parse("preprocess", pre).enable_thinking  # preprocess_data.py l. 154-155
     assert written[1] is written[2] is (True if thinking is None else thinking)
+
+
+def _mindspeed_args(files: dict[str, str]):
+    """MindSpeed-LLM's training arguments as its parser (rebuilt from the pinned 2.2.0 declarations) reads them."""
+    arrays = bash_arrays(files["mindspeed-llm/launch.sh"])
+    return flags.parse("train", [w for name, ws in arrays.items() if name not in ("DISTRIBUTED_ARGS", "RESUME_ARGS")
+                                 for w in ws])
+
+
+def test_each_framework_keeps_its_own_adam_beta2():
+    # Issue 23 item 16: LLaMA-Factory trained with adam_beta2 0.95, MindSpeed-LLM's scripts' value, where its
+    # examples and transformers use 0.999. A given value still applies to every framework.
+    plan, files = render_job(T, model="qwen3-8b", method="lora", cards=8,
+                             frameworks=["mindformers", "mindspeed-llm", "llama-factory"])
+    lf = yaml.safe_load(files["llama-factory/train.yaml"])
+    assert (lf["adam_beta1"], lf["adam_beta2"]) == (0.9, 0.999)
+    ms = _mindspeed_args(files)
+    assert (ms.adam_beta1, ms.adam_beta2) == (0.9, 0.95)
+    assert yaml.safe_load(files["mindformers/train.yaml"])["optimizer"]["betas"] == [0.9, 0.95]
+    assert "[0.9, 0.999]` | llama-factory: default: transformers 5.6 training_args.py" in files["PLAN.md"]
+    assert plan.to_json()["train"]["by_framework"]["llama-factory"]["adam_betas"] == [0.9, 0.999]
+    _, given = render_job(T, model="qwen3-8b", method="lora", cards=8, frameworks=["mindspeed-llm", "llama-factory"],
+                          train={"adam_betas": [0.9, 0.98]})
+    assert yaml.safe_load(given["llama-factory/train.yaml"])["adam_beta2"] == _mindspeed_args(given).adam_beta2 == 0.98
+
+
+def test_continued_pretraining_takes_each_frameworks_own_recipe():
+    # Issue 23 item 4: pretraining loads the HF weights but took the Llama 2 paper's from-scratch 3e-4 -> 3e-5.
+    # Each framework now trains with its own examples' values, and the plan says it continues from the weights.
+    plan, files = render_job(T, model="qwen3-8b", method="pretrain", cards=16, global_batch_size=512,
+                             frameworks=["mindformers", "mindspeed-llm", "llama-factory"],
+                             data={"total_tokens": 10 ** 9})
+    steps = plan.train.steps
+    ms = _mindspeed_args(files)  # examples/mcore/qwen3/pretrain_qwen3_8b_4K_ptd.sh l. 55-59
+    assert (ms.lr, ms.min_lr, ms.lr_decay_style, ms.weight_decay) == (1.25e-6, 1.25e-7, "cosine", 0.1)
+    assert ms.lr_warmup_iters == round(0.01 * steps)
+    mf = yaml.safe_load(files["mindformers/train.yaml"])  # configs/qwen3/pretrain_qwen3_32b_4k.yaml l. 29-35
+    assert mf["lr_schedule"]["type"] == "ConstantWarmUpLR" and mf["lr_schedule"]["learning_rate"] == 1.0e-6
+    assert mf["lr_schedule"]["warmup_steps"] == 0 and mf["optimizer"]["weight_decay"] == 0.0
+    lf = yaml.safe_load(files["llama-factory/train.yaml"])
+    assert (lf["learning_rate"], lf["lr_scheduler_type"], lf["warmup_steps"]) == (1.0e-5, "cosine", round(0.1 * steps))
+    assert any(n.startswith("continued pretraining: every framework starts from") for n in plan.notes)
+    assert "mindspeed-llm: default: MindSpeed-LLM 2.2.0 examples/mcore/qwen3/pretrain_qwen3_8b_4K_ptd.sh" \
+        in files["PLAN.md"]
+    _, given = render_job(T, model="qwen3-8b", method="pretrain", cards=16, global_batch_size=512,
+                          frameworks=["mindformers", "mindspeed-llm", "llama-factory"], data={"total_tokens": 10 ** 9},
+                          train={"learning_rate": 2.0e-5})
+    assert _mindspeed_args(given).lr == yaml.safe_load(given["llama-factory/train.yaml"])["learning_rate"] == \
+        yaml.safe_load(given["mindformers/train.yaml"])["lr_schedule"]["learning_rate"] == 2.0e-5
