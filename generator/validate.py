@@ -287,7 +287,7 @@ def _llama_factory(file: Path, plan: dict | None) -> Result:
         info = json.loads(_text(file.parent / "dataset_info.json"))
     except ValueError:
         info = None
-    rows = llama_factory.rows_problem(info, (plan.get("data") or {}).get("rows"))
+    rows = llama_factory.rows_problem(info, ((plan or {}).get("data") or {}).get("rows"))
     problems += [rows] if rows else []
     if problems:
         return Result(path, "problem", "; ".join(problems))

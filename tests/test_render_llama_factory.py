@@ -362,8 +362,8 @@ def test_llamafactory_and_deepspeed_accept_the_pair(tmp_path, fields):
 def test_qlora_follows_the_example_for_its_accelerator(hardware, example):
     # Issue 23 item 16: a GPU QLoRA train.yaml said it followed the Ascend example file; upstream's GPU one is the
     # on-the-fly bitsandbytes example, whose keys the file covers.
-    plan, files = render_job(T, model="qwen3-8b", method="qlora", quantization_bit=4, hardware=hardware, cards=8,
-                             frameworks=["llama-factory"])
+    _, files = render_job(T, model="qwen3-8b", method="qlora", quantization_bit=4, hardware=hardware, cards=8,
+                          frameworks=["llama-factory"])
     text = files["llama-factory/train.yaml"]
     assert f"laid out as upstream's examples/{example}." in text and f"`examples/{example}`" in files["PLAN.md"]
     theirs = upstream_keys("examples__" + example.replace("/", "__"))
@@ -372,8 +372,8 @@ def test_qlora_follows_the_example_for_its_accelerator(hardware, example):
 
 def test_plan_paths_say_where_each_framework_writes():
     # Issue 23 item 16: PLAN.md's paths list gave output_dir while LLaMA-Factory writes into <output_dir>/llama-factory.
-    plan, files = render_job(T, model="qwen3-8b", method="lora", cards=8, frameworks=["mindspeed-llm", "llama-factory"],
-                             paths={"output_dir": "/data/run"})
+    _, files = render_job(T, model="qwen3-8b", method="lora", cards=8, frameworks=["mindspeed-llm", "llama-factory"],
+                          paths={"output_dir": "/data/run"})
     assert yaml.safe_load(files["llama-factory/train.yaml"])["output_dir"] == "/data/run/llama-factory"
     line = next(l for l in files["PLAN.md"].splitlines() if l.startswith("- output_dir:"))
     assert "`/data/run/llama-factory`" in line and "`/data/run/mindspeed-llm`" in line

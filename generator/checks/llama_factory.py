@@ -98,7 +98,9 @@ def rows_problem(dataset_info: dict, planned: int | None) -> str | None:
     steps were sized for (data.samples): max_steps is fixed, so other rows train more or fewer epochs."""
     entry = next(iter(dataset_info.values()), None) if isinstance(dataset_info, dict) else None
     name = entry.get("file_name") if isinstance(entry, dict) else None
-    data = read_regular(Path(name)) if planned and isinstance(name, str) and os.path.isabs(name) else None
+    if not planned or not isinstance(name, str) or not os.path.isabs(name):
+        return None
+    data = read_regular(Path(name))
     if data is None:
         return None
     rows = data_rows(data)

@@ -20,15 +20,11 @@ SCHEDULER = {"cosine": "cosine", "linear": "linear", "constant": "constant_with_
 ATTENTION_MODULES = "q_proj,k_proj,v_proj,o_proj"
 # Upstream's example per method; QLoRA per accelerator: bitsandbytes on Ascend (qwen3_lora_sft_bnb_npu.yaml) or
 # on-the-fly bitsandbytes quantization on a GPU (qwen3_lora_sft_otfq.yaml), both v0.9.5.
-UPSTREAM_EXAMPLE = {"full": "train_full/qwen3_full_sft.yaml", "pretrain": "train_full/qwen3_full_sft.yaml",
-                    "lora": "train_lora/qwen3_lora_sft_ds3.yaml",
-                    "qlora": {"npu": "train_qlora/qwen3_lora_sft_bnb_npu.yaml",
-                              "gpu": "train_qlora/qwen3_lora_sft_otfq.yaml"}}
+UPSTREAM_EXAMPLE: dict[str, str | dict[str, str]] = {
+    "full": "train_full/qwen3_full_sft.yaml", "pretrain": "train_full/qwen3_full_sft.yaml",
+    "lora": "train_lora/qwen3_lora_sft_ds3.yaml",
+    "qlora": {"npu": "train_qlora/qwen3_lora_sft_bnb_npu.yaml", "gpu": "train_qlora/qwen3_lora_sft_otfq.yaml"}}
 
-
-def upstream_example(plan: Plan) -> str:
-    example = UPSTREAM_EXAMPLE[plan.method]
-    return example if isinstance(example, str) else example[plan.accelerator]
 DEVICE_ENV = {"npu": "ASCEND_RT_VISIBLE_DEVICES", "gpu": "CUDA_VISIBLE_DEVICES"}
 # LLaMA-Factory's dataset_info.json vocabulary (data/README.md and data/dataset_info.json at v0.9.5): each format's
 # required columns; the optional ones (system, history, tools, images) are registered only when the data has them,
@@ -42,6 +38,11 @@ DATASET_ENTRY = {
                         "assistant_tag": "assistant", "system_tag": "system"}},
     "text": {"columns": {"prompt": "text"}},  # upstream's c4_demo entry, for stage pt
 }
+
+
+def upstream_example(plan: Plan) -> str:
+    example = UPSTREAM_EXAMPLE[plan.method]
+    return example if isinstance(example, str) else example[plan.accelerator]
 
 
 def deepspeed_file(fp: FrameworkPlan) -> str | None:
