@@ -174,7 +174,10 @@ def training(spec: Spec, model: Model, defaults: RecipeDefaults, global_batch: i
     if "enable_thinking" in given and spec.method == "pretrain":
         raise SpecError.at("train.enable_thinking", "pretraining reads plain text, no chat template; leave it out")
     if "enable_thinking" in given and not thinking_template:
-        raise SpecError.at("train.enable_thinking", f"applies to Qwen3's chat template only, not {model.name}")
+        raise SpecError.at("train.enable_thinking", f"applies to Qwen3's chat template only, which no planned "
+                                                    f"framework applies to {model.name} (LLaMA-Factory's template "
+                                                    f"qwen3, MindSpeed-LLM's prompt type qwen3; MindFormers writes "
+                                                    f"the Alpaca prompt); leave it out")
     thinking = None
     if thinking_template and spec.method != "pretrain":
         thinking = given.get("enable_thinking", True)

@@ -624,3 +624,13 @@ def test_continued_pretraining_takes_each_frameworks_own_recipe():
                           train={"learning_rate": 2.0e-5})
     assert _mindspeed_args(given).lr == yaml.safe_load(given["llama-factory/train.yaml"])["learning_rate"] == \
         yaml.safe_load(given["mindformers/train.yaml"])["lr_schedule"]["learning_rate"] == 2.0e-5
+
+
+def test_thinking_for_a_job_no_framework_applies_it_to_says_why():
+    # Issue 23 item 6: a MindFormers-only Qwen3 job was told Qwen3 is "not Qwen3's chat template".
+    from generator.errors import SpecError
+    from generator.resolve import resolve
+    with pytest.raises(SpecError) as caught:
+        resolve(make_spec(cards=8, frameworks=["mindformers"], method="lora", train={"enable_thinking": False}), T)
+    assert "which no planned framework applies to qwen3-8b" in str(caught.value)
+    assert "MindFormers writes the Alpaca prompt" in str(caught.value)
