@@ -5,10 +5,10 @@ Sizes use one vocabulary (tp, pp, dp, cp, ep); each framework's own spelling liv
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from .memory import MemoryBreakdown
-from .recipe import Training
+from .recipe import Training, plan_json
 from .tables import Model
 from .parallel import Parallel
 
@@ -175,9 +175,20 @@ class Plan:
     samples_per_epoch: int | None
     tokens_per_epoch: int | None  # data.total_tokens, or samples x tokens_per_sample
     quantization_bit: int | None  # spec samples, or total_tokens / seq_len; None without data
-    train: Training  # the recipe every framework writes
+    train: Training  # the method's recipe: what every framework shares (steps, batch, checkpoints, adapters)
     version: str = field(default="")
     made_from: MadeFrom = MadeFrom()
+    data_rows: int | None = None  # fine-tuning: the data file's rows the steps are sized for (data.samples)
+    recipes: dict[str, Training] = field(default_factory=dict)  # the recipe each framework trains with
+
+    @property
+    def framework_recipes(self) -> dict[str, Training]:
+        """The recipe each planned framework trains with (a plan built without them: the method's for all)."""
+        return self.recipes or {name: self.train for name in self.frameworks}
+
+    def for_framework(self, name: str) -> Plan:
+        """This plan as `name`'s renderer reads it: `train` is the recipe that framework trains with."""
+        return replace(self, train=self.recipes.get(name, self.train))
 
     def output_dir(self, framework: str) -> str:
         """Where `framework` writes checkpoints and logs: its own folder under paths.output_dir."""
@@ -216,8 +227,8 @@ class Plan:
             "notes": list(self.notes),
             "warnings": list(self.warnings),
             "paths": {k: {"value": v.value, "placeholder": v.placeholder} for k, v in self.paths.items()},
-            "data": self.data.to_json(),
-            "train": self.train.to_json(),
+            "data": {**self.data.to_json(), "rows": self.data_rows},
+            "train": plan_json(self.framework_recipes),
             "cluster": {"master_addr": self.master_addr, "master_port": self.master_port,
                         "socket_ifname": self.socket_ifname, "socket_ifname_env": self.socket_ifname_env},
             "spec_sha256": self.spec_sha256,

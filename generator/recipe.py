@@ -83,9 +83,21 @@ def adapter(spec: Spec, defaults: RecipeDefaults, origin: dict | None = None) ->
             raise SpecError.at("lora", f"is only used with method lora or qlora, not {spec.method}")
         return None
     origin = {} if origin is None else origin
-    values = {k: _pick(spec.lora, k, defaults.values[k], origin, f"lora.{k}")
-              for k in ("rank", "alpha", "dropout", "targets")}
+    values = {k: _pick(spec.lora, k, defaults.values[k], origin, f"lora.{k}") for k in ("rank", "dropout", "targets")}
+    if "alpha" in spec.lora:
+        values["alpha"], origin["lora.alpha"] = spec.lora["alpha"], "given"
+    else:
+        row = defaults.values["alpha"]
+        values["alpha"] = default_alpha(row, values["rank"])
+        origin["lora.alpha"] = "default: " + (row["source"] if row.get("at_rank") == values["rank"] else
+                                              f"{row['times_rank']:g} x rank ({row['source']})")
     return Adapter(**values)
+
+
+def default_alpha(row: dict, rank: int) -> int:
+    """The LoRA alpha a defaults row gives at `rank`: its value at the rank it was given with, else a multiple of
+    the rank (LLaMA-Factory's lora_alpha = 2 x lora_rank), so a raised rank keeps the adapters' scale."""
+    return row["value"] if row.get("at_rank") == rank else row["times_rank"] * rank
 
 
 def default_row(defaults: RecipeDefaults, key: str, model: Model) -> dict:
@@ -98,7 +110,7 @@ def default_row(defaults: RecipeDefaults, key: str, model: Model) -> dict:
 
 
 def training(spec: Spec, model: Model, defaults: RecipeDefaults, global_batch: int, samples: int | None,
-             step_seconds: float, thinking_template: bool) -> Training:
+             step_seconds: float, thinking_template: bool, accelerator: str) -> Training:
     """Resolve the recipe once the global batch and the slowest framework's step time are known."""
     given, origin = spec.train, {}
     lr = _pick(given, "learning_rate", default_row(defaults, "learning_rate", model), origin)
@@ -106,7 +118,7 @@ def training(spec: Spec, model: Model, defaults: RecipeDefaults, global_batch: i
     if "min_learning_rate" in given:
         min_lr, origin["min_learning_rate"] = given["min_learning_rate"], "given"
     else:
-        min_lr = lr * share["value"]
+        min_lr = float(f"{lr * share['value']:.12g}")  # 1.25e-7, not the product's 1.2500000000000002e-07
         origin["min_learning_rate"] = (f"default: {share['value']:g} x learning_rate" if share["value"] else
                                        "default: 0") + f" ({share['source']})"
     if min_lr > lr:
@@ -154,6 +166,7 @@ def training(spec: Spec, model: Model, defaults: RecipeDefaults, global_batch: i
     resume = _pick(given, "resume", defaults.common["resume"], origin)
     seed = _pick(given, "seed", defaults.common["seed"], origin)
     optimizer_row = defaults.values.get("optimizer", defaults.common["optimizer"])
+    optimizer_row = optimizer_row.get(accelerator, optimizer_row)  # a row per accelerator (recipes.yaml qlora)
     optimizer = optimizer_row["value"]
     origin["optimizer"] = f"default: {optimizer_row['source']}"
     betas = tuple(float(b) for b in _pick(given, "adam_betas", defaults.common["adam_betas"], origin))
@@ -161,12 +174,17 @@ def training(spec: Spec, model: Model, defaults: RecipeDefaults, global_batch: i
     if "enable_thinking" in given and spec.method == "pretrain":
         raise SpecError.at("train.enable_thinking", "pretraining reads plain text, no chat template; leave it out")
     if "enable_thinking" in given and not thinking_template:
-        raise SpecError.at("train.enable_thinking", f"applies to Qwen3's chat template only, not {model.name}")
+        raise SpecError.at("train.enable_thinking", f"applies to Qwen3's chat template only, which no planned "
+                                                    f"framework applies to {model.name} (LLaMA-Factory's template "
+                                                    f"qwen3, MindSpeed-LLM's prompt type qwen3; MindFormers writes "
+                                                    f"the Alpaca prompt); leave it out")
     thinking = None
     if thinking_template and spec.method != "pretrain":
         thinking = given.get("enable_thinking", True)
         origin["enable_thinking"] = "given" if "enable_thinking" in given else \
-            "default: LLaMA-Factory 0.9.5 data_args enable_thinking True"
+            ("default: LLaMA-Factory 0.9.5 hparams/data_args.py l. 124-127 enable_thinking True; MindSpeed-LLM's "
+             "preprocess_data.py gets it too (its own None puts the empty thought in the prompt, unlearned: "
+             "tasks/preprocess/templates.py l. 358-364)")
     lora = adapter(spec, defaults, origin)
     return Training(learning_rate=float(lr), min_learning_rate=float(min_lr), lr_schedule=schedule,
                     warmup_ratio=None if warmup_ratio is None else float(warmup_ratio), warmup_steps=warmup_steps,
@@ -220,17 +238,47 @@ LABELS = {"learning_rate": "learning rate (peak)", "min_learning_rate": "min lea
           "lora.targets": "LoRA targets"}
 
 
-def rows(t: Training) -> list[tuple[str, str, str]]:
-    """(label, value, where it came from) for every value the plan states, in a fixed order."""
+def _stated(t: Training) -> dict[str, tuple[str, str]]:
+    """key -> (value as the plan writes it, where it came from), for every value the plan states."""
     values = t.to_json()
     lora = values.pop("lora", {})
     flat = {**values, **{f"lora.{k}": v for k, v in lora.items()}}
-    out = []
-    for key, label in LABELS.items():
+    out = {}
+    for key in LABELS:
         value = flat.get(key)
         if value is None and key not in t.origin:
             continue
         text = "unknown" if value is None else (f"{value:g}" if isinstance(value, float) else str(value).lower()
                                                  if isinstance(value, bool) else str(value))
-        out.append((label, text, t.origin.get(key, "")))
+        out[key] = (text, t.origin.get(key, ""))
     return out
+
+
+def rows(recipes: dict[str, Training]) -> list[tuple[str, str, str]]:
+    """(label, value, where it came from) for every value the plan states, in a fixed order: one row where every
+    framework trains with the same value, else one per value, its source naming the frameworks that use it."""
+    stated = {name: _stated(t) for name, t in recipes.items()}
+    out = []
+    for key, label in LABELS.items():
+        groups: dict[tuple[str, str], list[str]] = {}
+        for name, values in stated.items():
+            if key in values:
+                groups.setdefault(values[key], []).append(name)
+        for i, ((text, origin), names) in enumerate(groups.items()):
+            out.append(("" if i else label, text, origin if len(groups) == 1 else f"{', '.join(names)}: {origin}"))
+    return out
+
+
+def plan_json(recipes: dict[str, Training]) -> dict:
+    """plan.json's recipe: the values every framework trains with, and under by_framework each framework's own
+    where they differ (with their origins)."""
+    each = {name: t.to_json() for name, t in recipes.items()}
+    origins = {name: values.pop("origin") for name, values in each.items()}
+    first, first_origin = next(iter(each.values())), next(iter(origins.values()))
+    shared = {k: v for k, v in first.items() if all(values.get(k) == v for values in each.values())}
+    shared_origin = {k: v for k, v in first_origin.items() if all(o.get(k) == v for o in origins.values())}
+    by_framework = {name: {**{k: v for k, v in values.items() if k not in shared},
+                           "origin": {k: v for k, v in origins[name].items() if k not in shared_origin}}
+                    for name, values in each.items()}
+    return {**shared, "origin": shared_origin,
+            "by_framework": {name: own for name, own in by_framework.items() if len(own) > 1 or own["origin"]}}

@@ -26,10 +26,13 @@ from .nofit import way_out
 from .plan import Estimate, FrameworkPlan, Layout, MinCards, PathValue, Plan, Rejected
 from .recipe import PLACEHOLDER_STEPS, Training, adapter, batch_target, round_global_batch, training
 from .spec import Spec
-from .tables import Model, Tables
+from .tables import Model, RecipeDefaults, Tables
 from .throughput import Throughput, cards_for_budget, hours
 
 MAX_BUDGET_COUNTS = 64  # card counts tried for a time budget before the last is kept (with its warning)
+# The model facts (frameworks.yaml) that name a framework's chat template: LLaMA-Factory's template, MindSpeed-LLM's
+# prompt_type. Qwen3's ("qwen3" in both) has the thinking switch, whichever framework applies it.
+THINKING_TEMPLATE_FACTS = ("template", "prompt_type")
 DEFAULT_MASTER_PORT = 50001  # seed 003's example port; MindFormers suggests 50000-65535
 # Seed 001's rule of thumb for LoRA/SFT data set size, by model size (billions of parameters -> samples).
 DATASET_ADVICE = ((10, 20_000, "7B"), (20, 40_000, "14B"), (50, 80_000, "32B"), (float("inf"), 150_000, "72B"))
@@ -92,12 +95,15 @@ def resolve(spec: Spec, tables: Tables, force: bool = False) -> Plan:
         rejected.extend(fw_rejected)
         notes.extend(f"{name}: {n}" for n in fw_notes)
         warnings.extend(f"{name}: {w}" for w in fw_warnings)
-    recipe = _recipe(spec, model, tables, plans, batch)
+    recipe, recipes = _recipe(spec, model, tables, plans, batch)
     notes.extend(_general_notes(spec, model, plans))
     if recipe.enable_thinking is not None and "mindformers" in plans:
         notes.append("mindformers: its AlpacaInstructDataHandler writes samples in the Alpaca prompt, not Qwen3's chat "
                      "template (dataset/handler/alpaca_handler.py l. 36-51, MindFormers 2.1.0), so "
                      "train.enable_thinking applies to the other frameworks only")
+    fixed = _fixed_steps_note(spec, plans, recipe)
+    if fixed:
+        notes.append(fixed)
     kept = _checkpoints_kept(spec, model, plans, recipe)
     if kept:
         (warnings if "keep_checkpoints" in spec.train else notes).append(kept)
@@ -114,7 +120,8 @@ def resolve(spec: Spec, tables: Tables, force: bool = False) -> Plan:
                 master_port=spec.master_port or DEFAULT_MASTER_PORT, spec_sha256=spec.sha256, shape=model,
                 epochs=spec.epochs, samples_per_epoch=spec.samples_per_epoch, tokens_per_epoch=spec.tokens_per_epoch,
                 quantization_bit=spec.quantization_bit,
-                train=recipe, version=__version__)
+                train=recipe, recipes=recipes, version=__version__,
+                data_rows=spec.samples if spec.method != "pretrain" else None)
 
 
 def _resolve_fitting(spec: Spec, tables: Tables, contexts: dict[str, Context], notes: list[str],
@@ -201,27 +208,37 @@ def _with_choice(ctx: Context, fp: FrameworkPlan) -> FrameworkPlan:
                               f"{runner.memory.total:.1f} GiB per card).")
 
 
-def _recipe(spec: Spec, model: Model, tables: Tables, plans: dict[str, FrameworkPlan], batch: int) -> Training:
-    """The training recipe, with checkpoint intervals timed on the slowest framework's step."""
+def _recipe(spec: Spec, model: Model, tables: Tables, plans: dict[str, FrameworkPlan],
+            batch: int) -> tuple[Training, dict[str, Training]]:
+    """The method's training recipe and the one each framework trains with (its own defaults where recipes.yaml
+    gives them), with checkpoint intervals timed on the slowest framework's step."""
     step_seconds = max(batch * spec.seq_len / (fp.estimate.tokens_per_card_s * fp.layout.cards)
                        for fp in plans.values())
-    thinking = any(fp.info.get("template") == "qwen3" for fp in plans.values())
-    recipe = training(spec, model, tables.recipes[spec.method], batch, spec.samples_per_epoch, step_seconds,
-                      thinking)
+    thinking = any(fp.info.get(fact) == "qwen3" for fp in plans.values() for fact in THINKING_TEMPLATE_FACTS)
+    defaults = tables.recipes[spec.method]
+
+    def resolved(chosen: RecipeDefaults) -> Training:
+        return training(spec, model, chosen, batch, spec.samples_per_epoch, step_seconds, thinking,
+                        tables.hardware[spec.hardware].accelerator)
+
+    recipes = {name: resolved(defaults.for_framework(name)) for name in plans}
     # What a framework's pinned version cannot express, refused rather than written differently.
-    floorless = sorted(name for name in plans if name in ("llama-factory", "mindformers"))
-    if recipe.lr_schedule == "linear" and recipe.min_learning_rate > 0 and floorless:
+    floorless = sorted(name for name, r in recipes.items() if name in ("llama-factory", "mindformers")
+                       and r.lr_schedule == "linear" and r.min_learning_rate > 0)
+    if floorless:
         raise SpecError.at("train.min_learning_rate", f"{', '.join(floorless)}' linear schedule decays to 0 "
                                                       f"(transformers get_linear_schedule_with_warmup, MindFormers "
                                                       f"LinearWithWarmUpLR); give 0, or lr_schedule cosine")
-    if "mindspeed-llm" in plans and recipe.steps is None and (recipe.warmup_steps or 0) >= PLACEHOLDER_STEPS:
-        raise SpecError.at("train.warmup_steps", f"{recipe.warmup_steps}: without a data size or train.steps, "
+    megatron = recipes.get("mindspeed-llm")
+    if megatron and megatron.steps is None and (megatron.warmup_steps or 0) >= PLACEHOLDER_STEPS:
+        raise SpecError.at("train.warmup_steps", f"{megatron.warmup_steps}: without a data size or train.steps, "
                                                  f"MindSpeed-LLM trains the placeholder {PLACEHOLDER_STEPS} "
                                                  f"iterations; give data.samples (or total_tokens) or train.steps")
-    if "mindspeed-llm" in plans and recipe.adapter is not None and recipe.adapter.dropout > 0:
-        raise SpecError.at("lora.dropout", f"{recipe.adapter.dropout:g}: MindSpeed-LLM 2.2.0 builds its adapters with "
-                                           f"dropout 0 and has no flag for it; give 0, or leave mindspeed-llm out")
-    return recipe
+    if megatron and megatron.adapter is not None and megatron.adapter.dropout > 0:
+        raise SpecError.at("lora.dropout", f"{megatron.adapter.dropout:g}: MindSpeed-LLM 2.2.0 builds its adapters "
+                                           f"with dropout 0 and has no flag for it; give 0, or leave mindspeed-llm "
+                                           f"out")
+    return resolved(defaults), recipes
 
 
 def _frameworks(spec: Spec, tables: Tables, model: Model) -> tuple[list[str], list[str]]:
@@ -396,6 +413,11 @@ def _general_notes(spec: Spec, model: Model, plans: dict[str, FrameworkPlan]) ->
     if "mindformers" in plans and spec.epochs != int(spec.epochs) and spec.samples_per_epoch is None:
         notes.append(f"mindformers counts whole epochs: runner_config.epochs is {math.ceil(spec.epochs)} for the "
                      f"spec's {spec.epochs:g}")
+    if spec.method == "pretrain":
+        notes.append("continued pretraining: every framework starts from the HuggingFace weights in paths.model_dir "
+                     "(MindSpeed-LLM after convert_ckpt.sh, MindFormers through pretrained_model_dir, LLaMA-Factory "
+                     "model_name_or_path), so the recipe's defaults are each framework's continued-pretraining "
+                     "ones; gen-launch does not plan pretraining from random weights")
     multi = [name for name, fp in plans.items() if fp.layout.nodes > 1]
     if multi and spec.master_addr is None:
         notes.append(f"multi-node ({', '.join(multi)}) without cluster.master_addr: the launch scripts take "
@@ -403,6 +425,22 @@ def _general_notes(spec: Spec, model: Model, plans: dict[str, FrameworkPlan]) ->
     if multi:
         notes.append("multi-node: output_dir must be on storage shared by every node")
     return notes
+
+
+# How a framework is told the plan's step count, where it stops there whatever the data holds.
+FIXED_STEPS = {"llama-factory": "LLaMA-Factory max_steps", "mindspeed-llm": "MindSpeed-LLM --train-iters"}
+
+
+def _fixed_steps_note(spec: Spec, plans: dict[str, FrameworkPlan], recipe: Training) -> str | None:
+    """Steps derived from the spec's data size are written as a count, not as epochs: a data file of another size
+    then trains more or fewer passes, silently."""
+    fixed = [FIXED_STEPS[name] for name in plans if name in FIXED_STEPS]
+    if not fixed or not recipe.origin.get("steps", "").startswith("derived"):
+        return None
+    rows = spec.samples is not None and spec.method != "pretrain"
+    return (f"steps: {recipe.steps} from the spec's data size, written as a step count ({', '.join(fixed)}): a data "
+            f"file of another size trains more or fewer than {recipe.epochs:g} epoch(s)"
+            + ("; gen-launch validate counts the file's rows where it is there" if rows else ""))
 
 
 # Bytes per parameter of one MindSpeed-LLM checkpoint: bf16 weights, plus the distributed optimizer's fp32 master

@@ -74,10 +74,13 @@ class Spec:
 
     @property
     def samples_per_epoch(self) -> int | None:
-        """The data set's samples: given, or its tokens in seq_len sequences (pretraining data)."""
-        if self.samples is not None:
+        """The sequences one pass trains on. Fine-tuning: the given samples (or the tokens in seq_len sequences).
+        Pretraining packs the text into seq_len sequences (Megatron's GPTDataset, LLaMA-Factory's stage pt), so its
+        samples of tokens_per_sample tokens are tokens / seq_len sequences, not one each."""
+        if self.samples is not None and self.method != "pretrain":
             return self.samples
-        return None if self.total_tokens is None else math.ceil(self.total_tokens / self.seq_len)
+        tokens = self.tokens_per_epoch
+        return None if tokens is None else math.ceil(tokens / self.seq_len)
 
     @property
     def tokens_per_epoch(self) -> int | None:

@@ -7,8 +7,8 @@ import jinja2
 
 from .dataset import default_format
 from .errors import SpecError
-from .recipe import default_row
-from .tables import ADAPTER_KEYS, Model, Tables, trains_adapters
+from .recipe import default_alpha, default_row
+from .tables import ADAPTER_KEYS, Model, RecipeDefaults, Tables, trains_adapters
 
 SEQ_LEN = 4096  # the starter's sequence length, lowered to what the model holds
 # The recipe keys a starter shows, in the order README lists them.
@@ -31,16 +31,18 @@ def starter_spec(tables: Tables, env: jinja2.Environment, model_name: str, metho
     if not offered:
         raise SpecError.at("model", f"no framework trains {model.name} {method} on {hw.name}")
     seq_len = min(SEQ_LEN, model.max_positions // 256 * 256)
-    train = [(key, default_row(defaults, key, model)["value"], default_row(defaults, key, model)["source"])
-             for key in TRAIN_KEYS]
-    train += [(key, defaults.common[key]["value"], defaults.common[key]["source"]) for key in COMMON_KEYS]
-    lora = [(key, defaults.values[key]["value"], defaults.values[key]["source"])
+    rows = {name: _train_rows(defaults.for_framework(name), model) for name in offered}
+    # A key whose default differs between the offered frameworks is listed per framework, not as one value: giving
+    # it sets every framework alike.
+    shared = [row for row in rows[offered[0]] if all(row in own for own in rows.values())]
+    own = [(name, row) for name in offered for row in rows[name] if row not in shared]
+    lora = [(key, _adapter_default(defaults, key), defaults.values[key]["source"])
             for key in ADAPTER_KEYS] if trains_adapters(method) else []
     return env.get_template("init.yaml.j2").render(
         schema=schema, job=f"{model.name}-{method}-{hw.name}", model=hf_id if hf_id != model.hf_id else model.name,
         model_comment=_model_comment(tables, model, hf_id), hf_id=hf_id, method=method,
         quantization_bit=hw.quantization_bits[0] if method == "qlora" else None, seq_len=seq_len,
-        hardware=hw.name, hardware_label=hw.label, frameworks=offered, train=train, lora=lora,
+        hardware=hw.name, hardware_label=hw.label, frameworks=offered, train=shared, own=own, lora=lora,
         formats=[] if method == "pretrain" else _formats(tables, offered), default_format=default_format(model))
 
 
@@ -60,3 +62,16 @@ def _formats(tables: Tables, offered: list[str]) -> list[tuple[str, str]]:
         readers = [name for name in offered if fmt in tables.frameworks[name].dataset_formats]
         out.append((fmt, f"{rows} ({'read by ' + ', '.join(readers) if readers else 'no framework here reads it'})"))
     return out
+
+
+def _train_rows(defaults: RecipeDefaults, model) -> list[tuple[str, object, str]]:
+    """(key, value, source) of the recipe keys a starter shows, for one framework's defaults."""
+    train = [(key, default_row(defaults, key, model)["value"], default_row(defaults, key, model)["source"])
+             for key in TRAIN_KEYS]
+    return train + [(key, defaults.common[key]["value"], defaults.common[key]["source"]) for key in COMMON_KEYS]
+
+
+def _adapter_default(defaults: RecipeDefaults, key: str):
+    """A LoRA default's value; the alpha at the default rank."""
+    row = defaults.values[key]
+    return default_alpha(row, defaults.values["rank"]["value"]) if key == "alpha" else row["value"]

@@ -306,12 +306,27 @@ class RecipeDefaults:
     method: str
     values: dict
     common: dict
+    frameworks: dict = field(default_factory=dict)  # framework -> its own rows for this method (recipes.yaml)
+
+    def for_framework(self, name: str) -> RecipeDefaults:
+        """The defaults `name` trains with: its own rows over the method's."""
+        own = self.frameworks.get(name, {})
+        return RecipeDefaults(self.method, {**self.values, **{k: v for k, v in own.items() if k not in self.common}},
+                              {**self.common, **{k: v for k, v in own.items() if k in self.common}})
+
+
+ACCELERATORS = ("npu", "gpu")
 
 
 def _check_recipe_row(where: str, row) -> None:
+    if isinstance(row, dict) and set(row) == set(ACCELERATORS):  # one row per accelerator
+        for accelerator in ACCELERATORS:
+            _check_recipe_row(f"{where}.{accelerator}", row[accelerator])
+        return
     bands = row if isinstance(row, list) else [row]
     for band in bands:
-        if not isinstance(band, dict) or "value" not in band or not band.get("source"):
+        # A LoRA alpha may be a multiple of the rank (times_rank) instead of a value.
+        if not isinstance(band, dict) or not ({"value", "times_rank"} & set(band)) or not band.get("source"):
             raise TableError(f"recipes.yaml {where}: every default needs a value and a source")
     if isinstance(row, list) and "up_to_params_b" in row[-1]:
         raise TableError(f"recipes.yaml {where}: the last size band must have no up_to_params_b")
@@ -335,8 +350,21 @@ def _load_recipes() -> dict[str, RecipeDefaults]:
                 raise TableError(f"recipes.yaml {method}: {key} is missing")
         for key, row in values.items():
             _check_recipe_row(f"{method}.{key}", row)
-        recipes[method] = RecipeDefaults(method, values, common)
+        recipes[method] = RecipeDefaults(method, values, common, _framework_rows(doc.get("frameworks") or {}, method))
     return recipes
+
+
+def _framework_rows(frameworks: dict, method: str) -> dict[str, dict]:
+    """Each framework's own rows for `method`: its every_method rows, then its rows for the method."""
+    out = {}
+    for name, sections in frameworks.items():
+        rows = {**(sections.get("every_method") or {}), **(sections.get(method) or {})}
+        for key, row in rows.items():
+            if key not in RECIPE_KEYS + COMMON_KEYS:
+                raise TableError(f"recipes.yaml frameworks.{name}: {key} is not a recipe key")
+            _check_recipe_row(f"frameworks.{name}.{key}", row)
+        out[name] = rows
+    return out
 
 
 @dataclass(frozen=True)
@@ -428,6 +456,9 @@ def _check_registry(tables: "Tables") -> None:
             raise TableError(f"min_cards.csv line {row.line}: model {row.model!r} has no row in models.yaml")
         if row.framework not in tables.frameworks:
             raise TableError(f"min_cards.csv line {row.line}: unknown framework {row.framework!r}")
+    stray = sorted({name for recipe in tables.recipes.values() for name in recipe.frameworks} - set(tables.frameworks))
+    if stray:
+        raise TableError(f"recipes.yaml frameworks: {', '.join(stray)} is not a framework of frameworks.yaml")
     for fw in tables.frameworks.values():
         if fw.deepspeed and fw.activations is None:
             raise TableError(f"frameworks.yaml {fw.name}: the deepspeed memory scheme counts measured activations; "

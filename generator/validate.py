@@ -297,6 +297,12 @@ def _llama_factory(file: Path, plan: dict | None) -> Result:
     except ValueError as exc:
         return Result(path, "problem", f"its deepspeed file {ds_name!r} cannot be read: {exc}")
     problems = llama_factory.llamafactory_problems(train, ds, world, batch)
+    try:
+        info = json.loads(_text(file.parent / "dataset_info.json"))
+    except ValueError:
+        info = None
+    rows = llama_factory.rows_problem(info, ((plan or {}).get("data") or {}).get("rows"))
+    problems += [rows] if rows else []
     if problems:
         return Result(path, "problem", "; ".join(problems))
     if not llama_factory.llamafactory_installed():

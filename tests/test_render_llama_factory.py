@@ -355,3 +355,25 @@ def test_llamafactory_and_deepspeed_accept_the_pair(tmp_path, fields):
     if lay.zero_stage is not None:
         status, detail = llamafactory_parser_check(folder, lay.cards * 2, plan.shape.hidden, lay.global_batch_size)
         assert status == "problem" and f"the plan's global batch is {lay.global_batch_size}" in detail
+
+
+@pytest.mark.parametrize("hardware,example", [("rtx4090", "train_qlora/qwen3_lora_sft_otfq.yaml"),
+                                              ("snt9b", "train_qlora/qwen3_lora_sft_bnb_npu.yaml")])
+def test_qlora_follows_the_example_for_its_accelerator(hardware, example):
+    # Issue 23 item 16: a GPU QLoRA train.yaml said it followed the Ascend example file; upstream's GPU one is the
+    # on-the-fly bitsandbytes example, whose keys the file covers.
+    _, files = render_job(T, model="qwen3-8b", method="qlora", quantization_bit=4, hardware=hardware, cards=8,
+                          frameworks=["llama-factory"])
+    text = files["llama-factory/train.yaml"]
+    assert f"laid out as upstream's examples/{example}." in text and f"`examples/{example}`" in files["PLAN.md"]
+    theirs = upstream_keys("examples__" + example.replace("/", "__"))
+    assert theirs - {"max_samples", "warmup_ratio", "num_train_epochs"} <= set(yaml.safe_load(text))
+
+
+def test_plan_paths_say_where_each_framework_writes():
+    # Issue 23 item 16: PLAN.md's paths list gave output_dir while LLaMA-Factory writes into <output_dir>/llama-factory.
+    _, files = render_job(T, model="qwen3-8b", method="lora", cards=8, frameworks=["mindspeed-llm", "llama-factory"],
+                          paths={"output_dir": "/data/run"})
+    assert yaml.safe_load(files["llama-factory/train.yaml"])["output_dir"] == "/data/run/llama-factory"
+    line = next(l for l in files["PLAN.md"].splitlines() if l.startswith("- output_dir:"))
+    assert "`/data/run/llama-factory`" in line and "`/data/run/mindspeed-llm`" in line

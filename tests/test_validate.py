@@ -256,3 +256,29 @@ def test_mindformers_launcher_must_start_the_yaml_world(tmp_path):
     rewrite(job, "mindformers/launch.sh", launch.replace("\n  16 8 ", "\n  8 8 "))
     result = CliRunner().invoke(main, ["validate", str(job)])
     assert result.exit_code == 1 and "launch.sh starts 8 worker(s) for a 16-card YAML" in result.output
+
+
+@pytest.mark.parametrize("rows,jsonl", [(40, False), (25, False), (25, True)])
+def test_validate_counts_the_data_files_rows(tmp_path, monkeypatch, rows, jsonl):
+    # Issue 23 item 16: max_steps is fixed from data.samples, so a data file of another size trains more or fewer
+    # epochs without a word. The plan says so; validate counts the rows where the file is there.
+    import yaml
+    monkeypatch.setattr(llama_factory, "llamafactory_installed", lambda: False)
+    data = tmp_path / ("train.jsonl" if jsonl else "train.json")
+    row = {"instruction": "q", "input": "", "output": "a"}
+    data.write_text("\n".join(json.dumps(row) for _ in range(rows)) + "\n" if jsonl else json.dumps([row] * rows))
+    spec = tmp_path / "job.yaml"
+    spec.write_text(yaml.safe_dump({
+        "job": "rows", "model": "qwen3-8b", "method": "lora", "seq_len": 1024, "hardware": "rtx4090", "cards": 1,
+        "frameworks": ["llama-factory"], "data": {"samples": 40, "tokens_per_sample": 100},
+        "paths": {"dataset": str(data), "output_dir": str(tmp_path / "out")}}))
+    rendered = CliRunner().invoke(main, ["render", str(spec), "-o", str(tmp_path / "jobs")], catch_exceptions=False)
+    assert rendered.exit_code == 0, rendered.output
+    assert "a data file of another size trains more or fewer" in (tmp_path / "jobs/rows/PLAN.md").read_text()
+    result = CliRunner().invoke(main, ["validate", str(tmp_path / "jobs/rows")], catch_exceptions=False)
+    line = next(l for l in result.output.splitlines() if "llama-factory/train.yaml" in l)
+    if rows == 40:
+        assert result.exit_code == 0 and line.split()[0] == "skipped", result.output
+    else:
+        assert result.exit_code == 1 and line.split()[0] == "problem", result.output
+        assert f"has {rows} rows, but the plan's steps are sized for 40" in line and "data.samples: 25" in line

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import hashlib
 import importlib.util
+import json
 import os
 import socket
 import sys
@@ -78,6 +79,37 @@ def llamafactory_problems(train: dict, deepspeed: dict | None, world: int, globa
         if not isinstance(deepspeed.get("zero_optimization", {}).get("stage"), int):
             problems.append("zero_optimization.stage must be an integer")
     return problems
+
+
+def data_rows(data: bytes) -> int | None:
+    """Rows of a data file as LLaMA-Factory's JSON loader reads it (datasets' json builder): a JSON array's items,
+    else JSON lines (blank lines skipped); None when it is neither."""
+    try:
+        if data.lstrip()[:1] == b"[":
+            rows = json.loads(data)
+            return len(rows) if isinstance(rows, list) else None
+        return sum(1 for line in data.splitlines() if line.strip() and json.loads(line) is not None)
+    except ValueError:
+        return None
+
+
+def rows_problem(dataset_info: dict, planned: int | None) -> str | None:
+    """The data file registered in dataset_info.json, where it is on this machine, against the rows the plan's
+    steps were sized for (data.samples): max_steps is fixed, so other rows train more or fewer epochs."""
+    entry = next(iter(dataset_info.values()), None) if isinstance(dataset_info, dict) else None
+    name = entry.get("file_name") if isinstance(entry, dict) else None
+    if not planned or not isinstance(name, str) or not os.path.isabs(name):
+        return None
+    data = read_regular(Path(name))
+    if data is None:
+        return None
+    rows = data_rows(data)
+    if rows is None:
+        return f"the data file {name} is neither a JSON array nor JSON lines"
+    if rows != planned:
+        return (f"the data file {name} has {rows} rows, but the plan's steps are sized for {planned} (data.samples): "
+                f"max_steps trains {planned / rows:.2g}x the epochs planned; set data.samples: {rows} and render again")
+    return None
 
 
 # Runs in a child interpreter started with -I: the job folder is its working directory (LLaMA-Factory resolves the

@@ -95,8 +95,9 @@ def render_files(plan: Plan) -> dict[str, str]:
                          f"generator/render/__init__.py FRAMEWORK_RENDERERS")
     for framework, (renderer, section) in FRAMEWORK_RENDERERS.items():
         if framework in plan.frameworks:
-            files.update(renderer(plan, env))
-            sections[framework] = section(plan, env)
+            own = plan.for_framework(framework)  # its recipe: the framework's own defaults where it has them
+            files.update(renderer(own, env))
+            sections[framework] = section(own, env)
     files.update(core.render(plan, env, sections))
     header = header_text(plan)
     out = {path: with_header(path, files[path], header) for path in sorted(files)}

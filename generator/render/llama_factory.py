@@ -18,8 +18,13 @@ SCHEDULER = {"cosine": "cosine", "linear": "linear", "constant": "constant_with_
 # find_all_linear_modules); attention only: the projections by the family's module names (a model row's
 # attention_modules where they differ, as BLOOM's and ChatGLM3's fused query_key_value and dense).
 ATTENTION_MODULES = "q_proj,k_proj,v_proj,o_proj"
-UPSTREAM_EXAMPLE = {"full": "train_full/qwen3_full_sft.yaml", "pretrain": "train_full/qwen3_full_sft.yaml",
-                    "lora": "train_lora/qwen3_lora_sft_ds3.yaml", "qlora": "train_qlora/qwen3_lora_sft_bnb_npu.yaml"}
+# Upstream's example per method; QLoRA per accelerator: bitsandbytes on Ascend (qwen3_lora_sft_bnb_npu.yaml) or
+# on-the-fly bitsandbytes quantization on a GPU (qwen3_lora_sft_otfq.yaml), both v0.9.5.
+UPSTREAM_EXAMPLE: dict[str, str | dict[str, str]] = {
+    "full": "train_full/qwen3_full_sft.yaml", "pretrain": "train_full/qwen3_full_sft.yaml",
+    "lora": "train_lora/qwen3_lora_sft_ds3.yaml",
+    "qlora": {"npu": "train_qlora/qwen3_lora_sft_bnb_npu.yaml", "gpu": "train_qlora/qwen3_lora_sft_otfq.yaml"}}
+
 DEVICE_ENV = {"npu": "ASCEND_RT_VISIBLE_DEVICES", "gpu": "CUDA_VISIBLE_DEVICES"}
 # LLaMA-Factory's dataset_info.json vocabulary (data/README.md and data/dataset_info.json at v0.9.5): each format's
 # required columns; the optional ones (system, history, tools, images) are registered only when the data has them,
@@ -33,6 +38,11 @@ DATASET_ENTRY = {
                         "assistant_tag": "assistant", "system_tag": "system"}},
     "text": {"columns": {"prompt": "text"}},  # upstream's c4_demo entry, for stage pt
 }
+
+
+def upstream_example(plan: Plan) -> str:
+    example = UPSTREAM_EXAMPLE[plan.method]
+    return example if isinstance(example, str) else example[plan.accelerator]
 
 
 def deepspeed_file(fp: FrameworkPlan) -> str | None:
@@ -133,7 +143,7 @@ def render(plan: Plan, env: jinja2.Environment) -> dict[str, str]:
     t = plan.train
     lora = t.adapter
     train = env.get_template("llama-factory/train.yaml.j2").render(
-        upstream_example=UPSTREAM_EXAMPLE[plan.method], model_dir=plan.paths["model_dir"].value,
+        upstream_example=upstream_example(plan), model_dir=plan.paths["model_dir"].value,
         quantization_bit=plan.quantization_bit,
         # LLaMA-Factory's Ascend QLoRA example turns bitsandbytes' double quantization off; GPUs keep the default.
         double_quantization=False if plan.accelerator == "npu" else None,
@@ -172,5 +182,5 @@ def render(plan: Plan, env: jinja2.Environment) -> dict[str, str]:
 def plan_section(plan: Plan, env: jinja2.Environment) -> str:
     fp = plan.frameworks[NAME]
     return env.get_template("llama-factory/plan_section.md.j2").render(
-        plan=plan, fp=fp, deepspeed=deepspeed_file(fp), upstream_example=UPSTREAM_EXAMPLE[plan.method],
+        plan=plan, fp=fp, deepspeed=deepspeed_file(fp), upstream_example=upstream_example(plan),
         lines=[command_line(plan, fp, rank) for rank in range(fp.layout.nodes)])
