@@ -16,7 +16,7 @@ from typing import NoReturn
 import click
 
 from . import __version__
-from .errors import SpecError, UserError, show
+from .errors import SpecError, UserError, show, show_path
 from .plan import Plan
 from .render import check as check_files
 from .render import compare, environment, render_files, write
@@ -160,7 +160,7 @@ def render(spec: str, overrides: tuple[str, ...], out_dir: Path, force: bool, st
         _fail(error, spec)
     click.echo(_plan_text(result), nl=False, err=True)
     for change in written.changes if written else compare(files, out_dir / result.job):
-        click.echo(f"{change.action:>9}  {out_dir / result.job / change.path}")
+        click.echo(f"{change.action:>9}  {show_path(out_dir / result.job / change.path)}")
     if written and written.backup:
         click.echo(f"kept the folder as it was (with the edits --force replaced) in {written.backup}", err=True)
 
@@ -286,7 +286,7 @@ def validate(job_dir: Path, mindformers_python: str | None) -> None:
         _fail(error, str(job_dir))
     for result in results:
         detail = f"  {result.detail}" if result.detail else ""
-        click.echo(f"{result.status:>8}  {result.path}{detail}")
+        click.echo(f"{result.status:>8}  {show_path(result.path)}{detail}")
     if any(r.status == "problem" for r in results):
         sys.exit(EXIT_DRIFT)
     if any(r.status == "env" for r in results):

@@ -68,3 +68,16 @@ def show(value: object, limit: int = 60) -> str:
     if isinstance(value, dict):
         return "a mapping"
     return f"a {type(value).__name__}"
+
+
+def show_path(path: object) -> str:
+    """A path echoed to the terminal: as it is, except that what a terminal would act on or hide (control and
+    format characters, other separators than the space, undecodable bytes) and the backslash are escaped, so a
+    hostile file name cannot move the cursor, recolour the screen or pass for another name."""
+    return "".join(ch if ch.isprintable() and ch != "\\" else _escape(ch) for ch in str(path))
+
+
+def _escape(ch: str) -> str:
+    if 0xDC80 <= ord(ch) <= 0xDCFF:  # a byte that is not UTF-8, as os.fsdecode carries it
+        return f"\\x{ord(ch) - 0xDC00:02x}"
+    return ch.encode("unicode_escape").decode("ascii")  # \\, \n, \x1b, \u202e, \U000f0000

@@ -24,7 +24,7 @@ import yaml
 from .checks import llama_factory, mindformers, mindspeed_llm
 from .checks.shell import assignment, bash_arrays, shell_problems
 from .errors import UserError
-from .jobdir import MANIFEST, parse_manifest, read_regular, safe_relative, scan
+from .jobdir import MANIFEST, MAX_READ, parse_manifest, read_regular, safe_relative, scan
 from .tables import load_tables
 
 INSTALL_HINT = ("pip install -e '.[validate]' from a clone of gen-launch, then on a host without CUDA "
@@ -47,8 +47,10 @@ def validate(job_dir: Path, mindformers_python: str | None = None) -> list[Resul
         raise UserError(f"{job_dir} is a symbolic link; validate reads only a real job folder")
     data = read_regular(job_dir / MANIFEST)
     if data is None:
-        raise UserError(f"{job_dir}: no {MANIFEST} (or not a regular file); not a folder gen-launch render wrote")
-    manifest, found = parse_manifest(data), scan(job_dir)
+        raise UserError(f"{job_dir}: no {MANIFEST} (or not a regular file, or over {MAX_READ} bytes); not a folder "
+                        f"gen-launch render wrote")
+    manifest = parse_manifest(data)
+    found = scan(job_dir, manifest.entries)
     plan = _plan(job_dir)
     model = _model(plan)
     mindspeed = _mindspeed_job(job_dir / "mindspeed-llm", model) \
@@ -60,13 +62,16 @@ def validate(job_dir: Path, mindformers_python: str | None = None) -> list[Resul
         if entry is None or entry.kind != "file":
             results.append(Result(path, "problem", "missing (or not a regular file)"))
         elif entry.digest != digest:
-            results.append(Result(path, "problem", "changed since gen-launch render wrote it"))
+            results.append(Result(path, "problem", "changed since gen-launch render wrote it" if entry.digest else
+                                  f"changed since gen-launch render wrote it (over {MAX_READ} bytes: not read)"))
         else:
             results.append(_check(job_dir, path, plan, model, mindspeed, mindformers_python))
     for path in sorted(p for p, e in found.items() if e.kind != "folder" and p != MANIFEST
                        and p not in manifest.entries):
-        results.append(Result(path, "problem", f"not listed in {MANIFEST}: gen-launch did not write it (or "
-                                               f"{MANIFEST} was edited), so nothing vouches for it"))
+        results.append(Result(path, "problem", f"a folder that cannot be read (permissions, or nested deeper than "
+                                               f"the system's path limit)" if found[path].kind == "unreadable" else
+                              f"not listed in {MANIFEST}: gen-launch did not write it (or {MANIFEST} was edited), so "
+                              f"nothing vouches for it"))
     return results
 
 

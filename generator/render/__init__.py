@@ -14,8 +14,8 @@ from pathlib import Path, PurePosixPath
 
 import jinja2
 
-from ..errors import TableError, UserError
-from ..jobdir import MANIFEST, Change, compare, drift, locked, manifest_text, replace
+from ..errors import TableError, UserError, show_path
+from ..jobdir import MANIFEST, REFUSED, Change, compare, drift, leftovers, locked, manifest_text, replace
 from ..recipe import rows as recipe_rows
 from ..plan import Plan
 from ..resources import resource_dir
@@ -129,7 +129,7 @@ def write(files: dict[str, str], out_dir: Path, job: str, force: bool) -> Writte
         out_dir.mkdir(parents=True, exist_ok=True)
         with locked(out_dir):
             changes = compare(files, job_dir)
-            kept = [c.path for c in changes if c.action in ("edited", "stray")]
+            kept = [show_path(c.path) for c in changes if c.action in REFUSED]
             if kept and not force:
                 shown = ", ".join(kept[:MAX_LISTED]) + (f" and {len(kept) - MAX_LISTED} more"
                                                         if len(kept) > MAX_LISTED else "")
@@ -145,6 +145,8 @@ def write(files: dict[str, str], out_dir: Path, job: str, force: bool) -> Writte
 def check(files: dict[str, str], out_dir: Path, job: str) -> list[str]:
     """Differences between what render would write and the job folder on disk; empty when in sync."""
     job_dir = out_dir / job
+    left = [f"staging leftover: {show_path(p)} (a render was killed while writing it; the next render removes it, "
+            f"or: rm -rf -- {show_path(quote(str(p)))})" for p in leftovers(out_dir, job)]
     if job_dir.is_symlink():
-        return [f"not a folder: {job_dir} is a symbolic link"]
-    return drift(compare(files, job_dir))
+        return [f"not a folder: {show_path(job_dir)} is a symbolic link", *left]
+    return drift(compare(files, job_dir)) + left
