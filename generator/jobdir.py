@@ -340,6 +340,12 @@ def leftovers(out_dir: Path, job: str) -> list[Path]:
     return sorted(p for p in out_dir.glob(f".{job}{STAGING}*") if p.is_dir() and not p.is_symlink())
 
 
+def clear_leftovers(out_dir: Path, job: str) -> None:
+    """Remove what killed renders left (never the live folder: `+` cannot occur in a job name). Under `locked`."""
+    for leftover in leftovers(out_dir, job):
+        _discard(leftover)
+
+
 def _backup_name(job_dir: Path) -> Path:
     stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
     target = job_dir.with_name(f"{job_dir.name}{BACKUP}{stamp}")
@@ -374,8 +380,6 @@ def replace(files: dict[str, str], out_dir: Path, job: str, backup: bool) -> Pat
     never copied (no partial copy on a full disk, nothing read), and never sits under a name render removes. Call
     under `locked(out_dir)`."""
     job_dir = out_dir / job
-    for leftover in leftovers(out_dir, job):  # from a render killed earlier: never the live folder
-        _discard(leftover)
     mask = _umask()
     staging = Path(tempfile.mkdtemp(prefix=f".{job}{STAGING}", dir=out_dir))
     try:

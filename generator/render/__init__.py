@@ -15,7 +15,8 @@ from pathlib import Path, PurePosixPath
 import jinja2
 
 from ..errors import TableError, UserError, show_path
-from ..jobdir import MANIFEST, REFUSED, Change, compare, drift, leftovers, locked, manifest_text, replace
+from ..jobdir import MANIFEST, REFUSED, Change, clear_leftovers, compare, drift, leftovers, locked, manifest_text, \
+    replace
 from ..recipe import rows as recipe_rows
 from ..plan import Plan
 from ..resources import resource_dir
@@ -128,6 +129,7 @@ def write(files: dict[str, str], out_dir: Path, job: str, force: bool) -> Writte
     try:
         out_dir.mkdir(parents=True, exist_ok=True)
         with locked(out_dir):
+            clear_leftovers(out_dir, job)
             changes = compare(files, job_dir)
             kept = [show_path(c.path) for c in changes if c.action in REFUSED]
             if kept and not force:
