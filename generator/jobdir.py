@@ -19,10 +19,10 @@ import os
 import stat
 import tempfile
 import time
+from collections.abc import Container, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
-from typing import Container, Iterator
 
 from .errors import UserError, show_path
 

@@ -68,8 +68,7 @@ def validate(job_dir: Path, mindformers_python: str | None = None) -> list[Resul
             results.append(_check(job_dir, path, plan, model, mindspeed, mindformers_python))
     for path in sorted(p for p, e in found.items() if e.kind != "folder" and p != MANIFEST
                        and p not in manifest.entries):
-        results.append(Result(path, "problem", f"a folder that cannot be read (permissions, or nested deeper than "
-                                               f"the system's path limit)" if found[path].kind == "unreadable" else
+        results.append(Result(path, "problem", UNREADABLE if found[path].kind == "unreadable" else
                               f"not listed in {MANIFEST}: gen-launch did not write it (or {MANIFEST} was edited), so "
                               f"nothing vouches for it"))
     return results
@@ -115,6 +114,7 @@ def _yaml(file: Path) -> tuple[dict | None, str]:
     return (doc, "") if isinstance(doc, dict) else (None, "not a YAML mapping")
 
 
+UNREADABLE = "a folder that cannot be read (permissions, or nested deeper than the system's path limit)"
 NO_PLAN = "plan.json is missing or unreadable: the card count and model this file is checked against are unknown"
 
 

@@ -9,8 +9,6 @@ from __future__ import annotations
 import errno
 import hashlib
 import os
-import resource
-import stat
 import subprocess
 import sys
 import tempfile
@@ -18,10 +16,10 @@ from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
+from folder_ops import BOTH, ONE, cli, expected, folder_files, snapshot, write_spec
 from hypothesis import HealthCheck, Phase, assume, given, settings
 from hypothesis import strategies as st
 
-from folder_ops import BOTH, ONE, cli, expected, folder_files, snapshot, write_spec
 from generator.jobdir import remove_tree
 from generator.shell import quote
 
@@ -68,7 +66,7 @@ sys.exit(done.returncode)
 def limited_cli(*args: str) -> subprocess.CompletedProcess:
     env = {**os.environ, "PYTHONPATH": str(REPO)}
     return subprocess.run([sys.executable, "-c", RUN_LIMITED, *args], capture_output=True, text=True, env=env,
-                          timeout=120)
+                          timeout=120, check=False)
 
 
 @SETTINGS
@@ -183,15 +181,16 @@ def test_remove_tree_deletes_any_depth_and_never_follows_a_link(scratch):
 
 @pytest.mark.parametrize("depth", [0, 1_500])
 def test_check_reports_staging_leftovers_and_render_removes_them(scratch, depth):
-    spec, out, job = rendered(scratch / "t")
+    spec, out, _ = rendered(scratch / "t")
     leftover = out / ".j+staging-x1y2z3"
     leftover.mkdir()
     (leftover / "PLAN.md").write_text("half\n")
     make_deep(leftover, depth, "file")
     result = cli("check", spec, "-o", out)
     assert result.exit_code == 1, result.output
-    assert result.stdout.splitlines() == [f"staging leftover: {leftover} (a render was killed while writing it; the "
-                                          f"next render removes it, or: rm -rf -- {quote(str(leftover))})"]
+    line = (f"staging leftover: {leftover} (a render was killed while writing it; the next render removes it, or: "
+            f"rm -rf -- {quote(str(leftover))})")
+    assert result.stdout.splitlines() == [line]
     assert cli("render", spec, "-o", out).exit_code == 0
     assert not leftover.exists() and cli("check", spec, "-o", out).exit_code == 0
 
@@ -246,7 +245,7 @@ def small_disk(where: Path, size: int):
     """A tmpfs of `size` bytes at `where` (skips where mounting is not allowed)."""
     where.mkdir()
     mounted = subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(where)],
-                             capture_output=True)
+                             capture_output=True, check=False)
     if mounted.returncode:
         pytest.skip("cannot mount a tmpfs here (needs root)")
     try:
@@ -335,7 +334,7 @@ def test_a_manifest_line_made_by_hand_vouches_for_nothing(tmp_path, path, last):
 
 
 def test_files_render_wrote_are_still_removed_without_a_backup(tmp_path):
-    spec, out, job = rendered(tmp_path / "t", BOTH)
+    _, out, job = rendered(tmp_path / "t", BOTH)
     result = cli("render", write_spec(tmp_path, ONE, "one.yaml"), "-o", out)
     assert result.exit_code == 0 and "   remove  " in result.output and not backups(out)
     assert folder_files(job) == expected("one")
