@@ -10,7 +10,6 @@ import errno
 import hashlib
 import os
 import subprocess
-import sys
 import tempfile
 from contextlib import contextmanager
 from pathlib import Path
@@ -19,82 +18,33 @@ import pytest
 from folder_ops import BOTH, ONE, cli, expected, folder_files, snapshot, write_spec
 from hypothesis import HealthCheck, Phase, assume, given, settings
 from hypothesis import strategies as st
+from stray_ops import (
+    COMMANDS,
+    backups,
+    deep_trial,
+    huge_trial,
+    make_deep,
+    memory_root,
+    name_trial,
+    rendered,
+)
 
 from generator.jobdir import remove_tree
 from generator.shell import quote
 
-REPO = Path(__file__).resolve().parent.parent
-COMMANDS = ["check", "render", "validate", "render --force"]  # --force last: it moves the stray away
-EXITS = {"check": 1, "render": 2, "render --force": 0, "validate": 1}  # each command's answer to a stray
 # Each example runs the CLI (or four): few of them, and no shrinking (a failing example is printed as found).
 SETTINGS = settings(max_examples=10, deadline=None, derandomize=True, phases=[Phase.explicit, Phase.generate],
                     suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
 
 
-def rendered(root: Path, spec: dict = ONE) -> tuple[Path, Path, Path]:
-    """(spec file, OUT, OUT/j) with OUT/j freshly rendered from `spec`."""
-    remove_tree(root)
-    root.mkdir(parents=True)
-    spec_file, out = write_spec(root, spec), root / "out"
-    assert cli("render", spec_file, "-o", out).exit_code == 0
-    return spec_file, out, out / "j"
-
-
-def arguments(command: str, spec: Path, out: Path) -> list[str]:
-    if command == "validate":
-        return ["validate", str(out / "j")]
-    return [*command.split()[:1], str(spec), "-o", str(out), *command.split()[1:]]
-
-
-def backups(out: Path) -> list[Path]:
-    return sorted(out.glob("j+backup-*"))
-
-
 # 9: a large file --------------------------------------------------------------------------------------------------
-
-LIMIT_AS = 2**30
-# Runs the CLI in a child under a 1 GiB address-space limit and prints the child's peak resident memory (KiB).
-RUN_LIMITED = f"""
-import resource, subprocess, sys
-limit = lambda: resource.setrlimit(resource.RLIMIT_AS, ({LIMIT_AS}, {LIMIT_AS}))
-done = subprocess.run([sys.executable, "-m", "generator", *sys.argv[1:]], preexec_fn=limit)
-print(f"peak-rss-kib {{resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss}}", file=sys.stderr)
-sys.exit(done.returncode)
-"""
-
-
-def limited_cli(*args: str) -> subprocess.CompletedProcess:
-    env = {**os.environ, "PYTHONPATH": str(REPO)}
-    return subprocess.run([sys.executable, "-c", RUN_LIMITED, *args], capture_output=True, text=True, env=env,
-                          timeout=120, check=False)
-
 
 @SETTINGS
 @given(command=st.sampled_from(COMMANDS), where=st.sampled_from(["big.bin", "mindformers/extra.bin", "PLAN.md",
                                                                    "MANIFEST"]),
        size=st.integers(2**30 + 1, 2**36))
 def test_a_huge_file_in_the_job_folder_is_never_read_whole(tmp_path, command, where, size):
-    spec, out, job = rendered(tmp_path / "t")
-    big = job / where
-    big.unlink(missing_ok=True)
-    os.truncate(os.open(big, os.O_CREAT | os.O_WRONLY, 0o644), size)  # sparse: no disk used
-    done = limited_cli(*arguments(command, spec, out))
-    assert "Traceback" not in done.stderr and "MemoryError" not in done.stderr, done.stderr[-2000:]
-    peak = int(done.stderr.rsplit("peak-rss-kib ", 1)[1])
-    assert peak < 256 * 1024, f"peak RSS {peak} KiB"
-    generated = where in ("PLAN.md", "MANIFEST")
-    if command == "validate" and where == "MANIFEST":
-        assert done.returncode == 2 and f"over {16 * 2**20} bytes" in done.stderr
-    elif command == "validate":
-        assert done.returncode == 1 and f"problem  {where}  " in done.stdout, done.stdout
-    else:
-        assert done.returncode == EXITS[command], done.stdout + done.stderr
-    if command == "check":
-        assert f"{'differs' if generated else 'not generated'}: {where}" in done.stdout.splitlines()
-    if command == "render --force":
-        assert folder_files(job) == expected("one")
-        [kept] = backups(out)
-        assert (kept / where).stat().st_size == size  # kept whole: the old folder itself, moved
+    huge_trial(tmp_path / "t", command, where, size)
 
 
 # 9: a deep folder -------------------------------------------------------------------------------------------------
@@ -102,65 +52,16 @@ def test_a_huge_file_in_the_job_folder_is_never_read_whole(tmp_path, command, wh
 
 @pytest.fixture
 def scratch(tmp_path):
-    """An empty folder for deep trees: in /dev/shm where there is one (a folder costs milliseconds to create or
-    delete on this disk, microseconds in memory), removed whole afterwards (pytest's clean-up recurses)."""
-    shm = Path("/dev/shm")
-    root = Path(tempfile.mkdtemp(dir=shm)) if shm.is_dir() and os.access(shm, os.W_OK) else tmp_path / "scratch"
-    root.mkdir(exist_ok=True)
+    root = memory_root(tmp_path / "scratch")
     yield root
-    remove_tree(root)
-
-
-def make_deep(top: Path, depth: int, leaf: str) -> None:
-    """`depth` nested folders `d` under `top` (through descriptors: the path outgrows PATH_MAX), ending in `leaf`."""
-    fd = os.open(top, os.O_RDONLY | os.O_DIRECTORY)
-    for _ in range(depth):
-        os.mkdir("d", dir_fd=fd)
-        inner = os.open("d", os.O_RDONLY | os.O_DIRECTORY, dir_fd=fd)
-        os.close(fd)
-        fd = inner
-    if leaf == "file":
-        os.close(os.open("f", os.O_CREAT | os.O_WRONLY, 0o644, dir_fd=fd))
-    elif leaf == "link":
-        os.symlink("/etc", "l", dir_fd=fd)
-    elif leaf == "fifo":
-        os.mkfifo("p", dir_fd=fd)
-    os.close(fd)
-
-
-def depth_of(top: Path) -> int:
-    """How many `d` folders are nested under `top`."""
-    fd, depth = os.open(top, os.O_RDONLY | os.O_DIRECTORY), 0
-    try:
-        while True:
-            try:
-                inner = os.open("d", os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW, dir_fd=fd)
-            except FileNotFoundError:
-                return depth
-            os.close(fd)
-            fd, depth = inner, depth + 1
-    finally:
-        os.close(fd)
+    remove_tree(root)  # pytest's own clean-up (shutil.rmtree) recurses
 
 
 @SETTINGS
-@given(command=st.sampled_from(COMMANDS), depth=st.integers(1_000, 3_000), leaf=st.sampled_from(["file", "link", "fifo"]),
-       under=st.sampled_from(["", "mindformers"]))
+@given(command=st.sampled_from(COMMANDS), depth=st.integers(1_000, 3_000),
+       leaf=st.sampled_from(["file", "link", "fifo"]), under=st.sampled_from(["", "mindformers"]))
 def test_a_deep_folder_in_the_job_folder_is_walked_without_recursion(scratch, command, depth, leaf, under):
-    spec, out, job = rendered(scratch / "t")
-    make_deep(job / under, depth, leaf)
-    result = cli(*arguments(command, spec, out))
-    assert result.exception is None or isinstance(result.exception, SystemExit), repr(result.exception)
-    assert result.exit_code == EXITS[command], result.output
-    if command == "check":
-        top = f"{under}/d" if under else "d"
-        assert all(line.startswith((f"not generated: {top}/", f"cannot be read: {top}/"))
-                   for line in result.stdout.splitlines()), result.output
-    if command == "render --force":
-        assert folder_files(job) == expected("one")
-        [kept] = backups(out)
-        assert depth_of(kept / under) == depth
-        assert cli("render", spec, "-o", out).exit_code == 0
+    deep_trial(scratch / "t", command, depth, leaf, under)
 
 
 def test_remove_tree_deletes_any_depth_and_never_follows_a_link(scratch):
@@ -351,19 +252,4 @@ NAMES = st.one_of(
 @settings(SETTINGS, max_examples=25)
 @given(name=NAMES, under=st.sampled_from(["", "mindformers/"]), kind=st.sampled_from(["file", "folder", "link"]))
 def test_stray_names_are_echoed_escaped(tmp_path, name, under, kind):
-    spec, out, job = rendered(tmp_path / "t")
-    stray = job / f"{under}{name}"
-    assume(not os.path.lexists(stray))
-    if kind == "file":
-        stray.write_bytes(b"x")
-    elif kind == "folder":
-        stray.mkdir()
-    else:
-        stray.symlink_to("/etc")
-    for command in COMMANDS:
-        result = cli(*arguments(command, spec, out))
-        empty = command == "validate" and kind == "folder"  # validate reads files: an empty folder is no problem
-        assert result.exit_code == (0 if empty else EXITS[command]), (command, result.output)
-        text = result.stdout + result.stderr
-        raw = [ch for ch in text if not (ch.isprintable() or ch == "\n")]
-        assert not raw, (command, raw, text[-800:])
+    assume(name_trial(tmp_path / "t", name, under, kind))
