@@ -1,10 +1,13 @@
 """Issue 12's attack run, repeatable (not a test; CI runs smaller samples in tests/test_render_atomic.py,
 tests/test_hardening.py and tests/specs/bad/): hostile values in every numeric key, hostile spec files, every
-corruption of a rendered folder against every re-render, and renders killed at random moments of their write.
+corruption of a rendered folder against every re-render, renders killed at random moments of their write, and
+strays in the job folder (issue 22: huge sparse files, folders thousands of levels deep, names of any characters)
+against check, render, validate and render --overwrite.
 Prints the inputs tried and the failures per category (a failure: a traceback, an undocumented exit code, a path
 outside OUT/<job> changed, a folder that is neither the old nor the new complete set, or drift `check` missed).
 
-`python bench/folder_sweep.py [KILL_TRIALS]` (default 2000); about 10 minutes on 2 cores.
+`python bench/folder_sweep.py [KILL_TRIALS]` (default 2000); about 18 minutes on 2 cores (7.5 of
+them the 558 stray trials).
 """
 
 from __future__ import annotations
@@ -21,6 +24,8 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
 
 import folder_ops as F  # noqa: E402
+import stray_ops as S  # noqa: E402
+from generator.jobdir import remove_tree  # noqa: E402
 
 BASE = {"job": "t", "model": "qwen3-8b", "method": "lora", "seq_len": 4096, "hardware": "snt9b",
         "data": {"total_tokens": 10**9}}
@@ -107,6 +112,34 @@ def corruptions(root: Path) -> tuple[int, list[str]]:
     return tried, failures
 
 
+def strays(root: Path) -> tuple[int, list[str]]:
+    rng = random.Random(22)
+    names = ["\x1b[2J\x1b[31mred", "\u202etxt.exe", "a\nb", "\udcff\udcfe", "\xa0", "\U000f0000", "\\", "-rf", " "]
+    ranges = [(1, 0x80), (0x80, 0x3000), (0xDC80, 0xDD00)]  # ASCII with controls, beyond, undecodable bytes
+    names += ["".join(chr(rng.randrange(*rng.choice(ranges))) for _ in range(rng.randrange(1, 12))).replace("/", "_")
+              for _ in range(60)]
+    trials = [("huge", (command, where, size)) for command in S.COMMANDS
+              for where in ("big.bin", "mindformers/extra.bin", "PLAN.md", "MANIFEST")
+              for size in (2**30 + 1, 2**33, 2**40)]
+    trials += [("deep", (command, depth, leaf, under)) for command in S.COMMANDS
+               for depth in (1_000, 2_000, 3_000, 6_000) for leaf in ("file", "link", "fifo")
+               for under in ("", "mindformers")]
+    trials += [("name", (name, under, kind)) for name in names if name not in (".", "..")
+               for under in ("", "mindformers/") for kind in ("file", "folder", "link")]
+    run = {"huge": S.huge_trial, "deep": S.deep_trial, "name": S.name_trial}
+    scratch = S.memory_root(root / "scratch")
+    failures = []
+    try:
+        for kind, args in trials:
+            try:
+                run[kind](scratch / "t", *args)
+            except (AssertionError, TimeoutError, OSError) as exc:
+                failures.append(f"{kind} {args!r}: {(str(exc) or type(exc).__name__).splitlines()[0][:120]}")
+    finally:
+        remove_tree(scratch)
+    return len(trials), failures
+
+
 def kills(root: Path, trials: int) -> tuple[int, list[str], dict]:
     try:
         outcomes = F.kill_trials(root, random.Random(2026), trials)
@@ -119,7 +152,8 @@ def main(kill_trials: int) -> int:
     left = 0
     with tempfile.TemporaryDirectory() as tmp:
         for name, run in (("hostile numeric values", hostile_values), ("hostile spec files", hostile_files),
-                          ("folder corruptions x re-renders", corruptions)):
+                          ("folder corruptions x re-renders", corruptions),
+                          ("strays x check, render, validate, render --overwrite", strays)):
             start = time.monotonic()
             folder = Path(tmp) / name.replace(" ", "_")
             folder.mkdir()

@@ -18,7 +18,7 @@ from typing import NoReturn
 import click
 
 from . import __version__
-from .errors import SpecError, UserError, show
+from .errors import SpecError, UserError, show, show_path
 from .jobdir import MANIFEST
 from .plan import MadeFrom, Plan
 from .record import PLAN_JSON, RecordError, bad_override, read_record, spec_key
@@ -235,7 +235,7 @@ def render(spec: str, overrides: tuple[str, ...], out_dir: Path, force: bool, ov
         _fail(error, spec)
     click.echo(_plan_text(result), nl=False, err=True)
     for change in written.changes:
-        click.echo(f"{change.action:>9}  {out_dir / result.job / change.path}")
+        click.echo(f"{change.action:>9}  {show_path(out_dir / result.job / change.path)}")
     if written.backup:
         click.echo(f"kept the folder as it was (with what --overwrite replaced) in {written.backup}", err=True)
 
@@ -422,7 +422,7 @@ def validate(job_dir: Path, mindformers_python: str | None, as_json: bool) -> No
         seen.append(result)
         if not as_json:
             detail = f"  {result.detail}" if result.detail else ""
-            click.echo(f"{result.status:>8}  {result.path}{detail}")
+            click.echo(f"{result.status:>8}  {show_path(result.path)}{detail}")
     statuses = {r.status for r in seen}
     code = EXIT_DRIFT if "problem" in statuses else EXIT_ENVIRONMENT if "env" in statuses else 0
     if as_json:

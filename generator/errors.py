@@ -75,3 +75,16 @@ def show_name(text: str, limit: int = 60) -> str:
     """A name (a key, a file) inside a message: as written when every character prints as itself (no control,
     format or unusual space character, which a terminal may act on or show as something else), else show()n."""
     return text if text.isprintable() and 0 < len(text) <= limit else show(text, limit)
+
+
+def show_path(path: object) -> str:
+    """A path echoed to the terminal: as it is, except that what a terminal would act on or hide (control and
+    format characters, other separators than the space, undecodable bytes) and the backslash are escaped, so a
+    hostile file name cannot move the cursor, recolour the screen or pass for another name."""
+    return "".join(ch if ch.isprintable() and ch != "\\" else _escape(ch) for ch in str(path))
+
+
+def _escape(ch: str) -> str:
+    if 0xDC80 <= ord(ch) <= 0xDCFF:  # a byte that is not UTF-8, as os.fsdecode carries it
+        return f"\\x{ord(ch) - 0xDC00:02x}"
+    return ch.encode("unicode_escape").decode("ascii")  # \\, \n, \x1b, \u202e, \U000f0000

@@ -4,7 +4,8 @@ by one atomic rename, under a lock on OUT).
 
 Render only ever writes, swaps or removes OUT/<job> itself and its own staging folders beside it (`.<job>+...`; `+`
 cannot occur in a job name). The paths MANIFEST lists are compared with what a walk of the folder finds; they never
-name a file to open or delete.
+name a file to open or delete. Nothing here recurses or reads a file whole: a folder thousands of levels deep or a
+file of many GiB costs time in proportion, never a RecursionError or the memory it holds.
 """
 
 from __future__ import annotations
@@ -13,21 +14,26 @@ import ctypes
 import errno
 import fcntl
 import hashlib
+import hmac
 import os
-import shutil
 import stat
 import tempfile
 import time
+from collections.abc import Container, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
-from typing import Iterator
 
-from .errors import UserError
+from .errors import UserError, show_path
 
 MANIFEST = "MANIFEST"
-SELF_HASH = "# sha256 of the lines above: "
+SEAL = "# gen-launch seal of the lines above: "
+# The seal is keyed, so a line added by hand and a plain sha256 recomputed over the lines do not verify: MANIFEST
+# vouches only for what render itself wrote (it lets a plain render remove a file without a backup).
+_SEAL_KEY = b"gen-launch MANIFEST: files render wrote"
 STAGING, BACKUP = "+staging-", "+backup-"
+MAX_READ = 16 * 2**20  # bytes: no file render writes comes near it; a larger one is never read (nor hashed)
+_CHUNK = 2**20
 
 
 def sha256(data: bytes) -> str:
@@ -40,54 +46,141 @@ def sha256(data: bytes) -> str:
 
 @dataclass(frozen=True)
 class Entry:
-    """One thing found under the job folder. kind: file | folder | symlink | special (FIFO, socket, device)."""
+    """One thing found under the job folder. kind: file | folder | symlink | special (FIFO, socket, device) |
+    unreadable (a folder that cannot be listed)."""
 
     kind: str
-    digest: str | None = None  # files only
+    digest: str | None = None  # files scan was asked to hash, and not over MAX_READ
     executable: bool = False  # files only: the one mode bit git keeps
 
 
-def read_regular(path: Path) -> bytes | None:
-    """The bytes of `path` if it is a regular file (never through a link, never blocking on a FIFO), else None."""
+def _open_regular(path: Path) -> int | None:
+    """A read-only descriptor of `path` if it is a regular file (never through a link, never blocking on a FIFO)."""
     try:
         fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
     except OSError:
         return None
+    if stat.S_ISREG(os.fstat(fd).st_mode):
+        return fd
+    os.close(fd)
+    return None
+
+
+def read_regular(path: Path, limit: int = MAX_READ) -> bytes | None:
+    """The bytes of `path` if it is a regular file of at most `limit` bytes, else None (read whole: small files)."""
+    fd = _open_regular(path)
+    if fd is None:
+        return None
     try:
-        if not stat.S_ISREG(os.fstat(fd).st_mode):
+        if os.fstat(fd).st_size > limit:
             return None
         with os.fdopen(fd, "rb", closefd=False) as handle:
-            return handle.read()
+            data = handle.read(limit + 1)
+        return data if len(data) <= limit else None  # grew while read
     finally:
         os.close(fd)
 
 
-def scan(job_dir: Path) -> dict[str, Entry]:
-    """Everything under `job_dir` by relative POSIX path; links are reported, never followed."""
-    found: dict[str, Entry] = {}
+def file_digest(path: Path, limit: int = MAX_READ) -> str | None:
+    """The sha256 of a regular file of at most `limit` bytes, read in chunks; None for anything else."""
+    fd = _open_regular(path)
+    if fd is None:
+        return None
+    digest, size = hashlib.sha256(), 0
+    try:
+        while size <= limit:
+            chunk = os.read(fd, _CHUNK)
+            if not chunk:
+                return digest.hexdigest()
+            digest.update(chunk)
+            size += len(chunk)
+        return None
+    finally:
+        os.close(fd)
 
-    def walk(folder: Path, prefix: str) -> None:
+
+def scan(job_dir: Path, hashed: Container[str] = ()) -> dict[str, Entry]:
+    """Everything under `job_dir` by relative POSIX path, parents before children; links are reported, never
+    followed. Only the files named in `hashed` are read (for their sha256; None when over MAX_READ): a stray is
+    stray whatever it holds. A folder that cannot be listed (no permission, a path over the system's limit) is
+    `unreadable`. An explicit stack, not recursion: any depth."""
+    found: dict[str, Entry] = {}
+    stack = [(job_dir, "")]
+    while stack:
+        folder, prefix = stack.pop()
         try:
-            children = sorted(os.scandir(folder), key=lambda e: e.name)
+            children = _listing(folder)
         except OSError:
-            return
-        for child in children:
-            rel = f"{prefix}{child.name}"
-            mode = child.stat(follow_symlinks=False).st_mode
+            found[prefix.rstrip("/") or "."] = Entry("unreadable")
+            continue
+        for name, mode in children:
+            rel = f"{prefix}{name}"
             if stat.S_ISLNK(mode):
                 found[rel] = Entry("symlink")
             elif stat.S_ISDIR(mode):
                 found[rel] = Entry("folder")
-                walk(Path(child.path), f"{rel}/")
+                stack.append((folder / name, f"{rel}/"))
             elif stat.S_ISREG(mode):
-                data = read_regular(Path(child.path))  # None: replaced by something else since the scan
-                found[rel] = Entry("special") if data is None else \
-                    Entry("file", sha256(data), bool(mode & stat.S_IXUSR))
+                digest = file_digest(folder / name) if rel in hashed else None
+                found[rel] = Entry("file", digest, bool(mode & stat.S_IXUSR))
             else:
                 found[rel] = Entry("special")
+    return dict(sorted(found.items()))
 
-    walk(job_dir, "")
-    return found
+
+def _listing(folder: Path) -> list[tuple[str, int]]:
+    """(name, lstat mode) of each entry of `folder`, opened without following a link."""
+    fd = os.open(folder, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW)
+    try:
+        with os.scandir(fd) as entries:
+            return [(e.name, e.stat(follow_symlinks=False).st_mode) for e in entries]
+    finally:
+        os.close(fd)
+
+
+def remove_tree(path: Path) -> None:
+    """Delete the folder `path` and everything in it, never following a link, at any depth: each pass deletes the
+    files of the folder's sub-folders and moves their sub-folders up into it (one rename each), so at most two
+    folders are open and nothing recurses. Raises OSError when something cannot be removed."""
+    try:
+        top = os.open(path, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW)
+    except FileNotFoundError:
+        return
+    try:
+        moved = 0
+        while subfolders := _unlink_files(top):
+            for name in subfolders:
+                sub = os.open(name, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW, dir_fd=top)
+                try:
+                    for inner in _unlink_files(sub):
+                        moved = _free_name(top, moved)
+                        os.rename(inner, f".{moved}", src_dir_fd=sub, dst_dir_fd=top)
+                finally:
+                    os.close(sub)
+                os.rmdir(name, dir_fd=top)
+    finally:
+        os.close(top)
+    os.rmdir(path)
+
+
+def _unlink_files(fd: int) -> list[str]:
+    """Delete everything but sub-folders in the open folder `fd`; the names of its sub-folders."""
+    with os.scandir(fd) as entries:
+        listed = [(e.name, e.is_dir(follow_symlinks=False)) for e in entries]
+    for name, folder in listed:
+        if not folder:
+            os.unlink(name, dir_fd=fd)
+    return [name for name, folder in listed if folder]
+
+
+def _free_name(fd: int, n: int) -> int:
+    """The next n whose `.n` is not taken in folder `fd`."""
+    while True:
+        n += 1
+        try:
+            os.lstat(f".{n}", dir_fd=fd)
+        except FileNotFoundError:
+            return n
 
 
 def safe_relative(path: str) -> bool:
@@ -102,17 +195,21 @@ def safe_relative(path: str) -> bool:
 
 
 def manifest_text(header_lines: list[str], files: dict[str, str]) -> str:
-    """The MANIFEST: comment lines, `<sha256>  <path>` per file, and a last line hashing all the lines above, so a
+    """The MANIFEST: comment lines, `<sha256>  <path>` per file, and a last line sealing all the lines above, so a
     hand edit to MANIFEST itself is seen."""
     body = "".join(f"{line}\n" for line in header_lines)
     body += "".join(f"{sha256(text.encode('utf-8'))}  {path}\n" for path, text in files.items())
-    return f"{body}{SELF_HASH}{sha256(body.encode('utf-8'))}\n"
+    return f"{body}{SEAL}{_seal(body)}\n"
+
+
+def _seal(body: str) -> str:
+    return hmac.new(_SEAL_KEY, body.encode("utf-8"), hashlib.sha256).hexdigest()
 
 
 @dataclass(frozen=True)
 class Manifest:
     entries: dict[str, str]  # path -> sha256, only paths render could have written
-    intact: bool  # the self-hash matches: nobody edited it since render wrote it
+    intact: bool  # the seal matches: render wrote it as it is
 
 
 def parse_manifest(data: bytes | None) -> Manifest:
@@ -120,7 +217,7 @@ def parse_manifest(data: bytes | None) -> Manifest:
         return Manifest({}, False)
     text = data.decode("utf-8", "replace")
     body, _, last = text.rstrip("\n").rpartition("\n")
-    intact = last.startswith(SELF_HASH) and last[len(SELF_HASH):] == sha256(f"{body}\n".encode("utf-8"))
+    intact = last.startswith(SEAL) and hmac.compare_digest(last[len(SEAL):], _seal(f"{body}\n"))
     entries = {}
     for line in text.splitlines():
         if line and not line.startswith("#"):
@@ -144,44 +241,55 @@ def compare(files: dict[str, str], job_dir: Path) -> list[Change]:
     """What replacing `job_dir` with `files` would do, path by path.
 
     edited: a generated path whose content differs from what MANIFEST says render wrote (or MANIFEST itself edited);
-    stray: anything else render did not write (an unlisted file, a link, a FIFO, an empty folder)."""
-    found = scan(job_dir) if job_dir.is_dir() and not job_dir.is_symlink() else {}
-    old = found.get(MANIFEST)
-    manifest = parse_manifest(read_regular(job_dir / MANIFEST)) if old and old.kind == "file" else Manifest({}, False)
+    stray: anything else render did not write (an unlisted file, a link, a FIFO, an empty folder); unreadable: a
+    folder that cannot be listed, so nobody can tell what replacing it would lose."""
+    manifest = parse_manifest(read_regular(job_dir / MANIFEST)) if job_dir.is_dir() and not job_dir.is_symlink() \
+        else Manifest({}, False)
     trusted = manifest.entries if manifest.intact else {}
-    folders = {str(PurePosixPath(p).parent) for p in files} | {str(p) for f in files for p in PurePosixPath(f).parents}
+    found = scan(job_dir, files.keys() | trusted.keys()) if job_dir.is_dir() and not job_dir.is_symlink() else {}
+    folders = {str(p) for f in files for p in PurePosixPath(f).parents}
     changes = []
     for path, text in files.items():
         entry = found.get(path)
-        wanted = sha256(text.encode("utf-8"))
         if entry is None:
             changes.append(Change(path, "create"))
         elif entry.kind != "file":
             changes.append(Change(path, "stray"))
-        elif entry.digest == wanted:
+        elif entry.digest == sha256(text.encode("utf-8")):
             changes.append(Change(path, "identical" if entry.executable == path.endswith(".sh") else "mode"))
-        elif path == MANIFEST and manifest.intact or trusted.get(path) == entry.digest:
+        elif path == MANIFEST and manifest.intact or _vouched(trusted, path, entry):
             changes.append(Change(path, "overwrite"))
         else:
             changes.append(Change(path, "edited"))
+    parents = {path.rpartition("/")[0] for path in found}
     for path, entry in found.items():
         if path in files or entry.kind == "folder" and path in folders:
             continue
-        if entry.kind == "folder":
-            if not any(p.startswith(f"{path}/") for p in found):
-                changes.append(Change(path + "/", "stray"))  # an empty folder; its contents are listed otherwise
-        elif entry.kind == "file" and trusted.get(path) == entry.digest:
+        if entry.kind == "unreadable":
+            changes.append(Change(f"{path}/", "unreadable"))
+        elif entry.kind == "folder":
+            if path not in parents:
+                changes.append(Change(f"{path}/", "stray"))  # an empty folder; its contents are listed otherwise
+        elif _vouched(trusted, path, entry):
             changes.append(Change(path, "remove"))
         else:
             changes.append(Change(path, "stray"))
     return changes
 
 
+def _vouched(trusted: dict[str, str], path: str, entry: Entry) -> bool:
+    """The file is as render wrote it, by an intact MANIFEST."""
+    return entry.kind == "file" and entry.digest is not None and trusted.get(path) == entry.digest
+
+
+REFUSED = ("edited", "stray", "unreadable")  # what a render without --overwrite will not replace
+
+
 def drift(changes: list[Change]) -> list[str]:
     """`check`'s lines: every difference between the folder and what render would write."""
     words = {"create": "missing", "overwrite": "differs", "edited": "differs", "mode": "mode differs",
-             "remove": "no longer generated", "stray": "not generated"}
-    return [f"{words[c.action]}: {c.path}" for c in changes if c.action != "identical"]
+             "remove": "no longer generated", "stray": "not generated", "unreadable": "cannot be read"}
+    return [f"{words[c.action]}: {show_path(c.path)}" for c in changes if c.action != "identical"]
 
 
 # ----------------------------------------------------------------------------------------------------------------
@@ -227,41 +335,51 @@ def _umask() -> int:
     return mask
 
 
-def _leftovers(out_dir: Path, job: str) -> list[Path]:
+def leftovers(out_dir: Path, job: str) -> list[Path]:
+    """Staging folders a killed render left in OUT: the next render removes them, `check` reports them."""
     return sorted(p for p in out_dir.glob(f".{job}{STAGING}*") if p.is_dir() and not p.is_symlink())
 
 
-def _backup(job_dir: Path, found: dict[str, Entry]) -> Path:
-    """A copy of the folder as it is (regular files and links; FIFOs and devices have no content to keep)."""
+def clear_leftovers(out_dir: Path, job: str) -> None:
+    """Remove what killed renders left (never the live folder: `+` cannot occur in a job name). Under `locked`."""
+    for leftover in leftovers(out_dir, job):
+        _discard(leftover)
+
+
+def _backup_name(job_dir: Path) -> Path:
     stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
     target = job_dir.with_name(f"{job_dir.name}{BACKUP}{stamp}")
     n = 1
     while target.exists() or target.is_symlink():
         n += 1
         target = job_dir.with_name(f"{job_dir.name}{BACKUP}{stamp}-{n}")
-    partial = Path(tempfile.mkdtemp(prefix=f".{job_dir.name}{STAGING}", dir=job_dir.parent))
-    for path, entry in found.items():
-        source, copy = job_dir / path, partial / path
-        if entry.kind == "folder":
-            copy.mkdir(parents=True, exist_ok=True)
-        elif entry.kind == "symlink":
-            copy.symlink_to(os.readlink(source))
-        elif entry.kind == "file":
-            data = read_regular(source)
-            if data is not None:
-                copy.write_bytes(data)
-                copy.chmod(stat.S_IMODE(os.lstat(source).st_mode))
-    os.rename(partial, target)
     return target
+
+
+def _swap(new: Path, job_dir: Path) -> None:
+    """Put the folder `new` at `job_dir` and the old `job_dir` at `new`."""
+    if not _exchange(new, job_dir):
+        # No atomic exchange here (not Linux, or a file system without it): two renames, a moment apart.
+        os.rename(job_dir, f"{new}.old")
+        os.rename(new, job_dir)
+        os.rename(f"{new}.old", new)
+
+
+def _discard(folder: Path) -> None:
+    """Remove a folder render made (or the old job folder after a swap); one that resists stays for `check`."""
+    try:
+        remove_tree(folder)
+    except OSError:
+        pass
 
 
 def replace(files: dict[str, str], out_dir: Path, job: str, backup: bool) -> Path | None:
     """Make OUT/<job> hold exactly `files`: written complete into a staging folder beside it, then swapped in by one
-    rename. The old folder goes, after a copy of it is kept when `backup` (returned). Call under `locked(out_dir)`."""
+    rename. The old folder goes; with `backup` it is kept whole as OUT/<job>+backup-<UTC time> (returned): the
+    complete new folder is renamed to that name and then exchanged with the old one, so the old folder is moved,
+    never copied (no partial copy on a full disk, nothing read), and never sits under a name render removes. Call
+    under `locked(out_dir)`."""
     job_dir = out_dir / job
-    for leftover in _leftovers(out_dir, job):  # from a render killed earlier: never the live folder
-        shutil.rmtree(leftover, ignore_errors=True)
-    kept = _backup(job_dir, scan(job_dir)) if backup else None
     mask = _umask()
     staging = Path(tempfile.mkdtemp(prefix=f".{job}{STAGING}", dir=out_dir))
     try:
@@ -273,11 +391,17 @@ def replace(files: dict[str, str], out_dir: Path, job: str, backup: bool) -> Pat
         os.chmod(staging, 0o777 & ~mask)  # mkdtemp makes it 0700; teammates read and check these folders
         if not job_dir.exists():
             os.rename(staging, job_dir)
-        elif not _exchange(staging, job_dir):
-            # No atomic exchange here (not Linux, or a file system without it): two renames, a moment apart.
-            os.rename(job_dir, f"{staging}.old")
-            os.rename(staging, job_dir)
-            os.rename(f"{staging}.old", staging)
+            return None
+        if not backup:
+            _swap(staging, job_dir)
+            return None
+        kept = _backup_name(job_dir)
+        os.rename(staging, kept)
+        try:
+            _swap(kept, job_dir)
+        except OSError:
+            _discard(kept)  # still the new folder: the old one is in place
+            raise
+        return kept
     finally:
-        shutil.rmtree(staging, ignore_errors=True)  # after a swap: the old folder
-    return kept
+        _discard(staging)  # after a swap: the old folder; after a rename: nothing

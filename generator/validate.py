@@ -26,14 +26,7 @@ import yaml
 from .checks import llama_factory, mindformers, mindspeed_llm
 from .checks.shell import assignment, bash_arrays, shell_problems
 from .errors import UserError
-from .jobdir import (
-    MANIFEST,
-    Manifest,
-    parse_manifest,
-    read_regular,
-    safe_relative,
-    scan,
-)
+from .jobdir import MANIFEST, MAX_READ, Manifest, parse_manifest, read_regular, safe_relative, scan
 from .tables import load_tables
 
 INSTALL_HINT = "bash scripts/install.sh validate from a clone of gen-launch"
@@ -57,12 +50,13 @@ def validate(job_dir: Path, mindformers_python: str | None = None) -> Iterator[R
         raise UserError(f"{job_dir} is a symbolic link; validate reads only a real job folder")
     data = read_regular(job_dir / MANIFEST)
     if data is None:
-        raise UserError(f"{job_dir}: no {MANIFEST} (or not a regular file); not a folder gen-launch render wrote")
+        raise UserError(f"{job_dir}: no {MANIFEST} (or not a regular file, or over {MAX_READ} bytes); not a folder "
+                        f"gen-launch render wrote")
     return _results(job_dir, parse_manifest(data), mindformers_python)
 
 
 def _results(job_dir: Path, manifest: Manifest, mindformers_python: str | None) -> Iterator[Result]:
-    found = scan(job_dir)
+    found = scan(job_dir, manifest.entries)
     plan = _plan(job_dir)
     model = _model(plan)
     # The MindSpeed-LLM files are checked against each other: all at once, when the first of them is reached.
@@ -75,13 +69,15 @@ def _results(job_dir: Path, manifest: Manifest, mindformers_python: str | None) 
         if entry is None or entry.kind != "file":
             yield Result(path, "problem", "missing (or not a regular file)")
         elif entry.digest != digest:
-            yield Result(path, "problem", "changed since gen-launch render wrote it")
+            yield Result(path, "problem", "changed since gen-launch render wrote it" if entry.digest else
+                         f"changed since gen-launch render wrote it (over {MAX_READ} bytes: not read)")
         else:
             yield _check(job_dir, path, plan, model, mindspeed, mindformers_python)
     for path in sorted(p for p, e in found.items() if e.kind != "folder" and p != MANIFEST
                        and p not in manifest.entries):
-        yield Result(path, "problem", f"not listed in {MANIFEST}: gen-launch did not write it (or {MANIFEST} was "
-                                      f"edited), so nothing vouches for it")
+        yield Result(path, "problem", UNREADABLE if found[path].kind == "unreadable" else
+                     f"not listed in {MANIFEST}: gen-launch did not write it (or {MANIFEST} was edited), so "
+                     f"nothing vouches for it")
 
 
 def _text(file: Path) -> str:
@@ -124,6 +120,7 @@ def _yaml(file: Path) -> tuple[dict | None, str]:
     return (doc, "") if isinstance(doc, dict) else (None, "not a YAML mapping")
 
 
+UNREADABLE = "a folder that cannot be read (permissions, or nested deeper than the system's path limit)"
 NO_PLAN = "plan.json is missing or unreadable: the card count and model this file is checked against are unknown"
 
 

@@ -235,8 +235,11 @@ def kill_trials(root: Path, rng: random.Random, trials: int) -> dict[str, int]:
         landed = "new" if state == expected(target) else "old"
         outcomes[landed] += 1
         current = target if landed == "new" else current
+        left = len(list(out.glob(".j+staging-*")))
         for name in (current, target):
-            assert (check(files_of(name), out, "j") == []) == (name == current)
+            lines = check(files_of(name), out, "j")
+            assert sum(line.startswith("staging leftover: ") for line in lines) == left  # drift until removed
+            assert (len(lines) == left) == (name == current)
         assert snapshot(root, job) == before_outside
     # A render after any kill: exit 0 (never "edited by hand" for the tool's own files), no staging left over.
     write(files_of(names[-1]), out, "j", overwrite=False)

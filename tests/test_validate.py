@@ -163,7 +163,7 @@ def test_a_broken_torch_is_an_environment_problem(tmp_path, monkeypatch):
     result = CliRunner().invoke(main, ["validate", str(job)])
     line = next(l for l in result.output.splitlines() if "llama-factory/train.yaml" in l)
     assert result.exit_code == 4 and line.split()[0] == "env", result.output
-    assert "reinstall with: pip install" in line and "problem" not in result.output
+    assert "reinstall with: bash scripts/install.sh validate" in line and "problem" not in result.output
 
 
 def test_a_busy_rendezvous_port_is_an_environment_problem(tmp_path, monkeypatch):

@@ -24,7 +24,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from generator.cli import main
-from generator.jobdir import SELF_HASH
+from generator.jobdir import SEAL, _seal
 
 REPO = Path(__file__).resolve().parent.parent
 EXAMPLE = REPO / "examples" / "qwen3-32b-full-snt9b-16c.yaml"
@@ -68,14 +68,14 @@ def cli_process(*args, cwd: Path) -> subprocess.CompletedProcess:
 
 
 def forge(job: Path, plan: object) -> None:
-    """Write plan.json (`plan` as JSON, or these bytes) and a MANIFEST that lists its hash and hashes itself, as
-    someone who read the format would."""
+    """Write plan.json (`plan` as JSON, or these bytes) and a MANIFEST that lists its hash and seals itself, as
+    someone who read the code would (the seal's key is in it): the record is then checked for what it says."""
     data = plan if isinstance(plan, bytes) else json.dumps(plan, indent=2).encode()
     (job / "plan.json").write_bytes(data)
     lines = [l for l in (job / "MANIFEST").read_text().splitlines(True)
-             if not l.startswith(SELF_HASH) and not l.endswith("  plan.json\n")]
+             if not l.startswith(SEAL) and not l.endswith("  plan.json\n")]
     body = "".join(lines) + f"{hashlib.sha256(data).hexdigest()}  plan.json\n"
-    (job / "MANIFEST").write_text(f"{body}{SELF_HASH}{hashlib.sha256(body.encode()).hexdigest()}\n")
+    (job / "MANIFEST").write_text(f"{body}{SEAL}{_seal(body)}\n")
 
 
 # 12 -----------------------------------------------------------------------------------------------------------------

@@ -15,8 +15,9 @@ from pathlib import Path, PurePosixPath
 
 import jinja2
 
-from ..errors import TableError, UserError, show
-from ..jobdir import MANIFEST, Change, compare, drift, locked, manifest_text, replace
+from ..errors import TableError, UserError, show, show_path
+from ..jobdir import MANIFEST, REFUSED, Change, clear_leftovers, compare, drift, leftovers, locked, manifest_text, \
+    replace
 from ..recipe import rows as recipe_rows
 from ..plan import Plan
 from ..record import RecordError, read_record
@@ -134,6 +135,8 @@ def write(files: dict[str, str], out_dir: Path, job: str, overwrite: bool, spec_
         if not dry_run:
             out_dir.mkdir(parents=True, exist_ok=True)
         with locked(out_dir) if out_dir.is_dir() else nullcontext():  # a dry run waits for no render either
+            if not dry_run:
+                clear_leftovers(out_dir, job)
             changes, keep = _refusals(files, job_dir, overwrite, spec_file)
             if dry_run or all(c.action == "identical" for c in changes):
                 return Written(changes, None)
@@ -147,7 +150,7 @@ def _refusals(files: dict[str, str], job_dir: Path, overwrite: bool,
     """What replacing `job_dir` would change, and whether a copy must be kept first (it holds something render did
     not write, or another spec's job); raises the refusal when that needs `overwrite` and it is not given."""
     changes = compare(files, job_dir)
-    kept = [c.path for c in changes if c.action in ("edited", "stray")]
+    kept = [show_path(c.path) for c in changes if c.action in REFUSED]
     other = _other_spec(job_dir, spec_file)
     if other and not overwrite:
         raise UserError(f"{job_dir} was rendered from another spec file, {show(other)}, not {show(spec_file)} (both "
@@ -156,7 +159,7 @@ def _refusals(files: dict[str, str], job_dir: Path, overwrite: bool,
     if kept and not overwrite:
         shown = ", ".join(kept[:MAX_LISTED]) + (f" and {len(kept) - MAX_LISTED} more"
                                                 if len(kept) > MAX_LISTED else "")
-        raise UserError(f"{job_dir}: edited by hand or not written by gen-launch: {shown}; move them away, "
+        raise UserError(f"{show_path(job_dir)}: edited by hand or not written by gen-launch: {shown}; move them away, "
                         f"or run render with --overwrite (it keeps a copy of the folder first)")
     return changes, bool(kept or other)
 
@@ -177,7 +180,10 @@ def check(files: dict[str, str], out_dir: Path, job: str, spec_file: str | None 
     """Differences between what render would write and the job folder on disk, first whether it was rendered from
     another spec file than `spec_file`; empty when in sync."""
     job_dir = out_dir / job
+    left = [f"staging leftover: {show_path(p)} (a render was killed while writing it; the next render removes it, "
+            f"or: rm -rf -- {show_path(quote(str(p)))})" for p in leftovers(out_dir, job)]
     if job_dir.is_symlink():
-        return [f"not a folder: {job_dir} is a symbolic link"]
+        return [f"not a folder: {show_path(job_dir)} is a symbolic link", *left]
     other = _other_spec(job_dir, spec_file)
-    return ([f"rendered from another spec file: {other}"] if other else []) + drift(compare(files, job_dir))
+    return ([f"rendered from another spec file: {show_path(other)}"] if other else []) + \
+        drift(compare(files, job_dir)) + left
