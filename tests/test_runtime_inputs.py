@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 import yaml
-from hypothesis import HealthCheck, assume, given, settings
+from hypothesis import HealthCheck, assume, example, given, settings
 from hypothesis import strategies as st
 
 from generator.errors import SpecError
@@ -330,6 +330,8 @@ def test_a_finished_run_is_refused_whatever_its_mark_is(tmp_path, framework, mar
                                        "18446744073709551617", "ARGS[$(touch CANARY)]", "0x1", "１"]),
                       st.text(alphabet=st.characters(blacklist_categories=("Cs",), blacklist_characters="\0"),
                               max_size=25)))
+@example(rank="00")
+@example(rank="9" * 20)
 def test_node_rank_is_a_plain_count_below_the_node_count(stages, tmp_path, framework, rank):
     s, canary = stages[framework], tmp_path / CANARY
     s.reset_output()
@@ -360,6 +362,8 @@ def spec_takes(address: str) -> bool:
                      "-x", "--nnodes", "a b", "$(touch CANARY)", "é.example", "10.0.0.1\n"]),
     st.text(alphabet="0123456789abcdefxyz.:-_ [$(", max_size=20),
     st.text(alphabet=st.characters(blacklist_categories=("Cs",), blacklist_characters="\0"), max_size=20)))
+@example(address="::1")
+@example(address="1.2.3.4:99")
 def test_master_addr_at_run_time_follows_the_spec_rule(stages, tmp_path, framework, address):
     s, canary = stages[f"{framework}/no-addr"], tmp_path / CANARY  # no cluster.master_addr: the second argument
     s.reset_output()
@@ -506,6 +510,7 @@ def test_a_scheduler_device_list_is_kept(tmp_path, framework):
     st.sampled_from(["", "0,1,2,3", "0,1,2,3,4,5,6,7,8", "0,0,1,2,3,4,5,6", "0,1,2,3,4,5,6,", ",0,1,2,3,4,5,6",
                      "0,1,2,3,4,5,6,07", "0 1 2 3 4 5 6 7", "0,1,2,3,4,5,6,$(touch CANARY)", "0-7", "all"]),
     st.lists(st.text(alphabet="0123456789 x-", max_size=3), min_size=1, max_size=10).map(",".join)))
+@example(devices="0,1,2,3")
 def test_a_device_list_that_is_not_the_planned_devices_is_refused(stages, tmp_path, framework, devices):
     s, canary = stages[framework], tmp_path / CANARY
     s.reset_output()
