@@ -218,20 +218,37 @@ def test_mindformers_follows_no_planted_link(tmp_path, planted):
     assert not s.calls() and sorted(p.name for p in elsewhere.iterdir()) == ["c-100_1.safetensors", "meta.json"]
 
 
-def test_mindformers_resumes_from_a_valid_checkpoint(tmp_path):
-    # The rule refuses only what is not a count: a valid relaunch still resumes with the steps that remain.
+def saved(s: Stage, step: int, ranks: int = 1) -> Path:
+    """A MindFormers checkpoint of `step` in `ranks` rank folders, each with its meta.json; returns rank_0's folder."""
+    for rank in range(ranks):
+        folder = s.output / "checkpoint" / f"rank_{rank}"
+        folder.mkdir(parents=True)
+        (folder / f"c_rank_{rank}-{step}_1.safetensors").write_text("")
+        (folder / "meta.json").write_text(json.dumps({"last_epoch": step,
+                                                      "last_ckpt_file": f"c_rank_{rank}-{step}_1.safetensors"}))
+    return s.output / "checkpoint" / "rank_0"
+
+
+def stop_step(config: Path) -> int:
+    doc = yaml.safe_load(config.read_text())
+    return next(c["stop_step"] for c in doc["callbacks"] if c["type"] == "TrainCallBack")
+
+
+@pytest.mark.parametrize("reindented", [False, True])
+def test_a_one_card_mindformers_relaunch_resumes_with_the_steps_that_remain(tmp_path, reindented):
+    # The rule refuses only what is not a count: a valid relaunch resumes. The copy of the config is made by YAML's
+    # reader and writer, not a sed on one indentation (issue 24), so it holds whatever the layout.
     s = stage(tmp_path / "s", "mindformers", cards=1)
-    rank0 = s.output / "checkpoint" / "rank_0"
-    rank0.mkdir(parents=True)
-    (rank0 / "c-120_1.safetensors").write_text("")
-    (rank0 / "meta.json").write_text(json.dumps({"last_epoch": 120, "last_ckpt_file": "c-120_1.safetensors"}))
+    if reindented:
+        train = s.folder / "train.yaml"
+        train.write_text(yaml.safe_dump(yaml.safe_load(train.read_text()), indent=4, sort_keys=True))
+    rank0 = saved(s, 120)
     result = s.run("0")
     assert result.returncode == 0, result.stderr
     argv = s.calls()[0]["argv"]
     loaded = Path(argv[argv.index("--load_checkpoint") + 1])
-    assert loaded.is_symlink() and loaded.resolve() == rank0 / "c-120_1.safetensors"
-    config = yaml.safe_load(Path(argv[argv.index("--config") + 1]).read_text())
-    assert next(c["stop_step"] for c in config["callbacks"] if c["type"] == "TrainCallBack") == 180
+    assert loaded.is_symlink() and loaded.resolve() == rank0 / "c_rank_0-120_1.safetensors"
+    assert stop_step(Path(argv[argv.index("--config") + 1])) == 180
 
 
 @EXAMPLES
@@ -422,12 +439,7 @@ def test_the_render_mark_has_one_writer(tmp_path):
 # 4 --------------------------------------------------------------------------------------------------------------
 def test_mindformers_nodes_resume_from_their_own_config(tmp_path):
     s = stage(tmp_path / "s", "mindformers", cluster={"master_addr": "10.0.0.1"})
-    for rank in range(16):
-        folder = s.output / "checkpoint" / f"rank_{rank}"
-        folder.mkdir(parents=True)
-        (folder / f"c_rank_{rank}-100_1.safetensors").write_text("")
-        (folder / "meta.json").write_text(json.dumps({"last_epoch": 100,
-                                                      "last_ckpt_file": f"c_rank_{rank}-100_1.safetensors"}))
+    saved(s, 100, ranks=16)
     # Both nodes at once, as a relaunch starts them: each writes and reads its own file, renamed into place whole.
     running = [subprocess.Popen(["bash", str(s.folder / "launch.sh"), str(rank)], env=s.env, stdout=subprocess.PIPE,
                                 stderr=subprocess.PIPE, text=True) for rank in (0, 1)]
@@ -440,26 +452,8 @@ def test_mindformers_nodes_resume_from_their_own_config(tmp_path):
         rank = dict(w[2:].split("=", 1) for w in argv if w.startswith("--") and "=" in w)["node_rank"]
         configs[rank] = Path(argv[argv.index("--config") + 1])
     assert configs == {str(r): s.output / f"train.resume.node{r}.yaml" for r in (0, 1)}
-    for config in configs.values():
-        doc = yaml.safe_load(config.read_text())
-        assert next(c["stop_step"] for c in doc["callbacks"] if c["type"] == "TrainCallBack") == 200
+    assert [stop_step(config) for config in configs.values()] == [200, 200]
     assert not list(s.output.glob("*.tmp"))
-
-
-def test_mindformers_resume_config_does_not_depend_on_the_yaml_layout(tmp_path):
-    # The copy is made by YAML's reader and writer, not a sed on one indentation (issue 24).
-    s = stage(tmp_path / "s", "mindformers", cards=1)
-    train = s.folder / "train.yaml"
-    train.write_text(yaml.safe_dump(yaml.safe_load(train.read_text()), indent=4, sort_keys=True))
-    rank0 = s.output / "checkpoint" / "rank_0"
-    rank0.mkdir(parents=True)
-    (rank0 / "c-100_1.safetensors").write_text("")
-    (rank0 / "meta.json").write_text(json.dumps({"last_epoch": 100, "last_ckpt_file": "c-100_1.safetensors"}))
-    result = s.run("0")
-    assert result.returncode == 0, result.stderr
-    argv = s.calls()[0]["argv"]
-    doc = yaml.safe_load(Path(argv[argv.index("--config") + 1]).read_text())
-    assert next(c["stop_step"] for c in doc["callbacks"] if c["type"] == "TrainCallBack") == 200
 
 
 # 5 --------------------------------------------------------------------------------------------------------------
