@@ -60,7 +60,7 @@ def render_in_process(spec_path: Path) -> tuple[float, int]:
     plan = resolve(load_spec(spec_path), load_tables())
     files = render_files(plan)
     with tempfile.TemporaryDirectory() as out:
-        write(files, Path(out), plan.job, force=False)
+        write(files, Path(out), plan.job, overwrite=False)
     return time.perf_counter() - start, plan.cards
 
 

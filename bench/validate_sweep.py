@@ -62,7 +62,7 @@ def run(framework: str) -> None:
                 counts["refused"] += 1
                 refused[str(error).split(": ", 1)[-1][:110]] += 1
                 continue
-            write(render_files(plan), Path(tmp), plan.job, force=True)
+            write(render_files(plan), Path(tmp), plan.job, overwrite=True)
             results = validate(Path(tmp) / plan.job)
             bad = [r for r in results if r.status == "problem"]
             counts["generated"] += 1

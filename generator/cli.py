@@ -8,7 +8,9 @@ a fact a framework needs (after an edit to it).
 
 from __future__ import annotations
 
+import dataclasses
 import json
+import os
 import sys
 from pathlib import Path
 from typing import NoReturn
@@ -17,13 +19,16 @@ import click
 
 from . import __version__
 from .errors import SpecError, UserError, show
-from .plan import Plan
+from .jobdir import MANIFEST
+from .plan import MadeFrom, Plan
+from .record import PLAN_JSON, RecordError, bad_override, read_record, spec_key
 from .render import check as check_files
-from .render import compare, environment, render_files, write
+from .render import environment, render_files, write
 from .render.core import plan_json
 from .resolve import candidate_layouts, minimum_table, resolve
+from .schemafile import SCHEMA_NAME, current, schema_bytes, schema_ref, write_schema
 from .shell import quote
-from .spec import load_spec
+from .spec import Spec, load_spec
 from .starter import starter_spec
 from .tables import METHODS, load_tables
 from .validate import validate as validate_job
@@ -39,11 +44,65 @@ def _fail(error: UserError, source: str) -> NoReturn:
     sys.exit(error.exit_code)
 
 
-def _plan(spec_path: str, force: bool, overrides: tuple[str, ...] = ()) -> Plan:
+def _load(spec_path: str, overrides: tuple[str, ...]) -> Spec:
+    bad = bad_override(overrides)
     try:
-        return resolve(load_spec(spec_path, overrides), load_tables(), force=force)
+        if bad is not None:
+            raise SpecError.at("(--set)", f"{show(bad)} holds a control or other non-printing character; an override "
+                                          f"is recorded in plan.json and PLAN.md, and none may")
+        return load_spec(spec_path, overrides)
     except UserError as error:
         _fail(error, spec_path)
+
+
+def _resolve(spec: Spec, spec_path: str, made: MadeFrom) -> Plan:
+    try:
+        return dataclasses.replace(resolve(spec, load_tables(), force=made.force), made_from=made)
+    except UserError as error:
+        _fail(error, spec_path)
+
+
+def _plan(spec_path: str, force: bool, overrides: tuple[str, ...] = ()) -> Plan:
+    return _resolve(_load(spec_path, overrides), spec_path, MadeFrom(None, overrides, force))
+
+
+def _as_made(spec_path: str, overrides: tuple[str, ...], force: bool, out_dir: Path, ignore_record: bool,
+             must_trust: bool) -> tuple[Spec, MadeFrom]:
+    """The spec and options render or check plans with: this command line's; or, when it gives no --set (nor
+    --no-recorded), also the --set overrides and --force that OUT/<job>/plan.json records of the render that made
+    the folder from this spec file (said on stderr)."""
+    try:
+        made = MadeFrom(spec_key(spec_path, out_dir), overrides, force)
+    except UserError as error:
+        _fail(error, spec_path)
+    spec = _load(spec_path, overrides)
+    record = None if overrides or ignore_record else _record(out_dir / spec.job, spec_path, must_trust)
+    if record is None or record.spec_file != made.spec_file:
+        return spec, made  # nothing recorded, or another spec's options (render refuses that folder)
+    applied = [*(f"--set={o}" for o in record.overrides), *(["--force"] if record.force and not force else [])]
+    if not applied:
+        return spec, made
+    click.echo(f"Note: applying {' '.join(quote(w) for w in applied)}, as {out_dir / spec.job / PLAN_JSON} records "
+               f"(a --set replaces the recorded options, --no-recorded drops them)", err=True)
+    return (_load(spec_path, record.overrides) if record.overrides else spec), \
+        MadeFrom(made.spec_file, record.overrides, force or record.force)
+
+
+def _record(job_dir: Path, spec_path: str, must_trust: bool) -> MadeFrom | None:
+    """The job folder's record of the options that made it. One that cannot be trusted is refused when
+    `must_trust` (render without --overwrite: the user must say which options), else noted and left out."""
+    try:
+        record = read_record(job_dir)
+    except RecordError as error:
+        if must_trust:
+            _fail(RecordError(f"{error.args[0]}; so the --set overrides and --force it records are not known: give "
+                              f"them with --set (or --no-recorded for none), or render with --overwrite to replace "
+                              f"the folder without them (it keeps a copy first)"), spec_path)
+        click.echo(f"Note: {error.args[0]}; not applying the --set overrides and --force it records", err=True)
+        return None
+    if record is None and os.path.lexists(job_dir / MANIFEST):
+        click.echo(f"Note: {job_dir / PLAN_JSON} is missing: no recorded options to apply", err=True)
+    return record
 
 
 def _files(plan: Plan, spec_path: str) -> dict[str, str]:
@@ -73,8 +132,17 @@ set_option = click.option("--set", "overrides", multiple=True, metavar="KEY.PATH
                                "--set train.learning_rate=2.0e-5 --set cards=16.")
 force_option = click.option("--force", is_flag=True,
                             help="Accept a card count below the table minimum or a '-' cell, or a pinned layout the "
-                                 "memory model says does not fit (flagged in the plan); on render, also overwrite "
-                                 "generated files that were edited by hand.")
+                                 "memory model says does not fit (flagged in the plan). render records it in "
+                                 "plan.json; check and a re-render apply it again.")
+overwrite_option = click.option("--overwrite", is_flag=True,
+                                help="Replace what OUT/<job> holds that render did not write as it is (hand edits, "
+                                     "stray files, links), or a folder rendered from another spec file, after "
+                                     "keeping a copy as OUT/<job>+backup-<time>.")
+recorded_option = click.option("--no-recorded", "ignore_record", is_flag=True,
+                               help="Plan with this command line's options only. Without it, and without --set, "
+                                    "the --set overrides and --force that OUT/<job>/plan.json records of the render "
+                                    "that made the folder are applied again (said on stderr); a --set replaces "
+                                    "them.")
 strict_option = click.option("--strict", is_flag=True, help="Exit 3 when the plan warns: a forced layout may "
                                                             "not fit, the time budget is missed, or checkpoints "
                                                             "outgrow keep_checkpoints.")
@@ -136,55 +204,68 @@ def plan(spec: str, overrides: tuple[str, ...], as_json: bool, show_candidates: 
 @set_option
 @out_option
 @force_option
+@overwrite_option
+@recorded_option
 @strict_option
-@click.option("--dry-run", is_flag=True, help="Render and report what would change; write nothing.")
-def render(spec: str, overrides: tuple[str, ...], out_dir: Path, force: bool, strict: bool, dry_run: bool) -> None:
+@click.option("--dry-run", is_flag=True, help="Refuse what render would refuse (same messages and exit status), "
+                                              "else report what would change; write nothing.")
+def render(spec: str, overrides: tuple[str, ...], out_dir: Path, force: bool, overwrite: bool, ignore_record: bool,
+           strict: bool, dry_run: bool) -> None:
     """Write OUT/<job>/: PLAN.md, plan.json, MANIFEST and each framework's launch files.
 
     The whole folder is written beside the old one and swapped in at once: a failed or killed render leaves the
-    old folder or the new one. Anything in it render did not write as it is (hand edits, stray files, links) is
-    refused unless --force, which first keeps a copy as OUT/<job>+backup-<time>. One line per path on stdout:
-    create, overwrite, identical, mode (executable bit restored), remove, edited, stray; the plan's summary (as
+    old folder or the new one. Anything in it render did not write as it is (hand edits, stray files, links), and
+    a folder rendered from another spec file with the same job name, is refused unless --overwrite, which first
+    keeps a copy as OUT/<job>+backup-<time>. plan.json and PLAN.md record the spec file, the --set overrides in
+    order and --force; a re-render without --set applies the recorded ones. One line per path on stdout: create,
+    overwrite, identical, mode (executable bit restored), remove, edited, stray; the plan's summary (as
     `gen-launch plan` prints it) goes to stderr.
 
     \b
     Example:
         gen-launch render examples/qwen3-32b-full-snt9b-16c.yaml -o out
     """
-    result = _plan(spec, force, overrides)
+    loaded, made = _as_made(spec, overrides, force, out_dir, ignore_record, must_trust=not overwrite)
+    result = _resolve(loaded, spec, made)
     _strict_exit(result, strict)
     files = _files(result, spec)
     try:
-        written = None if dry_run else write(files, out_dir, result.job, force)
+        written = write(files, out_dir, result.job, overwrite, made.spec_file, dry_run)
     except UserError as error:
         _fail(error, spec)
     click.echo(_plan_text(result), nl=False, err=True)
-    for change in written.changes if written else compare(files, out_dir / result.job):
+    for change in written.changes:
         click.echo(f"{change.action:>9}  {out_dir / result.job / change.path}")
-    if written and written.backup:
-        click.echo(f"kept the folder as it was (with the edits --force replaced) in {written.backup}", err=True)
+    if written.backup:
+        click.echo(f"kept the folder as it was (with what --overwrite replaced) in {written.backup}", err=True)
 
 
 @main.command()
 @spec_argument
 @set_option
 @out_option
-def check(spec: str, overrides: tuple[str, ...], out_dir: Path) -> None:
+@recorded_option
+def check(spec: str, overrides: tuple[str, ...], out_dir: Path, ignore_record: bool) -> None:
     """Exit 0 when OUT/<job>/ holds exactly what render would write, 1 (with a summary) otherwise.
 
-    Every difference counts: a missing, changed or stray file or folder, a link, a FIFO, a changed executable bit.
+    Every difference counts: a missing, changed or stray file or folder, a link, a FIFO, a changed executable bit,
+    a folder rendered from another spec file. Without --set, the --set overrides and --force the folder's plan.json
+    records are applied (said on stderr), so a committed folder stays up to date until the spec or gen-launch
+    changes.
 
     \b
     Example (CI or pre-commit in an experiment repo):
         gen-launch check jobs/qwen3-32b.yaml -o launch
     """
-    result = _plan(spec, False, overrides)
-    problems = check_files(_files(result, spec), out_dir, result.job)
+    loaded, made = _as_made(spec, overrides, False, out_dir, ignore_record, must_trust=False)
+    result = _resolve(loaded, spec, made)
+    problems = check_files(_files(result, spec), out_dir, result.job, made.spec_file)
     if problems:
         for line in problems:
             click.echo(line)
-        again = " ".join(quote(w) for w in ["gen-launch", "render", spec, *(f"--set={o}" for o in overrides), "-o",
-                                             str(out_dir)])
+        options = [*(f"--set={o}" for o in made.overrides), *(["--force"] if made.force else []),
+                   *(["--no-recorded"] if ignore_record else [])]
+        again = " ".join(quote(w) for w in ["gen-launch", "render", spec, *options, "-o", str(out_dir)])
         click.echo(f"{out_dir / result.job} is out of date: run {again}", err=True)
         sys.exit(EXIT_DRIFT)
     click.echo(f"{out_dir / result.job} is up to date")
@@ -219,29 +300,37 @@ def models(seq_len: int, as_json: bool) -> None:
 @main.command()
 @click.argument("model")
 @click.option("--method", required=True, type=click.Choice(METHODS), help="Training method.")
-@click.option("--hardware", required=True, help="A hardware row (snt9b, snt9b23, rtx4090, h800, ...).")
+@click.option("--hardware", required=True, help="A hardware row or alias (snt9b, snt9b23, 910B, A3, rtx4090, ...).")
 @click.option("-o", "--out", "out_file", type=click.Path(dir_okay=False, path_type=Path),
               help="Write the spec here (never over an existing file); default: print it.")
-def init(model: str, method: str, hardware: str, out_file: Path | None) -> None:
-    """Write a commented starter spec for MODEL (a table name or HuggingFace id): the required keys filled in,
-    the optional ones commented with their defaults and sources, and the schema line editors read.
+@click.option("--schema", "schema_dir", type=click.Path(file_okay=False, path_type=Path),
+              help=f"The folder holding {SCHEMA_NAME}, which the spec's editor line names by a path relative to "
+                   f"the spec; with -o it is written there if missing. Default: the spec's folder.")
+def init(model: str, method: str, hardware: str, out_file: Path | None, schema_dir: Path | None) -> None:
+    """Write a commented starter spec for MODEL (a table name, or a HuggingFace id: an instruct model's, or its
+    base model's to train from the base weights): the required keys filled in, the optional ones commented with
+    their defaults and sources, and the schema line editors read (relative to the spec, so it works in every
+    checkout; with -o the schema file is written beside the spec, or in --schema).
 
     \b
     Example:
-        gen-launch init Qwen/Qwen3-8B --method lora --hardware snt9b -o qwen3-8b-lora.yaml
+        gen-launch init Qwen/Qwen3-8B --method lora --hardware snt9b -o jobs/qwen3-8b-lora.yaml
     """
+    spec_dir = out_file.parent if out_file is not None else Path()
+    schema_dir = spec_dir if schema_dir is None else schema_dir
     try:
         tables = load_tables()
-        if hardware not in tables.hardware:
-            raise SpecError.at("hardware", f"{show(hardware)} is not a hardware row; choose one of "
-                                           f"{', '.join(tables.hardware)}")
-        text = starter_spec(tables, environment(), model, method, hardware)
+        text = starter_spec(tables, environment(), model, method, hardware, schema_ref(schema_dir, spec_dir))
     except UserError as error:
         _fail(error, "init")
     if out_file is None:
         click.echo(text, nl=False)
+        if not current(schema_dir / SCHEMA_NAME):
+            click.echo(f"note: the schema line names {schema_dir / SCHEMA_NAME}; write it with: "
+                       f"{quote('gen-launch')} schema -o {quote(str(schema_dir))}", err=True)
         return
     try:
+        out_file.parent.mkdir(parents=True, exist_ok=True)  # init -o jobs/x.yaml starts the jobs folder
         with out_file.open("x", encoding="utf-8") as handle:
             handle.write(text)
     except FileExistsError:
@@ -249,6 +338,46 @@ def init(model: str, method: str, hardware: str, out_file: Path | None) -> None:
     except OSError as exc:
         _fail(UserError(f"cannot write {out_file}: {exc.strerror}"), "init")
     click.echo(f"   create  {out_file}")
+    _init_schema(schema_dir)
+
+
+def _init_schema(folder: Path) -> None:
+    """The schema a new spec names: written when missing; an older copy is left as it is, with the command that
+    refreshes it."""
+    path = folder / SCHEMA_NAME
+    if path.exists() or path.is_symlink():
+        if not current(path):
+            click.echo(f"note: {path} is not this gen-launch's schema; refresh it with: gen-launch schema -o "
+                       f"{quote(str(folder))}", err=True)
+        return
+    _write_schema(folder, "init")
+
+
+def _write_schema(folder: Path, command: str) -> None:
+    try:
+        action, written = write_schema(folder)
+    except UserError as error:
+        _fail(error, command)
+    click.echo(f"{action:>9}  {written}")
+
+
+@main.command()
+@click.option("-o", "--out", "out_dir", type=click.Path(file_okay=False, path_type=Path),
+              help=f"Write {SCHEMA_NAME} into this folder (made if missing; an older copy is replaced); default: "
+                   f"print it.")
+def schema(out_dir: Path | None) -> None:
+    """The job spec's JSON Schema, for editors: write it beside the specs, and their first line
+    `# yaml-language-server: $schema=job.schema.json` (init writes it) validates them as they are typed, in every
+    checkout of the repository.
+
+    \b
+    Example:
+        gen-launch schema -o jobs
+    """
+    if out_dir is None:
+        click.echo(schema_bytes().decode("utf-8"), nl=False)
+        return
+    _write_schema(out_dir, "schema")
 
 
 @main.command()
@@ -256,8 +385,12 @@ def init(model: str, method: str, hardware: str, out_file: Path | None) -> None:
 @click.option("--mindformers-python", envvar="GEN_LAUNCH_MINDFORMERS_PYTHON", metavar="PYTHON",
               help="An interpreter with mindformers and a MindSpore CPU build: also run MindFormers' own "
                    "MindFormerConfig and check_rules on train.yaml (see README).")
-def validate(job_dir: Path, mindformers_python: str | None) -> None:
-    """Check the files render wrote in JOB_DIR with each framework's own rules: one line per file.
+@click.option("--json", "as_json", is_flag=True,
+              help="Print one JSON document after the last check: job_dir, exit_status and results, a list of "
+                   "{path, status, detail} in the order the lines come.")
+def validate(job_dir: Path, mindformers_python: str | None, as_json: bool) -> None:
+    """Check the files render wrote in JOB_DIR with each framework's own rules: one line per file, printed as its
+    checks finish.
 
     \b
     MindSpeed-LLM command lines go through parsers rebuilt from the pinned 2.2.0 declarations and the start-up
@@ -272,9 +405,9 @@ def validate(job_dir: Path, mindformers_python: str | None) -> None:
     Exit 0 all ok or skipped; 1 any problem; 4 no problem but a broken environment.
 
     \b
-    To add LLaMA-Factory's own checks (from a clone of gen-launch; the second command only on a host without
-    CUDA, where PyPI's torchvision / torchaudio builds for torch 2.13 do not import and break transformers):
-        pip install -e '.[validate]' && pip uninstall -y torchvision torchaudio
+    To add LLaMA-Factory's own checks (from a clone of gen-launch; the script also removes PyPI's torchvision /
+    torchaudio where, as on a host without CUDA, they do not import and would break transformers):
+        bash scripts/install.sh validate
 
     \b
     Example:
@@ -284,10 +417,15 @@ def validate(job_dir: Path, mindformers_python: str | None) -> None:
         results = validate_job(job_dir, mindformers_python)
     except UserError as error:
         _fail(error, str(job_dir))
-    for result in results:
-        detail = f"  {result.detail}" if result.detail else ""
-        click.echo(f"{result.status:>8}  {result.path}{detail}")
-    if any(r.status == "problem" for r in results):
-        sys.exit(EXIT_DRIFT)
-    if any(r.status == "env" for r in results):
-        sys.exit(EXIT_ENVIRONMENT)
+    seen = []
+    for result in results:  # each line as its file's checks finish (click.echo flushes)
+        seen.append(result)
+        if not as_json:
+            detail = f"  {result.detail}" if result.detail else ""
+            click.echo(f"{result.status:>8}  {result.path}{detail}")
+    statuses = {r.status for r in seen}
+    code = EXIT_DRIFT if "problem" in statuses else EXIT_ENVIRONMENT if "env" in statuses else 0
+    if as_json:
+        click.echo(json.dumps({"job_dir": str(job_dir), "exit_status": code,
+                               "results": [dataclasses.asdict(r) for r in seen]}, indent=2))
+    sys.exit(code)

@@ -30,9 +30,12 @@ class DataShape:
 
 
 def data_format(spec: Spec, model: Model) -> str:
-    """The spec's format, or the default: a vision-language model's data is upstream's mllm_demo shape."""
-    if spec.dataset_format is not None:
-        return spec.dataset_format
+    """The spec's format, or the model's default."""
+    return spec.dataset_format if spec.dataset_format is not None else default_format(model)
+
+
+def default_format(model: Model) -> str:
+    """A vision-language model's data is upstream's mllm_demo shape (openai); a text model's alpaca."""
     return "openai" if model.vision else "alpaca"
 
 

@@ -44,6 +44,7 @@ class SpecError(UserError):
         return cls([Problem(path, message)])
 
     def lines(self, source: str) -> list[str]:
+        source = show_name(source, limit=4096)
         shown = [f"Error: {source}: {p.path}: {p.message}" for p in self.problems[:MAX_SHOWN]]
         more = len(self.problems) - MAX_SHOWN
         return shown + ([f"Error: {source}: (more): {more} more problem(s) not listed; fix these first"]
@@ -68,3 +69,9 @@ def show(value: object, limit: int = 60) -> str:
     if isinstance(value, dict):
         return "a mapping"
     return f"a {type(value).__name__}"
+
+
+def show_name(text: str, limit: int = 60) -> str:
+    """A name (a key, a file) inside a message: as written when every character prints as itself (no control,
+    format or unusual space character, which a terminal may act on or show as something else), else show()n."""
+    return text if text.isprintable() and 0 < len(text) <= limit else show(text, limit)

@@ -31,6 +31,15 @@ MAX_RAISE = 4  # the memory model may raise the table's card count up to this fa
 MAX_BUBBLE = 0.25
 
 
+class NoFit(SpecError):
+    """No layout of one framework fits in memory. The resolver adds the way out (nofit.py) and leaves a framework
+    the spec did not list out of the plan; `cards`: the count the plan tried, above which the way out looks."""
+
+    def __init__(self, path: str, message: str, ctx: Context, cards: int):
+        super().__init__([Problem(path, message)])
+        self.ctx, self.cards = ctx, cards
+
+
 def choose_layout(ctx: Context, tables: Tables, cards: int, notes: list[str], warnings: list[str]):
     preset = preset_for(ctx, tables, cards)
     if preset is not None and _pins_allow_preset(ctx.pins, preset):
@@ -46,10 +55,12 @@ def choose_layout(ctx: Context, tables: Tables, cards: int, notes: list[str], wa
     best, closest, rejected = search(ctx, cards)
     if best is not None:
         return best, rejected
+    tried = cards  # the largest count searched
     if ctx.spec.cards is None and not ctx.pinned:
         for n in valid_counts(ctx.hw, cards + 1):
             if n > cards * MAX_RAISE:
                 break
+            tried = n
             raised, _, more = search(ctx, n)
             if raised is not None:
                 notes.append(f"the memory model raised the card count from {cards} to {n}: no layout fits on "
@@ -67,8 +78,10 @@ def choose_layout(ctx: Context, tables: Tables, cards: int, notes: list[str], wa
         _untileable_batch(ctx, cards)
     detail = (f"; the smallest estimate is {closest.memory.total:.1f} GiB per card ({closest.describe()}) > "
               f"{closest.budget_gb:.1f} GiB budget" if closest is not None else "")
-    raise SpecError.at("cards" if ctx.spec.cards is not None else "model",
-                       f"no {ctx.fw.name} layout of {ctx.model.name} fits on {cards} cards of {ctx.hw.name}{detail}")
+    counts = f"{cards} to {tried}" if tried > cards else f"{cards}"
+    raise NoFit("cards" if ctx.spec.cards is not None else "model",
+                f"no {ctx.fw.name} layout of {ctx.model.name} fits on {counts} cards of {ctx.hw.name}{detail}", ctx,
+                tried)
 
 
 def _pinned_does_not_fit(ctx: Context, cards: int, closest: Layout) -> None:
@@ -361,12 +374,9 @@ def smallest_fit(ctx: Context) -> int:
     free = replace(ctx, spec=replace(ctx.spec, layout={}, global_batch_size=None))
     # Activations, logits and runtime do not shrink with more cards: if the largest job cannot fit, none can.
     largest = round_up(ctx.hw, MAX_SEARCH_CARDS)
-    found, closest, _ = search(free, largest)
-    if found is None:
-        detail = f"; even on {largest} cards the smallest estimate is {closest.memory.total:.1f} GiB per card " \
-                 f"({closest.describe()}) > {closest.budget_gb:.1f} GiB" if closest else ""
-        raise SpecError.at("model", f"no {ctx.fw.name} layout fits {ctx.model.name} {ctx.spec.method} at seq_len "
-                                    f"{ctx.spec.seq_len} on {ctx.hw.name}{detail}")
+    if search(free, largest)[0] is None:
+        raise NoFit("model", f"no {ctx.fw.name} layout fits {ctx.model.name} {ctx.spec.method} at seq_len "
+                             f"{ctx.spec.seq_len} on {ctx.hw.name}", ctx, largest)
     budget = ctx.hw.usable_gb * (1.0 - HEADROOM) * GIB
     floor = math.ceil(ctx.model.params * STATE_BYTES[(ctx.fw.memory, trains_adapters(ctx.spec.method))] / budget)
     for n in valid_counts(ctx.hw, max(floor, 1)):

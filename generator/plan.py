@@ -137,6 +137,19 @@ class PathValue:
 
 
 @dataclass(frozen=True)
+class MadeFrom:
+    """How render was asked for the plan (plan.json's `made_from`): `check` and a re-render read it back from the
+    job folder, so a folder made with --set or --force is checked and re-rendered as it was made."""
+
+    spec_file: str | None = None  # the spec's path from the folder that holds OUT; None: `plan`, which has no OUT
+    overrides: tuple[str, ...] = ()  # --set, in the order given
+    force: bool = False  # --force was given
+
+    def to_json(self) -> dict:
+        return {"spec_file": self.spec_file, "overrides": list(self.overrides), "force": self.force}
+
+
+@dataclass(frozen=True)
 class Plan:
     job: str
     model: str
@@ -164,6 +177,7 @@ class Plan:
     quantization_bit: int | None  # spec samples, or total_tokens / seq_len; None without data
     train: Training  # the recipe every framework writes
     version: str = field(default="")
+    made_from: MadeFrom = MadeFrom()
 
     def output_dir(self, framework: str) -> str:
         """Where `framework` writes checkpoints and logs: its own folder under paths.output_dir."""
@@ -190,7 +204,8 @@ class Plan:
     def to_json(self) -> dict:
         slowest = max(self.frameworks.values(), key=lambda f: f.estimate.time_hours or 0.0)
         return {
-            "job": self.job, "model": self.model, "method": self.method, "quantization_bit": self.quantization_bit,
+            "job": self.job, "model": self.model, "hf_id": self.hf_id, "method": self.method,
+            "quantization_bit": self.quantization_bit,
             "seq_len": self.seq_len,
             "hardware": self.hardware, "cards": self.cards, "nodes": self.nodes,
             "cards_per_node": self.cards_per_node,
@@ -206,5 +221,6 @@ class Plan:
             "cluster": {"master_addr": self.master_addr, "master_port": self.master_port,
                         "socket_ifname": self.socket_ifname, "socket_ifname_env": self.socket_ifname_env},
             "spec_sha256": self.spec_sha256,
+            "made_from": self.made_from.to_json(),
             "gen_launch_version": self.version,
         }

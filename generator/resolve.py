@@ -20,8 +20,9 @@ from .cards import auto_cards, dash_refusal, explicit_cards, minimum_cards, vali
 from .context import Context
 from .dataset import DataShape, data_format, data_shape
 from .errors import Problem, SpecError
-from .layouts import MAX_BUBBLE, candidates, choose_layout, no_accumulation, rate, smallest_fit
+from .layouts import MAX_BUBBLE, NoFit, candidates, choose_layout, no_accumulation, rate, smallest_fit
 from .memory import GIB
+from .nofit import way_out
 from .plan import Estimate, FrameworkPlan, Layout, MinCards, PathValue, Plan, Rejected
 from .recipe import PLACEHOLDER_STEPS, Training, adapter, batch_target, round_global_batch, training
 from .spec import Spec
@@ -40,7 +41,8 @@ DATASET_ADVICE = ((10, 20_000, "7B"), (20, 40_000, "14B"), (50, 80_000, "32B"), 
 
 def resolve(spec: Spec, tables: Tables, force: bool = False) -> Plan:
     model = tables.model(spec.model)
-    hw = tables.hardware[spec.hardware]
+    hw, alias = tables.hardware_row(spec.hardware), tables.hardware_alias(spec.hardware)
+    spec = replace(spec, hardware=hw.name)  # an alias planned as its row
     if spec.seq_len > model.max_positions:
         raise SpecError.at("seq_len", f"{spec.seq_len} exceeds the {model.max_positions} positions "
                                       f"(max_position_embeddings) of {model.name}")
@@ -49,6 +51,12 @@ def resolve(spec: Spec, tables: Tables, force: bool = False) -> Plan:
                                                f"choose {' or '.join(map(str, hw.quantization_bits))} (seed 001: "
                                                f"int8 misbehaves on 910B; LLaMA-Factory's Ascend example is 4-bit)")
     names, notes = _frameworks(spec, tables, model)
+    notes[:0] = [alias] if alias else []
+    hf_id = tables.weights(spec.model)
+    if hf_id != model.hf_id:
+        notes.append(f"model: {hf_id} is the base model: trained from its own weights, planned with the {model.name} "
+                     f"row's shape (that of {model.hf_id}, the same architecture); fine-tuning formats samples with "
+                     f"the family's chat template, as LLaMA-Factory does for a base model")
     lora = adapter(spec, tables.recipes[spec.method])
     if spec.frameworks is None and not force:
         # Defaulted frameworks drop those the table marks '-' here; a named one is refused instead.
@@ -66,7 +74,8 @@ def resolve(spec: Spec, tables: Tables, force: bool = False) -> Plan:
     warnings: list[str] = []
     contexts = {name: Context(spec, model, hw, tables.frameworks[name], force, lora, tables.recipes[spec.method])
                 for name in names}
-    results = {name: _resolve_framework(ctx, tables) for name, ctx in contexts.items()}
+    results = _resolve_fitting(spec, tables, contexts, notes, warnings)
+    contexts = {name: contexts[name] for name in results}
     batch = _common_global_batch(spec, tables, contexts, {name: r[0] for name, r in results.items()}, notes)
     for name, ctx in contexts.items():
         lay = results[name][0].layout
@@ -92,12 +101,12 @@ def resolve(spec: Spec, tables: Tables, force: bool = False) -> Plan:
     kept = _checkpoints_kept(spec, model, plans, recipe)
     if kept:
         (warnings if "keep_checkpoints" in spec.train else notes).append(kept)
-    paths = _paths(spec, model, plans, data)
+    paths = _paths(spec, hf_id, plans, data)
     placeholders = sorted(k for k, v in paths.items() if v.placeholder)
     if placeholders:
         notes.append(f"paths not given in the spec, written as placeholders to edit before launch: "
                      f"{', '.join(placeholders)}")
-    return Plan(job=spec.job, model=model.name, hf_id=model.hf_id, method=spec.method, seq_len=spec.seq_len,
+    return Plan(job=spec.job, model=model.name, hf_id=hf_id, method=spec.method, seq_len=spec.seq_len,
                 hardware=hw.name, hardware_label=hw.label, accelerator=hw.accelerator, cards_per_node=hw.cards_per_node,
                 frameworks=plans,
                 rejected=tuple(rejected), notes=tuple(notes), warnings=tuple(warnings), paths=paths,
@@ -106,6 +115,31 @@ def resolve(spec: Spec, tables: Tables, force: bool = False) -> Plan:
                 epochs=spec.epochs, samples_per_epoch=spec.samples_per_epoch, tokens_per_epoch=spec.tokens_per_epoch,
                 quantization_bit=spec.quantization_bit,
                 train=recipe, version=__version__)
+
+
+def _resolve_fitting(spec: Spec, tables: Tables, contexts: dict[str, Context], notes: list[str],
+                     warnings: list[str]) -> dict:
+    """Each framework resolved. One that no layout fits is refused with the way out (nofit.py), naming the
+    frameworks that plan without it; when the spec did not list the frameworks it is left out instead, with a
+    note and a warning, as long as another one fits."""
+    results, unfit = {}, {}
+    for name, ctx in contexts.items():
+        try:
+            results[name] = _resolve_framework(ctx, tables)
+        except NoFit as error:
+            problem = error.problems[0]
+            unfit[name] = Problem(problem.path, f"{problem.message}. {way_out(error.ctx, tables, error.cards)}")
+    if not unfit:
+        return results
+    if spec.frameworks is None and results:
+        notes.extend(f"{name} left out: {problem.message}" for name, problem in unfit.items())
+        warnings.extend(f"{name} left out: no layout fits in memory (the notes say what would); list it in "
+                        f"frameworks: to have the plan refused instead" for name in unfit)
+        return results
+    others = (f"; or leave {' and '.join(unfit)} out of frameworks: ({', '.join(results)} "
+              f"{'plans' if len(results) == 1 else 'plan'} without {'it' if len(unfit) == 1 else 'them'})") \
+        if results else ""
+    raise SpecError([replace(problem, message=problem.message + others) for problem in unfit.values()])
 
 
 def _common_global_batch(spec: Spec, tables: Tables, contexts: dict[str, Context],
@@ -270,7 +304,7 @@ def _fewest_cards_for_budget(ctx: Context, tables: Tables, minimum: MinCards, id
             break
         short = layout.cards, layout, took
     if last is None:
-        raise SpecError.at("time_budget_hours", f"no {ctx.fw.name} layout fits from {start} cards up")
+        raise NoFit("time_budget_hours", f"no {ctx.fw.name} layout fits from {start} cards up", ctx, start)
     layout, rejected, found_notes, found_warnings = last
     notes.extend(found_notes)
     warnings.extend(found_warnings)
@@ -391,11 +425,11 @@ def _checkpoints_kept(spec: Spec, model: Model, plans: dict[str, FrameworkPlan],
             f"iter_* folders as the run goes, or raise train.save_every_steps")
 
 
-def _paths(spec: Spec, model: Model, plans: dict[str, FrameworkPlan], data: DataShape) -> dict[str, PathValue]:
+def _paths(spec: Spec, hf_id: str, plans: dict[str, FrameworkPlan], data: DataShape) -> dict[str, PathValue]:
     given = spec.paths
     output = given.get("output_dir", f"/path/to/output/{spec.job}")
     defaults = {
-        "model_dir": f"/path/to/{model.hf_id.split('/')[-1]}",
+        "model_dir": f"/path/to/{hf_id.split('/')[-1]}",
         # Every framework reads the raw file: JSON lines with a "text" field for pretraining (each framework's
         # preprocessing tokenises it), the fine-tuning format otherwise.
         "dataset": f"/path/to/data/train.{'jsonl' if data.format in ('text', 'sharegpt') else 'json'}",
@@ -441,7 +475,7 @@ class Candidate:
 def candidate_layouts(spec: Spec, tables: Tables, plan: Plan) -> dict[str, list[Candidate]]:
     """Every layout that fits each planned framework at the plan's card count and global batch, in the search's
     order of preference (the plan's own first, unless a preset chose it), with its estimated rate."""
-    model, hw = tables.model(spec.model), tables.hardware[spec.hardware]
+    model, hw = tables.model(spec.model), tables.hardware_row(spec.hardware)
     at_batch = replace(spec, global_batch_size=plan.train.global_batch_size)
     out = {}
     for name, fp in plan.frameworks.items():

@@ -21,7 +21,7 @@ from typing import Any, Iterator
 import jsonschema
 import yaml
 
-from .errors import Problem, SpecError, show
+from .errors import Problem, SpecError, show, show_name
 from .resources import resource_dir
 
 PATH_KEYS = ("model_dir", "dataset", "output_dir", "mindformers_dir", "mindspeed_llm_dir", "mcore_ckpt_dir",
@@ -93,95 +93,172 @@ class Spec:
         return None if per_epoch is None else per_epoch * self.epochs
 
 
-MAX_SPEC_BYTES = 1 << 20  # a job spec is a few hundred bytes
+MAX_SPEC_BYTES = 1 << 20  # a job spec is a few hundred bytes; the --set values together get as much
 MAX_VALUES = 10_000  # values once YAML aliases are expanded (a "billion laughs" spec expands without end)
+MAX_DEPTH = 16  # nested lists and mappings; a job spec has four levels (layout.<framework>.tp)
 MAX_INT_DIGITS = 30
 _NO_CHARACTERS = {"Cc", "Cf", "Zl", "Zp", "Cs"}  # control, format (bidi, zero-width), line/paragraph separators
 
+_YAML = "tag:yaml.org,2002:"
+_INT = r"[-+]?(?:0|[1-9][0-9]*)|0o[0-7]+|0x[0-9a-fA-F]+"
+_FLOAT = r"[-+]?(?:(?:\.[0-9]+|[0-9]+\.[0-9]*)(?:[eE][-+]?[0-9]+)?|[0-9]+[eE][-+]?[0-9]+)|[-+]?\.(?:inf|Inf|INF)" \
+         r"|\.(?:nan|NaN|NAN)"
+# YAML 1.2's core schema: a plain value's type, from its text and first character ...
+_IMPLICIT = {"null": (r"~|null|Null|NULL|", [*"~nN", ""]), "bool": (r"true|True|TRUE|false|False|FALSE", [*"tTfF"]),
+             "int": (_INT, [*"-+0123456789"]), "float": (_FLOAT, [*"-+.0123456789"])}
+# ... and what an explicit tag's text must be: what the plain value of that type is (a float may be written as a
+# whole number), never what Python's int() and float() also take ('١٦', '1_6', ' 16 ').
+_EXPLICIT = {f"{_YAML}null": (_IMPLICIT["null"][0], "null, ~ or nothing"),
+             f"{_YAML}bool": (_IMPLICIT["bool"][0], "true or false"),
+             f"{_YAML}int": (_INT, "a whole number: ASCII digits with an optional sign, 0o... or 0x..."),
+             f"{_YAML}float": (rf"{_FLOAT}|[-+]?[0-9]+", ("a number: ASCII digits with an optional sign, decimal "
+                                                        "point and exponent, .inf or .nan"))}
+_COLLECTIONS = {yaml.SequenceNode: f"{_YAML}seq", yaml.MappingNode: f"{_YAML}map"}
+
+
+class _Refused(Exception):
+    """What a job spec may not hold, at a key path inside the YAML text being read and the node's place there."""
+
+    def __init__(self, parts: list, message: str, mark: yaml.Mark):
+        super().__init__(message)
+        self.parts, self.message, self.mark = parts, message, mark
+
 
 class _SpecLoader(yaml.SafeLoader):
-    """YAML 1.2's core schema (PyYAML reads 1.1: `0256` octal, `1:30` sexagesimal, `yes` true); a key given twice
-    refused (PyYAML keeps the last); keys only text; no merge keys; aliases bounded."""
+    """YAML 1.2's core schema (PyYAML reads 1.1: `0256` octal, `1:30` sexagesimal, `yes` true); nesting bounded
+    while composing (the composer recurses per level). _inspect refuses the rest before anything is constructed."""
 
     yaml_implicit_resolvers: dict = {}
 
+    def __init__(self, text: str):
+        super().__init__(text)
+        self.parts: list = []  # key path of the node being composed (None for a key)
 
-for _tag, _pattern, _first in [
-    ("tag:yaml.org,2002:null", r"^(?:~|null|Null|NULL|)$", [*"~nN", ""]),
-    ("tag:yaml.org,2002:bool", r"^(?:true|True|TRUE|false|False|FALSE)$", [*"tTfF"]),
-    ("tag:yaml.org,2002:int", r"^(?:[-+]?(?:0|[1-9][0-9]*)|0o[0-7]+|0x[0-9a-fA-F]+)$", [*"-+0123456789"]),
-    ("tag:yaml.org,2002:float", r"^(?:[-+]?(?:(?:\.[0-9]+|[0-9]+\.[0-9]*)(?:[eE][-+]?[0-9]+)?|[0-9]+[eE][-+]?[0-9]+)"
-                                r"|[-+]?\.(?:inf|Inf|INF)|\.(?:nan|NaN|NAN))$", [*"-+.0123456789"]),
-]:
-    _SpecLoader.add_implicit_resolver(_tag, re.compile(_pattern), _first)
+    def compose_node(self, parent, index):
+        if parent is None:
+            return super().compose_node(parent, index)
+        # index: a sequence item's position, a mapping value's key node, None for a key
+        part = index.value if isinstance(index, yaml.ScalarNode) else index if isinstance(index, int) else None
+        # self.parts: the collections around this node but the document's own
+        if len(self.parts) + 1 >= MAX_DEPTH and self.check_event(yaml.SequenceStartEvent, yaml.MappingStartEvent):
+            raise _Refused([*self.parts, part], f"is nested more than {MAX_DEPTH} levels deep; a job spec is at most "
+                                                f"four levels deep", self.peek_event().start_mark)
+        self.parts.append(part)
+        try:
+            return super().compose_node(parent, index)
+        finally:
+            self.parts.pop()
 
 
-def _too_large(node: yaml.Node, digits: int) -> yaml.constructor.ConstructorError:
-    return yaml.constructor.ConstructorError(None, None, f"a number of {digits} digits is too large", node.start_mark)
+for _name, (_pattern_text, _first) in _IMPLICIT.items():
+    _SpecLoader.add_implicit_resolver(f"{_YAML}{_name}", re.compile(rf"^(?:{_pattern_text})$"), _first)
 
 
 def _construct_int(loader: _SpecLoader, node: yaml.ScalarNode) -> int:
     text = loader.construct_scalar(node)
-    if len(text) > MAX_INT_DIGITS:
-        raise _too_large(node, len(text))
     base = {"0o": 8, "0x": 16}.get(text[:2], 10)
     return int(text[2:] if base != 10 else text, base)
 
 
 def _construct_float(loader: _SpecLoader, node: yaml.ScalarNode) -> float:
-    text = loader.construct_scalar(node)
-    if len(text) > 100:
-        raise _too_large(node, len(text))
-    return float(text.lower().replace(".inf", "inf").replace(".nan", "nan"))
+    return float(loader.construct_scalar(node).lower().replace(".inf", "inf").replace(".nan", "nan"))
 
 
-def _construct_mapping(loader: _SpecLoader, node: yaml.MappingNode, deep: bool = False) -> dict:
-    seen: set = set()
-    for key_node, _ in node.value:
-        if key_node.tag == "tag:yaml.org,2002:merge" or (key_node.value == "<<" and key_node.style is None):
-            raise yaml.constructor.ConstructorError(
-                None, None, "merge keys (<<) are not read: a job spec is YAML 1.2, which has none; write the keys "
-                            "out", key_node.start_mark)
-        key = loader.construct_object(key_node, deep=deep)
-        if not isinstance(key, str):
-            raise yaml.constructor.ConstructorError(None, None, f"a key must be text, got {show(key)}",
-                                                    key_node.start_mark)
-        if key in seen:
-            raise yaml.constructor.ConstructorError(None, None, f"key {show(key)} is given twice",
-                                                    key_node.start_mark)
-        seen.add(key)
-    return loader.construct_mapping(node, deep)
+_SpecLoader.add_constructor(f"{_YAML}int", _construct_int)
+_SpecLoader.add_constructor(f"{_YAML}float", _construct_float)
 
 
-_SpecLoader.add_constructor("tag:yaml.org,2002:int", _construct_int)
-_SpecLoader.add_constructor("tag:yaml.org,2002:float", _construct_float)
-_SpecLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _construct_mapping)
+def _short_tag(tag: str) -> str:
+    return show_name(tag.replace(_YAML, "!!", 1))
 
 
-def _expanded_size(node: yaml.Node, memo: dict[int, int]) -> int:
-    """Values `node` stands for once every alias is expanded (memoised: an alias shares its anchor's node)."""
-    if id(node) not in memo:
-        memo[id(node)] = MAX_VALUES + 1  # a node that contains itself never ends
-        if isinstance(node, yaml.MappingNode):
-            children = [n for pair in node.value for n in pair]
-        else:
-            children = node.value if isinstance(node, yaml.SequenceNode) else []
-        memo[id(node)] = min(MAX_VALUES + 1, 1 + sum(_expanded_size(c, memo) for c in children))
+def _unread_tag(node: yaml.Node, parts: list) -> _Refused:
+    """!!timestamp, !!binary, !!set, !!omap, a local !tag: YAML 1.1 or application types, not a job spec's."""
+    return _Refused(parts, f"the tag {_short_tag(node.tag)} is not read: a job spec holds YAML 1.2's core types "
+                           f"(text, numbers, true/false, null, lists, mappings); write the value without it",
+                    node.start_mark)
+
+
+def _check_scalar(node: yaml.ScalarNode, parts: list) -> None:
+    """A scalar's tag is one the core schema has, and its text is what a plain value of that type is."""
+    if node.tag == f"{_YAML}str":
+        return
+    if node.tag not in _EXPLICIT:
+        raise _unread_tag(node, parts)
+    pattern, words = _EXPLICIT[node.tag]
+    if not re.fullmatch(pattern, node.value):
+        raise _Refused(parts, f"{_short_tag(node.tag)} {show(node.value)} is not {words}", node.start_mark)
+    if len(node.value) > (MAX_INT_DIGITS if node.tag == f"{_YAML}int" else 100):
+        raise _Refused(parts, f"a number of {len(node.value)} digits is too large", node.start_mark)
+
+
+def _check_keys(node: yaml.MappingNode, parts: list) -> None:
+    """Keys are text, each given once (PyYAML keeps the last), and no merge keys (YAML 1.1 only)."""
+    seen: set[str] = set()
+    for key, _ in node.value:
+        if isinstance(key, yaml.ScalarNode) and key.value == "<<" and key.style is None:
+            raise _Refused(parts, "merge keys (<<) are not read: a job spec is YAML 1.2, which has none; write the "
+                                  "keys out", key.start_mark)
+        if not isinstance(key, yaml.ScalarNode) or key.tag != f"{_YAML}str":
+            got = "a list" if isinstance(key, yaml.SequenceNode) else "a mapping" \
+                if isinstance(key, yaml.MappingNode) else f"{show(key.value)} (quote it)"
+            raise _Refused(parts, f"a key must be text, got {got}", key.start_mark)
+        if key.value in seen:
+            raise _Refused([*parts, key.value], "is given twice", key.start_mark)
+        seen.add(key.value)
+
+
+def _inspect(node: yaml.Node, parts: list, memo: dict[int, tuple[int, int]]) -> tuple[int, int]:
+    """Refuse what a job spec may not hold (_Refused at its key path); return the values `node` stands for and its
+    nesting once every alias is expanded. Memoised: an alias shares its anchor's node, which comes first, so this
+    recurses no deeper than the composer did."""
+    if id(node) in memo:
+        return memo[id(node)]
+    memo[id(node)] = (MAX_VALUES + 1, MAX_DEPTH + 1)  # a node that contains itself never ends
+    if isinstance(node, yaml.ScalarNode):
+        _check_scalar(node, parts)
+        memo[id(node)] = (1, 0)
+        return memo[id(node)]
+    if node.tag != _COLLECTIONS[type(node)]:
+        raise _unread_tag(node, parts)
+    if isinstance(node, yaml.MappingNode):
+        _check_keys(node, parts)
+        children = [(parts, key) for key, _ in node.value] + [([*parts, key.value], value) for key, value in node.value]
+    else:
+        children = [([*parts, i], item) for i, item in enumerate(node.value)]
+    measured = [_inspect(child, at, memo) for at, child in children]
+    memo[id(node)] = (min(MAX_VALUES + 1, 1 + sum(size for size, _ in measured)),
+                      min(MAX_DEPTH + 1, 1 + max((depth for _, depth in measured), default=0)))
     return memo[id(node)]
 
 
-def _read_yaml(text: str):
-    loader = _SpecLoader(text)
+def _read_yaml(text: str, at: list) -> tuple[Any, int, int]:
+    """The value `text` holds, with its values and nesting once aliases are expanded; `at`: the key path it is read
+    at ([] for the file, a --set key). SpecError for anything a job spec may not hold."""
+    where = _key_path(at) if at else "(yaml)"
+    loader = None
     try:
+        loader = _SpecLoader(text)  # its reader refuses characters YAML does not allow (NUL, lone surrogates)
         node = loader.get_single_node()
         if node is None:
-            return None
-        if _expanded_size(node, {}) > MAX_VALUES:
-            raise SpecError.at("(yaml)", f"holds more than {MAX_VALUES:,} values (YAML aliases expanded); a job "
-                                         f"spec has a few dozen")
-        return loader.construct_document(node)
+            return None, 0, 0
+        size, depth = _inspect(node, [], {})
+        if size > MAX_VALUES:
+            raise SpecError.at(where, f"holds more than {MAX_VALUES:,} values (YAML aliases expanded); a job spec "
+                                      f"has a few dozen")
+        if depth > MAX_DEPTH:
+            raise SpecError.at(where, f"is nested more than {MAX_DEPTH} levels deep (YAML aliases expanded); a job "
+                                      f"spec is at most four levels deep")
+        return loader.construct_document(node), size, depth
+    except _Refused as refused:
+        place = f"line {refused.mark.line + 1}, column {refused.mark.column + 1}"
+        raise SpecError.at(_key_path([*at, *(p for p in refused.parts if p is not None)]),
+                           f"{refused.message} ({place}{' of the --set value' if at else ''})") from None
+    except yaml.YAMLError as exc:
+        raise SpecError.at(where, f"--set value: {_yaml_problem(exc)}" if at else _yaml_problem(exc)) from None
     finally:
-        loader.dispose()
+        if loader is not None:
+            loader.dispose()
 
 
 @lru_cache(maxsize=1)
@@ -204,9 +281,24 @@ def _pattern(validator, pattern: str, instance, schema):
         yield jsonschema.ValidationError(f"{instance!r} does not match {pattern!r}")
 
 
+def _frozen(value: Any) -> Any:
+    """A hashable stand-in equal where JSON Schema's equality holds (true is not 1; 1 is 1.0)."""
+    if isinstance(value, dict):
+        return frozenset((k, _frozen(v)) for k, v in value.items())
+    if isinstance(value, list):
+        return tuple(_frozen(v) for v in value)
+    return ("bool", value) if isinstance(value, bool) else value
+
+
+def _unique_items(validator, unique: bool, instance, schema):
+    """jsonschema compares unhashable items pairwise: 3,300 mappings in `frameworks` took half a minute."""
+    if unique and isinstance(instance, list) and len({_frozen(v) for v in instance}) < len(instance):
+        yield jsonschema.ValidationError("has non-unique elements")
+
+
 # Integers are integers: JSON Schema counts 4096.0 as one; Megatron's argparse and a shell port do not.
 _Validator = jsonschema.validators.extend(
-    jsonschema.Draft202012Validator, validators={"pattern": _pattern},
+    jsonschema.Draft202012Validator, validators={"pattern": _pattern, "uniqueItems": _unique_items},
     type_checker=jsonschema.Draft202012Validator.TYPE_CHECKER.redefine(
         "integer", lambda checker, value: isinstance(value, int) and not isinstance(value, bool)))
 
@@ -237,17 +329,28 @@ def load_spec(path: str | Path, overrides: tuple[str, ...] = ()) -> Spec:
 OVERRIDE = re.compile(r"([a-z_][a-z0-9_-]*(?:\.[a-z_][a-z0-9_-]*)*)=(.*)", re.S)
 
 
-def _apply_overrides(data: dict, overrides: tuple[str, ...]) -> None:
-    """Set each KEY.PATH to VALUE (read as YAML 1.2, as the file is), making the mappings on the way."""
+def _apply_overrides(data: dict, overrides: tuple[str, ...], values: int) -> None:
+    """Set each KEY.PATH to VALUE (read as YAML 1.2, as the file is), making the mappings on the way; the spec with
+    them keeps the file's limits (`values`: the file's)."""
+    if sum(len(o.encode("utf-8", "surrogatepass")) for o in overrides) > MAX_SPEC_BYTES:
+        raise SpecError.at("(--set)", f"the values are larger than {MAX_SPEC_BYTES:,} bytes together; a job spec is "
+                                      f"a few hundred")
     for override in overrides:
         found = OVERRIDE.fullmatch(override)
         if not found:
             raise SpecError.at("(--set)", f"{show(override)} is not KEY.PATH=VALUE (e.g. train.learning_rate=2.0e-5)")
         *parents, leaf = found.group(1).split(".")
-        try:
-            value = _read_yaml(found.group(2))
-        except yaml.YAMLError as exc:
-            raise SpecError.at(found.group(1), f"--set value: {_yaml_problem(exc)}") from None
+        if len(parents) >= MAX_DEPTH:
+            raise SpecError.at("(--set)", f"{show(found.group(1))} is nested more than {MAX_DEPTH} levels deep; a job "
+                                          f"spec is at most four levels deep")
+        value, size, depth = _read_yaml(found.group(2), [*parents, leaf])
+        values += size + len(parents) + 1
+        if len(parents) + 1 + depth > MAX_DEPTH:
+            raise SpecError.at(found.group(1), f"--set value: the spec would be nested more than {MAX_DEPTH} levels "
+                                               f"deep; a job spec is at most four levels deep")
+        if values > MAX_VALUES:
+            raise SpecError.at(found.group(1), f"--set value: the spec would hold more than {MAX_VALUES:,} values "
+                                               f"with it; a job spec has a few dozen")
         node = data
         for i, part in enumerate(parents):
             node = node.setdefault(part, {})
@@ -262,17 +365,12 @@ def parse_spec(raw: bytes, overrides: tuple[str, ...] = ()) -> Spec:
         text = raw.decode("utf-8")
     except UnicodeDecodeError:
         raise SpecError.at("(file)", "is not UTF-8 text") from None
-    try:
-        data = _read_yaml(text)
-    except yaml.YAMLError as exc:
-        raise SpecError.at("(yaml)", _yaml_problem(exc)) from None
-    except RecursionError:
-        raise SpecError.at("(yaml)", "is nested too deeply; a job spec is at most four levels deep") from None
+    data, values, _ = _read_yaml(text, [])
     if data is None:
         raise SpecError.at("(file)", "is empty; a job spec needs at least job, model, method, seq_len and hardware")
     if not isinstance(data, dict):
         raise SpecError.at("(top level)", f"must be a mapping of keys to values, got {show(data)}")
-    _apply_overrides(data, overrides)
+    _apply_overrides(data, overrides, values)
     problems = schema_problems(data)
     if isinstance(data.get("train"), dict) and "steps" in data["train"] and \
             isinstance(data.get("data"), dict) and "epochs" in data["data"]:
@@ -286,6 +384,8 @@ def parse_spec(raw: bytes, overrides: tuple[str, ...] = ()) -> Spec:
 
 
 def _yaml_problem(exc: yaml.YAMLError) -> str:
+    if isinstance(exc, yaml.reader.ReaderError):
+        return f"not valid YAML: character U+{exc.character:04X} at position {exc.position} is not allowed in YAML"
     mark = getattr(exc, "problem_mark", None)
     where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark is not None else ""
     what = getattr(exc, "problem", None) or "invalid syntax"
@@ -294,7 +394,7 @@ def _yaml_problem(exc: yaml.YAMLError) -> str:
 
 def schema_problems(data: Any) -> list[Problem]:
     """Every schema violation of `data`, one sentence each."""
-    problems: list[Problem] = list(_unusable_values(data, []))
+    problems: list[Problem] = [*_unusable_values(data, []), *_unclear_paths(data)]
     for error in _validator().iter_errors(data):
         problems.extend(_describe(error))
     unique = {(p.path, p.message): p for p in problems}
@@ -319,8 +419,26 @@ def _unusable_values(node: Any, parts: list) -> Iterator[Problem]:
         yield Problem(_key_path(parts), f"{node} is not a finite number")
 
 
+_UNCLEAR = {"Zs": "a space other than the plain one", "Co": "a private-use character", "Cn": "an unassigned code point"}
+
+
+def _unclear_paths(data: Any) -> Iterator[Problem]:
+    """A path holds characters that print as themselves (str.isprintable: letters, marks, digits, punctuation,
+    symbols, the plain space): a no-break space, a private-use or an unassigned character looks like another
+    character or like nothing, so the path names a folder other than the one a reader sees. Control and format
+    characters are _unusable_values' to report."""
+    paths = data.get("paths") if isinstance(data, dict) else None
+    given = {key: paths[key] for key in PATH_KEYS if isinstance(paths.get(key), str)} if isinstance(paths, dict) else {}
+    for key, value in given.items():
+        odd = next((ch for ch in value if unicodedata.category(ch) in _UNCLEAR and ch != " "), None)
+        if odd is not None:
+            yield Problem(f"paths.{key}", f"{show(value)} holds U+{ord(odd):04X}, "
+                                          f"{_UNCLEAR[unicodedata.category(odd)]}; a path may hold letters, marks, "
+                                          f"digits, punctuation, symbols and the plain space")
+
+
 def _key_path(parts) -> str:
-    return ".".join(str(p) for p in parts) or "(top level)"
+    return ".".join(show_name(p) if isinstance(p, str) else str(p) for p in parts) or "(top level)"
 
 
 # Keys an earlier version read, and where they live now.

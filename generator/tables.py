@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import csv
 import difflib
+import re
 from dataclasses import MISSING, dataclass, field, fields
 from functools import cached_property, lru_cache
 from pathlib import Path
@@ -183,6 +184,23 @@ class Hardware:
     link_gb_s: float | None = None  # rate of a ring collective inside a node, per card
     scaleout_gb_s: float | None = None  # per card, between nodes
     attention_efficiency: dict | None = None  # fused attention forward: sequence length -> share of peak
+    aliases: tuple[dict, ...] = ()  # {name, source}: other names a spec may give for this row
+
+
+def hardware_key(name: str) -> str:
+    """How hardware names are matched: 'Atlas 800T A2', 'atlas-800t-a2' and 'ATLAS800TA2' are one name."""
+    return re.sub(r"[\s_-]+", "", name).casefold()
+
+
+def _known(name: str, names: dict[str, str], key, where: str, what: str, listing: str) -> str:
+    """The canonical name `name` stands for (`names`: key(name) -> canonical name); unknown -> SpecError at `where`
+    ("`name` is not `what`") with the closest name when one is close."""
+    found = names.get(key(name))
+    if found is not None:
+        return found
+    close = difflib.get_close_matches(key(name), sorted(names), n=1, cutoff=0.6)
+    hint = f"; did you mean {names[close[0]]}?" if close else ""
+    raise SpecError.at(where, f"{show(name)} is not {what}{hint} ({listing})")
 
 
 @dataclass(frozen=True)
@@ -330,15 +348,39 @@ class Tables:
     presets: tuple[Preset, ...]
     recipes: dict[str, RecipeDefaults] = field(default_factory=dict)  # method -> its training defaults
     aliases: dict[str, str] = field(default_factory=dict)
+    base_ids: dict[str, str] = field(default_factory=dict)  # a base model's HF id, lowercased -> as published
+
+    def weights(self, name: str) -> str:
+        """The HuggingFace id a spec's `model:` trains from: a base model's own id when it names one (planned with
+        its instruct row's shape), else the row's hf_id."""
+        return self.base_ids.get(name.lower()) or self.model(name).hf_id
+
+    def base_of(self, model: Model) -> str | None:
+        """The HF id of `model`'s base (the instruct row's pretrained weights), where the tables know one."""
+        return next((base for base in self.base_ids.values() if self.aliases[base.lower()] == model.name), None)
+    hardware_names: dict[str, str] = field(default_factory=dict)  # hardware_key of a row's name or alias -> row
+    unplanned_hardware: dict[str, str] = field(default_factory=dict)  # hardware_key -> why no row plans it
 
     def model(self, name: str) -> Model:
         """Look a model up by canonical name or HF id (case-insensitive); unknown -> SpecError at `model`."""
-        key = self.aliases.get(name.lower())
-        if key is not None:
-            return self.models[key]
-        close = difflib.get_close_matches(name.lower(), sorted(self.models), n=1, cutoff=0.6)
-        hint = f"; did you mean {close[0]}?" if close else ""
-        raise SpecError.at("model", f"{show(name)} is not a known model{hint} (gen-launch models lists them)")
+        return self.models[_known(name, self.aliases, str.lower, "model", "a known model", "gen-launch models lists them")]
+
+    def hardware_row(self, name: str) -> Hardware:
+        """Look hardware up by platform id or alias (hardware_key); unknown or unplanned -> SpecError at
+        `hardware`."""
+        why = self.unplanned_hardware.get(hardware_key(name))
+        if why is not None:
+            raise SpecError.at("hardware", f"{show(name)} is not planned: {why}")
+        return self.hardware[_known(name, self.hardware_names, hardware_key, "hardware", "a known hardware row or alias",
+                                    f"rows: {', '.join(self.hardware)}; aliases: generator/data/hardware.yaml")]
+
+    def hardware_alias(self, name: str) -> str | None:
+        """How a spec's hardware name that is not the row's own maps to it, for the plan's notes."""
+        hw = self.hardware_row(name)
+        if name == hw.name:
+            return None
+        source = next((a["source"] for a in hw.aliases if hardware_key(a["name"]) == hardware_key(name)), None)
+        return f"hardware {show(name)} is {hw.name} ({hw.label})" + (f": {source}" if source else "")
 
     def supports(self, framework: str, model: str) -> bool:
         fw = self.frameworks[framework]
@@ -418,6 +460,25 @@ def _check_registry(tables: "Tables") -> None:
                                  f"link_gb_s, scaleout_gb_s and attention_efficiency")
 
 
+def _hardware_names(hardware: dict[str, Hardware]) -> dict[str, str]:
+    """hardware_key of every row's name and alias -> the row; two rows claiming one name is a table error."""
+    names: dict[str, str] = {}
+    for hw in hardware.values():
+        for name in (hw.name, *(alias["name"] for alias in hw.aliases)):
+            if names.setdefault(hardware_key(name), hw.name) != hw.name:
+                raise TableError(f"hardware.yaml {hw.name}: the name {name!r} is {names[hardware_key(name)]}'s too")
+    return names
+
+
+def _unplanned(rows, hardware: dict[str, Hardware]) -> dict[str, str]:
+    """hardware_key -> why no row plans it; a name that is also a row's is a table error."""
+    unplanned = {hardware_key(row["name"]): row["reason"] for row in rows}
+    clash = sorted(set(unplanned) & set(_hardware_names(hardware)))
+    if clash:
+        raise TableError(f"hardware.yaml unplanned: {', '.join(clash)} also name a row")
+    return unplanned
+
+
 def _load_yaml(name: str):
     return yaml.safe_load((DATA_DIR / name).read_text(encoding="utf-8"))
 
@@ -460,17 +521,21 @@ def load_tables() -> Tables:
     for row in models_doc["models"]:
         model = _typed_row(Model, row, f"models.yaml {row.get('name')}")
         models[model.name] = model
-    aliases = {}
+    aliases, base_ids = {}, {}
     for model in models.values():
         aliases[model.name.lower()] = model.name
         aliases[model.hf_id.lower()] = model.name
         # Meta (Llama 3.x) and Qwen (Qwen2 / 2.5) publish each -Instruct model's base under the same name without
-        # the suffix, with the same config.json; pretraining starts from the base.
+        # the suffix, with the same architecture; a spec naming the base trains from the base's weights.
         if model.hf_id.endswith("-Instruct") and not model.vision:
-            aliases[model.hf_id.removesuffix("-Instruct").lower()] = model.name
+            base = model.hf_id.removesuffix("-Instruct")
+            aliases[base.lower()] = model.name
+            base_ids[base.lower()] = base
+    hardware_doc = _load_yaml("hardware.yaml")
     hardware = {r["name"]: _typed_row(Hardware, {**r, "frameworks": tuple(r["frameworks"]),
-                                                 "quantization_bits": tuple(r["quantization_bits"])}, "hardware.yaml")
-                for r in _load_yaml("hardware.yaml")["hardware"]}
+                                                 "quantization_bits": tuple(r["quantization_bits"]),
+                                                 "aliases": tuple(r.get("aliases", ()))}, "hardware.yaml")
+                for r in hardware_doc["hardware"]}
     frameworks = {}
     for r in _load_yaml("frameworks.yaml")["frameworks"]:
         templates = _load_names(r.pop("templates_file")) if "templates_file" in r else None
@@ -490,6 +555,7 @@ def load_tables() -> Tables:
         for p in presets_doc["presets"])
     tables = Tables(models=models, hardware=hardware, frameworks=frameworks,
                     min_cards=_load_min_cards(DATA_DIR / "min_cards.csv"), presets=presets, recipes=_load_recipes(),
-                    aliases=aliases)
+                    aliases=aliases, base_ids=base_ids, hardware_names=_hardware_names(hardware),
+                    unplanned_hardware=_unplanned(hardware_doc.get("unplanned", ()), hardware))
     _check_registry(tables)
     return tables

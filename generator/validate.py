@@ -14,8 +14,10 @@ No code from the job folder is run or imported.
 
 from __future__ import annotations
 
+import functools
 import json
 import re
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -24,11 +26,17 @@ import yaml
 from .checks import llama_factory, mindformers, mindspeed_llm
 from .checks.shell import assignment, bash_arrays, shell_problems
 from .errors import UserError
-from .jobdir import MANIFEST, parse_manifest, read_regular, safe_relative, scan
+from .jobdir import (
+    MANIFEST,
+    Manifest,
+    parse_manifest,
+    read_regular,
+    safe_relative,
+    scan,
+)
 from .tables import load_tables
 
-INSTALL_HINT = ("pip install -e '.[validate]' from a clone of gen-launch, then on a host without CUDA "
-                "pip uninstall -y torchvision torchaudio")
+INSTALL_HINT = "bash scripts/install.sh validate from a clone of gen-launch"
 
 
 @dataclass(frozen=True)
@@ -38,8 +46,10 @@ class Result:
     detail: str = ""
 
 
-def validate(job_dir: Path, mindformers_python: str | None = None) -> list[Result]:
-    """`mindformers_python`: an interpreter with mindformers and MindSpore, for MindFormers' own loader (opt-in).
+def validate(job_dir: Path, mindformers_python: str | None = None) -> Iterator[Result]:
+    """Each file's Result as soon as its checks finish (the slow ones, LLaMA-Factory's own parser and MindFormers'
+    loader, run in child interpreters); a folder that is not a job folder raises UserError before the first.
+    `mindformers_python`: an interpreter with mindformers and MindSpore, for MindFormers' own loader (opt-in).
 
     Only regular files found by a walk of the folder are read (jobdir.scan: no link followed, no FIFO opened);
     MANIFEST's paths are compared with them, never opened."""
@@ -48,26 +58,30 @@ def validate(job_dir: Path, mindformers_python: str | None = None) -> list[Resul
     data = read_regular(job_dir / MANIFEST)
     if data is None:
         raise UserError(f"{job_dir}: no {MANIFEST} (or not a regular file); not a folder gen-launch render wrote")
-    manifest, found = parse_manifest(data), scan(job_dir)
+    return _results(job_dir, parse_manifest(data), mindformers_python)
+
+
+def _results(job_dir: Path, manifest: Manifest, mindformers_python: str | None) -> Iterator[Result]:
+    found = scan(job_dir)
     plan = _plan(job_dir)
     model = _model(plan)
-    mindspeed = _mindspeed_job(job_dir / "mindspeed-llm", model) \
-        if any(p.startswith("mindspeed-llm/") for p in manifest.entries) else {}
-    results = [] if manifest.intact else [Result(MANIFEST, "problem", "edited since gen-launch render wrote it (its "
-                                                                      "last line's hash does not match)")]
+    # The MindSpeed-LLM files are checked against each other: all at once, when the first of them is reached.
+    mindspeed = functools.cache(lambda: _mindspeed_job(job_dir / "mindspeed-llm", model))
+    if not manifest.intact:
+        yield Result(MANIFEST, "problem", "edited since gen-launch render wrote it (its last line's hash does not "
+                                          "match)")
     for path, digest in manifest.entries.items():
         entry = found.get(path)
         if entry is None or entry.kind != "file":
-            results.append(Result(path, "problem", "missing (or not a regular file)"))
+            yield Result(path, "problem", "missing (or not a regular file)")
         elif entry.digest != digest:
-            results.append(Result(path, "problem", "changed since gen-launch render wrote it"))
+            yield Result(path, "problem", "changed since gen-launch render wrote it")
         else:
-            results.append(_check(job_dir, path, plan, model, mindspeed, mindformers_python))
+            yield _check(job_dir, path, plan, model, mindspeed, mindformers_python)
     for path in sorted(p for p, e in found.items() if e.kind != "folder" and p != MANIFEST
                        and p not in manifest.entries):
-        results.append(Result(path, "problem", f"not listed in {MANIFEST}: gen-launch did not write it (or "
-                                               f"{MANIFEST} was edited), so nothing vouches for it"))
-    return results
+        yield Result(path, "problem", f"not listed in {MANIFEST}: gen-launch did not write it (or {MANIFEST} was "
+                                      f"edited), so nothing vouches for it")
 
 
 def _text(file: Path) -> str:
@@ -205,7 +219,7 @@ def _mindspeed_job(folder: Path, model) -> dict[str, list[str]]:
 # One file
 
 
-def _check(job_dir: Path, path: str, plan: dict | None, model, mindspeed: dict[str, list[str]],
+def _check(job_dir: Path, path: str, plan: dict | None, model, mindspeed: Callable[[], dict[str, list[str]]],
            mindformers_python: str | None) -> Result:
     file = job_dir / path
     framework = path.split("/", 1)[0] if "/" in path else None
@@ -216,7 +230,7 @@ def _check(job_dir: Path, path: str, plan: dict | None, model, mindspeed: dict[s
         problems += found
         notes += [skipped] if skipped else []
         if framework == "mindspeed-llm":
-            problems += mindspeed.get(file.name, [])
+            problems += mindspeed().get(file.name, [])
         if framework == "mindspeed-llm" and file.name == "launch.sh" and model is None:
             problems.append(NO_PLAN)
     elif path.endswith(".json"):

@@ -4,6 +4,7 @@ killed at a random moment, and the two trials: a corrupted folder re-rendered, a
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import random
 import shutil
@@ -18,6 +19,7 @@ import yaml
 from click.testing import CliRunner
 
 from generator.cli import main
+from generator.plan import MadeFrom
 from generator.render import check, render_files, write
 from generator.resolve import resolve
 from generator.tables import load_tables
@@ -96,7 +98,7 @@ def folder_files(job_dir: Path) -> dict[str, bytes]:
     return found
 
 
-def killed_write(files: dict[str, str], out: Path, job: str, delay: float, force: bool = False) -> int | None:
+def killed_write(files: dict[str, str], out: Path, job: str, delay: float, overwrite: bool = False) -> int | None:
     """Run render's write phase in a forked child and SIGKILL it after `delay` seconds: its exit code, or None if
     the kill came first."""
     from generator.errors import UserError
@@ -105,7 +107,7 @@ def killed_write(files: dict[str, str], out: Path, job: str, delay: float, force
     if pid == 0:  # the child: write, then leave without running the parent's cleanups
         code = 0
         try:
-            write(files, out, job, force)
+            write(files, out, job, overwrite)
         except UserError:
             code = 2
         except BaseException:  # noqa: BLE001 - any other end is a failure the parent must see
@@ -133,7 +135,8 @@ SPECS = {
 
 @lru_cache(maxsize=None)
 def files_of(name: str) -> dict[str, str]:
-    return render_files(resolve(make_spec(**SPECS[name]), T))
+    """What `render OUT/../job.yaml -o OUT` writes for SPECS[name] (plan.json records the spec file)."""
+    return render_files(dataclasses.replace(resolve(make_spec(**SPECS[name]), T), made_from=MadeFrom("job.yaml")))
 
 
 def expected(name: str) -> dict[str, bytes]:
@@ -176,30 +179,34 @@ KINDS = ["stray", "stray-folder", "edit", "delete", "chmod", "link-file", "link-
 
 
 def corruption_trial(root: Path, old: str, new: str, kind: str, pick: int) -> None:
-    """Render `old`, corrupt it, then check and re-render `new` (with --force when refused); asserts every property."""
+    """Render `old`, corrupt it, then check and re-render `new` from the same spec file, changed (with --overwrite
+    when refused); asserts every property."""
     out, outside = root / "out", root / "outside"
     outside.mkdir()
     (outside / "secret.txt").write_text("secret\n")
-    old_spec, new_spec = write_spec(root, SPECS[old], "old.yaml"), write_spec(root, SPECS[new], "new.yaml")
-    assert cli("render", old_spec, "-o", out).exit_code == 0
+    spec = write_spec(root, SPECS[old])
+    assert cli("render", spec, "-o", out).exit_code == 0
     job = out / "j"
     personal = corrupt(kind, job, outside, pick)
-    before_outside = snapshot(root, job)
     before = folder_files(job)
-    assert cli("check", old_spec, "-o", out).exit_code == 1
-    refused = cli("render", new_spec, "-o", out)
+    assert cli("check", spec, "-o", out).exit_code == 1
+    write_spec(root, SPECS[new])
+    before_outside = snapshot(root, job)
+    refused = cli("render", spec, "-o", out)
     assert refused.exception is None or isinstance(refused.exception, SystemExit), refused.exception
     if personal:
-        assert refused.exit_code == 2 and "edited by hand or not written by gen-launch" in refused.stderr
+        # plan.json or MANIFEST touched: the record of the options is not trusted, and the message says so
+        assert refused.exit_code == 2 and ("edited by hand or not written by gen-launch" in refused.stderr or
+                                           "so the --set overrides and --force it records" in refused.stderr)
         assert folder_files(job) == before
-        forced = cli("render", new_spec, "-o", out, "--force")
+        forced = cli("render", spec, "-o", out, "--overwrite")
         assert forced.exit_code == 0, forced.output
         backups = list(out.glob("j+backup-*"))
         assert len(backups) == 1
     else:
         assert refused.exit_code == 0, refused.output
     assert folder_files(job) == expected(new)
-    assert cli("check", new_spec, "-o", out).exit_code == 0
+    assert cli("check", spec, "-o", out).exit_code == 0
     assert snapshot(root, job) == before_outside
     assert not list(out.glob(".j+staging-*"))
 
@@ -213,7 +220,7 @@ def kill_trials(root: Path, rng: random.Random, trials: int) -> dict[str, int]:
     (root / "outside" / "keep.txt").write_text("keep\n")
     for name in names:
         files_of(name)
-    write(files_of(names[0]), out, "j", force=False)
+    write(files_of(names[0]), out, "j", overwrite=False)
     current = names[0]
     job = out / "j"
     span = _write_time(root, files_of(names[1]))
@@ -232,7 +239,7 @@ def kill_trials(root: Path, rng: random.Random, trials: int) -> dict[str, int]:
             assert (check(files_of(name), out, "j") == []) == (name == current)
         assert snapshot(root, job) == before_outside
     # A render after any kill: exit 0 (never "edited by hand" for the tool's own files), no staging left over.
-    write(files_of(names[-1]), out, "j", force=False)
+    write(files_of(names[-1]), out, "j", overwrite=False)
     assert folder_files(job) == expected(names[-1]) and not list(out.glob(".j+staging-*"))
     return outcomes
 
@@ -240,13 +247,13 @@ def kill_trials(root: Path, rng: random.Random, trials: int) -> dict[str, int]:
 def _write_time(root: Path, files: dict[str, str]) -> float:
     """How long one write of `files` over a job folder takes here, in a child as in the trials."""
     scratch = root / "timing"
-    write(files_of("both"), scratch, "j", force=False)
+    write(files_of("both"), scratch, "j", overwrite=False)
     times = []
     for _ in range(5):
         start = time.perf_counter()
         assert killed_write(files, scratch, "j", 10.0) == 0
         times.append(time.perf_counter() - start)
-        write(files_of("both"), scratch, "j", force=False)
+        write(files_of("both"), scratch, "j", overwrite=False)
     shutil.rmtree(scratch)
     return sorted(times)[2]
 

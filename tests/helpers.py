@@ -154,9 +154,9 @@ def require(*modules: str) -> None:
     the README's test command installs them and a missing one is a failure, not a reason to skip."""
     missing = [name for name in modules if importlib.util.find_spec(name) is None]
     if missing and os.environ.get("CI", "").lower() == "true":
-        pytest.fail(f"CI must install {missing} (README's test command: pip install -e '.[test]')")
+        pytest.fail(f"CI must install {missing} (README's test command: bash scripts/install.sh test)")
     if missing:
-        pytest.skip(f"{missing} not installed (pip install -e '.[test]')")
+        pytest.skip(f"{missing} not installed (bash scripts/install.sh test)")
 
 
 def hf_deepspeed(ds: dict, train: dict, world: int, hidden: int) -> dict:

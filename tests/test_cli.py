@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 from pathlib import Path
 
 import pytest
@@ -71,11 +72,16 @@ def test_render_writes_plan_files_with_headers(tmp_path):
             assert hashlib.sha256((job / path).read_bytes()).hexdigest() == digest
 
 
-def test_render_is_byte_identical_whatever_the_cwd_or_out_folder(tmp_path, monkeypatch):
-    run("render", EXAMPLE, "-o", tmp_path / "a", catch_exceptions=False)
-    monkeypatch.chdir(tmp_path)
-    run("render", EXAMPLE, "-o", "b/c", catch_exceptions=False)
-    first, second = tmp_path / "a" / "qwen3-32b-full-snt9b-16c", tmp_path / "b" / "c" / "qwen3-32b-full-snt9b-16c"
+def test_render_is_byte_identical_whatever_the_checkout_or_cwd(tmp_path, monkeypatch):
+    # Two checkouts in different places, the spec and OUT at the same places within each, rendered from different
+    # working directories through absolute and relative paths: plan.json records the spec's path from OUT's parent.
+    for checkout in ("a", "b/c"):
+        (tmp_path / checkout / "jobs").mkdir(parents=True)
+        shutil.copy(EXAMPLE, tmp_path / checkout / "jobs" / "x.yaml")
+    run("render", tmp_path / "a" / "jobs" / "x.yaml", "-o", tmp_path / "a" / "launch", catch_exceptions=False)
+    monkeypatch.chdir(tmp_path / "b" / "c" / "jobs")
+    run("render", "x.yaml", "-o", "../launch", catch_exceptions=False)
+    first, second = (tmp_path / checkout / "launch" / "qwen3-32b-full-snt9b-16c" for checkout in ("a", "b/c"))
     names = sorted(str(p.relative_to(first)) for p in first.rglob("*") if p.is_file())
     assert names == sorted(str(p.relative_to(second)) for p in second.rglob("*") if p.is_file())
     assert "mindformers/train.yaml" in names
@@ -108,18 +114,20 @@ def test_checks_hint_is_the_render_command_with_its_overrides(tmp_path):
     assert run("check", EXAMPLE, "--set", "train.seed=7", "-o", tmp_path / "a b").exit_code == 0
 
 
-def test_render_refuses_to_overwrite_hand_edits_unless_forced(tmp_path, spec_file):
-    run("render", EXAMPLE, "-o", tmp_path, catch_exceptions=False)
+def test_render_refuses_to_overwrite_hand_edits_unless_overwrite(tmp_path, spec_file):
+    run("render", spec_file(EXAMPLE.read_text()), "-o", tmp_path, catch_exceptions=False)
     plan_md = tmp_path / "qwen3-32b-full-snt9b-16c" / "PLAN.md"
     plan_md.write_text("my notes\n")
     # A changed spec must not silently replace the edited file.
     changed = spec_file(EXAMPLE.read_text().replace("epochs: 2", "epochs: 3"))
     refused = run("render", changed, "-o", tmp_path)
     assert refused.exit_code == 2
-    assert "edited by hand" in refused.stderr and "PLAN.md" in refused.stderr
+    assert "edited by hand" in refused.stderr and "PLAN.md" in refused.stderr and "--overwrite" in refused.stderr
     assert plan_md.read_text() == "my notes\n"
-    forced = run("render", changed, "-o", tmp_path, "--force", catch_exceptions=False)
-    assert forced.exit_code == 0 and plan_md.read_text() != "my notes\n"
+    forced = run("render", changed, "-o", tmp_path, "--force")  # a plan decision: the folder stays refused
+    assert forced.exit_code == 2 and plan_md.read_text() == "my notes\n"
+    replaced = run("render", changed, "-o", tmp_path, "--overwrite", catch_exceptions=False)
+    assert replaced.exit_code == 0 and plan_md.read_text() != "my notes\n"
 
 
 def test_rerender_reports_identical(tmp_path):
@@ -194,7 +202,7 @@ def test_render_removes_files_it_no_longer_generates(tmp_path, spec_file):
             "frameworks": ["mindformers", "llama-factory"]}
     run("render", spec_file(both), "-o", tmp_path, catch_exceptions=False)
     assert (tmp_path / "j" / "llama-factory" / "train.yaml").is_file()
-    one = spec_file({**both, "frameworks": ["mindformers"]}, name="one.yaml")
+    one = spec_file({**both, "frameworks": ["mindformers"]})  # the same spec file, changed
     stale = run("check", one, "-o", tmp_path)
     assert stale.exit_code == 1 and "no longer generated: llama-factory/train.yaml" in stale.output
     result = run("render", one, "-o", tmp_path, catch_exceptions=False)
@@ -244,8 +252,8 @@ def test_init_writes_a_starter_that_plans(tmp_path, model, method, hardware):
     made = CliRunner().invoke(main, ["init", model, "--method", method, "--hardware", hardware, "-o", str(out)])
     assert made.exit_code == 0, made.output + made.stderr
     text = out.read_text()
-    schema = text.splitlines()[0].removeprefix("# yaml-language-server: $schema=file://")
-    assert Path(schema).name == "job.schema.json" and Path(schema).is_file()
+    schema = text.splitlines()[0].removeprefix("# yaml-language-server: $schema=")
+    assert schema == "job.schema.json" and (out.parent / schema).is_file()  # beside the spec (test_init.py)
     plain = json.loads(CliRunner().invoke(main, ["plan", str(out), "--json"]).stdout)
     lines, inside = [], False
     for line in text.splitlines():

@@ -50,5 +50,5 @@ if __name__ == "__main__" and sys.argv[1:] == ["--update"]:
 
 def test_ci_runs_the_readme_test_command():
     readme = (REPO / "README.md").read_text(encoding="utf-8")
-    command = next(line for line in readme.splitlines() if line.startswith("python3 -m pip install -e '.[test]'"))
+    command = next(line for line in readme.splitlines() if line.startswith("bash scripts/install.sh test"))
     assert (REPO / ".ci" / "run").read_text(encoding="utf-8").splitlines()[-1] == command

@@ -26,10 +26,11 @@ T = load_tables()
 
 @pytest.fixture
 def rendered(tmp_path):
-    """OUT/j rendered from BOTH; returns (spec path for ONE, out, job folder)."""
+    """OUT/j rendered from BOTH in job.yaml; returns (the same spec file changed to ONE, out, job folder). A folder
+    is re-rendered from the spec file that made it (another one is refused), so the tests change that file."""
     out = tmp_path / "out"
     assert cli("render", write_spec(tmp_path, BOTH), "-o", out).exit_code == 0
-    return write_spec(tmp_path, ONE, "one.yaml"), out, out / "j"
+    return write_spec(tmp_path, ONE), out, out / "j"
 
 
 def forge_manifest(job: Path, extra: list[str]) -> None:
@@ -59,7 +60,7 @@ def test_manifest_paths_never_delete_outside_the_job_folder(tmp_path, rendered, 
     result = cli("render", one, "-o", out)
     # An edited MANIFEST is a hand edit (refused); a forged one is trusted for files inside the folder only.
     assert result.exit_code == (0 if forged else 2), result.output
-    forced = cli("render", one, "-o", out, "--force")
+    forced = cli("render", one, "-o", out, "--overwrite")
     assert forced.exit_code == 0
     assert all(v.read_text() == "precious\n" for v in victims)
     assert snapshot(tmp_path, job) == before
@@ -131,7 +132,7 @@ def test_a_job_folder_that_is_a_link_is_refused_and_is_drift(tmp_path):
     result = cli("render", spec, "-o", out)
     assert result.exit_code == 2 and "is a symbolic link" in result.stderr
     assert not any(elsewhere.iterdir())
-    assert cli("render", spec, "-o", out, "--force").exit_code == 2 and not any(elsewhere.iterdir())
+    assert cli("render", spec, "-o", out, "--overwrite").exit_code == 2 and not any(elsewhere.iterdir())
     check = cli("check", spec, "-o", out)
     assert check.exit_code == 1 and "is a symbolic link" in check.output
 
@@ -141,12 +142,12 @@ def test_a_linked_subfolder_is_never_written_through_or_emptied(tmp_path, render
     target = tmp_path / "target"
     (job / "llama-factory").rename(target)
     (job / "llama-factory").symlink_to(target)
-    both = write_spec(tmp_path, BOTH, "both.yaml")
-    before = snapshot(tmp_path, job)
-    check = cli("check", both, "-o", out)
+    check = cli("check", write_spec(tmp_path, BOTH), "-o", out)
     assert check.exit_code == 1 and "not generated: llama-factory" in check.output
+    one = write_spec(tmp_path, ONE)
+    before = snapshot(tmp_path, job)
     assert cli("render", one, "-o", out).exit_code == 2
-    forced = cli("render", one, "-o", out, "--force")
+    forced = cli("render", one, "-o", out, "--overwrite")
     assert forced.exit_code == 0 and "kept the folder" in forced.stderr
     assert snapshot(tmp_path, job) == before  # the link's target: not one file removed or changed
     assert cli("render", one, "-o", out).exit_code == 0 and snapshot(tmp_path, job) == before
@@ -162,7 +163,7 @@ def test_a_linked_subfolder_is_never_written_through_or_emptied(tmp_path, render
 ], ids=["stray-file", "stray-folder", "lost-x-bit", "gained-x-bit", "fifo"])
 def test_check_reports_strays_and_mode_changes(tmp_path, rendered, change, line):
     _, out, job = rendered
-    spec = write_spec(tmp_path, BOTH, "both.yaml")
+    spec = write_spec(tmp_path, BOTH)
     assert cli("check", spec, "-o", out).exit_code == 0
     change(job)
     result = cli("check", spec, "-o", out)
@@ -199,12 +200,12 @@ def test_fifos_in_the_job_folder_never_hang(tmp_path, rendered, where):
     one, out, job = rendered
     (job / where).unlink()
     os.mkfifo(job / where)
-    spec = write_spec(tmp_path, BOTH, "both.yaml")
+    spec = write_spec(tmp_path, BOTH)
     with no_hang():
         assert cli("check", spec, "-o", out).exit_code == 1
         assert cli("validate", job).exit_code in (1, 2)
-        assert cli("render", spec, "-o", out).exit_code == 2  # not ours: refused without --force
-        assert cli("render", spec, "-o", out, "--force").exit_code == 0
+        assert cli("render", spec, "-o", out).exit_code == 2  # not ours: refused without --overwrite
+        assert cli("render", spec, "-o", out, "--overwrite").exit_code == 0
         assert cli("check", spec, "-o", out).exit_code == 0
 
 
@@ -212,12 +213,12 @@ def test_a_manifest_that_is_a_folder(tmp_path, rendered):
     _, out, job = rendered
     (job / "MANIFEST").unlink()
     (job / "MANIFEST").mkdir()
-    spec = write_spec(tmp_path, BOTH, "both.yaml")
+    spec = write_spec(tmp_path, BOTH)
     assert cli("check", spec, "-o", out).exit_code == 1
     result = cli("validate", job)
     assert result.exit_code == 2 and "no MANIFEST" in result.stderr
     assert cli("render", spec, "-o", out).exit_code == 2
-    assert cli("render", spec, "-o", out, "--force").exit_code == 0
+    assert cli("render", spec, "-o", out, "--overwrite").exit_code == 0
 
 
 # 13 -----------------------------------------------------------------------------------------------------------------
@@ -246,11 +247,11 @@ def test_job_folders_are_readable_by_the_team(tmp_path):
         assert mode == wanted, (path, oct(mode))
 
 
-def test_force_keeps_a_copy_of_what_it_replaces(tmp_path, rendered):
+def test_overwrite_keeps_a_copy_of_what_it_replaces(tmp_path, rendered):
     one, out, job = rendered
     (job / "PLAN.md").write_text("my notes\n")
     (job / "notes.txt").write_text("mine\n")
-    forced = cli("render", one, "-o", out, "--force")
+    forced = cli("render", one, "-o", out, "--overwrite")
     assert forced.exit_code == 0
     backups = sorted(out.glob("j+backup-*"))
     assert len(backups) == 1 and str(backups[0]) in forced.stderr
@@ -273,7 +274,7 @@ def test_a_second_render_while_one_holds_the_lock_is_refused(tmp_path, rendered)
     assert cli("render", one, "-o", out).exit_code == 0
 
 
-def test_a_hand_edit_to_manifest_needs_force(tmp_path, rendered):
+def test_a_hand_edit_to_manifest_needs_overwrite(tmp_path, rendered):
     one, out, job = rendered
     manifest = job / "MANIFEST"
     manifest.write_text(manifest.read_text().replace("# Files gen-launch wrote", "# Files I wrote"))

@@ -36,7 +36,7 @@ CASES = [
 
 def render(tmp_path, case):
     plan, files = render_job(T, frameworks=["mindformers"], cluster={"master_addr": "10.0.0.1"}, **case)
-    write(files, tmp_path, plan.job, force=False)
+    write(files, tmp_path, plan.job, overwrite=False)
     return plan, tmp_path / plan.job / "mindformers" / "train.yaml"
 
 

@@ -62,7 +62,7 @@ def render_and_run(case, tmp_path):
             "paths": {"model_dir": str(model_dir), "dataset": f"{tmp_path}/data.json",
                       "output_dir": f"{tmp_path}/out", "mindspeed_llm_dir": str(checkout)}}
     plan, files = render_job(T, **spec)
-    write(files, tmp_path / "jobs", plan.job, force=False)
+    write(files, tmp_path / "jobs", plan.job, overwrite=False)
     job = tmp_path / "jobs" / plan.job / "mindspeed-llm"
     ckpt = tmp_path / "out" / f"mcore_tp{plan.frameworks['mindspeed-llm'].layout.tp}_pp" \
                               f"{plan.frameworks['mindspeed-llm'].layout.pp}"

@@ -38,3 +38,28 @@ def test_wheel_installs_in_a_fresh_venv_and_plans(tmp_path):
                               capture_output=True, text=True)
     assert rendered.returncode == 0, rendered.stderr
     assert (elsewhere / "out" / "qwen3-32b-full-snt9b-16c" / "PLAN.md").is_file()
+
+
+# LLaMA-Factory 0.9.5 requirements/deepspeed.txt (its `deepspeed` extra): what its users install beside it.
+LLAMAFACTORY_DEEPSPEED = ">=0.10.0,<=0.18.4"
+
+
+def test_deepspeed_pin_is_what_llamafactory_users_install():
+    import tomllib
+    from importlib.metadata import PackageNotFoundError, version
+
+    from packaging.requirements import Requirement
+    from packaging.specifiers import SpecifierSet
+
+    extras = tomllib.loads((REPO / "pyproject.toml").read_text(encoding="utf-8"))["project"]["optional-dependencies"]
+    pins = [Requirement(line) for name in ("validate", "test") for line in extras[name]
+            if Requirement(line).name == "deepspeed"]
+    assert len(pins) == 2
+    for pin in pins:
+        (exact,) = pin.specifier
+        assert exact.operator == "==" and exact.version in SpecifierSet(LLAMAFACTORY_DEEPSPEED), pin
+    try:
+        installed = version("deepspeed")
+    except PackageNotFoundError:
+        pytest.skip("deepspeed is not installed")
+    assert installed == exact.version, "the environment's DeepSpeed is not the pinned one: bash scripts/install.sh test"

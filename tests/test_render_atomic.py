@@ -33,7 +33,8 @@ def test_killed_renders_leave_the_old_or_the_new_folder(tmp_path):
 
 @pytest.mark.parametrize("fail_at", [1, 3, 6])
 def test_a_write_that_fails_midway_leaves_the_old_folder(tmp_path, monkeypatch, fail_at):
-    write(files_of("both"), tmp_path, "j", force=False)
+    out = tmp_path / "out"
+    write(files_of("both"), out, "j", overwrite=False)
     calls = {"n": 0}
     real = Path.write_bytes
 
@@ -44,7 +45,7 @@ def test_a_write_that_fails_midway_leaves_the_old_folder(tmp_path, monkeypatch, 
         return real(self, data)
 
     monkeypatch.setattr(Path, "write_bytes", failing)
-    result = cli("render", write_spec(tmp_path, ONE), "-o", tmp_path)
+    result = cli("render", write_spec(tmp_path, ONE), "-o", out)
     monkeypatch.undo()
     assert result.exit_code == 2 and "No space left on device" in result.stderr
-    assert folder_files(tmp_path / "j") == expected("both") and not list(tmp_path.glob(".j+staging-*"))
+    assert folder_files(out / "j") == expected("both") and not list(out.glob(".j+staging-*"))

@@ -253,7 +253,7 @@ def test_launch_runs_llamafactory_from_its_folder_with_the_right_environment(tmp
     plan, files = render_job(T, model="qwen2.5-32b", method="full", frameworks=["llama-factory"], cards=16,
                              paths={"model_dir": "/m", "dataset": "/d x.json", "output_dir": str(tmp_path / "o")})
     out = tmp_path / "my repo $(x)"
-    write(files, out, plan.job, force=False)
+    write(files, out, plan.job, overwrite=False)
     env = {**os.environ, "PATH": f"{bindir}:{os.environ['PATH']}", "MASTER_ADDR": "10.0.0.2"}
     result = subprocess.run(["bash", str(out / plan.job / "llama-factory" / "launch.sh"), "1"], env=env,
                             capture_output=True, text=True)
@@ -279,7 +279,7 @@ def run_launch(tmp_path, args, **fields):
     # A fresh output folder per render: a launch refuses the output of another render (its SPEC_SHA256 mark).
     paths = {"model_dir": "/m", "dataset": "/d.json", "output_dir": tempfile.mkdtemp(dir=tmp_path)}
     plan, files = render_job(T, frameworks=["llama-factory"], paths=paths, **fields)
-    write(files, tmp_path / "out", plan.job, force=True)
+    write(files, tmp_path / "out", plan.job, overwrite=True)
     env = {k: v for k, v in os.environ.items() if not k.endswith("SOCKET_IFNAME")}
     env.update(PATH=f"{bindir}:{os.environ['PATH']}", MASTER_ADDR="10.0.0.2")
     result = subprocess.run(["bash", str(tmp_path / "out" / plan.job / "llama-factory" / "launch.sh"), *args],
@@ -318,7 +318,7 @@ def test_launch_refuses_what_it_would_drop_or_mangle(tmp_path, args, message):
     # splits them again (launcher.py l.107, l.127), so one with a space would become two.
     plan, files = render_job(T, frameworks=["llama-factory"], model="qwen3-8b", method="lora", cards=8,
                              paths={"model_dir": "/m", "dataset": "/d.json", "output_dir": "/o"})
-    write(files, tmp_path, plan.job, force=False)
+    write(files, tmp_path, plan.job, overwrite=False)
     result = subprocess.run(["bash", str(tmp_path / plan.job / "llama-factory" / "launch.sh"), *args],
                             capture_output=True, text=True, env={**os.environ, "PATH": "/usr/bin:/bin"})
     assert result.returncode == 2 and message in result.stderr
@@ -346,7 +346,7 @@ def test_words_after_double_dash_reach_llamafactory_cli_as_overrides(tmp_path):
 def test_llamafactory_and_deepspeed_accept_the_pair(tmp_path, fields):
     require("llamafactory", "deepspeed")
     plan, files = render_job(T, frameworks=["llama-factory"], **fields)
-    write(files, tmp_path, plan.job, force=False)
+    write(files, tmp_path, plan.job, overwrite=False)
     folder = tmp_path / plan.job / "llama-factory"
     lay = plan.frameworks["llama-factory"].layout
     assert llamafactory_parser_check(folder, lay.cards, plan.shape.hidden, lay.global_batch_size) == ("ok", "")

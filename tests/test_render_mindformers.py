@@ -223,7 +223,7 @@ def test_launch_passes_hostile_paths_as_one_literal_argument(tmp_path, cards):
                                       "output_dir": str(tmp_path / "o")})
     plan, files = render_job(T, **fields)
     out = tmp_path / HOSTILE.lstrip("/").replace("/", "_")
-    write(files, out, plan.job, force=False)
+    write(files, out, plan.job, overwrite=False)
     job_dir = out / plan.job
     record = tmp_path / "record.jsonl"
     env = {**os.environ, "PATH": f"{bindir}:{os.environ['PATH']}", "RECORD": str(record), "MASTER_ADDR": "10.0.0.9"}
@@ -241,7 +241,7 @@ def test_launch_passes_hostile_paths_as_one_literal_argument(tmp_path, cards):
 def test_launch_refuses_a_bad_node_rank_and_placeholders(tmp_path):
     from generator.render import write
     plan, files = render_job(T, model="qwen3-32b", method="full", frameworks=["mindformers"])
-    write(files, tmp_path, plan.job, force=False)
+    write(files, tmp_path, plan.job, overwrite=False)
     script = tmp_path / plan.job / "mindformers" / "launch.sh"
     env = {**os.environ, "MASTER_ADDR": "10.0.0.9"}
     for bad in ("", "x", "2", "-1"):

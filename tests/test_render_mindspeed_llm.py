@@ -115,7 +115,7 @@ def test_launch_passes_every_value_as_one_word(tmp_path):
     plan, files = render_job(T, model="qwen3-8b", method="lora", frameworks=["mindspeed-llm"],
                              paths={"model_dir": hostile, "dataset": "/d.json", "output_dir": f"{tmp_path}/o u t",
                                     "mindspeed_llm_dir": str(checkout)})
-    write(files, tmp_path, plan.job, force=False)
+    write(files, tmp_path, plan.job, overwrite=False)
     converted = tmp_path / "o u t" / "mcore_tp1_pp1"
     converted.mkdir(parents=True)
     env = {**os.environ, "PATH": f"{bindir}:{os.environ['PATH']}"}

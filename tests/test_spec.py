@@ -5,7 +5,10 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+import yaml
 from click.testing import CliRunner
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from generator.cli import main
 from generator.errors import SpecError
@@ -81,3 +84,162 @@ def test_sha256_is_of_the_file_bytes():
     import hashlib
     path = SPECS / "good" / "minimal.yaml"
     assert load_spec(path).sha256 == hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+# Issue 22 item 7: explicit YAML tags ----------------------------------------------------------------------------------
+BASE = "job: t\nmodel: qwen3-8b\nmethod: lora\nseq_len: 4096\nhardware: snt9b\n"
+
+def examples(count: int):
+    """Reproducible in CI (derandomize) and fast: a few dozen inputs per property."""
+    return settings(max_examples=count, deadline=None, derandomize=True,
+                    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+TAGS = ["!!int", "!!float", "!!bool", "!!null", "!!str", "!!timestamp", "!!binary", "!!set", "!!omap",
+        "!!python/int", "!local", "!<tag:yaml.org,2002:int>", "!", "!!merge"]
+NEAR_NUMBERS = ["16", "+16", "-16", "0", "016", "0x10", "0o20", "0b101", "1_6", " 16 ", "16 ", "١٦", "１６", "16.0",
+                "1e3", "1.5e3", ".inf", "-.Inf", ".nan", "true", "yes", "maybe", "null", "~", "", "auto", "zz",
+                "2001-12-14", "nope", "0x_1", "1:30", "٣.٥"]
+
+
+def _spec_error_paths(raw: bytes, overrides: tuple[str, ...] = ()) -> list[str] | None:
+    try:
+        parse_spec(raw, overrides)
+    except SpecError as error:
+        return [p.path for p in error.problems]
+    return None
+
+
+@pytest.mark.parametrize("value", ['!!int "zz"', '!!int "0b101"', '!!int ""', '!!float "abc"', '!!bool "maybe"',
+                                   '!!timestamp "nope"', '!!int "١٦"', '!!int "1_6"', '!!int " 16 "', '!!set {16}',
+                                   '!<tag:yaml.org,2002:int> "zz"', '!!bool yes', '!!int 0x_1'])
+def test_explicit_tags_that_the_plain_reader_would_not_read_so_are_refused_at_their_key(tmp_path, value):
+    # They were tracebacks (int('zz'), float('abc'), a KeyError for 'maybe'), or read '١٦', '1_6' and ' 16 ' as 16.
+    spec = tmp_path / "job.yaml"
+    spec.write_text(f"{BASE}cards: {value}\n", encoding="utf-8")
+    result = CliRunner().invoke(main, ["plan", str(spec)])
+    assert result.exit_code == 2 and result.stdout == "", result.output
+    assert result.stderr.startswith(f"Error: {spec}: cards: ") and "(line 6, column 8)" in result.stderr
+    assert "Traceback" not in result.output
+
+
+@examples(300)
+@given(tag=st.sampled_from(TAGS), content=st.sampled_from(NEAR_NUMBERS) | st.text(max_size=8),
+       via=st.sampled_from(["file", "set"]))
+def test_an_explicit_tag_reads_what_the_plain_value_reads_or_is_refused_at_its_key(tag, content, via):
+    from generator.yamlvalue import yaml_value
+    value = f"{tag} {yaml_value(content)}"
+    raw, overrides = (f"{BASE}cards: {value}\n".encode(), ()) if via == "file" else (BASE.encode(), (f"cards={value}",))
+    paths = _spec_error_paths(raw, overrides)
+    if paths is not None:
+        assert paths and set(paths) == {"cards"}, paths
+        return
+    tagged, plain = parse_spec(raw, overrides).cards, parse_spec(f"{BASE}cards: {content}\n".encode()).cards
+    assert tagged == plain and type(tagged) is type(plain)
+
+
+# Item 8: deep and huge inputs, from the file and from --set ------------------------------------------------------
+def _nested(kind: str, depth: int) -> str:
+    return "[" * depth + "1" + "]" * depth if kind == "list" else "{a: " * depth + "1" + "}" * depth
+
+
+@examples(40)
+@given(kind=st.sampled_from(["list", "mapping"]), depth=st.integers(1, 3000) | st.sampled_from([15, 16, 17]), via=st.sampled_from(["file", "set"]))
+def test_deep_values_are_refused_with_a_message_from_the_file_and_from_set(tmp_path_factory, kind, depth, via):
+    # A deep --set value was a RecursionError (the same value in the file was refused).
+    value = _nested(kind, depth)
+    spec = tmp_path_factory.mktemp("deep") / "job.yaml"
+    spec.write_text(BASE + (f"x: {value}\n" if via == "file" else ""), encoding="utf-8")
+    result = CliRunner().invoke(main, ["plan", str(spec), *(["--set", f"x={value}"] if via == "set" else [])])
+    assert isinstance(result.exception, SystemExit) and result.exit_code == 2, result.exception
+    assert result.stderr.startswith(f"Error: {spec}: x") and len(result.stderr) < 2000
+    assert ("more than 16 levels deep" in result.stderr) == (depth >= 16), result.stderr
+
+
+@examples(15)
+@given(items=st.integers(1, 11_000) | st.sampled_from([9_990, 10_000]),
+       via=st.sampled_from(["file", "set", "sets", "alias", "key path"]))
+def test_huge_values_are_refused_with_a_message_from_the_file_and_from_set(items, via):
+    # `items` values in the spec (near enough), or a --set key path of items // 100 parts: above 10,000 values or
+    # 16 levels the limit is named, whichever way they came; many --set values together had no limit.
+    listing = "[" + ", ".join(["1"] * items) + "]"
+    raw, overrides = BASE.encode(), ()
+    if via == "file":
+        raw += f"x: {listing}\n".encode()
+    elif via == "set":
+        overrides = (f"x={listing}",)
+    elif via == "sets":
+        overrides = tuple(f"x{i}=[{', '.join(['1'] * 99)}]" for i in range(items // 100 + 1))
+    elif via == "alias":
+        overrides = (f"x=[&a [{', '.join(['1'] * 99)}], {', '.join(['*a'] * (items // 100 + 1))}]",)
+    else:
+        overrides = (".".join(["a"] * (items // 100 + 1)) + "=1",)
+    with pytest.raises(SpecError) as info:  # an unknown key x, or a limit
+        parse_spec(raw, overrides)
+    problems = info.value.problems
+    assert all(p.path.startswith(("x", "a", "(yaml)", "(--set)")) for p in problems), problems
+    limits = [p for p in problems if "more than" in p.message]
+    if items >= (1_700 if via == "key path" else 10_100):
+        assert limits, problems
+    if items < (1_500 if via == "key path" else 9_700):
+        assert not limits, problems
+
+
+def test_a_large_set_value_is_refused_as_the_file_is():
+    # --set values had no size limit (a file is limited to 1 MiB).
+    paths = _spec_error_paths(BASE.encode(), ("x=" + "y" * (1 << 20),))
+    assert paths == ["(--set)"]
+
+
+# Item 11: what reaches the terminal, validation time, characters in paths -------------------------------------------
+def test_escape_codes_in_key_names_and_the_file_name_are_shown_escaped(tmp_path):
+    # Key names went to the terminal raw: ESC [ 31 m turned the rest of the output red (and OSC 52 writes the
+    # clipboard).
+    spec = tmp_path / "job\x1b[2J.yaml"
+    spec.write_text(BASE + 'paths: {"\\e]52;c;aGk=\\a": /x}\n"\\e[31mred": 1\n', encoding="utf-8")
+    result = CliRunner().invoke(main, ["plan", str(spec)])
+    assert result.exit_code == 2 and "\x1b" not in result.output and "\x07" not in result.output
+    assert all(line.startswith(f"Error: '{tmp_path}/job\\x1b[2J.yaml': ") for line in result.stderr.splitlines())
+    assert "paths.'\\x1b]52;c;aGk=\\x07': unknown key" in result.stderr, result.stderr
+    assert "'\\x1b[31mred': unknown key" in result.stderr
+
+
+@examples(200)
+@given(key=st.text(min_size=1, max_size=6), value=st.text(max_size=6))
+def test_error_output_never_holds_a_character_that_does_not_print_as_itself(key, value):
+    data = {"job": "t", "model": "qwen3-8b", "method": "lora", "seq_len": 4096, "hardware": "snt9b",
+            "paths": {key: "/" + value, "model_dir": "/" + value}}
+    data.setdefault(key, value)
+    raw = yaml.safe_dump(data, allow_unicode=True).encode("utf-8", "surrogatepass")
+    try:
+        spec = parse_spec(raw)
+    except SpecError as error:
+        lines = error.lines(f"/specs/{key}.yaml")
+        assert lines and all(line.isprintable() for line in lines), lines
+        return
+    assert all(path.isprintable() for path in spec.paths.values()), spec.paths
+
+
+@pytest.mark.parametrize("char", ["\u00a0", "\u3000", "\u2007", "\ue000", "\U000f0000", "\U000e0080"],
+                         ids=["no-break-space", "ideographic-space", "figure-space", "private-use",
+                              "private-use-plane-15", "unassigned"])
+def test_paths_refuse_characters_that_do_not_print_as_themselves(tmp_path, char):
+    # '/data/my\u00a0model' looks like '/data/my model' and names another folder.
+    spec = tmp_path / "job.yaml"
+    spec.write_text(BASE, encoding="utf-8")
+    result = CliRunner().invoke(main, ["plan", str(spec), "--set", f"paths.model_dir=/data/my{char}model"])
+    assert result.exit_code == 2 and f"Error: {spec}: paths.model_dir: '/data/my" in result.stderr, result.output
+    assert f"holds U+{ord(char):04X}" in result.stderr
+
+
+def test_paths_in_any_script_with_plain_spaces_are_accepted():
+    spec = parse_spec(BASE.encode() + "paths: {model_dir: /数据/my model/Qwen3-8B ü}\n".encode())
+    assert spec.paths["model_dir"] == "/数据/my model/Qwen3-8B ü"
+
+
+def test_thousands_of_list_items_validate_in_well_under_a_second():
+    # jsonschema's uniqueItems compared unhashable items pairwise: 4,900 one-item lists took 47 s, 3,300 one-key
+    # mappings 15 s. Bound generous for a loaded CI machine.
+    import time
+    items = ", ".join(f"[{i}]" if i % 2 else f"[s{i}]" for i in range(4900))
+    start = time.monotonic()
+    assert _spec_error_paths(BASE.encode() + f"frameworks: [{items}]\n".encode())
+    assert time.monotonic() - start < 5

@@ -9,15 +9,17 @@ a file edited by hand from one it wrote itself.
 from __future__ import annotations
 
 from collections.abc import Callable
+from contextlib import nullcontext
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
 import jinja2
 
-from ..errors import TableError, UserError
+from ..errors import TableError, UserError, show
 from ..jobdir import MANIFEST, Change, compare, drift, locked, manifest_text, replace
 from ..recipe import rows as recipe_rows
 from ..plan import Plan
+from ..record import RecordError, read_record
 from ..resources import resource_dir
 from ..shell import quote
 from ..yamlvalue import yaml_value
@@ -112,13 +114,15 @@ def render_files(plan: Plan) -> dict[str, str]:
 @dataclass(frozen=True)
 class Written:
     changes: list[Change]
-    backup: Path | None  # where --force kept the folder it replaced (hand edits, stray files), if it did
+    backup: Path | None  # where --overwrite kept the folder it replaced (hand edits, stray files), if it did
 
 
-def write(files: dict[str, str], out_dir: Path, job: str, force: bool) -> Written:
+def write(files: dict[str, str], out_dir: Path, job: str, overwrite: bool, spec_file: str | None = None,
+          dry_run: bool = False) -> Written:
     """Replace OUT/<job> with `files`, whole (jobdir.replace). Refuses (UserError) when the folder holds anything
-    render did not write as it is (hand edits, stray files, links, a changed MANIFEST) unless `force`, which first
-    keeps a copy of the folder beside it."""
+    render did not write as it is (hand edits, stray files, links, a changed MANIFEST), or was rendered from
+    another spec file than `spec_file` (None: not asked), unless `overwrite`, which first keeps a copy of the
+    folder beside it. `dry_run`: the same refusals, then the changes a write would make, writing nothing."""
     job_dir = out_dir / job
     if job_dir.is_symlink():
         raise UserError(f"{job_dir} is a symbolic link; render writes only into a real folder (remove the link, or "
@@ -126,25 +130,53 @@ def write(files: dict[str, str], out_dir: Path, job: str, force: bool) -> Writte
     if job_dir.exists() and not job_dir.is_dir():
         raise UserError(f"{job_dir} exists and is not a folder; remove it or choose another -o")
     try:
-        out_dir.mkdir(parents=True, exist_ok=True)
-        with locked(out_dir):
-            changes = compare(files, job_dir)
-            kept = [c.path for c in changes if c.action in ("edited", "stray")]
-            if kept and not force:
-                shown = ", ".join(kept[:MAX_LISTED]) + (f" and {len(kept) - MAX_LISTED} more"
-                                                        if len(kept) > MAX_LISTED else "")
-                raise UserError(f"{job_dir}: edited by hand or not written by gen-launch: {shown}; move them away, "
-                                f"or run render with --force (it keeps a copy of the folder first)")
-            if all(c.action == "identical" for c in changes):
+        if not dry_run:
+            out_dir.mkdir(parents=True, exist_ok=True)
+        with locked(out_dir) if out_dir.is_dir() else nullcontext():  # a dry run waits for no render either
+            changes, keep = _refusals(files, job_dir, overwrite, spec_file)
+            if dry_run or all(c.action == "identical" for c in changes):
                 return Written(changes, None)
-            return Written(changes, replace(files, out_dir, job, backup=bool(kept)))
+            return Written(changes, replace(files, out_dir, job, backup=keep))
     except OSError as exc:
         raise UserError(f"cannot write {job_dir}: {exc.strerror or exc}") from None
 
 
-def check(files: dict[str, str], out_dir: Path, job: str) -> list[str]:
-    """Differences between what render would write and the job folder on disk; empty when in sync."""
+def _refusals(files: dict[str, str], job_dir: Path, overwrite: bool,
+              spec_file: str | None) -> tuple[list[Change], bool]:
+    """What replacing `job_dir` would change, and whether a copy must be kept first (it holds something render did
+    not write, or another spec's job); raises the refusal when that needs `overwrite` and it is not given."""
+    changes = compare(files, job_dir)
+    kept = [c.path for c in changes if c.action in ("edited", "stray")]
+    other = _other_spec(job_dir, spec_file)
+    if other and not overwrite:
+        raise UserError(f"{job_dir} was rendered from another spec file, {show(other)}, not {show(spec_file)} (both "
+                        f"name job {job_dir.name}): give this spec another job name, or, if the spec moved or you "
+                        f"mean to replace that job, render with --overwrite (it keeps a copy of the folder first)")
+    if kept and not overwrite:
+        shown = ", ".join(kept[:MAX_LISTED]) + (f" and {len(kept) - MAX_LISTED} more"
+                                                if len(kept) > MAX_LISTED else "")
+        raise UserError(f"{job_dir}: edited by hand or not written by gen-launch: {shown}; move them away, "
+                        f"or run render with --overwrite (it keeps a copy of the folder first)")
+    return changes, bool(kept or other)
+
+
+def _other_spec(job_dir: Path, spec_file: str | None) -> str | None:
+    """The spec file the folder records it was rendered from, when that is another one than `spec_file`. A record
+    that cannot be trusted says nothing here: the hand edit to it is refused as such."""
+    try:
+        record = read_record(job_dir)
+    except RecordError:
+        return None
+    if spec_file is None or record is None or record.spec_file in (None, spec_file):
+        return None
+    return record.spec_file
+
+
+def check(files: dict[str, str], out_dir: Path, job: str, spec_file: str | None = None) -> list[str]:
+    """Differences between what render would write and the job folder on disk, first whether it was rendered from
+    another spec file than `spec_file`; empty when in sync."""
     job_dir = out_dir / job
     if job_dir.is_symlink():
         return [f"not a folder: {job_dir} is a symbolic link"]
-    return drift(compare(files, job_dir))
+    other = _other_spec(job_dir, spec_file)
+    return ([f"rendered from another spec file: {other}"] if other else []) + drift(compare(files, job_dir))

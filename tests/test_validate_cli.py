@@ -1,0 +1,66 @@
+"""gen-launch validate as a user runs it (issue 22 item 17): each file's line comes out as its checks finish, and
+--json gives the same results as one document with the same exit status."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+from click.testing import CliRunner
+
+from generator.cli import main
+
+REPO = Path(__file__).resolve().parent.parent
+EXAMPLE = REPO / "examples" / "qwen3-32b-full-snt9b-16c.yaml"
+JOB = "qwen3-32b-full-snt9b-16c"
+# A shellcheck that holds its first run until the test has read validate's first line (GO appears), or gives up
+# after 10 s and leaves GO.late: that it had to means validate printed nothing before running its checks.
+HOLDING_SHELLCHECK = """#!/bin/bash
+for _ in $(seq 100); do [ -e "$GO" ] && exit 0; sleep 0.1; done
+touch "$GO" "$GO.late"
+"""
+
+
+def render(tmp_path: Path) -> Path:
+    """The example with MindSpeed-LLM only: its checks are all offline, so the test stays quick."""
+    result = CliRunner().invoke(main, ["render", str(EXAMPLE), "--set", "frameworks=[mindspeed-llm]", "-o",
+                                       str(tmp_path / "out")])
+    assert result.exit_code == 0, result.stderr
+    return tmp_path / "out" / JOB
+
+
+def test_validate_prints_each_line_before_the_later_checks_run(tmp_path):
+    job = render(tmp_path)
+    stubs = tmp_path / "stubs"
+    stubs.mkdir()
+    (stubs / "shellcheck").write_text(HOLDING_SHELLCHECK)
+    (stubs / "shellcheck").chmod(0o755)
+    go = tmp_path / "go"
+    env = {**os.environ, "PATH": f"{stubs}{os.pathsep}{os.environ['PATH']}", "GO": str(go)}
+    with subprocess.Popen([sys.executable, "-m", "generator", "validate", str(job)], cwd=REPO, env=env,
+                          stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) as proc:
+        first = proc.stdout.readline()  # PLAN.md: no shell check before it
+        go.touch()
+        rest, errors = proc.communicate(timeout=120)
+    assert first == "      ok  PLAN.md\n", errors
+    assert not Path(f"{go}.late").exists(), "validate printed its first line only after a shell check ran"
+    assert proc.returncode == 0 and "ok  mindspeed-llm/launch.sh" in rest
+
+
+def test_validate_json_has_every_result_of_the_text_and_its_exit_status(tmp_path):
+    job = render(tmp_path)
+    (job / "notes.txt").write_text("a stray file\n")  # a problem: exit 1 both ways
+    text = CliRunner().invoke(main, ["validate", str(job)])
+    document = CliRunner().invoke(main, ["validate", "--json", str(job)])
+    assert text.exit_code == document.exit_code == 1
+    data = json.loads(document.stdout)
+    assert data["exit_status"] == 1 and data["job_dir"] == str(job)
+    lines = [f"{r['status']:>8}  {r['path']}" + (f"  {r['detail']}" if r["detail"] else "")
+             for r in data["results"]]
+    assert lines == text.stdout.splitlines()
+    assert {"path": "notes.txt", "status": "problem"}.items() <= data["results"][-1].items()
+    clean = CliRunner().invoke(main, ["validate", "--json", str(render(tmp_path / "again"))])
+    assert clean.exit_code == json.loads(clean.stdout)["exit_status"] == 0
