@@ -182,7 +182,7 @@ def test_commands_txt_lines_survive_msrun_launchers_eval(tmp_path):
                              paths={"mindformers_dir": str(checkout), "model_dir": "/m", "dataset": "/d",
                                     "output_dir": str(tmp_path / "o")})
     out = tmp_path / "my jobs $(touch pwned) 'q'"
-    write(files, out, plan.job, force=False)
+    write(files, out, plan.job, overwrite=False)
     job_dir = (out / plan.job / "mindformers").resolve()
     record = tmp_path / "record.jsonl"
     line = next(l for l in files["mindformers/commands.txt"].splitlines() if l and not l.startswith("#"))

@@ -89,7 +89,7 @@ def stage(root: Path, framework: str, cards: int = 16, out: Path | None = None, 
     fields = {"model": model, "method": "full", "cards": cards, "global_batch_size": 16, "train": {"steps": 300},
               **fields}
     plan, files = render_job(T, frameworks=[framework], paths=paths, **fields)
-    write(files, root / "job", plan.job, force=True)
+    write(files, root / "job", plan.job, overwrite=True)
     env = {k: v for k, v in os.environ.items() if k not in KEPT_ENV and not k.endswith("SOCKET_IFNAME")}
     env.update(PATH=f"{bindir}:{os.environ['PATH']}", RECORD=str(root / "record.jsonl"))
     return Stage(framework, plan, root / "job" / plan.job / framework, (out or root / "out") / framework, env,
