@@ -270,6 +270,13 @@ def _validator() -> jsonschema.protocols.Validator:
     return _Validator(schema)
 
 
+def schema_rule(section: str, key: str) -> tuple[str, str]:
+    """(pattern, hint) of the schema's `section.key` string: launch.sh tests the same value given at run time with
+    the same pattern (bash's [[ =~ ]] reads it as a POSIX extended regular expression)."""
+    prop = _validator().schema["properties"][section]["properties"][key]
+    return prop["pattern"], prop["x-hint"]
+
+
 def _pattern(validator, pattern: str, instance, schema):
     """JSON Schema patterns are ECMA-262, where `$` ends the text; Python's `$` also matches before a final newline,
     so a closing `$` is read as `\\Z`."""

@@ -172,14 +172,18 @@ def test_check_reports_strays_and_mode_changes(tmp_path, rendered, change, line)
 
 # 10 -----------------------------------------------------------------------------------------------------------------
 def test_commands_txt_lines_survive_msrun_launchers_eval(tmp_path):
+    from generator.render import write
     from test_render_mindformers import fake_mindformers
 
     checkout = tmp_path / "mindformers"
     bindir = fake_mindformers(checkout)
-    _, files = render_job(T, model="qwen3-32b", method="full", frameworks=["mindformers"],
-                          cluster={"master_addr": "10.0.0.1"},
-                          paths={"mindformers_dir": str(checkout), "model_dir": "/m", "dataset": "/d", "output_dir": "/o"})
-    job_dir = tmp_path / "my jobs $(touch pwned) 'q'" / "j"
+    plan, files = render_job(T, model="qwen3-32b", method="full", frameworks=["mindformers"],
+                             cluster={"master_addr": "10.0.0.1"},
+                             paths={"mindformers_dir": str(checkout), "model_dir": "/m", "dataset": "/d",
+                                    "output_dir": str(tmp_path / "o")})
+    out = tmp_path / "my jobs $(touch pwned) 'q'"
+    write(files, out, plan.job, overwrite=False)
+    job_dir = (out / plan.job / "mindformers").resolve()
     record = tmp_path / "record.jsonl"
     line = next(l for l in files["mindformers/commands.txt"].splitlines() if l and not l.startswith("#"))
     env = {**os.environ, "PATH": f"{bindir}:{os.environ['PATH']}", "RECORD": str(record), "JOB_DIR": str(job_dir)}
@@ -226,7 +230,7 @@ def test_launch_refuses_an_option_like_master_addr_from_the_environment(tmp_path
     for value in ("--nnodes", "-x"):
         env = {**os.environ, "MASTER_ADDR": value}
         result = subprocess.run(["bash", str(script), "1"], env=env, capture_output=True, text=True)
-        assert result.returncode == 2 and "MASTER_ADDR must be an IP address" in result.stderr, result.stderr
+        assert result.returncode == 2 and "MASTER_ADDR: must be a host name or IPv4 address" in result.stderr, result.stderr
 
 
 # 14 -----------------------------------------------------------------------------------------------------------------

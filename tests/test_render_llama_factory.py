@@ -8,6 +8,7 @@ import os
 import re
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -15,6 +16,7 @@ import yaml
 
 from generator.errors import SpecError
 from generator.render import write
+from generator.shell import quote
 from generator.tables import load_tables
 from generator.checks.llama_factory import llamafactory_parser_check, llamafactory_problems
 from llamafactory_exec import environment
@@ -69,7 +71,7 @@ def test_yaml_and_deepspeed_json_agree(case, tmp_path):
     launch = files["llama-factory/launch.sh"]
     check_script(launch, tmp_path)
     assert f"NPROC_PER_NODE={lay.local_cards}" in launch
-    assert f"ASCEND_RT_VISIBLE_DEVICES={','.join(map(str, range(lay.local_cards)))}" in launch
+    assert f"export ASCEND_RT_VISIBLE_DEVICES={quote(','.join(map(str, range(lay.local_cards))))}\n" in launch
 
 
 def upstream_keys(name: str) -> set[str]:
@@ -118,14 +120,11 @@ def test_gbs_reached_with_micro_batch_and_accumulation():
     assert train["per_device_train_batch_size"] * train["gradient_accumulation_steps"] * 8 == 256
 
 
-def test_commands_differ_only_in_node_rank():
+def test_commands_run_each_nodes_launch():
     plan, files = render_job(T, model="qwen2.5-32b", method="full", frameworks=["llama-factory"], cards=32,
                              cluster={"master_addr": "10.0.0.1", "master_port": 29500})
     lines = [l for l in files["llama-factory/commands.txt"].splitlines() if l and not l.startswith("#")]
-    assert len(lines) == 4
-    for rank, line in enumerate(lines):
-        assert line == lines[0].replace("NODE_RANK=0 ", f"NODE_RANK={rank} ")
-        assert "MASTER_PORT=29500" in line and "NNODES=4" in line
+    assert lines == [f'bash "${{JOB_DIR:?}}/launch.sh" {rank}' for rank in range(4)]
 
 
 def dataset_entry(**fields) -> dict:
@@ -252,7 +251,7 @@ def test_launch_runs_llamafactory_from_its_folder_with_the_right_environment(tmp
         f"json.dump({{'argv': sys.argv[1:], 'cwd': os.getcwd(), 'env': dict(os.environ)}}, open({str(record)!r}, 'w'))\n")
     (bindir / "llamafactory-cli").chmod(0o755)
     plan, files = render_job(T, model="qwen2.5-32b", method="full", frameworks=["llama-factory"], cards=16,
-                             paths={"model_dir": "/m", "dataset": "/d x.json", "output_dir": "/o"})
+                             paths={"model_dir": "/m", "dataset": "/d x.json", "output_dir": str(tmp_path / "o")})
     out = tmp_path / "my repo $(x)"
     write(files, out, plan.job, overwrite=False)
     env = {**os.environ, "PATH": f"{bindir}:{os.environ['PATH']}", "MASTER_ADDR": "10.0.0.2"}
@@ -277,7 +276,8 @@ def run_launch(tmp_path, args, **fields):
         "#!/usr/bin/env python3\nimport json, os, sys\n"
         f"json.dump({{'argv': sys.argv[1:], 'env': dict(os.environ)}}, open({str(record)!r}, 'w'))\n")
     (bindir / "llamafactory-cli").chmod(0o755)
-    paths = {"model_dir": "/m", "dataset": "/d.json", "output_dir": "/o"}
+    # A fresh output folder per render: a launch refuses the output of another render (its SPEC_SHA256 mark).
+    paths = {"model_dir": "/m", "dataset": "/d.json", "output_dir": tempfile.mkdtemp(dir=tmp_path)}
     plan, files = render_job(T, frameworks=["llama-factory"], paths=paths, **fields)
     write(files, tmp_path / "out", plan.job, overwrite=True)
     env = {k: v for k, v in os.environ.items() if not k.endswith("SOCKET_IFNAME")}

@@ -1,10 +1,17 @@
-"""What every framework's launch.sh shares: node count, master address and port, the paths it must not start with
-as placeholders."""
+"""What every framework's launch.sh shares: node count, master address and port, the run-time checks (node rank,
+address, visible devices, the render mark in the output folder), the paths it must not start with as placeholders;
+and commands.txt, whose line for each node runs that node's launch.sh, so every check is made on every node."""
 
 from __future__ import annotations
 
+import jinja2
+
 from ..plan import FrameworkPlan, Plan
-from ..shell import quote
+from ..spec import schema_rule
+
+# The variable that lists the devices a process may use, per accelerator.
+DEVICE_ENV = {"npu": "ASCEND_RT_VISIBLE_DEVICES", "gpu": "CUDA_VISIBLE_DEVICES"}
+RENDER_MARK = "SPEC_SHA256"  # in the framework's output folder: the render its first launch ran
 
 
 def master_addr(plan: Plan, fp: FrameworkPlan) -> str | None:
@@ -12,23 +19,47 @@ def master_addr(plan: Plan, fp: FrameworkPlan) -> str | None:
     return plan.master_addr or ("127.0.0.1" if fp.layout.nodes == 1 else None)
 
 
-def master_word(plan: Plan, fp: FrameworkPlan) -> str:
-    """The master address as one shell word in commands.txt: quoted, or the environment's (required)."""
-    addr = master_addr(plan, fp)
-    return quote(addr) if addr else '"${MASTER_ADDR:?}"'
+def visible_devices(fp: FrameworkPlan) -> str:
+    """A node's first devices, as many as the layout uses per node."""
+    return ",".join(str(i) for i in range(fp.layout.local_cards))
 
 
-def launch_context(plan: Plan, fp: FrameworkPlan, path_keys: list[str], overrides_to: str | None = None) -> dict:
-    """The shared prologue's values; `overrides_to`: the program that takes the words after "--" (None: none)."""
+def launch_context(plan: Plan, fp: FrameworkPlan, path_keys: list[str], overrides_to: str | None = None,
+                   sets_devices: bool = False, reads_json: bool = False) -> dict:
+    """The shared prologue's values; `overrides_to`: the program that takes the words after "--" (None: none);
+    `sets_devices`: export the node's first devices when the environment names none; `reads_json`: the script reads
+    JSON files at run time (the json_* helpers)."""
     address = master_addr(plan, fp)
+    rule, hint = schema_rule("cluster", "master_addr")
     return {
         "nodes": fp.layout.nodes,
         "master_addr": address,
         "max_args": 1 if address else 2,  # NODE_RANK, and MASTER_ADDR when the spec has none
         "master_port": plan.master_port,
+        "address_rule": rule,
+        "address_hint": hint,
         "socket_ifname": plan.socket_ifname,
         "socket_ifname_env": plan.socket_ifname_env,
         "used_paths": [(key, plan.paths[key].value) for key in path_keys],
         "passes_overrides": overrides_to is not None,
         "overrides_to": overrides_to,
+        "device_env": DEVICE_ENV[plan.accelerator],
+        "local_devices": fp.layout.local_cards,
+        "sets_devices": sets_devices,
+        "default_devices": visible_devices(fp),
+        "render_id": f"spec sha256 {plan.spec_sha256}, gen-launch {plan.version}",
+        "render_mark": f"{plan.output_dir(fp.name)}/{RENDER_MARK}",
+        "reads_json": reads_json,
     }
+
+
+def command_lines(plan: Plan, fp: FrameworkPlan) -> list[str]:
+    """commands.txt: node N runs this folder's launch.sh with rank N (and MASTER_ADDR when the spec has no address,
+    as launch.sh then takes it), so the lines make every check launch.sh makes and cannot drift from it."""
+    address = "" if master_addr(plan, fp) else ' "$MASTER_ADDR"'
+    return [f'bash "${{JOB_DIR:?}}/launch.sh" {rank}{address}' for rank in range(fp.layout.nodes)]
+
+
+def commands_txt(plan: Plan, fp: FrameworkPlan, env: jinja2.Environment, framework: str) -> str:
+    return env.get_template("commands.txt.j2").render(framework=framework, lines=command_lines(plan, fp),
+                                                       master_addr=master_addr(plan, fp))

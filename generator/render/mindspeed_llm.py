@@ -13,7 +13,7 @@ import jinja2
 from ..flags import Flags, typed
 from ..plan import FrameworkPlan, Plan
 from ..recipe import PLACEHOLDER_STEPS
-from .common import launch_context, master_addr, master_word
+from .common import command_lines, commands_txt, launch_context
 
 NAME = "mindspeed-llm"
 VERSION = "MindSpeed-LLM 2.2.0 / MindSpeed 2.2.0_core_r0.12.1 / Megatron core_v0.12.1"
@@ -226,11 +226,6 @@ def preprocess_flags(plan: Plan, fp: FrameworkPlan) -> list[tuple[str, list[str]
     return typed("preprocess", flags)
 
 
-def command_line(plan: Plan, fp: FrameworkPlan, rank: int) -> str:
-    master = master_word(plan, fp)
-    return f'bash "$JOB_DIR/launch.sh" {rank} {master}'
-
-
 def checkpoint_notes(plan: Plan, fp: FrameworkPlan) -> list[str]:
     """What the weights in paths.model_dir must be for convert_ckpt.sh to read them."""
     notes = []
@@ -268,9 +263,7 @@ def render(plan: Plan, env: jinja2.Environment) -> dict[str, str]:
         used_paths=[(k, plan.paths[k].value) for k in ("model_dir", "dataset", "output_dir")])
     return {"mindspeed-llm/launch.sh": launch, "mindspeed-llm/convert_ckpt.sh": convert,
             "mindspeed-llm/preprocess_data.sh": preprocess,
-            "mindspeed-llm/commands.txt": env.get_template("commands.txt.j2").render(
-                framework="MindSpeed-LLM", lines=[command_line(plan, fp, r) for r in range(lay.nodes)],
-                needs_job_dir=True, master_addr=master_addr(plan, fp))}
+            "mindspeed-llm/commands.txt": commands_txt(plan, fp, env, "MindSpeed-LLM")}
 
 
 def plan_section(plan: Plan, env: jinja2.Environment) -> str:
@@ -279,4 +272,4 @@ def plan_section(plan: Plan, env: jinja2.Environment) -> str:
         plan=plan, fp=fp, version=VERSION, iters=train_iters(plan), iters_placeholder=plan.train.steps is None,
         load=checkpoint_dirs(plan)[0], save=checkpoint_dirs(plan)[1], prefix=data_prefix(plan),
         packed=packed(plan, fp), notes=checkpoint_notes(plan, fp),
-        lines=[command_line(plan, fp, r) for r in range(fp.layout.nodes)])
+        lines=command_lines(plan, fp))
