@@ -391,3 +391,34 @@ def test_recompute_list_longer_than_the_pipeline_is_refused():
     assert "V14" in rules_broken(doc, 16, plan.shape)
     doc["recompute_config"]["recompute"] = [1, 1, 1, 1]
     assert "V14" not in rules_broken(doc, 16, plan.shape)
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# Issue 23: what MindFormers trains from the generated file.
+
+# The router keys of Qwen3-MoE's HuggingFace config.json (huggingface.co/Qwen/Qwen3-30B-A3B and Qwen3-235B-A22B,
+# config.json: the same router; no routed_scaling_factor, so no scaling).
+QWEN3_MOE_ROUTER = {"norm_topk_prob": True, "num_experts_per_tok": 8, "num_experts": 128, "router_aux_loss_coef": 0.001}
+
+
+def merged_model_config(doc: dict, hf_config: dict) -> dict:
+    """The model config MindFormers builds: the checkpoint's config.json with the YAML's model_config laid on top
+    (mindformers 2.1.0 models/build_config.py l. 125-136, merge_model_config)."""
+    assert doc["pretrained_model_dir"]
+    merged = dict(hf_config)
+    merged.update(doc["model"]["model_config"])
+    return merged
+
+
+@pytest.mark.parametrize("model", ["qwen3_moe-30b_a3b", "qwen3_moe-235b_a22b"])
+@pytest.mark.parametrize("method", ["pretrain", "full"])
+def test_moe_router_is_the_checkpoints_when_its_weights_load(model, method):
+    # Item 1: continued pretraining wrote upstream's from-scratch router (norm_topk_prob False, routed_scaling_factor
+    # 1.5 with pre-softmax), which overrides config.json and changes the loaded model's routing.
+    plan, files = render_job(T, model=model, method=method, frameworks=["mindformers"])
+    doc = yaml.safe_load(files["mindformers/train.yaml"])
+    merged = merged_model_config(doc, QWEN3_MOE_ROUTER)
+    assert {k: merged[k] for k in QWEN3_MOE_ROUTER} == QWEN3_MOE_ROUTER
+    # routed_scaling_factor -> moe_router_topk_scaling_factor (config_converter_qwen3_moe.py l. 32): HF has none.
+    assert not {"routed_scaling_factor", "moe_router_pre_softmax", "moe_router_topk_scaling_factor"} & set(merged)
+    assert mindformers_problems(doc, plan.frameworks["mindformers"].layout.cards, plan.shape) == []

@@ -174,8 +174,11 @@ def yaml_context(plan: Plan, fp: FrameworkPlan) -> dict:
         "lora": None if plan.train.adapter is None else {
             "rank": plan.train.adapter.rank, "alpha": plan.train.adapter.alpha, "dropout": plan.train.adapter.dropout,
             "target_modules": LORA_TARGETS[info["layout"]][plan.train.adapter.targets]},
-        # Pretraining defines the architecture (upstream's qwen3_moe values); fine-tuning keeps the checkpoint's
-        # config.json, so routing keys such as norm_topk_prob or routed_scaling_factor are not overridden.
+        # Pretraining writes the expert shape (upstream's qwen3_moe keys, the checkpoint's values). The router is
+        # always the checkpoint's: every job loads the HF weights, and the YAML overrides config.json
+        # (models/build_config.py l. 125-136 of the 2.1.0 wheel), so upstream's from-scratch norm_topk_prob False,
+        # moe_router_pre_softmax True and routed_scaling_factor 1.5 (moe_router_topk_scaling_factor,
+        # config_converter_qwen3_moe.py l. 32) would change the trained model's routing.
         "moe_architecture": plan.method == "pretrain",
         "moe_balancing": "gbs_aux_loss" if plan.method == "pretrain" else "seq_aux_loss",
         "print_separate_loss": plan.shape.is_moe, "topk_bias_callback": info.get("topk_bias_callback", False),
