@@ -138,3 +138,13 @@ def test_scripts_pass_bash_and_shellcheck(model, tmp_path):
         _, files = render_job(T, model=model, method=method, frameworks=["mindspeed-llm"])
         for name in ("launch.sh", "convert_ckpt.sh", "preprocess_data.sh"):
             check_script(files[f"mindspeed-llm/{name}"], tmp_path, name)
+
+
+@pytest.mark.parametrize("method", ["pretrain", "full"])
+def test_every_script_that_runs_torch_npu_says_to_source_cann_first(method):
+    # Issue 23 item 17: preprocess_data.py imports torch_npu as the converter does, so its script says, like
+    # convert_ckpt.sh, that CANN's set_env.sh comes first (upstream's data_convert_*.sh source it, l. 1-2).
+    _, files = render_job(T, model="qwen3-8b", method=method, frameworks=["mindspeed-llm"])
+    for name in ("convert_ckpt.sh", "preprocess_data.sh"):
+        header = files[f"mindspeed-llm/{name}"].split("set -euo pipefail", 1)[0]
+        assert "Source CANN's set_env.sh first" in header, name
