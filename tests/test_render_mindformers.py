@@ -422,3 +422,22 @@ def test_moe_router_is_the_checkpoints_when_its_weights_load(model, method):
     # routed_scaling_factor -> moe_router_topk_scaling_factor (config_converter_qwen3_moe.py l. 32): HF has none.
     assert not {"routed_scaling_factor", "moe_router_pre_softmax", "moe_router_topk_scaling_factor"} & set(merged)
     assert mindformers_problems(doc, plan.frameworks["mindformers"].layout.cards, plan.shape) == []
+
+
+def speed_up_path(doc: dict):
+    """What MindSpore reads: context.ascend_config.parallel_speed_up_json_path (relative to the MindFormers root)."""
+    return ((doc.get("context") or {}).get("ascend_config") or {}).get("parallel_speed_up_json_path")
+
+
+@pytest.mark.parametrize("model,method,theirs", [
+    ("qwen3-8b", "full", "configs__qwen3__finetune_qwen3.yaml"),
+    ("qwen3-32b", "pretrain", "configs__qwen3__pretrain_qwen3_32b_4k.yaml"),
+    ("qwen3_moe-30b_a3b", "pretrain", "configs__qwen3_moe__pretrain_qwen3_30b_a3b_4k.yaml"),
+    ("qwen3_moe-30b_a3b", "full", "configs__qwen3_moe__pretrain_qwen3_30b_a3b_4k.yaml"),
+    ("deepseek-v3", "lora", "configs__deepseek3__finetune_deepseek3_671b.yaml")])
+def test_parallel_speed_up_file_is_the_models_own(model, method, theirs):
+    # Item 15: Qwen3-MoE and DeepSeek-V3 pointed at configs/qwen3/parallel_speed_up.json. Each model's upstream
+    # config names its own file (qwen3_moe's), or none (DeepSeek-V3 671B sets no ascend_config).
+    _, files = render_job(T, model=model, method=method, frameworks=["mindformers"], cards=64)
+    doc = yaml.safe_load(files["mindformers/train.yaml"])
+    assert speed_up_path(doc) == speed_up_path(upstream(theirs))

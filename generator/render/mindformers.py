@@ -162,7 +162,7 @@ def yaml_context(plan: Plan, fp: FrameworkPlan) -> dict:
         "create_attention_mask": info.get("attention_mask", False),
         "seq_len": plan.seq_len,
         "max_device_memory": f"{lay.usable_gb:g}GB",
-        "parallel_speed_up_json_path": "./configs/qwen3/parallel_speed_up.json",
+        "parallel_speed_up_json_path": info.get("speed_up_json"),
         "data_parallel": lay.dp, "model_parallel": lay.tp, "context_parallel": lay.cp, "pipeline_stage": lay.pp,
         "expert_parallel": lay.ep, "moe": plan.shape.is_moe,
         "use_seq_parallel": lay.sequence_parallel,
