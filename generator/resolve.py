@@ -76,10 +76,11 @@ def resolve(spec: Spec, tables: Tables, force: bool = False) -> Plan:
         plans[name] = _with_choice(replace(ctx, spec=replace(spec, global_batch_size=batch)),
                                    _with_global_batch(ctx, fplan, batch))
         lay = plans[name].layout
-        if lay.preset_level and lay.pp > 1 and (lay.pp - 1) / lay.grad_accum > MAX_BUBBLE:
-            notes.append(f"{name}: the validated preset's pipeline bubble is (pp - 1) / micro batches = "
+        kept = "validated preset" if lay.preset_level else "pinned layout" if lay.source == "pinned" else None
+        if kept and lay.pp > 1 and (lay.pp - 1) / lay.grad_accum > MAX_BUBBLE:
+            notes.append(f"{name}: the {kept}'s pipeline bubble is (pp - 1) / micro batches = "
                          f"{lay.pp - 1}/{lay.grad_accum} = {(lay.pp - 1) / lay.grad_accum:.0%}, above the "
-                         f"{MAX_BUBBLE:.0%} the search allows; kept as validated, a larger global batch idles less")
+                         f"{MAX_BUBBLE:.0%} the search allows; kept as given, a larger global batch idles less")
         rejected.extend(fw_rejected)
         notes.extend(f"{name}: {n}" for n in fw_notes)
         warnings.extend(f"{name}: {w}" for w in fw_warnings)
@@ -406,8 +407,10 @@ def _paths(spec: Spec, model: Model, plans: dict[str, FrameworkPlan], data: Data
     if "mindspeed-llm" in plans:
         lay = plans["mindspeed-llm"].layout
         defaults["mindspeed_llm_dir"] = "/path/to/MindSpeed-LLM"
-        # The converted weights' per-rank layout must match training's TP/PP, so the default folder names them.
-        defaults["mcore_ckpt_dir"] = f"{output.rstrip('/')}/mcore_tp{lay.tp}_pp{lay.pp}"
+        # The converted weights' per-rank layout must match training's TP/PP (and EP: expert shards are saved per
+        # EP rank, mp_rank_TT_PPP_EEE), so the default folder names them.
+        ep = f"_ep{lay.ep}" if model.is_moe else ""
+        defaults["mcore_ckpt_dir"] = f"{output.rstrip('/')}/mcore_tp{lay.tp}_pp{lay.pp}{ep}"
     if "images" in data.columns:
         # Upstream keeps the images beside the data file (data/mllm_demo.json -> data/mllm_demo_data/).
         defaults["media_dir"] = given.get("dataset", defaults["dataset"]).rsplit("/", 1)[0] or "/"

@@ -202,6 +202,9 @@ class Framework:
     dense_stage_rule: str = ""  # source of the rule that no pipeline stage holds only leading dense layers
     one_card_accumulation: bool = True  # False: on one card the framework cannot accumulate gradients
     one_card_rule: str = ""  # why not, with its upstream source
+    # The rule that a pipeline step needs at least PP micro batches, with its upstream source ("": the framework
+    # runs fewer, with a larger bubble)
+    pipeline_micro_rule: str = ""
     model_facts: tuple[str, ...] = ()  # keys every supported model's row must have (its renderer reads them)
     templates: tuple[str, ...] | None = None  # chat templates the pinned version registers (every row's must be one)
     flash_attn: str | None = None  # the attention kernel setting written into its config (the memory model's)

@@ -8,6 +8,8 @@ the full rows), plus MoE, context-parallel, uneven-pipeline and one-card jobs.
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from generator.checks.mindspeed_llm import command_problems, conversion_problems
@@ -31,6 +33,10 @@ EXTRA = [
     {"model": "qwen2.5-7b", "method": "full", "seq_len": 4096, "hardware": "snt9b", "cards": 16,
      "layout": {"mindspeed-llm": {"pp": 8}}},
     {"model": "qwen2.5-0.5b", "method": "lora", "seq_len": 4096, "hardware": "snt9b", "cards": 1},
+    # Upstream's own Qwen3-8B LoRA layout (examples/mcore/qwen3/tune_qwen3_8b_4K_lora_ptd.sh l. 18-19, 42-43): one
+    # micro batch through two stages, which Megatron's 1F1B runs (schedules.py l. 1782-1787); issue 23 item 12.
+    {"model": "qwen3-8b", "method": "lora", "seq_len": 4096, "hardware": "snt9b", "cards": 8, "global_batch_size": 16,
+     "layout": {"mindspeed-llm": {"tp": 1, "pp": 2, "micro_batch_size": 4}}},
 ]
 
 
@@ -64,8 +70,8 @@ def render_and_run(case, tmp_path):
     plan, files = render_job(T, **spec)
     write(files, tmp_path / "jobs", plan.job, force=False)
     job = tmp_path / "jobs" / plan.job / "mindspeed-llm"
-    ckpt = tmp_path / "out" / f"mcore_tp{plan.frameworks['mindspeed-llm'].layout.tp}_pp" \
-                              f"{plan.frameworks['mindspeed-llm'].layout.pp}"
+    # The converted weights, where convert_ckpt.sh hf2mcore writes them (its --save-dir) and training loads them.
+    ckpt = Path(plan.paths["mcore_ckpt_dir"].value)
     ckpt.mkdir(parents=True)
     (ckpt / "latest_checkpointed_iteration.txt").write_text("1\n")
     calls = {}

@@ -148,3 +148,21 @@ def test_every_script_that_runs_torch_npu_says_to_source_cann_first(method):
     for name in ("convert_ckpt.sh", "preprocess_data.sh"):
         header = files[f"mindspeed-llm/{name}"].split("set -euo pipefail", 1)[0]
         assert "Source CANN's set_env.sh first" in header, name
+
+
+def test_converted_weights_folder_names_the_expert_layout():
+    # Issue 23 item 12: mcore_tp<TP>_pp<PP> left EP out, so a re-plan with another EP found the old folder, whose
+    # expert shards (mp_rank_TT_PPP_EEE) were split for a different EP.
+    folders = set()
+    for ep in (4, 8):
+        plan, files = render_job(T, model="qwen3_moe-30b_a3b", method="lora", cards=16, frameworks=["mindspeed-llm"],
+                                 paths={"output_dir": "/o"}, layout={"mindspeed-llm": {"ep": ep}})
+        args = flags.parse("convert-hf2mg", bash_arrays(files["mindspeed-llm/convert_ckpt.sh"])["HF2MCORE_ARGS"])
+        assert args.target_expert_parallel_size == ep
+        assert args.save_dir.rsplit("/", 1)[1] == f"mcore_tp{args.target_tensor_parallel_size}_pp" \
+                                                  f"{args.target_pipeline_parallel_size}_ep{ep}"
+        folders.add(args.save_dir)
+    assert len(folders) == 2
+    _, files = render_job(T, model="qwen3-8b", method="lora", frameworks=["mindspeed-llm"], paths={"output_dir": "/o"})
+    args = flags.parse("convert-hf2mg", bash_arrays(files["mindspeed-llm/convert_ckpt.sh"])["HF2MCORE_ARGS"])
+    assert args.save_dir == "/o/mcore_tp1_pp1"  # a dense model keeps its name
