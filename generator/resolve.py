@@ -86,6 +86,7 @@ def resolve(spec: Spec, tables: Tables, force: bool = False) -> Plan:
         warnings.extend(f"{name}: {w}" for w in fw_warnings)
     recipe = _recipe(spec, model, tables, plans, batch)
     notes.extend(_general_notes(spec, model, plans))
+    warnings.extend(_unshared_storage_warnings(spec, plans))
     if recipe.enable_thinking is not None and "mindformers" in plans:
         notes.append("mindformers: its AlpacaInstructDataHandler writes samples in the Alpaca prompt, not Qwen3's chat "
                      "template (dataset/handler/alpaca_handler.py l. 36-51, MindFormers 2.1.0), so "
@@ -103,7 +104,8 @@ def resolve(spec: Spec, tables: Tables, force: bool = False) -> Plan:
                 frameworks=plans,
                 rejected=tuple(rejected), notes=tuple(notes), warnings=tuple(warnings), paths=paths,
                 data=data, master_addr=spec.master_addr, socket_ifname=spec.socket_ifname,
-                master_port=spec.master_port or DEFAULT_MASTER_PORT, spec_sha256=spec.sha256, shape=model,
+                master_port=spec.master_port or DEFAULT_MASTER_PORT, shared_storage=spec.shared_storage,
+                spec_sha256=spec.sha256, shape=model,
                 epochs=spec.epochs, samples_per_epoch=spec.samples_per_epoch, tokens_per_epoch=spec.tokens_per_epoch,
                 quantization_bit=spec.quantization_bit,
                 train=recipe, version=__version__)
@@ -367,9 +369,26 @@ def _general_notes(spec: Spec, model: Model, plans: dict[str, FrameworkPlan]) ->
     if multi and spec.master_addr is None:
         notes.append(f"multi-node ({', '.join(multi)}) without cluster.master_addr: the launch scripts take "
                      f"MASTER_ADDR from the environment and refuse to start without it")
-    if multi:
-        notes.append("multi-node: output_dir must be on storage shared by every node")
+    if multi and spec.shared_storage:
+        notes.append("multi-node: output_dir must be on storage shared by every node (cluster.shared_storage: true, "
+                     "the default this plan assumes; set it false where each node has its own disk)")
+    elif "mindspeed-llm" in multi:
+        notes.append("mindspeed-llm: output_dir is not shared (cluster.shared_storage: false): --no-shared-storage "
+                     "has one rank per node build the dataset index (blended_megatron_dataset_builder.py l. 26-35); "
+                     "every node needs the data and the converted weights at the same paths")
     return notes
+
+
+def _unshared_storage_warnings(spec: Spec, plans: dict[str, FrameworkPlan]) -> list[str]:
+    """Frameworks that cannot run across nodes without shared storage (cluster.shared_storage: false)."""
+    if spec.shared_storage:
+        return []
+    multi = [name for name, fp in plans.items() if fp.layout.nodes > 1]
+    why = {"mindformers": "MindFormers refuses to slice the weights (auto_trans_ckpt) into an output_dir that not "
+                          "every node reads unless SHARED_PATHS names it (trainer/trainer.py l. 1487-1499)",
+           "llama-factory": "transformers saves checkpoints on the first node only (save_on_each_node false), so "
+                            "the other nodes cannot resume"}
+    return [f"{name}: cluster.shared_storage is false: {why[name]}" for name in multi if name in why]
 
 
 # Bytes per parameter of one MindSpeed-LLM checkpoint: bf16 weights, plus the distributed optimizer's fp32 master

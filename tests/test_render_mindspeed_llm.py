@@ -166,3 +166,25 @@ def test_converted_weights_folder_names_the_expert_layout():
     _, files = render_job(T, model="qwen3-8b", method="lora", frameworks=["mindspeed-llm"], paths={"output_dir": "/o"})
     args = flags.parse("convert-hf2mg", bash_arrays(files["mindspeed-llm/convert_ckpt.sh"])["HF2MCORE_ARGS"])
     assert args.save_dir == "/o/mcore_tp1_pp1"  # a dense model keeps its name
+
+
+@pytest.mark.parametrize("shared", [True, False, None])
+def test_no_shared_storage_is_written_when_nodes_have_their_own_disks(shared):
+    # Issue 23 item 12: a multi-node job whose output folder is not shared never got --no-shared-storage, so only
+    # global rank 0 built the dataset index (blended_megatron_dataset_builder.py l. 26-35) and the other nodes'
+    # disks had none. The plan says which storage it assumes.
+    cluster = {"master_addr": "10.0.0.1", **({} if shared is None else {"shared_storage": shared})}
+    plan, files = render_job(T, model="qwen2.5-32b", method="full", frameworks=["mindspeed-llm", "llama-factory"],
+                             cluster=cluster)
+    assert plan.frameworks["mindspeed-llm"].layout.nodes > 1
+    args = parse(bash_arrays(files["mindspeed-llm/launch.sh"])["DATA_ARGS"])
+    assert ("--no-shared-storage" in args) is (shared is False)
+    assert json.loads(files["plan.json"])["cluster"]["shared_storage"] is (shared is not False)
+    if shared is False:
+        assert "cluster.shared_storage: false" in files["PLAN.md"]
+        assert any("llama-factory: cluster.shared_storage is false" in w for w in plan.warnings)
+    else:
+        assert "cluster.shared_storage: true, the default this plan assumes" in files["PLAN.md"]
+    one_node, files = render_job(T, model="qwen3-8b", method="full", frameworks=["mindspeed-llm"],
+                                 cluster={"shared_storage": False})
+    assert "--no-shared-storage" not in bash_arrays(files["mindspeed-llm/launch.sh"])["DATA_ARGS"]

@@ -124,6 +124,8 @@ def groups(plan: Plan, fp: FrameworkPlan) -> list[tuple[str, list[tuple[str, lis
     out: list[tuple[str, Flags]] = [
         ("GPT_ARGS", gpt_flags(plan, fp)),
         ("DATA_ARGS", [("--data-path", [data_prefix(plan)]), ("--split", "100,0,0"),
+                       # Each node builds the dataset index on its own disk (cluster.shared_storage: false)
+                       ("--no-shared-storage", fp.layout.nodes > 1 and not plan.shared_storage),
                        # Packed samples keep their own positions; the mask is built per sample (general).
                        ("--reset-position-ids", pack), ("--neat-pack", pack),
                        ("--attention-mask-type", "general" if pack else None)]),
