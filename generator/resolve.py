@@ -67,7 +67,8 @@ def resolve(spec: Spec, tables: Tables, force: bool = False) -> Plan:
     contexts = {name: Context(spec, model, hw, tables.frameworks[name], force, lora, tables.recipes[spec.method])
                 for name in names}
     results = {name: _resolve_framework(ctx, tables) for name, ctx in contexts.items()}
-    batch = _common_global_batch(spec, tables, contexts, {name: r[0] for name, r in results.items()}, notes)
+    batch, batch_origin = _common_global_batch(spec, tables, contexts, {name: r[0] for name, r in results.items()},
+                                               notes)
     for name, ctx in contexts.items():
         lay = results[name][0].layout
         if batch % (lay.micro_batch_size * lay.dp):  # another micro batch is needed: search again at this batch
@@ -85,6 +86,8 @@ def resolve(spec: Spec, tables: Tables, force: bool = False) -> Plan:
         notes.extend(f"{name}: {n}" for n in fw_notes)
         warnings.extend(f"{name}: {w}" for w in fw_warnings)
     recipe = _recipe(spec, model, tables, plans, batch)
+    if batch_origin:  # the batch was not the recipe's round number: say what it is
+        recipe = replace(recipe, origin={**recipe.origin, "global_batch_size": batch_origin})
     notes.extend(_general_notes(spec, model, plans))
     warnings.extend(_unshared_storage_warnings(spec, plans))
     if recipe.enable_thinking is not None and "mindformers" in plans:
@@ -112,26 +115,31 @@ def resolve(spec: Spec, tables: Tables, force: bool = False) -> Plan:
 
 
 def _common_global_batch(spec: Spec, tables: Tables, contexts: dict[str, Context],
-                         plans: dict[str, FrameworkPlan], notes: list[str]) -> int:
+                         plans: dict[str, FrameworkPlan], notes: list[str]) -> tuple[int, str | None]:
     """One global batch for every framework, so each takes the same steps over the same data: the spec's, a
     validated preset's when every other layout tiles it, else a round number (recipe.round_global_batch) of at
-    least the method's target and every layout's own minimum (pipeline micro batches) that all layouts tile."""
+    least the method's target and every layout's own minimum (pipeline micro batches) that all layouts tile.
+    With it, where it comes from when it is not that round number (for the plan's recipe table)."""
     layouts = [fp.layout for fp in plans.values()]
     if spec.global_batch_size is not None:
-        return spec.global_batch_size
+        return spec.global_batch_size, None
     steps = [lay.micro_batch_size * lay.dp for lay in layouts]
-    fixed = [fp.layout for name, fp in plans.items() if no_accumulation(contexts[name], fp.layout.cards)]
+    fixed = [fp for name, fp in plans.items() if no_accumulation(contexts[name], fp.layout.cards)]
     if fixed:  # one card without accumulation: the global batch is that card's micro batch
-        return fixed[0].global_batch_size
+        return fixed[0].layout.global_batch_size, (f"derived: {fixed[0].name} on one card has no gradient "
+                                                   f"accumulation, so the global batch is its micro batch")
     preset = next((lay for lay in layouts if lay.preset_level), None)
     if preset is not None and all(preset.global_batch_size % step == 0 for step in steps):
-        return preset.global_batch_size
+        return preset.global_batch_size, (f"derived: the validated seed-003 preset's own global batch (micro batch "
+                                          f"{preset.micro_batch_size} x micro batches {preset.grad_accum} x DP "
+                                          f"{preset.dp}), which every planned layout tiles; give global_batch_size "
+                                          f"for another")
     target, _ = batch_target(tables.recipes[spec.method], spec)
     batch = round_global_batch(math.lcm(*steps), target, max(lay.global_batch_size for lay in layouts))
     if preset is not None:
         notes.append(f"{preset.framework}: the validated preset's global batch {preset.global_batch_size} is not tiled "
                      f"by every planned framework; all use {batch} (micro_batch_num follows)")
-    return batch
+    return batch, None
 
 
 def _with_global_batch(ctx: Context, fp: FrameworkPlan, batch: int) -> FrameworkPlan:

@@ -441,3 +441,25 @@ def test_parallel_speed_up_file_is_the_models_own(model, method, theirs):
     _, files = render_job(T, model=model, method=method, frameworks=["mindformers"], cards=64)
     doc = yaml.safe_load(files["mindformers/train.yaml"])
     assert speed_up_path(doc) == speed_up_path(upstream(theirs))
+
+
+def mindformers_global_batch(doc: dict) -> int:
+    """The global batch MindFormers trains (trainer/base_trainer.py l. 201-283, full_batch False): batch_size x
+    micro_batch_num x gradient_accumulation_steps x data_parallel (stand-alone: batch_size alone)."""
+    rc, pc = doc["runner_config"], doc["parallel_config"]
+    if not doc["use_parallel"]:
+        return rc["batch_size"]
+    return rc["batch_size"] * pc["micro_batch_num"] * rc["gradient_accumulation_steps"] * pc["data_parallel"]
+
+
+@pytest.mark.parametrize("model,method,cards", [("qwen3-8b", "full", None), ("qwen3-32b", "full", None),
+                                                ("qwen3-0.6b", "lora", None), ("debug-tiny", "full", 1)])
+def test_plan_states_the_global_batch_mindformers_trains(model, method, cards):
+    # Item 13: a Qwen3 preset planned for MindFormers alone trains the preset's batch (1 for Qwen3-8B) while the
+    # recipe table said "a round number near 128 samples".
+    plan, files = render_job(T, model=model, method=method, cards=cards, frameworks=["mindformers"])
+    trained = mindformers_global_batch(yaml.safe_load(files["mindformers/train.yaml"]))
+    train = json.loads(files["plan.json"])["train"]
+    assert train["global_batch_size"] == trained
+    why = train["origin"]["global_batch_size"]
+    assert "near" not in why and ("preset" in why or "one card" in why)
