@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from generator.checks.mindspeed_llm import command_problems, conversion_problems
+from generator.checks.mindspeed_llm import command_problems, conversion_problems, export_problems
 from generator.errors import UserError
 from generator.render import write
 from generator.tables import load_tables
@@ -37,6 +37,9 @@ EXTRA = [
     # micro batch through two stages, which Megatron's 1F1B runs (schedules.py l. 1782-1787); issue 23 item 12.
     {"model": "qwen3-8b", "method": "lora", "seq_len": 4096, "hardware": "snt9b", "cards": 8, "global_batch_size": 16,
      "layout": {"mindspeed-llm": {"tp": 1, "pp": 2, "micro_batch_size": 4}}},
+    # Qwen3-235B-A22B converts with convert_ckpt_v2.py (its own parser), LoRA merging back with convert_ckpt.py.
+    {"model": "qwen3_moe-235b_a22b", "method": "full", "seq_len": 4096, "hardware": "snt9b23"},
+    {"model": "qwen3_moe-235b_a22b", "method": "lora", "seq_len": 4096, "hardware": "snt9b"},
 ]
 
 
@@ -102,8 +105,9 @@ def test_every_generated_command_is_accepted_by_mindspeed_llm(case, tmp_path):
         assert call["program"] == "python"
         program, words = call["argv"][0], call["argv"][1:]
         assert command_problems(program, words) == [], direction
-    hf2mcore = calls["hf2mcore"]["argv"]
+    hf2mcore, mcore2hf = calls["hf2mcore"]["argv"], calls["mcore2hf"]["argv"]
     assert conversion_problems(argv, hf2mcore[0], hf2mcore[1:]) == []
+    assert export_problems(argv, mcore2hf[0], mcore2hf[1:]) == []
     pre = calls["preprocess"]["argv"]
     assert pre[0] == "preprocess_data.py" and command_problems(pre[0], pre[1:]) == []
     # The values that matter: what trains is what the plan says, on the data the preprocessing writes.

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 from pathlib import Path
 
@@ -13,6 +14,7 @@ import pytest
 from generator.render import write
 from generator.tables import load_tables
 from generator import flags
+from generator.checks.mindspeed_llm import conversion_problems
 from generator.checks.shell import bash_arrays
 from helpers import check_script, render_job, table_cells
 
@@ -188,3 +190,40 @@ def test_no_shared_storage_is_written_when_nodes_have_their_own_disks(shared):
     one_node, files = render_job(T, model="qwen3-8b", method="full", frameworks=["mindspeed-llm"],
                                  cluster={"shared_storage": False})
     assert "--no-shared-storage" not in bash_arrays(files["mindspeed-llm/launch.sh"])["DATA_ARGS"]
+
+
+# The weight converter each model family's upstream examples run (MindSpeed-LLM 2.2.0 examples/mcore/<family>/
+# ckpt_convert_*_hf2mcore.sh, l. 3-5 `python <script>`): convert_ckpt_v2.py for Qwen3-235B-A22B alone
+# (qwen3_moe/ckpt_convert_qwen3_moe_235b_hf2mcore.sh l. 4; the 30B's ckpt_convert_qwen3_moe_hf2mcore.sh l. 5 runs
+# convert_ckpt.py), DeepSeek-V3's own script, convert_ckpt.py for every other family (llama2, llama31, llama32,
+# qwen2, qwen25, qwen3, glm4, mixtral).
+UPSTREAM_CONVERTER = {"qwen3_moe-235b_a22b": "convert_ckpt_v2.py",
+                      "deepseek-v3": "examples/mcore/deepseek3/convert_ckpt_deepseek3.py"}
+
+
+@pytest.mark.parametrize("model", sorted(m for m in T.frameworks["mindspeed-llm"].models if m != "debug-tiny"))
+def test_each_model_converts_with_its_upstream_converter(model):
+    # Issue 23 item 11: Qwen3-235B went through convert_ckpt.py, which loads the whole ~470 GB model into host memory.
+    _, files = render_job(T, model=model, method="full", frameworks=["mindspeed-llm"], hardware="snt9b")
+    script = files["mindspeed-llm/convert_ckpt.sh"]
+    used = re.search(r'hf2mcore\) python (\S+) "\$\{HF2MCORE_ARGS\[@\]\}"', script).group(1)
+    assert used == UPSTREAM_CONVERTER.get(model, "convert_ckpt.py")
+
+
+def test_qwen3_235b_conversion_is_what_upstream_runs_and_what_training_loads():
+    # convert_ckpt_v2.py's own parser (convert_ckpt_v2.py l. 9-51) reads both directions; hf2mcore writes the layout
+    # training loads; a LoRA run merges its adapters back with convert_ckpt.py (v2 has no LoRA flags).
+    for method, back_script in (("full", "convert_ckpt_v2.py"), ("lora", "convert_ckpt.py")):
+        _, files = render_job(T, model="qwen3_moe-235b_a22b", method=method, frameworks=["mindspeed-llm"])
+        script = files["mindspeed-llm/convert_ckpt.sh"]
+        arrays = bash_arrays(script)
+        to_mcore = flags.parse("convert-v2", arrays["HF2MCORE_ARGS"])
+        assert (to_mcore.load_model_type, to_mcore.save_model_type, to_mcore.model_type_hf) == ("hf", "mg", "qwen3-moe")
+        assert to_mcore.moe_grouped_gemm
+        launch = bash_arrays(files["mindspeed-llm/launch.sh"])
+        train = [w for name in ("GPT_ARGS", "DATA_ARGS", "OUTPUT_ARGS", "TUNE_ARGS", "LORA_ARGS", "START_ARGS")
+                 for w in launch.get(name, [])]  # the first launch's command line
+        assert conversion_problems(train, "convert_ckpt_v2.py", arrays["HF2MCORE_ARGS"]) == []
+        assert f'mcore2hf) python {back_script} "${{MCORE2HF_ARGS[@]}}"' in script
+    with pytest.raises(flags.ParseError):  # upstream would drop a misspelt flag silently (parse_known_args, l. 50)
+        flags.parse("convert-v2", ["--load-dir", "a", "--save-dir", "b", "--target-expert-parallel", "2"])
