@@ -117,9 +117,11 @@ def _megatron_stage(model: Model, method: str, scheme: str, shape: Parallel, seq
     # MoE layers on this stage: the first `first_dense` layers of the model stay dense (DeepSeek-V3: 3), the MTP
     # layer is a MoE layer.
     start = sum(shape.layers_per_stage[:stage])
-    moe_here = sum(1 for i in range(start, start + shape.layers_per_stage[stage]) if i >= model.first_dense) + mtp \
-        if model.is_moe else 0
-    dense = (layers * model.layer_params + mtp * 2 * model.hidden * model.hidden) / shape.tp
+    held = range(start, start + shape.layers_per_stage[stage])
+    moe_here = sum(1 for i in held if i >= model.first_dense) + mtp if model.is_moe else 0
+    # Each held layer's own non-expert weights: the leading dense layers' MLPs sit on the stages that hold them.
+    dense = (sum(map(model.layer_params_at, held)) +
+             mtp * (model.layer_params_at(model.layers) + 2 * model.hidden * model.hidden)) / shape.tp
     dense += (model.embedding_params / shape.tp) * (int(first) + int(last and (not model.tied or shape.pp > 1)))
     experts = moe_here * model.expert_params_per_layer / shape.ep
     params = dense + experts

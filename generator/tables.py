@@ -119,6 +119,20 @@ class Model:
             formula = int(self.params_b * 1e9) - self.expert_params - self._embeddings_total
         return formula // self.layers
 
+    def layer_params_at(self, index: int) -> int:
+        """Non-expert parameters of layer `index` (0-based; an MTP layer is index `layers`): the leading dense layers
+        (first_dense) hold a full MLP, the MoE layers only their router and shared experts. layer_params averages
+        them: DeepSeek-V3's 3 dense layers hold about 583 M each against the 251 M average."""
+        moe = self.is_moe and index >= self.first_dense
+        return self._layer_base + (self.shared_params_per_moe_layer if moe else self.dense_mlp_params)
+
+    @cached_property
+    def _layer_base(self) -> int:
+        """A layer's non-expert parameters besides its MLP (attention, norms)."""
+        mlps = (self.layers - self.moe_layers) * self.dense_mlp_params + \
+            self.moe_layers * self.shared_params_per_moe_layer
+        return (self.layers * self.layer_params - mlps) // self.layers
+
     @property
     def _embeddings_total(self) -> int:
         return self.embedding_params * (1 if self.tied else 2) + self.hidden
