@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import math
 import re
 import subprocess
 from pathlib import Path
@@ -463,3 +464,26 @@ def test_plan_states_the_global_batch_mindformers_trains(model, method, cards):
     assert train["global_batch_size"] == trained
     why = train["origin"]["global_batch_size"]
     assert "near" not in why and ("preset" in why or "one card" in why)
+
+
+@pytest.mark.parametrize("epochs", [2, 1.5])
+def test_epoch_sized_fine_tune_states_the_steps_mindformers_counts(epochs):
+    # Item 15: PLAN.md said 1250 steps and a checkpoint every 200, while MindFormers, counting global batches of
+    # packed sequences, ran 156 steps and so saved no checkpoint before the end.
+    plan, files = render_job(T, model="qwen3-8b", method="full", frameworks=["mindformers", "mindspeed-llm"],
+                             data={"samples": 80000, "tokens_per_sample": 512, "epochs": epochs})
+    doc = yaml.safe_load(files["mindformers/train.yaml"])
+    # MindFormers' count: PackingHandler fills seq_length sequences (at best tokens / seq_len of them), the loader
+    # drops the last partial global batch (drop_remainder True), runner_config.epochs passes, TrainCallBack stops.
+    sequences = math.ceil(80000 * 512 / doc["model"]["model_config"]["seq_length"])
+    per_pass = sequences // mindformers_global_batch(doc)
+    counted = math.ceil(epochs * per_pass)
+    assert doc["runner_config"]["epochs"] == math.ceil(epochs)
+    stop = next((c["stop_step"] for c in doc["callbacks"] if c["type"] == "TrainCallBack"), None)
+    assert stop in (None, counted) and (stop is None) == (epochs == int(epochs))
+    assert plan.train.steps > 4 * counted  # the plan's count over unpacked samples
+    assert f"about {counted} steps for {epochs:g} epochs" in files["PLAN.md"]
+    every = next(c["save_checkpoint_steps"] for c in doc["callbacks"] if c["type"] == "CheckpointMonitor")
+    assert f"checkpoint every {every} of them" in files["PLAN.md"]
+    # as many checkpoints in the run as the plan gives the other frameworks
+    assert round(counted / every) == round(plan.train.steps / plan.train.save_every_steps)

@@ -51,43 +51,69 @@ class Length:
     turns them into steps, trainer/utils.py l. 191-214); `stop_step` ends the run at the plan's steps through the
     TrainCallBack callback (core/callback/callback.py l. 2781-2797; runner_config.stop_step is read but never added
     to the callbacks, trainer/base_trainer.py l. 1344-1347); `total_steps` -1 lets the schedule span the steps
-    MindFormers counts in its data (base_trainer.py l. 700-708)."""
+    MindFormers counts in its data (base_trainer.py l. 700-708); `save_every` is the checkpoint interval in those
+    steps."""
 
     epochs: int
     stop_step: int | None
     total_steps: int
-    note: str | None  # why epochs is an upper bound, for PLAN.md
+    note: str | None  # why epochs is an upper bound, or why MindFormers counts other steps, for PLAN.md
+    save_every: int
 
 
 def length(plan: Plan, fp: FrameworkPlan) -> Length:
-    t, samples = plan.train, plan.samples_per_epoch
+    t, samples, save = plan.train, plan.samples_per_epoch, plan.train.save_every_steps
     if plan.method == "pretrain":  # `sizes` = steps x global batch: one pass is the plan's steps
-        return Length(1, t.steps, t.steps if t.steps is not None else -1, None)
-    whole_epochs = t.origin.get("steps") != "given" and t.epochs is not None and t.epochs == int(t.epochs)
-    if t.steps is None or whole_epochs:
-        return Length(max(1, int(t.epochs or 1)), None, -1, None)
+        return Length(1, t.steps, t.steps if t.steps is not None else -1, None, save)
+    if t.steps is None:
+        return Length(max(1, int(t.epochs or 1)), None, -1, None, save)
+    by_epochs = t.origin.get("steps") != "given" and t.epochs is not None
     # Mcore fine-tuning packs samples into seq_len sequences (PackingHandler, seed 003): at fewest tokens / seq_len
     # of them per pass; the research layout keeps one padded sample per row.
-    packed = fp.info["layout"] != "research"
-    sequences = math.ceil(plan.tokens_per_epoch / plan.seq_len) if packed and plan.tokens_per_epoch else samples
+    packed = fp.info["layout"] != "research" and plan.tokens_per_epoch
+    sequences = math.ceil(plan.tokens_per_epoch / plan.seq_len) if packed else samples
+    if by_epochs and packed:
+        return _packed_epochs(plan, sequences)
+    if by_epochs and t.epochs == int(t.epochs):
+        return Length(int(t.epochs), None, -1, None, save)
     if sequences:
-        return Length(max(1, math.ceil(t.steps * t.global_batch_size / sequences)), t.steps, t.steps, None)
+        return Length(max(1, math.ceil(t.steps * t.global_batch_size / sequences)), t.steps, t.steps, None, save)
     return Length(t.steps, t.steps, t.steps,
-                  f"the spec gives no data size, so epochs {t.steps} is an upper bound (at least one step per pass)")
+                  f"the spec gives no data size, so epochs {t.steps} is an upper bound (at least one step per pass)",
+                  save)
 
 
-def lr_schedule(plan: Plan, total_steps: int) -> dict:
+def _packed_epochs(plan: Plan, sequences: int) -> Length:
+    """A fine-tune sized by epochs over packed data: MindFormers takes whole global batches of packed sequences
+    (drop_remainder True) per pass, far fewer steps than the plan's count over samples. Whole epochs are left to its
+    own count (packing may make a few more sequences than tokens / seq_len); a fraction of one stops at the share
+    of that count. PLAN.md states the count, and the checkpoint interval keeps the plan's share of the run."""
+    t = plan.train
+    per_pass = max(1, sequences // t.global_batch_size)
+    steps = max(1, math.ceil(t.epochs * per_pass))
+    every = max(1, round(t.save_every_steps * steps / t.steps))
+    note = (f"MindFormers counts its steps over the packed data: at least {sequences} sequences of {plan.seq_len} "
+            f"tokens per pass, {per_pass} steps of {t.global_batch_size}, so about {steps} steps for {t.epochs:g} "
+            f"epochs where the other frameworks count {t.steps} over unpacked samples; it saves a checkpoint every "
+            f"{every} of them")
+    if t.epochs == int(t.epochs):
+        return Length(int(t.epochs), None, -1, note, every)
+    return Length(math.ceil(t.epochs), steps, steps, note, every)
+
+
+def lr_schedule(plan: Plan, run: Length) -> dict:
     """The plan's schedule, warmup and length as MindFormers' lr_schedule keys."""
     t = plan.train
     out: dict = {"type": LR_SCHEDULE[t.lr_schedule], "learning_rate": t.learning_rate}
     if t.lr_schedule == "cosine":
         out["lr_end"] = t.min_learning_rate
-    # A share of MindFormers' own count when it counts the steps; the plan's steps when they are fixed.
-    if t.warmup_steps is not None and (total_steps != -1 or t.origin.get("warmup_steps") == "given"):
+    # Exact warmup steps when given, or when MindFormers runs the plan's steps; else a share of its own count.
+    own_count = run.total_steps == -1 or run.total_steps != t.steps
+    if t.warmup_steps is not None and (not own_count or t.origin.get("warmup_steps") == "given"):
         out["warmup_steps"] = t.warmup_steps
     else:
         out["warmup_ratio"] = t.warmup_ratio
-    out["total_steps"] = total_steps
+    out["total_steps"] = run.total_steps
     return out
 
 
@@ -152,8 +178,8 @@ def yaml_context(plan: Plan, fp: FrameworkPlan) -> dict:
         "epochs": run.epochs, "batch_size": lay.micro_batch_size, "stop_step": run.stop_step,
         "seed": plan.train.seed, "run_mode": run_mode(fp), "weight_decay": plan.train.weight_decay,
         "adam_betas": list(plan.train.adam_betas), "max_grad_norm": plan.train.max_grad_norm,
-        "lr_schedule": lr_schedule(plan, run.total_steps), "optimizer_learning_rate": info.get("family") == "qwen2_5",
-        "save_every_steps": plan.train.save_every_steps, "keep_checkpoints": plan.train.keep_checkpoints,
+        "lr_schedule": lr_schedule(plan, run), "optimizer_learning_rate": info.get("family") == "qwen2_5",
+        "save_every_steps": run.save_every, "keep_checkpoints": plan.train.keep_checkpoints,
         # MindFormers accumulates through the pipeline's micro batches when pp > 1, else through the runner.
         "micro_batch_num": lay.grad_accum if pipelined else 1,
         "gradient_accumulation_steps": 1 if pipelined else lay.grad_accum,
