@@ -487,3 +487,24 @@ def test_epoch_sized_fine_tune_states_the_steps_mindformers_counts(epochs):
     assert f"checkpoint every {every} of them" in files["PLAN.md"]
     # as many checkpoints in the run as the plan gives the other frameworks
     assert round(counted / every) == round(plan.train.steps / plan.train.save_every_steps)
+
+
+def drop_policy(value):
+    """MindFormers' reading of moe_token_drop_policy (parallel_core/transformer_config_utils.py l. 92-98, 2.1.0)."""
+    return ("position" if value else "probs") if isinstance(value, bool) else value
+
+
+@pytest.mark.parametrize("method", ["lora", "full"])
+def test_deepseek_v3_follows_the_671b_recipe(method):
+    # Item 13: the YAML followed upstream's 12B smoke test (finetune_deepseek3_12b_16p_pp16.yaml): aux-loss 0.001,
+    # router-bias rate 1e-3 (the default), MTP loss at its default weight, no mask compression.
+    plan, files = render_job(T, model="deepseek-v3", method=method, frameworks=["mindformers"])
+    ours = yaml.safe_load(files["mindformers/train.yaml"])["model"]["model_config"]
+    theirs = upstream("configs__deepseek3__finetune_deepseek3_671b.yaml")["model"]["model_config"]
+    layout = {"offset", "pp_interleave_num"}  # the plan's pipeline (no interleave); initializer_range: weights load
+    for key in set(theirs) - layout - {"initializer_range"}:
+        normal = drop_policy if key == "moe_token_drop_policy" else (lambda v: v)
+        assert normal(ours.get(key)) == normal(theirs[key]), key
+    assert "configs/deepseek3/finetune_deepseek3_671b.yaml" in files["mindformers/train.yaml"].split("\n", 3)[1]
+    assert mindformers_problems(yaml.safe_load(files["mindformers/train.yaml"]),
+                                plan.frameworks["mindformers"].layout.cards, plan.shape) == []

@@ -207,6 +207,7 @@ def yaml_context(plan: Plan, fp: FrameworkPlan) -> dict:
         # config_converter_qwen3_moe.py l. 32) would change the trained model's routing.
         "moe_architecture": plan.method == "pretrain",
         "moe_balancing": "gbs_aux_loss" if plan.method == "pretrain" else "seq_aux_loss",
+        "moe_aux_loss_coeff": info.get("moe_aux_loss_coeff", 0.001),  # Qwen3-MoE's upstream configs: 0.001
         "print_separate_loss": plan.shape.is_moe, "topk_bias_callback": info.get("topk_bias_callback", False),
         "train_samples": PRETRAIN_SAMPLES_PLACEHOLDER if t.steps is None else t.steps * t.global_batch_size,
         "train_samples_placeholder": t.steps is None,
