@@ -458,7 +458,7 @@ def mindformers_global_batch(doc: dict) -> int:
 def test_plan_states_the_global_batch_mindformers_trains(model, method, cards):
     # Item 13: a Qwen3 preset planned for MindFormers alone trains the preset's batch (1 for Qwen3-8B) while the
     # recipe table said "a round number near 128 samples".
-    plan, files = render_job(T, model=model, method=method, cards=cards, frameworks=["mindformers"])
+    _, files = render_job(T, model=model, method=method, cards=cards, frameworks=["mindformers"])
     trained = mindformers_global_batch(yaml.safe_load(files["mindformers/train.yaml"]))
     train = json.loads(files["plan.json"])["train"]
     assert train["global_batch_size"] == trained

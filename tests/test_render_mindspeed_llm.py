@@ -157,7 +157,7 @@ def test_converted_weights_folder_names_the_expert_layout():
     # expert shards (mp_rank_TT_PPP_EEE) were split for a different EP.
     folders = set()
     for ep in (4, 8):
-        plan, files = render_job(T, model="qwen3_moe-30b_a3b", method="lora", cards=16, frameworks=["mindspeed-llm"],
+        _, files = render_job(T, model="qwen3_moe-30b_a3b", method="lora", cards=16, frameworks=["mindspeed-llm"],
                                  paths={"output_dir": "/o"}, layout={"mindspeed-llm": {"ep": ep}})
         args = flags.parse("convert-hf2mg", bash_arrays(files["mindspeed-llm/convert_ckpt.sh"])["HF2MCORE_ARGS"])
         assert args.target_expert_parallel_size == ep
@@ -187,8 +187,8 @@ def test_no_shared_storage_is_written_when_nodes_have_their_own_disks(shared):
         assert any("llama-factory: cluster.shared_storage is false" in w for w in plan.warnings)
     else:
         assert "cluster.shared_storage: true, the default this plan assumes" in files["PLAN.md"]
-    one_node, files = render_job(T, model="qwen3-8b", method="full", frameworks=["mindspeed-llm"],
-                                 cluster={"shared_storage": False})
+    _, files = render_job(T, model="qwen3-8b", method="full", frameworks=["mindspeed-llm"],
+                          cluster={"shared_storage": False})
     assert "--no-shared-storage" not in bash_arrays(files["mindspeed-llm/launch.sh"])["DATA_ARGS"]
 
 

@@ -67,15 +67,15 @@ def length(plan: Plan, fp: FrameworkPlan) -> Length:
         return Length(1, t.steps, t.steps if t.steps is not None else -1, None, save)
     if t.steps is None:
         return Length(max(1, int(t.epochs or 1)), None, -1, None, save)
-    by_epochs = t.origin.get("steps") != "given" and t.epochs is not None
+    epochs = t.epochs if t.origin.get("steps") != "given" else None  # the spec sized the run by epochs
     # Mcore fine-tuning packs samples into seq_len sequences (PackingHandler, seed 003): at fewest tokens / seq_len
     # of them per pass; the research layout keeps one padded sample per row.
-    packed = fp.info["layout"] != "research" and plan.tokens_per_epoch
-    sequences = math.ceil(plan.tokens_per_epoch / plan.seq_len) if packed else samples
-    if by_epochs and packed:
-        return _packed_epochs(plan, sequences)
-    if by_epochs and t.epochs == int(t.epochs):
-        return Length(int(t.epochs), None, -1, None, save)
+    tokens = plan.tokens_per_epoch if fp.info["layout"] != "research" else None
+    sequences = math.ceil(tokens / plan.seq_len) if tokens else samples
+    if epochs is not None and tokens and sequences:
+        return _packed_epochs(plan, sequences, epochs, t.steps)
+    if epochs is not None and epochs == int(epochs):
+        return Length(int(epochs), None, -1, None, save)
     if sequences:
         return Length(max(1, math.ceil(t.steps * t.global_batch_size / sequences)), t.steps, t.steps, None, save)
     return Length(t.steps, t.steps, t.steps,
@@ -83,22 +83,22 @@ def length(plan: Plan, fp: FrameworkPlan) -> Length:
                   save)
 
 
-def _packed_epochs(plan: Plan, sequences: int) -> Length:
+def _packed_epochs(plan: Plan, sequences: int, epochs: float, plan_steps: int) -> Length:
     """A fine-tune sized by epochs over packed data: MindFormers takes whole global batches of packed sequences
     (drop_remainder True) per pass, far fewer steps than the plan's count over samples. Whole epochs are left to its
     own count (packing may make a few more sequences than tokens / seq_len); a fraction of one stops at the share
     of that count. PLAN.md states the count, and the checkpoint interval keeps the plan's share of the run."""
     t = plan.train
     per_pass = max(1, sequences // t.global_batch_size)
-    steps = max(1, math.ceil(t.epochs * per_pass))
-    every = max(1, round(t.save_every_steps * steps / t.steps))
+    steps = max(1, math.ceil(epochs * per_pass))
+    every = max(1, round(t.save_every_steps * steps / plan_steps))
     note = (f"MindFormers counts its steps over the packed data: at least {sequences} sequences of {plan.seq_len} "
-            f"tokens per pass, {per_pass} steps of {t.global_batch_size}, so about {steps} steps for {t.epochs:g} "
-            f"epochs where the other frameworks count {t.steps} over unpacked samples; it saves a checkpoint every "
-            f"{every} of them")
-    if t.epochs == int(t.epochs):
-        return Length(int(t.epochs), None, -1, note, every)
-    return Length(math.ceil(t.epochs), steps, steps, note, every)
+            f"tokens per pass, {per_pass} steps of {t.global_batch_size}, so about {steps} steps for {epochs:g} "
+            f"epochs where the other frameworks count {plan_steps} over unpacked samples; it saves a checkpoint "
+            f"every {every} of them")
+    if epochs == int(epochs):
+        return Length(int(epochs), None, -1, note, every)
+    return Length(math.ceil(epochs), steps, steps, note, every)
 
 
 def lr_schedule(plan: Plan, run: Length) -> dict:
