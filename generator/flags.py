@@ -24,6 +24,7 @@ TABLES = {
     # convert_ckpt.py: its loader plugin (hf or mg) adds different flags, so each direction has its own table.
     "convert-hf2mg": "mindspeed_llm_convert_hf2mg_flags_kinds.tsv",
     "convert-mg2hf": "mindspeed_llm_convert_mg2hf_flags_kinds.tsv",
+    "convert-v2": "mindspeed_llm_convert_v2_flags_kinds.tsv",  # convert_ckpt_v2.py, both directions
     "convert-deepseek3-hf2mcore": "mindspeed_llm_convert_deepseek3_hf2mcore_flags_kinds.tsv",
     "convert-deepseek3-mcore2hf": "mindspeed_llm_convert_deepseek3_mcore2hf_flags_kinds.tsv",
     "preprocess": "mindspeed_llm_preprocess_flags_kinds.tsv",  # preprocess_data.py

@@ -349,9 +349,9 @@ def _global_batch(ctx: Context, mbs: int, dp: int, pp: int, cards: int) -> tuple
         micro = max(math.ceil(batch_target(ctx.defaults, ctx.spec)[0] / step), pp, math.ceil((pp - 1) / MAX_BUBBLE))
         gbs = micro * step
     micro_batches = gbs // step
-    if pp > 1 and micro_batches < pp:
+    if pp > 1 and micro_batches < pp and ctx.fw.pipeline_micro_rule:
         return gbs, (f"PP ({pp}) needs at least {pp} micro batches per step; global batch {gbs} / (MBS {mbs} x "
-                     f"DP {dp}) = {micro_batches} (pipeline micro_batch_num >= stages)")
+                     f"DP {dp}) = {micro_batches} ({ctx.fw.pipeline_micro_rule})")
     if (pp - 1) / micro_batches > MAX_BUBBLE and not ctx.pinned:
         return gbs, (f"pipeline bubble (PP-1)/micro batches = {pp - 1}/{micro_batches} = "
                      f"{(pp - 1) / micro_batches:.0%} > {MAX_BUBBLE:.0%}")

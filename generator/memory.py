@@ -8,7 +8,8 @@ Conventions (bf16 compute everywhere, flash attention, so no s^2 attention score
   (Korthikanti et al. 2022, "Reducing Activation Recomputation", Table 2, adapted to GQA + SwiGLU).
 - Full recompute keeps only each layer's input (2*s*b*h) plus one layer's activations while it is recomputed.
   Selective recompute (the activation function) drops the F-sized activation output.
-- 1F1B pipeline: stage i holds (PP - i) micro batches in flight; the first stage holds PP.
+- 1F1B pipeline: stage i holds (PP - i) micro batches in flight, at most the step's micro batches; the first
+  stage holds PP.
 - Logits: Megatron keeps s*b*V fp32 logits split over TP on the last stage.
 - LLaMA-Factory runs the HuggingFace code, not Megatron's fused kernels: its activations are what that code keeps,
   measured per decoder (data/hf_activations.yaml, from bench/calibrate_activations.py): fp32 copies inside the
@@ -116,9 +117,11 @@ def _megatron_stage(model: Model, method: str, scheme: str, shape: Parallel, seq
     # MoE layers on this stage: the first `first_dense` layers of the model stay dense (DeepSeek-V3: 3), the MTP
     # layer is a MoE layer.
     start = sum(shape.layers_per_stage[:stage])
-    moe_here = sum(1 for i in range(start, start + shape.layers_per_stage[stage]) if i >= model.first_dense) + mtp \
-        if model.is_moe else 0
-    dense = (layers * model.layer_params + mtp * 2 * model.hidden * model.hidden) / shape.tp
+    held = range(start, start + shape.layers_per_stage[stage])
+    moe_here = sum(1 for i in held if i >= model.first_dense) + mtp if model.is_moe else 0
+    # Each held layer's own non-expert weights: the leading dense layers' MLPs sit on the stages that hold them.
+    dense = (sum(map(model.layer_params_at, held)) +
+             mtp * (model.layer_params_at(model.layers) + 2 * model.hidden * model.hidden)) / shape.tp
     dense += (model.embedding_params / shape.tp) * (int(first) + int(last and (not model.tied or shape.pp > 1)))
     experts = moe_here * model.expert_params_per_layer / shape.ep
     params = dense + experts
@@ -137,7 +140,8 @@ def _megatron_stage(model: Model, method: str, scheme: str, shape: Parallel, seq
     seq = seq_len // shape.cp
     kept, working = layer_activation_bytes(model, seq, shape.micro_batch_size, shape.tp, shape.sequence_parallel,
                                            shape.recompute)
-    in_flight = max(1, shape.pp - stage)
+    # Megatron's 1F1B warms up min(PP - stage - 1, micro batches) (core_v0.12.1 schedules.py l. 1782-1787)
+    in_flight = max(1, min(shape.pp - stage, shape.grad_accum))
     activations = layers * kept * in_flight + working
     logits = (1 + mtp) * seq * shape.micro_batch_size * model.vocab * 4.0 / shape.tp if last else 0.0
     return MemoryBreakdown(weights=weights / GIB, gradients=grads / GIB, optimizer=optimizer / GIB,

@@ -169,6 +169,7 @@ class Plan:
     master_addr: str | None  # None: multi-node launch scripts ask for it at run time
     socket_ifname: str | None  # the collective library's network interface across nodes; None: the node's default
     master_port: int
+    shared_storage: bool  # cluster.shared_storage: every node reads output_dir (the default the plan assumes)
     spec_sha256: str
     shape: Model  # the model table row
     epochs: float
@@ -230,7 +231,8 @@ class Plan:
             "data": {**self.data.to_json(), "rows": self.data_rows},
             "train": plan_json(self.framework_recipes),
             "cluster": {"master_addr": self.master_addr, "master_port": self.master_port,
-                        "socket_ifname": self.socket_ifname, "socket_ifname_env": self.socket_ifname_env},
+                        "socket_ifname": self.socket_ifname, "socket_ifname_env": self.socket_ifname_env,
+                        "shared_storage": self.shared_storage},
             "spec_sha256": self.spec_sha256,
             "made_from": self.made_from.to_json(),
             "gen_launch_version": self.version,

@@ -79,7 +79,8 @@ def resolve(spec: Spec, tables: Tables, force: bool = False) -> Plan:
                 for name in names}
     results = _resolve_fitting(spec, tables, contexts, notes, warnings)
     contexts = {name: contexts[name] for name in results}
-    batch = _common_global_batch(spec, tables, contexts, {name: r[0] for name, r in results.items()}, notes)
+    batch, batch_origin = _common_global_batch(spec, tables, contexts, {name: r[0] for name, r in results.items()},
+                                               notes)
     for name, ctx in contexts.items():
         lay = results[name][0].layout
         if batch % (lay.micro_batch_size * lay.dp):  # another micro batch is needed: search again at this batch
@@ -88,15 +89,21 @@ def resolve(spec: Spec, tables: Tables, force: bool = False) -> Plan:
         plans[name] = _with_choice(replace(ctx, spec=replace(spec, global_batch_size=batch)),
                                    _with_global_batch(ctx, fplan, batch))
         lay = plans[name].layout
-        if lay.preset_level and lay.pp > 1 and (lay.pp - 1) / lay.grad_accum > MAX_BUBBLE:
-            notes.append(f"{name}: the validated preset's pipeline bubble is (pp - 1) / micro batches = "
+        kept = "validated preset" if lay.preset_level else "pinned layout" if lay.source == "pinned" else None
+        if kept and lay.pp > 1 and (lay.pp - 1) / lay.grad_accum > MAX_BUBBLE:
+            notes.append(f"{name}: the {kept}'s pipeline bubble is (pp - 1) / micro batches = "
                          f"{lay.pp - 1}/{lay.grad_accum} = {(lay.pp - 1) / lay.grad_accum:.0%}, above the "
-                         f"{MAX_BUBBLE:.0%} the search allows; kept as validated, a larger global batch idles less")
+                         f"{MAX_BUBBLE:.0%} the search allows; kept as given, a larger global batch idles less")
         rejected.extend(fw_rejected)
         notes.extend(f"{name}: {n}" for n in fw_notes)
         warnings.extend(f"{name}: {w}" for w in fw_warnings)
     recipe, recipes = _recipe(spec, model, tables, plans, batch)
+    if batch_origin:  # the batch was not the recipe's round number: say what it is
+        recipe = replace(recipe, origin={**recipe.origin, "global_batch_size": batch_origin})
+        recipes = {name: replace(own, origin={**own.origin, "global_batch_size": batch_origin})
+                   for name, own in recipes.items()}
     notes.extend(_general_notes(spec, model, plans))
+    warnings.extend(_unshared_storage_warnings(spec, plans))
     if recipe.enable_thinking is not None and "mindformers" in plans:
         notes.append("mindformers: its AlpacaInstructDataHandler writes samples in the Alpaca prompt, not Qwen3's chat "
                      "template (dataset/handler/alpaca_handler.py l. 36-51, MindFormers 2.1.0), so "
@@ -107,7 +114,7 @@ def resolve(spec: Spec, tables: Tables, force: bool = False) -> Plan:
     kept = _checkpoints_kept(spec, model, plans, recipe)
     if kept:
         (warnings if "keep_checkpoints" in spec.train else notes).append(kept)
-    paths = _paths(spec, hf_id, plans, data)
+    paths = _paths(spec, model, hf_id, plans, data)
     placeholders = sorted(k for k, v in paths.items() if v.placeholder)
     if placeholders:
         notes.append(f"paths not given in the spec, written as placeholders to edit before launch: "
@@ -117,7 +124,8 @@ def resolve(spec: Spec, tables: Tables, force: bool = False) -> Plan:
                 frameworks=plans,
                 rejected=tuple(rejected), notes=tuple(notes), warnings=tuple(warnings), paths=paths,
                 data=data, master_addr=spec.master_addr, socket_ifname=spec.socket_ifname,
-                master_port=spec.master_port or DEFAULT_MASTER_PORT, spec_sha256=spec.sha256, shape=model,
+                master_port=spec.master_port or DEFAULT_MASTER_PORT, shared_storage=spec.shared_storage,
+                spec_sha256=spec.sha256, shape=model,
                 epochs=spec.epochs, samples_per_epoch=spec.samples_per_epoch, tokens_per_epoch=spec.tokens_per_epoch,
                 quantization_bit=spec.quantization_bit,
                 train=recipe, recipes=recipes, version=__version__,
@@ -150,26 +158,31 @@ def _resolve_fitting(spec: Spec, tables: Tables, contexts: dict[str, Context], n
 
 
 def _common_global_batch(spec: Spec, tables: Tables, contexts: dict[str, Context],
-                         plans: dict[str, FrameworkPlan], notes: list[str]) -> int:
+                         plans: dict[str, FrameworkPlan], notes: list[str]) -> tuple[int, str | None]:
     """One global batch for every framework, so each takes the same steps over the same data: the spec's, a
     validated preset's when every other layout tiles it, else a round number (recipe.round_global_batch) of at
-    least the method's target and every layout's own minimum (pipeline micro batches) that all layouts tile."""
+    least the method's target and every layout's own minimum (pipeline micro batches) that all layouts tile.
+    With it, where it comes from when it is not that round number (for the plan's recipe table)."""
     layouts = [fp.layout for fp in plans.values()]
     if spec.global_batch_size is not None:
-        return spec.global_batch_size
+        return spec.global_batch_size, None
     steps = [lay.micro_batch_size * lay.dp for lay in layouts]
-    fixed = [fp.layout for name, fp in plans.items() if no_accumulation(contexts[name], fp.layout.cards)]
+    fixed = [fp for name, fp in plans.items() if no_accumulation(contexts[name], fp.layout.cards)]
     if fixed:  # one card without accumulation: the global batch is that card's micro batch
-        return fixed[0].global_batch_size
+        return fixed[0].layout.global_batch_size, (f"derived: {fixed[0].name} on one card has no gradient "
+                                                   f"accumulation, so the global batch is its micro batch")
     preset = next((lay for lay in layouts if lay.preset_level), None)
     if preset is not None and all(preset.global_batch_size % step == 0 for step in steps):
-        return preset.global_batch_size
+        return preset.global_batch_size, (f"derived: the validated seed-003 preset's own global batch (micro batch "
+                                          f"{preset.micro_batch_size} x micro batches {preset.grad_accum} x DP "
+                                          f"{preset.dp}), which every planned layout tiles; give global_batch_size "
+                                          f"for another")
     target, _ = batch_target(tables.recipes[spec.method], spec)
     batch = round_global_batch(math.lcm(*steps), target, max(lay.global_batch_size for lay in layouts))
     if preset is not None:
         notes.append(f"{preset.framework}: the validated preset's global batch {preset.global_batch_size} is not tiled "
                      f"by every planned framework; all use {batch} (micro_batch_num follows)")
-    return batch
+    return batch, None
 
 
 def _with_global_batch(ctx: Context, fp: FrameworkPlan, batch: int) -> FrameworkPlan:
@@ -422,8 +435,13 @@ def _general_notes(spec: Spec, model: Model, plans: dict[str, FrameworkPlan]) ->
     if multi and spec.master_addr is None:
         notes.append(f"multi-node ({', '.join(multi)}) without cluster.master_addr: the launch scripts take "
                      f"MASTER_ADDR from the environment and refuse to start without it")
-    if multi:
-        notes.append("multi-node: output_dir must be on storage shared by every node")
+    if multi and spec.shared_storage:
+        notes.append("multi-node: output_dir must be on storage shared by every node (cluster.shared_storage: true, "
+                     "the default this plan assumes; set it false where each node has its own disk)")
+    elif "mindspeed-llm" in multi:
+        notes.append("mindspeed-llm: output_dir is not shared (cluster.shared_storage: false): --no-shared-storage "
+                     "has one rank per node build the dataset index (blended_megatron_dataset_builder.py l. 26-35); "
+                     "every node needs the data and the converted weights at the same paths")
     return notes
 
 
@@ -441,6 +459,18 @@ def _fixed_steps_note(spec: Spec, plans: dict[str, FrameworkPlan], recipe: Train
     return (f"steps: {recipe.steps} from the spec's data size, written as a step count ({', '.join(fixed)}): a data "
             f"file of another size trains more or fewer than {recipe.epochs:g} epoch(s)"
             + ("; gen-launch validate counts the file's rows where it is there" if rows else ""))
+
+
+def _unshared_storage_warnings(spec: Spec, plans: dict[str, FrameworkPlan]) -> list[str]:
+    """Frameworks that cannot run across nodes without shared storage (cluster.shared_storage: false)."""
+    if spec.shared_storage:
+        return []
+    multi = [name for name, fp in plans.items() if fp.layout.nodes > 1]
+    why = {"mindformers": "MindFormers refuses to slice the weights (auto_trans_ckpt) into an output_dir that not "
+                          "every node reads unless SHARED_PATHS names it (trainer/trainer.py l. 1487-1499)",
+           "llama-factory": "transformers saves checkpoints on the first node only (save_on_each_node false), so "
+                            "the other nodes cannot resume"}
+    return [f"{name}: cluster.shared_storage is false: {why[name]}" for name in multi if name in why]
 
 
 # Bytes per parameter of one MindSpeed-LLM checkpoint: bf16 weights, plus the distributed optimizer's fp32 master
@@ -463,7 +493,8 @@ def _checkpoints_kept(spec: Spec, model: Model, plans: dict[str, FrameworkPlan],
             f"iter_* folders as the run goes, or raise train.save_every_steps")
 
 
-def _paths(spec: Spec, hf_id: str, plans: dict[str, FrameworkPlan], data: DataShape) -> dict[str, PathValue]:
+def _paths(spec: Spec, model: Model, hf_id: str, plans: dict[str, FrameworkPlan],
+           data: DataShape) -> dict[str, PathValue]:
     given = spec.paths
     output = given.get("output_dir", f"/path/to/output/{spec.job}")
     defaults = {
@@ -478,8 +509,10 @@ def _paths(spec: Spec, hf_id: str, plans: dict[str, FrameworkPlan], data: DataSh
     if "mindspeed-llm" in plans:
         lay = plans["mindspeed-llm"].layout
         defaults["mindspeed_llm_dir"] = "/path/to/MindSpeed-LLM"
-        # The converted weights' per-rank layout must match training's TP/PP, so the default folder names them.
-        defaults["mcore_ckpt_dir"] = f"{output.rstrip('/')}/mcore_tp{lay.tp}_pp{lay.pp}"
+        # The converted weights' per-rank layout must match training's TP/PP (and EP: expert shards are saved per
+        # EP rank, mp_rank_TT_PPP_EEE), so the default folder names them.
+        ep = f"_ep{lay.ep}" if model.is_moe else ""
+        defaults["mcore_ckpt_dir"] = f"{output.rstrip('/')}/mcore_tp{lay.tp}_pp{lay.pp}{ep}"
     if "images" in data.columns:
         # Upstream keeps the images beside the data file (data/mllm_demo.json -> data/mllm_demo_data/).
         defaults["media_dir"] = given.get("dataset", defaults["dataset"]).rsplit("/", 1)[0] or "/"

@@ -64,6 +64,7 @@ class Spec:
     master_addr: str | None = None
     master_port: int | None = None
     socket_ifname: str | None = None  # the collective library's network interface across nodes
+    shared_storage: bool = True  # output_dir, data and weights on storage every node reads
     paths: dict[str, str] = field(default_factory=dict)  # only the keys the spec gave
     dataset_format: str | None = None  # None: the resolver's default for the model
     dataset_columns: tuple[str, ...] | None = None  # optional columns the data has; None: the model's default
@@ -556,6 +557,7 @@ def _build(data: dict, sha256: str) -> Spec:
         master_addr=cluster.get("master_addr"),
         master_port=cluster.get("master_port"),
         socket_ifname=cluster.get("socket_ifname"),
+        shared_storage=cluster.get("shared_storage", True),
         paths=paths,
         dataset_format=dataset_format,
         dataset_columns=None if columns is None else tuple(columns),

@@ -120,6 +120,20 @@ class Model:
             formula = int(self.params_b * 1e9) - self.expert_params - self._embeddings_total
         return formula // self.layers
 
+    def layer_params_at(self, index: int) -> int:
+        """Non-expert parameters of layer `index` (0-based; an MTP layer is index `layers`): the leading dense layers
+        (first_dense) hold a full MLP, the MoE layers only their router and shared experts. layer_params averages
+        them: DeepSeek-V3's 3 dense layers hold about 583 M each against the 251 M average."""
+        moe = self.is_moe and index >= self.first_dense
+        return self._layer_base + (self.shared_params_per_moe_layer if moe else self.dense_mlp_params)
+
+    @cached_property
+    def _layer_base(self) -> int:
+        """A layer's non-expert parameters besides its MLP (attention, norms)."""
+        mlps = (self.layers - self.moe_layers) * self.dense_mlp_params + \
+            self.moe_layers * self.shared_params_per_moe_layer
+        return (self.layers * self.layer_params - mlps) // self.layers
+
     @property
     def _embeddings_total(self) -> int:
         return self.embedding_params * (1 if self.tied else 2) + self.hidden
@@ -220,6 +234,9 @@ class Framework:
     dense_stage_rule: str = ""  # source of the rule that no pipeline stage holds only leading dense layers
     one_card_accumulation: bool = True  # False: on one card the framework cannot accumulate gradients
     one_card_rule: str = ""  # why not, with its upstream source
+    # The rule that a pipeline step needs at least PP micro batches, with its upstream source ("": the framework
+    # runs fewer, with a larger bubble)
+    pipeline_micro_rule: str = ""
     model_facts: tuple[str, ...] = ()  # keys every supported model's row must have (its renderer reads them)
     templates: tuple[str, ...] | None = None  # chat templates the pinned version registers (every row's must be one)
     flash_attn: str | None = None  # the attention kernel setting written into its config (the memory model's)

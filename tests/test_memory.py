@@ -112,3 +112,31 @@ def test_the_loss_runs_in_fp32_under_autocast_or_an_upcast_head(zero_stage, quan
                    shape(cards=1, num_layer_list=(32,), zero_stage=zero_stage, recompute="full"), 1024, 8, 0.0,
                    quant, baichuan, kbit_fp32)
     assert mem.logits * GIB == pytest.approx(per_logit * 1024 * model.vocab)  # one sequence of 1024 tokens
+
+
+def _deepseek_v3_layer_params(dense: bool) -> int:
+    """One DeepSeek-V3 decoder layer's non-expert parameters from its HuggingFace config.json (hidden 7168,
+    q_lora_rank 1536, kv_lora_rank 512, 128 heads, qk_nope 128 + qk_rope 64, v 128, intermediate 18432,
+    moe_intermediate 2048, 256 routed + 1 shared experts) and modeling_deepseek.py's modules."""
+    h, heads = 7168, 128
+    attention = (h * 1536 + 1536 + 1536 * heads * 192 + h * (512 + 64) + 512 + 512 * heads * (128 + 128)
+                 + heads * 128 * h)
+    mlp = 3 * h * 18432 if dense else h * 256 + 256 + 3 * h * 2048  # dense MLP, or router (+ bias) and shared expert
+    return attention + mlp + 2 * h  # input and post-attention norms
+
+
+def test_deepseek_dense_layers_weigh_on_the_stage_that_holds_them():
+    # Issue 23 item 15: the non-expert parameters were averaged over all 61 layers (251 M each), though the 3
+    # leading dense layers hold about 583 M each, so the first stage was under-estimated.
+    from generator.memory import _megatron_stage
+    model = MODELS["deepseek-v3"]
+    for index, dense in ((0, True), (2, True), (3, False), (60, False)):
+        assert model.layer_params_at(index) == pytest.approx(_deepseek_v3_layer_params(dense), rel=0.005)
+    shape = Parallel(cards=64, cards_per_node=8, tp=1, pp=8, ep=8, micro_batch_size=1, global_batch_size=64,
+                     recompute="full", num_layer_list=(7, 8, 8, 8, 8, 8, 7, 7), mtp_layers=1)
+    first = _megatron_stage(model, "lora", "megatron-distopt", shape, 4096, 8, 3.0, 0)
+    held = 3 * _deepseek_v3_layer_params(True) + 4 * _deepseek_v3_layer_params(False)
+    experts = 4 * model.expert_params_per_layer / 8
+    # LoRA keeps the bf16 base: 2 bytes per parameter held (layers, the stage's share of experts, the embedding).
+    want = 2.0 * (held + experts + model.embedding_params) / GIB
+    assert first.weights == pytest.approx(want, rel=0.005)

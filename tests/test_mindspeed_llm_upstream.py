@@ -8,9 +8,11 @@ the full rows), plus MoE, context-parallel, uneven-pipeline and one-card jobs.
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
-from generator.checks.mindspeed_llm import command_problems, conversion_problems
+from generator.checks.mindspeed_llm import command_problems, conversion_problems, export_problems
 from generator.errors import UserError
 from generator.render import write
 from generator.tables import load_tables
@@ -31,6 +33,13 @@ EXTRA = [
     {"model": "qwen2.5-7b", "method": "full", "seq_len": 4096, "hardware": "snt9b", "cards": 16,
      "layout": {"mindspeed-llm": {"pp": 8}}},
     {"model": "qwen2.5-0.5b", "method": "lora", "seq_len": 4096, "hardware": "snt9b", "cards": 1},
+    # Upstream's own Qwen3-8B LoRA layout (examples/mcore/qwen3/tune_qwen3_8b_4K_lora_ptd.sh l. 18-19, 42-43): one
+    # micro batch through two stages, which Megatron's 1F1B runs (schedules.py l. 1782-1787); issue 23 item 12.
+    {"model": "qwen3-8b", "method": "lora", "seq_len": 4096, "hardware": "snt9b", "cards": 8, "global_batch_size": 16,
+     "layout": {"mindspeed-llm": {"tp": 1, "pp": 2, "micro_batch_size": 4}}},
+    # Qwen3-235B-A22B converts with convert_ckpt_v2.py (its own parser), LoRA merging back with convert_ckpt.py.
+    {"model": "qwen3_moe-235b_a22b", "method": "full", "seq_len": 4096, "hardware": "snt9b23"},
+    {"model": "qwen3_moe-235b_a22b", "method": "lora", "seq_len": 4096, "hardware": "snt9b"},
 ]
 
 
@@ -64,8 +73,8 @@ def render_and_run(case, tmp_path):
     plan, files = render_job(T, **spec)
     write(files, tmp_path / "jobs", plan.job, overwrite=False)
     job = tmp_path / "jobs" / plan.job / "mindspeed-llm"
-    ckpt = tmp_path / "out" / f"mcore_tp{plan.frameworks['mindspeed-llm'].layout.tp}_pp" \
-                              f"{plan.frameworks['mindspeed-llm'].layout.pp}"
+    # The converted weights, where convert_ckpt.sh hf2mcore writes them (its --save-dir) and training loads them.
+    ckpt = Path(plan.paths["mcore_ckpt_dir"].value)
     ckpt.mkdir(parents=True)
     (ckpt / "latest_checkpointed_iteration.txt").write_text("1\n")
     calls = {}
@@ -96,8 +105,9 @@ def test_every_generated_command_is_accepted_by_mindspeed_llm(case, tmp_path):
         assert call["program"] == "python"
         program, words = call["argv"][0], call["argv"][1:]
         assert command_problems(program, words) == [], direction
-    hf2mcore = calls["hf2mcore"]["argv"]
+    hf2mcore, mcore2hf = calls["hf2mcore"]["argv"], calls["mcore2hf"]["argv"]
     assert conversion_problems(argv, hf2mcore[0], hf2mcore[1:]) == []
+    assert export_problems(argv, mcore2hf[0], mcore2hf[1:]) == []
     pre = calls["preprocess"]["argv"]
     assert pre[0] == "preprocess_data.py" and command_problems(pre[0], pre[1:]) == []
     # The values that matter: what trains is what the plan says, on the data the preprocessing writes.

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import math
 import re
 import subprocess
 from pathlib import Path
@@ -391,3 +392,119 @@ def test_recompute_list_longer_than_the_pipeline_is_refused():
     assert "V14" in rules_broken(doc, 16, plan.shape)
     doc["recompute_config"]["recompute"] = [1, 1, 1, 1]
     assert "V14" not in rules_broken(doc, 16, plan.shape)
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# Issue 23: what MindFormers trains from the generated file.
+
+# The router keys of Qwen3-MoE's HuggingFace config.json (huggingface.co/Qwen/Qwen3-30B-A3B and Qwen3-235B-A22B,
+# config.json: the same router; no routed_scaling_factor, so no scaling).
+QWEN3_MOE_ROUTER = {"norm_topk_prob": True, "num_experts_per_tok": 8, "num_experts": 128, "router_aux_loss_coef": 0.001}
+
+
+def merged_model_config(doc: dict, hf_config: dict) -> dict:
+    """The model config MindFormers builds: the checkpoint's config.json with the YAML's model_config laid on top
+    (mindformers 2.1.0 models/build_config.py l. 125-136, merge_model_config)."""
+    assert doc["pretrained_model_dir"]
+    merged = dict(hf_config)
+    merged.update(doc["model"]["model_config"])
+    return merged
+
+
+@pytest.mark.parametrize("model", ["qwen3_moe-30b_a3b", "qwen3_moe-235b_a22b"])
+@pytest.mark.parametrize("method", ["pretrain", "full"])
+def test_moe_router_is_the_checkpoints_when_its_weights_load(model, method):
+    # Item 1: continued pretraining wrote upstream's from-scratch router (norm_topk_prob False, routed_scaling_factor
+    # 1.5 with pre-softmax), which overrides config.json and changes the loaded model's routing.
+    plan, files = render_job(T, model=model, method=method, frameworks=["mindformers"])
+    doc = yaml.safe_load(files["mindformers/train.yaml"])
+    merged = merged_model_config(doc, QWEN3_MOE_ROUTER)
+    assert {k: merged[k] for k in QWEN3_MOE_ROUTER} == QWEN3_MOE_ROUTER
+    # routed_scaling_factor -> moe_router_topk_scaling_factor (config_converter_qwen3_moe.py l. 32): HF has none.
+    assert not {"routed_scaling_factor", "moe_router_pre_softmax", "moe_router_topk_scaling_factor"} & set(merged)
+    assert mindformers_problems(doc, plan.frameworks["mindformers"].layout.cards, plan.shape) == []
+
+
+def speed_up_path(doc: dict):
+    """What MindSpore reads: context.ascend_config.parallel_speed_up_json_path (relative to the MindFormers root)."""
+    return ((doc.get("context") or {}).get("ascend_config") or {}).get("parallel_speed_up_json_path")
+
+
+@pytest.mark.parametrize("model,method,theirs", [
+    ("qwen3-8b", "full", "configs__qwen3__finetune_qwen3.yaml"),
+    ("qwen3-32b", "pretrain", "configs__qwen3__pretrain_qwen3_32b_4k.yaml"),
+    ("qwen3_moe-30b_a3b", "pretrain", "configs__qwen3_moe__pretrain_qwen3_30b_a3b_4k.yaml"),
+    ("qwen3_moe-30b_a3b", "full", "configs__qwen3_moe__pretrain_qwen3_30b_a3b_4k.yaml"),
+    ("deepseek-v3", "lora", "configs__deepseek3__finetune_deepseek3_671b.yaml")])
+def test_parallel_speed_up_file_is_the_models_own(model, method, theirs):
+    # Item 15: Qwen3-MoE and DeepSeek-V3 pointed at configs/qwen3/parallel_speed_up.json. Each model's upstream
+    # config names its own file (qwen3_moe's), or none (DeepSeek-V3 671B sets no ascend_config).
+    _, files = render_job(T, model=model, method=method, frameworks=["mindformers"], cards=64)
+    doc = yaml.safe_load(files["mindformers/train.yaml"])
+    assert speed_up_path(doc) == speed_up_path(upstream(theirs))
+
+
+def mindformers_global_batch(doc: dict) -> int:
+    """The global batch MindFormers trains (trainer/base_trainer.py l. 201-283, full_batch False): batch_size x
+    micro_batch_num x gradient_accumulation_steps x data_parallel (stand-alone: batch_size alone)."""
+    rc, pc = doc["runner_config"], doc["parallel_config"]
+    if not doc["use_parallel"]:
+        return rc["batch_size"]
+    return rc["batch_size"] * pc["micro_batch_num"] * rc["gradient_accumulation_steps"] * pc["data_parallel"]
+
+
+@pytest.mark.parametrize("model,method,cards", [("qwen3-8b", "full", None), ("qwen3-32b", "full", None),
+                                                ("qwen3-0.6b", "lora", None), ("debug-tiny", "full", 1)])
+def test_plan_states_the_global_batch_mindformers_trains(model, method, cards):
+    # Item 13: a Qwen3 preset planned for MindFormers alone trains the preset's batch (1 for Qwen3-8B) while the
+    # recipe table said "a round number near 128 samples".
+    _, files = render_job(T, model=model, method=method, cards=cards, frameworks=["mindformers"])
+    trained = mindformers_global_batch(yaml.safe_load(files["mindformers/train.yaml"]))
+    train = json.loads(files["plan.json"])["train"]
+    assert train["global_batch_size"] == trained
+    why = train["origin"]["global_batch_size"]
+    assert "near" not in why and ("preset" in why or "one card" in why)
+
+
+@pytest.mark.parametrize("epochs", [2, 1.5])
+def test_epoch_sized_fine_tune_states_the_steps_mindformers_counts(epochs):
+    # Item 15: PLAN.md said 1250 steps and a checkpoint every 200, while MindFormers, counting global batches of
+    # packed sequences, ran 156 steps and so saved no checkpoint before the end.
+    plan, files = render_job(T, model="qwen3-8b", method="full", frameworks=["mindformers", "mindspeed-llm"],
+                             data={"samples": 80000, "tokens_per_sample": 512, "epochs": epochs})
+    doc = yaml.safe_load(files["mindformers/train.yaml"])
+    # MindFormers' count: PackingHandler fills seq_length sequences (at best tokens / seq_len of them), the loader
+    # drops the last partial global batch (drop_remainder True), runner_config.epochs passes, TrainCallBack stops.
+    sequences = math.ceil(80000 * 512 / doc["model"]["model_config"]["seq_length"])
+    per_pass = sequences // mindformers_global_batch(doc)
+    counted = math.ceil(epochs * per_pass)
+    assert doc["runner_config"]["epochs"] == math.ceil(epochs)
+    stop = next((c["stop_step"] for c in doc["callbacks"] if c["type"] == "TrainCallBack"), None)
+    assert stop in (None, counted) and (stop is None) == (epochs == int(epochs))
+    assert plan.train.steps > 4 * counted  # the plan's count over unpacked samples
+    assert f"about {counted} steps for {epochs:g} epochs" in files["PLAN.md"]
+    every = next(c["save_checkpoint_steps"] for c in doc["callbacks"] if c["type"] == "CheckpointMonitor")
+    assert f"checkpoint every {every} of them" in files["PLAN.md"]
+    # as many checkpoints in the run as the plan gives the other frameworks
+    assert round(counted / every) == round(plan.train.steps / plan.train.save_every_steps)
+
+
+def drop_policy(value):
+    """MindFormers' reading of moe_token_drop_policy (parallel_core/transformer_config_utils.py l. 92-98, 2.1.0)."""
+    return ("position" if value else "probs") if isinstance(value, bool) else value
+
+
+@pytest.mark.parametrize("method", ["lora", "full"])
+def test_deepseek_v3_follows_the_671b_recipe(method):
+    # Item 13: the YAML followed upstream's 12B smoke test (finetune_deepseek3_12b_16p_pp16.yaml): aux-loss 0.001,
+    # router-bias rate 1e-3 (the default), MTP loss at its default weight, no mask compression.
+    plan, files = render_job(T, model="deepseek-v3", method=method, frameworks=["mindformers"])
+    ours = yaml.safe_load(files["mindformers/train.yaml"])["model"]["model_config"]
+    theirs = upstream("configs__deepseek3__finetune_deepseek3_671b.yaml")["model"]["model_config"]
+    layout = {"offset", "pp_interleave_num"}  # the plan's pipeline (no interleave); initializer_range: weights load
+    for key in set(theirs) - layout - {"initializer_range"}:
+        normal = drop_policy if key == "moe_token_drop_policy" else (lambda v: v)
+        assert normal(ours.get(key)) == normal(theirs[key]), key
+    assert "configs/deepseek3/finetune_deepseek3_671b.yaml" in files["mindformers/train.yaml"].split("\n", 3)[1]
+    assert mindformers_problems(yaml.safe_load(files["mindformers/train.yaml"]),
+                                plan.frameworks["mindformers"].layout.cards, plan.shape) == []

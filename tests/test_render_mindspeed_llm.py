@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 from pathlib import Path
 
@@ -13,6 +14,7 @@ import pytest
 from generator.render import write
 from generator.tables import load_tables
 from generator import flags
+from generator.checks.mindspeed_llm import conversion_problems
 from generator.checks.shell import bash_arrays
 from helpers import check_script, render_job, table_cells
 
@@ -138,3 +140,90 @@ def test_scripts_pass_bash_and_shellcheck(model, tmp_path):
         _, files = render_job(T, model=model, method=method, frameworks=["mindspeed-llm"])
         for name in ("launch.sh", "convert_ckpt.sh", "preprocess_data.sh"):
             check_script(files[f"mindspeed-llm/{name}"], tmp_path, name)
+
+
+@pytest.mark.parametrize("method", ["pretrain", "full"])
+def test_every_script_that_runs_torch_npu_says_to_source_cann_first(method):
+    # Issue 23 item 17: preprocess_data.py imports torch_npu as the converter does, so its script says, like
+    # convert_ckpt.sh, that CANN's set_env.sh comes first (upstream's data_convert_*.sh source it, l. 1-2).
+    _, files = render_job(T, model="qwen3-8b", method=method, frameworks=["mindspeed-llm"])
+    for name in ("convert_ckpt.sh", "preprocess_data.sh"):
+        header = files[f"mindspeed-llm/{name}"].split("set -euo pipefail", 1)[0]
+        assert "Source CANN's set_env.sh first" in header, name
+
+
+def test_converted_weights_folder_names_the_expert_layout():
+    # Issue 23 item 12: mcore_tp<TP>_pp<PP> left EP out, so a re-plan with another EP found the old folder, whose
+    # expert shards (mp_rank_TT_PPP_EEE) were split for a different EP.
+    folders = set()
+    for ep in (4, 8):
+        _, files = render_job(T, model="qwen3_moe-30b_a3b", method="lora", cards=16, frameworks=["mindspeed-llm"],
+                                 paths={"output_dir": "/o"}, layout={"mindspeed-llm": {"ep": ep}})
+        args = flags.parse("convert-hf2mg", bash_arrays(files["mindspeed-llm/convert_ckpt.sh"])["HF2MCORE_ARGS"])
+        assert args.target_expert_parallel_size == ep
+        assert args.save_dir.rsplit("/", 1)[1] == f"mcore_tp{args.target_tensor_parallel_size}_pp" \
+                                                  f"{args.target_pipeline_parallel_size}_ep{ep}"
+        folders.add(args.save_dir)
+    assert len(folders) == 2
+    _, files = render_job(T, model="qwen3-8b", method="lora", frameworks=["mindspeed-llm"], paths={"output_dir": "/o"})
+    args = flags.parse("convert-hf2mg", bash_arrays(files["mindspeed-llm/convert_ckpt.sh"])["HF2MCORE_ARGS"])
+    assert args.save_dir == "/o/mcore_tp1_pp1"  # a dense model keeps its name
+
+
+@pytest.mark.parametrize("shared", [True, False, None])
+def test_no_shared_storage_is_written_when_nodes_have_their_own_disks(shared):
+    # Issue 23 item 12: a multi-node job whose output folder is not shared never got --no-shared-storage, so only
+    # global rank 0 built the dataset index (blended_megatron_dataset_builder.py l. 26-35) and the other nodes'
+    # disks had none. The plan says which storage it assumes.
+    cluster = {"master_addr": "10.0.0.1", **({} if shared is None else {"shared_storage": shared})}
+    plan, files = render_job(T, model="qwen2.5-32b", method="full", frameworks=["mindspeed-llm", "llama-factory"],
+                             cluster=cluster)
+    assert plan.frameworks["mindspeed-llm"].layout.nodes > 1
+    args = parse(bash_arrays(files["mindspeed-llm/launch.sh"])["DATA_ARGS"])
+    assert ("--no-shared-storage" in args) is (shared is False)
+    assert json.loads(files["plan.json"])["cluster"]["shared_storage"] is (shared is not False)
+    if shared is False:
+        assert "cluster.shared_storage: false" in files["PLAN.md"]
+        assert any("llama-factory: cluster.shared_storage is false" in w for w in plan.warnings)
+    else:
+        assert "cluster.shared_storage: true, the default this plan assumes" in files["PLAN.md"]
+    _, files = render_job(T, model="qwen3-8b", method="full", frameworks=["mindspeed-llm"],
+                          cluster={"shared_storage": False})
+    assert "--no-shared-storage" not in bash_arrays(files["mindspeed-llm/launch.sh"])["DATA_ARGS"]
+
+
+# The weight converter each model family's upstream examples run (MindSpeed-LLM 2.2.0 examples/mcore/<family>/
+# ckpt_convert_*_hf2mcore.sh, l. 3-5 `python <script>`): convert_ckpt_v2.py for Qwen3-235B-A22B alone
+# (qwen3_moe/ckpt_convert_qwen3_moe_235b_hf2mcore.sh l. 4; the 30B's ckpt_convert_qwen3_moe_hf2mcore.sh l. 5 runs
+# convert_ckpt.py), DeepSeek-V3's own script, convert_ckpt.py for every other family (llama2, llama31, llama32,
+# qwen2, qwen25, qwen3, glm4, mixtral).
+UPSTREAM_CONVERTER = {"qwen3_moe-235b_a22b": "convert_ckpt_v2.py",
+                      "deepseek-v3": "examples/mcore/deepseek3/convert_ckpt_deepseek3.py"}
+
+
+@pytest.mark.parametrize("model", sorted(m for m in T.frameworks["mindspeed-llm"].models if m != "debug-tiny"))
+def test_each_model_converts_with_its_upstream_converter(model):
+    # Issue 23 item 11: Qwen3-235B went through convert_ckpt.py, which loads the whole ~470 GB model into host memory.
+    _, files = render_job(T, model=model, method="full", frameworks=["mindspeed-llm"], hardware="snt9b")
+    script = files["mindspeed-llm/convert_ckpt.sh"]
+    used = re.search(r'hf2mcore\) python (\S+) "\$\{HF2MCORE_ARGS\[@\]\}"', script).group(1)
+    assert used == UPSTREAM_CONVERTER.get(model, "convert_ckpt.py")
+
+
+def test_qwen3_235b_conversion_is_what_upstream_runs_and_what_training_loads():
+    # convert_ckpt_v2.py's own parser (convert_ckpt_v2.py l. 9-51) reads both directions; hf2mcore writes the layout
+    # training loads; a LoRA run merges its adapters back with convert_ckpt.py (v2 has no LoRA flags).
+    for method, back_script in (("full", "convert_ckpt_v2.py"), ("lora", "convert_ckpt.py")):
+        _, files = render_job(T, model="qwen3_moe-235b_a22b", method=method, frameworks=["mindspeed-llm"])
+        script = files["mindspeed-llm/convert_ckpt.sh"]
+        arrays = bash_arrays(script)
+        to_mcore = flags.parse("convert-v2", arrays["HF2MCORE_ARGS"])
+        assert (to_mcore.load_model_type, to_mcore.save_model_type, to_mcore.model_type_hf) == ("hf", "mg", "qwen3-moe")
+        assert to_mcore.moe_grouped_gemm
+        launch = bash_arrays(files["mindspeed-llm/launch.sh"])
+        train = [w for name in ("GPT_ARGS", "DATA_ARGS", "OUTPUT_ARGS", "TUNE_ARGS", "LORA_ARGS", "START_ARGS")
+                 for w in launch.get(name, [])]  # the first launch's command line
+        assert conversion_problems(train, "convert_ckpt_v2.py", arrays["HF2MCORE_ARGS"]) == []
+        assert f'mcore2hf) python {back_script} "${{MCORE2HF_ARGS[@]}}"' in script
+    with pytest.raises(flags.ParseError):  # upstream would drop a misspelt flag silently (parse_known_args, l. 50)
+        flags.parse("convert-v2", ["--load-dir", "a", "--save-dir", "b", "--target-expert-parallel", "2"])

@@ -60,7 +60,7 @@ HANDLERS = frozenset({
     "PPOAlpacaStyleInstructionHandler", "R1AlpacaStyleInstructionHandler", "R1SharegptStyleInstructionHandler",
     "GeneralInstructionHandler", "BelleMultiTurnInstructionHandler", "MOSSMultiTurnHandler", "MOSSInstructionHandler",
     "LeetcodePythonInstructionHandler", "StackOverflowPythonPretrainHandler"})
-PROGRAMS = ("pretrain_gpt.py", "posttrain_gpt.py", "convert_ckpt.py", "preprocess_data.py",
+PROGRAMS = ("pretrain_gpt.py", "posttrain_gpt.py", "convert_ckpt.py", "convert_ckpt_v2.py", "preprocess_data.py",
             "examples/mcore/deepseek3/convert_ckpt_deepseek3.py",
             "examples/mcore/deepseek3/convert_ckpt_deepseek3_mcore2hf.py")
 
@@ -71,6 +71,8 @@ def _convert_table(program: str, argv: list[str]) -> str:
         return "convert-deepseek3-hf2mcore"
     if program == "examples/mcore/deepseek3/convert_ckpt_deepseek3_mcore2hf.py":
         return "convert-deepseek3-mcore2hf"
+    if program == "convert_ckpt_v2.py":  # one parser for both directions (convert_ckpt_v2.py l. 9-51)
+        return "convert-v2"
     direction = argv[argv.index("--load-model-type") + 1] if "--load-model-type" in argv[:-1] else "hf"
     return "convert-hf2mg" if direction == "hf" else "convert-mg2hf"
 
@@ -163,6 +165,12 @@ def export_problems(train_argv: list[str], program: str, argv: list[str]) -> lis
                  ("pipeline_model_parallel_size", "source_pipeline_parallel_size"),
                  ("expert_model_parallel_size", "source_expert_parallel_size"), ("num_layer_list", "num_layer_list")]
         wanted_load = train.save
+    elif program == "convert_ckpt_v2.py":
+        # Mg2HfConvert reads the layout from the saved checkpoint (convert_mg2hf.py l. 39-57); it has no LoRA flags.
+        pairs = []
+        wanted_load = train.save
+        if lora:
+            problems.append("convert_ckpt_v2.py has no LoRA flags: it cannot merge the adapters")
     else:
         # convert_ckpt.py reads the layout from the checkpoint and merges to TP = PP = 1 for HuggingFace.
         pairs = []

@@ -50,43 +50,69 @@ class Length:
     turns them into steps, trainer/utils.py l. 191-214); `stop_step` ends the run at the plan's steps through the
     TrainCallBack callback (core/callback/callback.py l. 2781-2797; runner_config.stop_step is read but never added
     to the callbacks, trainer/base_trainer.py l. 1344-1347); `total_steps` -1 lets the schedule span the steps
-    MindFormers counts in its data (base_trainer.py l. 700-708)."""
+    MindFormers counts in its data (base_trainer.py l. 700-708); `save_every` is the checkpoint interval in those
+    steps."""
 
     epochs: int
     stop_step: int | None
     total_steps: int
-    note: str | None  # why epochs is an upper bound, for PLAN.md
+    note: str | None  # why epochs is an upper bound, or why MindFormers counts other steps, for PLAN.md
+    save_every: int
 
 
 def length(plan: Plan, fp: FrameworkPlan) -> Length:
-    t, samples = plan.train, plan.samples_per_epoch
+    t, samples, save = plan.train, plan.samples_per_epoch, plan.train.save_every_steps
     if plan.method == "pretrain":  # `sizes` = steps x global batch: one pass is the plan's steps
-        return Length(1, t.steps, t.steps if t.steps is not None else -1, None)
-    whole_epochs = t.origin.get("steps") != "given" and t.epochs is not None and t.epochs == int(t.epochs)
-    if t.steps is None or whole_epochs:
-        return Length(max(1, int(t.epochs or 1)), None, -1, None)
+        return Length(1, t.steps, t.steps if t.steps is not None else -1, None, save)
+    if t.steps is None:
+        return Length(max(1, int(t.epochs or 1)), None, -1, None, save)
+    epochs = t.epochs if t.origin.get("steps") != "given" else None  # the spec sized the run by epochs
     # Mcore fine-tuning packs samples into seq_len sequences (PackingHandler, seed 003): at fewest tokens / seq_len
     # of them per pass; the research layout keeps one padded sample per row.
-    packed = fp.info["layout"] != "research"
-    sequences = math.ceil(plan.tokens_per_epoch / plan.seq_len) if packed and plan.tokens_per_epoch else samples
+    tokens = plan.tokens_per_epoch if fp.info["layout"] != "research" else None
+    sequences = math.ceil(tokens / plan.seq_len) if tokens else samples
+    if epochs is not None and tokens and sequences:
+        return _packed_epochs(plan, sequences, epochs, t.steps)
+    if epochs is not None and epochs == int(epochs):
+        return Length(int(epochs), None, -1, None, save)
     if sequences:
-        return Length(max(1, math.ceil(t.steps * t.global_batch_size / sequences)), t.steps, t.steps, None)
+        return Length(max(1, math.ceil(t.steps * t.global_batch_size / sequences)), t.steps, t.steps, None, save)
     return Length(t.steps, t.steps, t.steps,
-                  f"the spec gives no data size, so epochs {t.steps} is an upper bound (at least one step per pass)")
+                  f"the spec gives no data size, so epochs {t.steps} is an upper bound (at least one step per pass)",
+                  save)
 
 
-def lr_schedule(plan: Plan, total_steps: int) -> dict:
+def _packed_epochs(plan: Plan, sequences: int, epochs: float, plan_steps: int) -> Length:
+    """A fine-tune sized by epochs over packed data: MindFormers takes whole global batches of packed sequences
+    (drop_remainder True) per pass, far fewer steps than the plan's count over samples. Whole epochs are left to its
+    own count (packing may make a few more sequences than tokens / seq_len); a fraction of one stops at the share
+    of that count. PLAN.md states the count, and the checkpoint interval keeps the plan's share of the run."""
+    t = plan.train
+    per_pass = max(1, sequences // t.global_batch_size)
+    steps = max(1, math.ceil(epochs * per_pass))
+    every = max(1, round(t.save_every_steps * steps / plan_steps))
+    note = (f"MindFormers counts its steps over the packed data: at least {sequences} sequences of {plan.seq_len} "
+            f"tokens per pass, {per_pass} steps of {t.global_batch_size}, so about {steps} steps for {epochs:g} "
+            f"epochs where the other frameworks count {plan_steps} over unpacked samples; it saves a checkpoint "
+            f"every {every} of them")
+    if epochs == int(epochs):
+        return Length(int(epochs), None, -1, note, every)
+    return Length(math.ceil(epochs), steps, steps, note, every)
+
+
+def lr_schedule(plan: Plan, run: Length) -> dict:
     """The plan's schedule, warmup and length as MindFormers' lr_schedule keys."""
     t = plan.train
     out: dict = {"type": LR_SCHEDULE[t.lr_schedule], "learning_rate": t.learning_rate}
     if t.lr_schedule == "cosine":
         out["lr_end"] = t.min_learning_rate
-    # A share of MindFormers' own count when it counts the steps; the plan's steps when they are fixed.
-    if t.warmup_steps is not None and (total_steps != -1 or t.origin.get("warmup_steps") == "given"):
+    # Exact warmup steps when given, or when MindFormers runs the plan's steps; else a share of its own count.
+    own_count = run.total_steps == -1 or run.total_steps != t.steps
+    if t.warmup_steps is not None and (not own_count or t.origin.get("warmup_steps") == "given"):
         out["warmup_steps"] = t.warmup_steps
     else:
         out["warmup_ratio"] = t.warmup_ratio
-    out["total_steps"] = total_steps
+    out["total_steps"] = run.total_steps
     return out
 
 
@@ -151,8 +177,8 @@ def yaml_context(plan: Plan, fp: FrameworkPlan) -> dict:
         "epochs": run.epochs, "batch_size": lay.micro_batch_size, "stop_step": run.stop_step,
         "seed": plan.train.seed, "run_mode": run_mode(fp), "weight_decay": plan.train.weight_decay,
         "adam_betas": list(plan.train.adam_betas), "max_grad_norm": plan.train.max_grad_norm,
-        "lr_schedule": lr_schedule(plan, run.total_steps), "optimizer_learning_rate": info.get("family") == "qwen2_5",
-        "save_every_steps": plan.train.save_every_steps, "keep_checkpoints": plan.train.keep_checkpoints,
+        "lr_schedule": lr_schedule(plan, run), "optimizer_learning_rate": info.get("family") == "qwen2_5",
+        "save_every_steps": run.save_every, "keep_checkpoints": plan.train.keep_checkpoints,
         # MindFormers accumulates through the pipeline's micro batches when pp > 1, else through the runner.
         "micro_batch_num": lay.grad_accum if pipelined else 1,
         "gradient_accumulation_steps": 1 if pipelined else lay.grad_accum,
@@ -161,7 +187,7 @@ def yaml_context(plan: Plan, fp: FrameworkPlan) -> dict:
         "create_attention_mask": info.get("attention_mask", False),
         "seq_len": plan.seq_len,
         "max_device_memory": f"{lay.usable_gb:g}GB",
-        "parallel_speed_up_json_path": "./configs/qwen3/parallel_speed_up.json",
+        "parallel_speed_up_json_path": info.get("speed_up_json"),
         "data_parallel": lay.dp, "model_parallel": lay.tp, "context_parallel": lay.cp, "pipeline_stage": lay.pp,
         "expert_parallel": lay.ep, "moe": plan.shape.is_moe,
         "use_seq_parallel": lay.sequence_parallel,
@@ -173,10 +199,14 @@ def yaml_context(plan: Plan, fp: FrameworkPlan) -> dict:
         "lora": None if plan.train.adapter is None else {
             "rank": plan.train.adapter.rank, "alpha": plan.train.adapter.alpha, "dropout": plan.train.adapter.dropout,
             "target_modules": LORA_TARGETS[info["layout"]][plan.train.adapter.targets]},
-        # Pretraining defines the architecture (upstream's qwen3_moe values); fine-tuning keeps the checkpoint's
-        # config.json, so routing keys such as norm_topk_prob or routed_scaling_factor are not overridden.
+        # Pretraining writes the expert shape (upstream's qwen3_moe keys, the checkpoint's values). The router is
+        # always the checkpoint's: every job loads the HF weights, and the YAML overrides config.json
+        # (models/build_config.py l. 125-136 of the 2.1.0 wheel), so upstream's from-scratch norm_topk_prob False,
+        # moe_router_pre_softmax True and routed_scaling_factor 1.5 (moe_router_topk_scaling_factor,
+        # config_converter_qwen3_moe.py l. 32) would change the trained model's routing.
         "moe_architecture": plan.method == "pretrain",
         "moe_balancing": "gbs_aux_loss" if plan.method == "pretrain" else "seq_aux_loss",
+        "moe_aux_loss_coeff": info.get("moe_aux_loss_coeff", 0.001),  # Qwen3-MoE's upstream configs: 0.001
         "print_separate_loss": plan.shape.is_moe, "topk_bias_callback": info.get("topk_bias_callback", False),
         "train_samples": PRETRAIN_SAMPLES_PLACEHOLDER if t.steps is None else t.steps * t.global_batch_size,
         "train_samples_placeholder": t.steps is None,

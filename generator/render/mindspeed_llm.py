@@ -124,6 +124,8 @@ def groups(plan: Plan, fp: FrameworkPlan) -> list[tuple[str, list[tuple[str, lis
     out: list[tuple[str, Flags]] = [
         ("GPT_ARGS", gpt_flags(plan, fp)),
         ("DATA_ARGS", [("--data-path", [data_prefix(plan)]), ("--split", "100,0,0"),
+                       # Each node builds the dataset index on its own disk (cluster.shared_storage: false)
+                       ("--no-shared-storage", fp.layout.nodes > 1 and not plan.shared_storage),
                        # Packed samples keep their own positions; the mask is built per sample (general).
                        ("--reset-position-ids", pack), ("--neat-pack", pack),
                        ("--attention-mask-type", "general" if pack else None)]),
@@ -201,8 +203,31 @@ def convert_flags(plan: Plan, fp: FrameworkPlan) -> dict[str, tuple[str, list[tu
             ("--target-tensor-parallel-size", 1), ("--target-pipeline-parallel-size", 1),
             ("--target-expert-parallel-size", 1 if m.is_moe else None),
             ("--load-dir", trained), *lora_back, ("--save-dir", hf)]
-    return {"hf2mcore": ("convert_ckpt.py", typed("convert-hf2mg", to_mcore)),
-            "mcore2hf": ("convert_ckpt.py", typed("convert-mg2hf", back))}
+    out = {"hf2mcore": ("convert_ckpt.py", typed("convert-hf2mg", to_mcore)),
+           "mcore2hf": ("convert_ckpt.py", typed("convert-mg2hf", back))}
+    if info.get("converter") == "v2":
+        out.update(_v2_flags(plan, fp, layer_list))
+    return out
+
+
+def _v2_flags(plan: Plan, fp: FrameworkPlan, layer_list: str | None) -> dict:
+    """convert_ckpt_v2.py, as upstream's ckpt_convert_qwen3_moe_235b_{hf2mcore,mcore2hf}.sh call it: it reads the
+    model from config.json and converts a layer at a time. Back to HuggingFace it reads the layout from the saved
+    checkpoint and writes safetensors into --save-dir; it has no LoRA flags, so a LoRA run merges its adapters with
+    convert_ckpt.py (kept as it is)."""
+    lay, info = fp.layout, fp.info
+    load, save = checkpoint_dirs(plan)
+    model: Flags = [("--moe-grouped-gemm", bool(info.get("grouped_gemm"))), ("--model-type-hf", info["model_type_hf"])]
+    to_mcore: Flags = [("--load-model-type", "hf"), ("--save-model-type", "mg"),
+                       ("--target-tensor-parallel-size", lay.tp), ("--target-pipeline-parallel-size", lay.pp),
+                       ("--target-expert-parallel-size", lay.ep), ("--num-layer-list", layer_list),
+                       ("--load-dir", plan.paths["model_dir"].value), ("--save-dir", load), *model]
+    out = {"hf2mcore": ("convert_ckpt_v2.py", typed("convert-v2", to_mcore))}
+    if plan.method != "lora":
+        back: Flags = [("--load-model-type", "mg"), ("--save-model-type", "hf"), ("--load-dir", save),
+                       ("--save-dir", f"{plan.output_dir(NAME)}/hf"), *model]
+        out["mcore2hf"] = ("convert_ckpt_v2.py", typed("convert-v2", back))
+    return out
 
 
 def preprocess_flags(plan: Plan, fp: FrameworkPlan) -> list[tuple[str, list[str]]]:
