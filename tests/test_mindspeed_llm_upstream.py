@@ -31,6 +31,9 @@ EXTRA = [
     {"model": "qwen2.5-7b", "method": "full", "seq_len": 4096, "hardware": "snt9b", "cards": 16,
      "layout": {"mindspeed-llm": {"pp": 8}}},
     {"model": "qwen2.5-0.5b", "method": "lora", "seq_len": 4096, "hardware": "snt9b", "cards": 1},
+    # Context parallel shards the distributed optimizer over DP x CP: this fits (was refused at 67 GiB).
+    {"model": "qwen2.5-14b", "method": "full", "seq_len": 32768, "hardware": "snt9b", "cards": 16,
+     "layout": {"mindspeed-llm": {"cp": 4}}},
 ]
 
 
