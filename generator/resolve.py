@@ -16,14 +16,14 @@ import math
 from dataclasses import dataclass, replace
 
 from . import __version__
-from .cards import auto_cards, dash_refusal, explicit_cards, minimum_cards, valid_counts
+from .cards import auto_cards, explicit_cards, minimum_cards, valid_counts
 from .context import Context
 from .dataset import DataShape, data_format, data_shape
 from .errors import Problem, SpecError
 from .layouts import MAX_BUBBLE, candidates, choose_layout, no_accumulation, rate, smallest_fit
 from .memory import GIB
 from .plan import Estimate, FrameworkPlan, Layout, MinCards, PathValue, Plan, Rejected
-from .recipe import PLACEHOLDER_STEPS, Training, adapter, batch_target, round_global_batch, training
+from .recipe import PLACEHOLDER_STEPS, Training, adapter, batch_target, schedule_warnings, training
 from .spec import Spec
 from .tables import Model, Tables
 from .throughput import Throughput, cards_for_budget, hours
@@ -50,15 +50,6 @@ def resolve(spec: Spec, tables: Tables, force: bool = False) -> Plan:
                                                f"int8 misbehaves on 910B; LLaMA-Factory's Ascend example is 4-bit)")
     names, notes = _frameworks(spec, tables, model)
     lora = adapter(spec, tables.recipes[spec.method])
-    if spec.frameworks is None and not force:
-        # Defaulted frameworks drop those the table marks '-' here; a named one is refused instead.
-        refusals = {n: dash_refusal(Context(spec, model, hw, tables.frameworks[n], force, lora,
-                                                 tables.recipes[spec.method]), tables)
-                    for n in names}
-        if all(refusals.values()):
-            raise SpecError.at("hardware", "; ".join(refusals.values()))
-        notes.extend(f"{n} left out: {r}" for n, r in refusals.items() if r)
-        names = [n for n in names if not refusals[n]]
     _check_layout_keys(spec, names)
     data = data_shape(spec, model)
     plans: dict[str, FrameworkPlan] = {}
@@ -67,7 +58,8 @@ def resolve(spec: Spec, tables: Tables, force: bool = False) -> Plan:
     contexts = {name: Context(spec, model, hw, tables.frameworks[name], force, lora, tables.recipes[spec.method])
                 for name in names}
     results = {name: _resolve_framework(ctx, tables) for name, ctx in contexts.items()}
-    batch = _common_global_batch(spec, tables, contexts, {name: r[0] for name, r in results.items()}, notes)
+    batch = _common_global_batch(spec, tables, contexts, {name: r[0] for name, r in results.items()}, notes,
+                                 warnings)
     for name, ctx in contexts.items():
         lay = results[name][0].layout
         if batch % (lay.micro_batch_size * lay.dp):  # another micro batch is needed: search again at this batch
@@ -84,6 +76,7 @@ def resolve(spec: Spec, tables: Tables, force: bool = False) -> Plan:
         notes.extend(f"{name}: {n}" for n in fw_notes)
         warnings.extend(f"{name}: {w}" for w in fw_warnings)
     recipe = _recipe(spec, model, tables, plans, batch)
+    warnings.extend(schedule_warnings(recipe, tables.recipes[spec.method]))
     notes.extend(_general_notes(spec, model, plans))
     if recipe.enable_thinking is not None and "mindformers" in plans:
         notes.append("mindformers: its AlpacaInstructDataHandler writes samples in the Alpaca prompt, not Qwen3's chat "
@@ -109,10 +102,11 @@ def resolve(spec: Spec, tables: Tables, force: bool = False) -> Plan:
 
 
 def _common_global_batch(spec: Spec, tables: Tables, contexts: dict[str, Context],
-                         plans: dict[str, FrameworkPlan], notes: list[str]) -> int:
+                         plans: dict[str, FrameworkPlan], notes: list[str], warnings: list[str]) -> int:
     """One global batch for every framework, so each takes the same steps over the same data: the spec's, a
-    validated preset's when every other layout tiles it, else a round number (recipe.round_global_batch) of at
-    least the method's target and every layout's own minimum (pipeline micro batches) that all layouts tile."""
+    validated preset's when every other layout tiles it, else the method's target, which the layout search tiled
+    wherever it could. Where a layout could not, the batch moves to the least multiple of every layout's micro batch
+    x DP that each layout takes, and the plan warns with the old value, the new one and why."""
     layouts = [fp.layout for fp in plans.values()]
     if spec.global_batch_size is not None:
         return spec.global_batch_size
@@ -124,11 +118,31 @@ def _common_global_batch(spec: Spec, tables: Tables, contexts: dict[str, Context
     if preset is not None and all(preset.global_batch_size % step == 0 for step in steps):
         return preset.global_batch_size
     target, _ = batch_target(tables.recipes[spec.method], spec)
-    batch = round_global_batch(math.lcm(*steps), target, max(lay.global_batch_size for lay in layouts))
+    searched = [lay for lay in layouts if not lay.preset_level]
+    untiled = [lay for lay in layouts if target % (lay.micro_batch_size * lay.dp)
+               or (not lay.preset_level and lay.global_batch_size != target)]
+    batch = target
+    if untiled:
+        # The smallest move: the least multiple of every layout's micro batch x DP that each layout takes.
+        unit = math.lcm(*steps)
+        batch = -(-max([target] + [lay.global_batch_size for lay in searched]) // unit) * unit
+        warnings.append(f"global batch moved from {target} to {batch} samples: "
+                        f"{'; '.join(_why_not_tiled(lay, target) for lay in untiled)}. Steps and warmup follow the "
+                        f"batch; set global_batch_size, cards or the layout to keep {target}")
     if preset is not None:
         notes.append(f"{preset.framework}: the validated preset's global batch {preset.global_batch_size} is not tiled "
                      f"by every planned framework; all use {batch} (micro_batch_num follows)")
     return batch
+
+
+def _why_not_tiled(lay: Layout, target: int) -> str:
+    """Why `lay` does not take `target` samples per step."""
+    step = lay.micro_batch_size * lay.dp
+    if lay.preset_level:
+        return f"{lay.framework}'s validated preset splits a step into micro batch x DP = {step} samples"
+    return (f"no {lay.framework} layout that fits on {lay.cards} cards tiles {target} (micro batch x DP dividing "
+            f"it, at least PP micro batches, pipeline bubble (PP-1)/micro batches <= {MAX_BUBBLE:.0%}); the one "
+            f"needing the fewest samples, {lay.describe()}, takes {lay.global_batch_size}")
 
 
 def _with_global_batch(ctx: Context, fp: FrameworkPlan, batch: int) -> FrameworkPlan:
@@ -294,16 +308,16 @@ def _estimate(ctx: Context, layout: Layout, budget_cards: int | None) -> Estimat
 def _resolve_framework(ctx: Context, tables: Tables):
     notes: list[str] = []
     warnings: list[str] = []
-    minimum, forced = minimum_cards(ctx, tables, notes)
-    if minimum is None:  # no usable table cell: the smallest card count where an unpinned layout fits
-        minimum = MinCards(smallest_fit(ctx), "memory model: the smallest card count with a layout that fits",
-                           "memory model (--force on a '-' cell)" if forced else "memory model (no table row)")
+    minimum, why = minimum_cards(ctx, tables, notes)
+    if minimum is None:  # no table count: the smallest card count where an unpinned layout fits
+        minimum = MinCards(smallest_fit(ctx), "memory model: the smallest card count with a layout that fits", why)
+    forced = False
     tokens = ctx.spec.train_tokens
     budget = ctx.spec.time_budget_hours if tokens is not None and ctx.spec.cards is None else None
     budget_cards = None
     if ctx.spec.cards is not None:
         cards = explicit_cards(ctx, minimum, notes)
-        forced = forced or cards < minimum.value
+        forced = cards < minimum.value
         layout, rejected = choose_layout(ctx, tables, cards, notes, warnings)
     elif budget is None:
         layout, rejected = choose_layout(ctx, tables, auto_cards(ctx, minimum, None, notes), notes, warnings)
@@ -455,7 +469,8 @@ def candidate_layouts(spec: Spec, tables: Tables, plan: Plan) -> dict[str, list[
 
 def minimum_table(tables: Tables, seq_len: int) -> list[dict]:
     """Minimum cards per model, framework, method and hardware at `seq_len`, for `gen-launch models`.
-    A cell is a count, "-" (the table says unsupported there) or "mem" (no row: the memory model decides)."""
+    A cell is a count, "-" (the framework's pinned version cannot train the model) or "mem" (the table gives no
+    count: the memory model decides)."""
     rows = []
     for model in tables.models.values():
         for name in tables.frameworks:
@@ -470,13 +485,9 @@ def minimum_table(tables: Tables, seq_len: int) -> list[dict]:
                         continue
                     spec = Spec(job="models", model=model.name, method=method, seq_len=seq_len, hardware=hw.name,
                                 frameworks=(name,), cards=None, sha256="")
-                    try:
-                        ctx = Context(spec, model, hw, tables.frameworks[name], False,
-                                      adapter(spec, tables.recipes[method]), tables.recipes[method])
-                        found, _ = minimum_cards(ctx, tables, [])
-                    except SpecError:
-                        cells[f"{method}/{hw.name}"] = "-"
-                        continue
+                    ctx = Context(spec, model, hw, tables.frameworks[name], False,
+                                  adapter(spec, tables.recipes[method]), tables.recipes[method])
+                    found, _ = minimum_cards(ctx, tables, [])
                     cells[f"{method}/{hw.name}"] = found.value if found else "mem"
             rows.append({"model": model.name, "params_b": round(model.params / 1e9, 2), "framework": name, **cells})
     return rows
