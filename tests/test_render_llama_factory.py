@@ -90,13 +90,13 @@ def test_key_set_covers_upstream_example(method, example):
 
 @pytest.mark.parametrize("fields,stage,offload,lighter", [
     # A two-node LoRA job whose bf16 weights fit every card: data parallel, nothing sharded.
-    (dict(model="qwen3-8b", method="lora", cards=16), 0, False, []),
+    ({"model": "qwen3-8b", "method": "lora", "cards": 16}, 0, False, []),
     # 8B full fine-tuning on one node: ZeRO-0's 18 bytes per parameter do not fit, sharded states do.
-    (dict(model="qwen3-8b", method="full", cards=8), 2, False, ["ZeRO-0"]),
+    ({"model": "qwen3-8b", "method": "full", "cards": 8}, 2, False, ["ZeRO-0"]),
     # 32B full fine-tuning: the weights must be sharded too.
-    (dict(model="qwen3-32b", method="full", cards=16), 3, False, ["ZeRO-0", "ZeRO-2"]),
+    ({"model": "qwen3-32b", "method": "full", "cards": 16}, 3, False, ["ZeRO-0", "ZeRO-2"]),
     # one card: no DeepSpeed at all.
-    (dict(model="qwen2.5-0.5b", method="full", cards=1), None, False, []),
+    ({"model": "qwen2.5-0.5b", "method": "full", "cards": 1}, None, False, []),
 ], ids=["lora-2-nodes", "full-8b-8", "full-32b-16", "one-card"])
 def test_the_lightest_deepspeed_setting_that_fits(fields, stage, offload, lighter):
     plan, files = render_job(T, frameworks=["llama-factory"], **fields)
@@ -369,8 +369,8 @@ def test_words_after_double_dash_reach_llamafactory_cli_as_overrides(tmp_path):
     dict(model="qwen3-8b", method="lora"),
     dict(model="qwen2.5-32b", method="full", cards=16),
     dict(model="qwen2-7b", method="full", cards=1),  # ZeRO-3 offload
-    dict(model="qwen3-8b", method="lora", cards=16),  # ZeRO-0
-    dict(model="qwen3-8b", method="full", cards=8),  # ZeRO-2
+    {"model": "qwen3-8b", "method": "lora", "cards": 16},  # ZeRO-0
+    {"model": "qwen3-8b", "method": "full", "cards": 8},  # ZeRO-2
     dict(model="qwen3-8b", method="pretrain"),
     dict(model="glm4-9b", method="lora", paths={"dataset": "/d/chat.jsonl", "dataset_format": "sharegpt"}),
 ], ids=["lora", "full-16", "offload", "zero0", "zero2", "pretrain", "sharegpt"])

@@ -2,11 +2,9 @@
 
 from __future__ import annotations
 
-import json
 import math
 
 import pytest
-import yaml
 
 from generator.errors import SpecError
 from generator.resolve import resolve
@@ -207,8 +205,12 @@ def test_force_accepts_below_minimum_and_flags_it():
 def test_a_dash_cell_is_the_tables_silence_and_the_memory_model_decides(tmp_path):
     # The table's '-' for LLaMA-Factory full fine-tuning of Llama-3.1-8B gives no count; it was read as "not
     # supported on any platform" and refused without --force.
-    from generator.render import render_files
+    import json
+
+    import yaml
+
     from generator.checks.llama_factory import llamafactory_problems
+    from generator.render import render_files
     plan = resolve(make_spec(model="llama3.1-8b", frameworks=["llama-factory"]), T)
     fp = plan.frameworks["llama-factory"]
     assert not fp.forced and fp.min_cards.case == "memory model (the table gives no count)"
