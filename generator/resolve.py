@@ -264,35 +264,64 @@ def _fewest_cards_for_budget(ctx: Context, tables: Tables, minimum: MinCards, id
                              warnings: list[str]) -> tuple[Layout, list[Rejected]]:
     """From the count the ideal rate needs (at least the minimum), each count the platform allows in turn, until
     the fastest layout that fits there meets the time budget; a count where nothing fits, or the pins do not
-    tile, is passed over. Notes say the count before the one chosen and why it fell short."""
-    tokens, budget, eff = ctx.spec.train_tokens, ctx.spec.time_budget_hours, ctx.spec.scaling_efficiency
+    tile, is passed over, and so is one where no layout tiles the defaulted global batch, unless no count does.
+    Notes say the count before the one chosen and why it fell short."""
+    budget = ctx.spec.time_budget_hours
     start = auto_cards(ctx, minimum, ideal, notes)
-    short = None  # (cards, layout, hours) of the last count that fell short
-    met = False
-    last: tuple[Layout, list[Rejected], list[str], list[str]] | None = None
-    for tried, cards in enumerate(valid_counts(ctx.hw, start)):
-        found_notes, found_warnings = [], []
-        try:
-            layout, rejected = choose_layout(replace(ctx, spec=replace(ctx.spec, cards=cards)), tables, cards,
-                                             found_notes, found_warnings)
-        except SpecError:
-            continue
-        last = layout, rejected, found_notes, found_warnings
-        took = hours(tokens, rate(ctx, layout).tokens_per_card_s, layout.cards, eff)
-        met = took <= budget * 1.0001
-        if met or tried >= MAX_BUDGET_COUNTS:
-            break
-        short = layout.cards, layout, took
-    if last is None:
+    passed: list[int] = []
+    found = _budget_counts(ctx, tables, start, lambda layout: not _moves_batch(ctx, layout), passed) or \
+        _budget_counts(ctx, tables, start, lambda layout: True, [])
+    if found is None:
         raise SpecError.at("time_budget_hours", f"no {ctx.fw.name} layout fits from {start} cards up")
-    layout, rejected, found_notes, found_warnings = last
+    (layout, rejected, found_notes, found_warnings), short, met = found
     notes.extend(found_notes)
     warnings.extend(found_warnings)
     if short is not None and met:
         cards, was, took = short
         notes.append(f"time budget: {cards} cards fall short (fastest layout {was.describe()}, {took:.2f} h > "
                      f"{budget:g} h); {layout.cards} cards are the fewest that meet it")
+    passed = [n for n in passed if n < layout.cards and not _moves_batch(ctx, layout)]
+    if passed:
+        notes.append(f"time budget: {', '.join(map(str, passed))} cards passed over: no layout there tiles the global "
+                     f"batch of {batch_target(ctx.defaults, ctx.spec)[0]}")
     return layout, rejected
+
+
+def _budget_counts(ctx: Context, tables: Tables, start: int, keep, passed: list[int]):
+    """The budget search over counts from `start`: ((layout, rejected, notes, warnings) of the count taken, the
+    last count that fell short as (cards, layout, hours), whether the budget is met), or None when no count gives
+    a layout `keep` accepts; `passed` collects the counts whose layout it did not."""
+    tokens, budget, eff = ctx.spec.train_tokens, ctx.spec.time_budget_hours, ctx.spec.scaling_efficiency
+    short = None
+    met = False
+    last = None
+    for tried, cards in enumerate(valid_counts(ctx.hw, start)):
+        found_notes: list[str] = []
+        found_warnings: list[str] = []
+        try:
+            layout, rejected = choose_layout(replace(ctx, spec=replace(ctx.spec, cards=cards)), tables, cards,
+                                             found_notes, found_warnings)
+        except SpecError:
+            continue
+        if keep(layout):
+            last = layout, rejected, found_notes, found_warnings
+            took = hours(tokens, rate(ctx, layout).tokens_per_card_s, layout.cards, eff)
+            met = took <= budget * 1.0001
+            if met:
+                break
+            short = layout.cards, layout, took
+        else:
+            passed.append(cards)
+        if tried >= MAX_BUDGET_COUNTS:
+            break
+    return None if last is None else (last, short, met)
+
+
+def _moves_batch(ctx: Context, layout: Layout) -> bool:
+    """Whether `layout` takes another global batch than the defaulted one the training asks for."""
+    return (ctx.spec.global_batch_size is None and not layout.preset_level
+            and not no_accumulation(ctx, layout.cards)
+            and layout.global_batch_size != batch_target(ctx.defaults, ctx.spec)[0])
 
 
 def _estimate(ctx: Context, layout: Layout, budget_cards: int | None) -> Estimate:

@@ -8,6 +8,8 @@ the full rows), plus MoE, context-parallel, uneven-pipeline and one-card jobs.
 
 from __future__ import annotations
 
+from itertools import pairwise
+
 import pytest
 
 from generator.checks.mindspeed_llm import command_problems, conversion_problems
@@ -143,6 +145,6 @@ def test_a_deep_pipeline_keeps_the_pretraining_batch(tmp_path):
     opts, entry, argv = distributed(calls["launch"]["argv"])
     world = int(opts["--nproc_per_node"]) * int(opts["--nnodes"])
     assert command_problems(entry, argv, world, {"CUDA_DEVICE_MAX_CONNECTIONS": calls["launch"]["cuda_max_conn"]}) == []
-    words = dict(zip(argv, argv[1:]))
+    words = dict(pairwise(argv))
     assert int(words["--global-batch-size"]) == plan.train.global_batch_size == 512 and not plan.warnings
     assert (lay.pp - 1) / (512 // (lay.micro_batch_size * lay.dp)) <= 0.25

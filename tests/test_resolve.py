@@ -359,3 +359,15 @@ def test_few_steps_and_a_long_warmup_are_warned():
                    data={"samples": 128000, "tokens_per_sample": 1024}, train={"warmup_steps": 800})
     assert warm.train.steps == 1000
     assert any(w.startswith("warmup covers 800 of the 1000 steps") for w in warm.warnings)
+
+
+def test_a_time_budget_prefers_card_counts_that_tile_the_batch():
+    # 40 cards met a 10 h budget by moving LLaMA-Factory's batch to 160 without a word; counts that tile 128 come
+    # first, and the plan says which it passed over.
+    plan = plan_of(model="qwen3-8b", frameworks=["llama-factory"], time_budget_hours=10,
+                   data={"total_tokens": 2_000_000_000})
+    lay = plan.frameworks["llama-factory"].layout
+    assert (lay.cards, plan.train.global_batch_size) == (64, 128) and not plan.warnings
+    assert "llama-factory: time budget: 40, 48, 56 cards passed over: no layout there tiles the global batch of " \
+           "128" in plan.notes
+    assert plan.frameworks["llama-factory"].estimate.time_hours <= 10
