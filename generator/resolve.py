@@ -116,6 +116,8 @@ def _common_global_batch(spec: Spec, tables: Tables, contexts: dict[str, Context
         return fixed[0].global_batch_size
     preset = next((lay for lay in layouts if lay.preset_level), None)
     if preset is not None and all(preset.global_batch_size % step == 0 for step in steps):
+        notes.append(f"{preset.framework}: the global batch is the validated preset's {preset.global_batch_size}, "
+                     f"which every planned layout tiles")
         return preset.global_batch_size
     target, _ = batch_target(tables.recipes[spec.method], spec)
     searched = [lay for lay in layouts if not lay.preset_level]
