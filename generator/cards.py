@@ -35,50 +35,38 @@ def table_row(ctx: Context, tables: Tables):
     return row, case
 
 
-def dash_refusal(ctx: Context, tables: Tables) -> str | None:
-    """The refusal for a '-' cell in the framework's own column (MindFormers only borrows a column: never)."""
-    found = table_row(ctx, tables)
-    if found is None or ctx.fw.min_cards_from != found[0].framework or found[0].cards[ctx.hw.name] is not None:
-        return None
-    row, hw = found[0], ctx.hw
-    elsewhere = [f"{h} ({row.cards[h]} cards)" for h in sorted(row.cards) if row.cards[h] is not None]
-    return (f"{ctx.fw.name} is not supported for {ctx.model.name} {'/'.join(row.methods)} on {hw.name} by the "
-            f"minimum-card table ({row.cite(hw.name)}); supported on: {', '.join(elsewhere) or 'no platform'}. "
-            f"Use --force to let the memory model decide")
+# Why the memory model sets the minimum, as the plan states it (MinCards.case).
+NO_ROW, SILENT = "memory model (no table row)", "memory model (the table gives no count)"
 
 
-def minimum_cards(ctx: Context, tables: Tables, notes: list[str]) -> tuple[MinCards | None, bool]:
-    """The table's minimum for this framework; None when only the memory model can say. Second: forced."""
+def minimum_cards(ctx: Context, tables: Tables, notes: list[str]) -> tuple[MinCards | None, str]:
+    """The table's minimum for this framework; None when only the memory model can say, with why (NO_ROW or
+    SILENT). A '-' cell gives no count: the seed's table is silent there, it does not say the job cannot run
+    (min_cards_notes.md), so the memory model decides, as for a model without a row."""
     spec, hw = ctx.spec, ctx.hw
     if ctx.fw.min_cards_from == "presets-then-mindspeed-llm":
         preset = preset_for(ctx, tables, cards=None)
         if preset is not None:
             return MinCards(preset.cards, f"seed 003 validated config ({preset.model} {spec.method} "
                                           f"{preset.seq_len} on {preset.hardware}, level {preset.level})",
-                            "preset"), False
+                            "preset"), ""
         notes.append("minimum cards: no seed-003 preset for this case, so the MindSpeed-LLM column of the "
                      "minimum-card table stands in for MindFormers")
     found = table_row(ctx, tables)
     if found is None:
         notes.append(f"minimum cards: the table has no row for {ctx.model.name} {spec.method}; "
                      f"the memory model decides")
-        return None, False
+        return None, NO_ROW
     row, case = found
     value = row.cards[hw.name]
     if value is None:
-        refusal = dash_refusal(ctx, tables)
-        if refusal is None:  # MindFormers borrowing MindSpeed-LLM's column: not a refusal
-            notes.append(f"minimum cards: the borrowed {row.framework} cell is '-' on {hw.name}; "
-                         f"the memory model decides")
-            return None, False
-        if not ctx.force:
-            raise SpecError.at("hardware", refusal)
-        notes.append(f"FORCED: the table has '-' for {hw.name} ({row.cite(hw.name)}); the memory model decides")
-        return None, True
+        notes.append(f"minimum cards: the table is silent for {hw.name} ({row.cite(hw.name)}: '-' gives no count, "
+                     f"not a refusal); the memory model decides")
+        return None, SILENT
     if value % hw.parallel_unit:
         notes.append(f"minimum cards: table value {value} raised to {value + 1}: {hw.name} uses dies in pairs")
         value += hw.parallel_unit - value % hw.parallel_unit
-    return MinCards(value, row.cite(hw.name), case), False
+    return MinCards(value, row.cite(hw.name), case), ""
 
 
 def valid_counts(hw: Hardware, start: int):

@@ -20,6 +20,9 @@ class Context:
     force: bool
     adapter: Adapter | None  # the LoRA shape the memory model counts (None: no adapters)
     defaults: RecipeDefaults  # the method's training defaults (the global batch target)
+    # Without a spec global batch, layouts must tile the method's target (recipe.batch_target); free_batch lets each
+    # layout take its own smallest batch instead (memory-only searches, and the fallback when nothing tiles it).
+    free_batch: bool = False
 
     @property
     def pins(self) -> Pins:

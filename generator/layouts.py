@@ -52,8 +52,10 @@ def choose_layout(ctx: Context, tables: Tables, cards: int, notes: list[str], wa
         return layout, []
 
     _validate_pins(ctx, cards)
-    best, closest, rejected = search(ctx, cards)
+    best, closest, rejected = _search_at_target(ctx, cards)
     if best is not None:
+        if ctx.fw.deepspeed:
+            notes.append(deepspeed_reason(best, rejected))
         return best, rejected
     tried = cards  # the largest count searched
     if ctx.spec.cards is None and not ctx.pinned:
@@ -61,7 +63,7 @@ def choose_layout(ctx: Context, tables: Tables, cards: int, notes: list[str], wa
             if n > cards * MAX_RAISE:
                 break
             tried = n
-            raised, _, more = search(ctx, n)
+            raised, _, more = _search_at_target(ctx, n)
             if raised is not None:
                 notes.append(f"the memory model raised the card count from {cards} to {n}: no layout fits on "
                              f"{cards} (see rejected)")
@@ -84,11 +86,23 @@ def choose_layout(ctx: Context, tables: Tables, cards: int, notes: list[str], wa
                 tried)
 
 
+def _search_at_target(ctx: Context, cards: int) -> tuple[Layout | None, Layout | None, list[Rejected]]:
+    """`search` at the global batch the training asks for (the spec's, else the method's target). Only when no
+    layout that fits tiles a defaulted target does the batch move: to the layout that needs the smallest batch
+    (the fastest among equals); the plan warns with the old and new values (resolve._common_global_batch)."""
+    best, closest, rejected = search(ctx, cards)
+    if best is not None or ctx.spec.global_batch_size is not None or ctx.free_batch:
+        return best, closest, rejected
+    fitting, nearest, _ = candidates(replace(ctx, free_batch=True), cards)
+    moved = min(fitting, key=lambda layout: layout.global_batch_size) if fitting else None
+    return moved, closest or nearest, rejected
+
+
 def _pinned_does_not_fit(ctx: Context, cards: int, closest: Layout) -> None:
     """A pinned layout the memory model says does not fit is refused, with its breakdown and the layout that fits
     on the same cards without the pins."""
     parts = ", ".join(f"{name} {gib:.1f}" for name, gib in closest.memory.items() if gib >= 0.05)
-    free, _, _ = search(replace(ctx, spec=replace(ctx.spec, layout={})), cards)
+    free, _, _ = _search_at_target(replace(ctx, spec=replace(ctx.spec, layout={})), cards)
     nearest = (f"without the pins, {free.describe()} fits on {cards} cards ({free.memory.total:.1f} GiB)"
                if free is not None else f"no layout fits on {cards} cards")
     raise SpecError.at(f"layout.{ctx.fw.name}",
@@ -99,7 +113,7 @@ def _pinned_does_not_fit(ctx: Context, cards: int, closest: Layout) -> None:
 
 def _untileable_batch(ctx: Context, cards: int) -> None:
     """When a layout fits `cards` but not the spec's global batch, say which global batches that layout takes."""
-    free, _, _ = search(replace(ctx, spec=replace(ctx.spec, global_batch_size=None)), cards)
+    free, _, _ = search(replace(ctx, spec=replace(ctx.spec, global_batch_size=None), free_batch=True), cards)
     if free is None:
         return
     wanted = ctx.spec.global_batch_size
@@ -272,7 +286,9 @@ def candidates(ctx: Context, cards: int) -> tuple[list[Layout], Layout | None, l
                 if closest is None or layout.memory.total < closest.memory.total:
                     closest = layout
                 if layout.fits:
-                    key = (tp, pp, cp, ep, order, rc_rank, -mbs)
+                    # CPU offload last; then less recompute before a lighter DeepSpeed stage (ZeRO-2 and -3 cost
+                    # far less than running the forward twice); Megatron's structures differ in tp..ep already.
+                    key = (tp, pp, cp, ep, offload, rc_rank, order, -mbs)
                     fitting.append((key, layout))
                     best_here = best_here or layout
                 elif reason is None or "memory" in reason:
@@ -305,22 +321,27 @@ def _label(ctx: Context, tp: int, pp: int, cp: int, ep: int, stage) -> str:
 
 
 def _deepspeed_stages(ctx: Context, cards: int) -> list[tuple[int | None, bool]]:
-    """LLaMA-Factory's DeepSpeed choices, least communication first: one card trains adapters without DeepSpeed
-    (as seed 002's single-GPU LoRA runs did); a quantized base shards only the adapters' states (ZeRO-2), or the
-    whole model with 4-bit (LLaMA-Factory refuses an 8-bit base under ZeRO-3); bf16 weights use ZeRO-3, with CPU
-    offload only when nothing else fits. A pinned `offload` keeps only the matching choices."""
-    method, bits, pinned = ctx.spec.method, ctx.spec.quantization_bit, ctx.pins.offload
-    stages: list[tuple[int | None, bool]] = []
-    if trains_adapters(method) and cards == 1:
-        stages.append((None, False))
-    if method == "qlora":
-        if cards > 1:
-            stages.append((2, False))
-            if bits == 4:
-                stages.append((3, False))
-    else:
-        stages += [(3, False), (3, True)]
+    """LLaMA-Factory's DeepSpeed choices, lightest first, as upstream's examples/deepspeed files offer them
+    (LLaMA-Factory 0.9.5 ds_z0/ds_z2/ds_z3/ds_z3_offload_config.json): one card runs without DeepSpeed (as seed
+    002's single-card runs); more cards replicate the model (ZeRO-0: plain data parallel), shard the gradients and
+    optimizer states (ZeRO-2), then the weights too (ZeRO-3; not for an 8-bit base, which LLaMA-Factory refuses
+    under ZeRO-3), and move bf16 weights and states to CPU memory (ZeRO-3 offload). A pinned `offload` keeps only
+    the matching choices."""
+    bits, pinned = ctx.spec.quantization_bit, ctx.pins.offload
+    stages: list[tuple[int | None, bool]] = [(None, False)] if cards == 1 else [(0, False), (2, False)]
+    if cards > 1 and bits != 8:
+        stages.append((3, False))
+    if bits is None:
+        stages.append((3, True))
     return [s for s in stages if pinned is None or s[1] == pinned]
+
+
+def deepspeed_reason(layout: Layout, rejected: list[Rejected]) -> str:
+    """Why the plan's DeepSpeed setting: the lightest that fits, and what the lighter ones would need."""
+    lighter = [f"{r.layout} {r.reason}" for r in rejected if r.framework == layout.framework]
+    return (f"DeepSpeed {layout.deepspeed_label}: the lightest setting that fits ({layout.memory.total:.1f} GiB per "
+            f"card), trying none (one card), ZeRO-0, ZeRO-2, ZeRO-3, then ZeRO-3 + offload as upstream's "
+            f"examples/deepspeed offer them" + (f"; {'; '.join(lighter)}" if lighter else ""))
 
 
 def no_accumulation(ctx: Context, cards: int) -> bool:
@@ -331,22 +352,25 @@ def no_accumulation(ctx: Context, cards: int) -> bool:
 def _global_batch(ctx: Context, mbs: int, dp: int, pp: int, cards: int) -> tuple[int, str | None]:
     """The global batch for this layout and, if it breaks a rule, why.
 
-    Default rule (no spec value): the smallest multiple of MBS x DP that is at least the method's target (recipes.yaml)
-    and gives at least PP and at least (PP - 1) / MAX_BUBBLE micro batches per step. Without gradient accumulation
-    (one card, MindFormers) the global batch is the micro batch."""
+    The spec's global batch, else the method's target (recipes.yaml, recipe.batch_target): the layout must tile it.
+    With `free_batch` (memory-only searches, and the fallback when nothing tiles the target) the layout takes the
+    smallest multiple of MBS x DP that is at least the target and gives at least PP and (PP - 1) / MAX_BUBBLE micro
+    batches per step. Without gradient accumulation (one card, MindFormers) the global batch is the micro batch."""
     if no_accumulation(ctx, cards):
         gbs = ctx.spec.global_batch_size or mbs
         if gbs != mbs:
             return gbs, f"global_batch_size {gbs} needs micro batch {gbs} on one card ({ctx.fw.one_card_rule})"
         return gbs, None
     step = mbs * dp
-    if ctx.spec.global_batch_size is not None:
-        gbs = ctx.spec.global_batch_size
+    target = batch_target(ctx.defaults, ctx.spec)[0]
+    if ctx.spec.global_batch_size is not None or not ctx.free_batch:
+        gbs = ctx.spec.global_batch_size or target
         if gbs % step:
-            return gbs, f"global_batch_size {gbs} is not divisible by micro batch {mbs} x DP {dp} = {step}"
+            name = "global_batch_size" if ctx.spec.global_batch_size else "global batch"
+            return gbs, f"{name} {gbs} is not divisible by micro batch {mbs} x DP {dp} = {step}"
     else:
         # At least PP micro batches, and enough that the pipeline bubble stays within MAX_BUBBLE.
-        micro = max(math.ceil(batch_target(ctx.defaults, ctx.spec)[0] / step), pp, math.ceil((pp - 1) / MAX_BUBBLE))
+        micro = max(math.ceil(target / step), pp, math.ceil((pp - 1) / MAX_BUBBLE))
         gbs = micro * step
     micro_batches = gbs // step
     if pp > 1 and micro_batches < pp and ctx.fw.pipeline_micro_rule:
@@ -371,16 +395,26 @@ def smallest_fit(ctx: Context) -> int:
     """The smallest card count with an unpinned layout that fits. Starts from the count at which the model states
     alone, perfectly sharded, fill the budget (nothing smaller can fit)."""
     # Memory alone decides here: no pins, and no global batch that a card count may not divide.
-    free = replace(ctx, spec=replace(ctx.spec, layout={}, global_batch_size=None))
+    free = replace(ctx, spec=replace(ctx.spec, layout={}, global_batch_size=None), free_batch=True)
     # Activations, logits and runtime do not shrink with more cards: if the largest job cannot fit, none can.
     largest = round_up(ctx.hw, MAX_SEARCH_CARDS)
-    if search(free, largest)[0] is None:
+    found = search(free, largest)[0]
+    if found is None:
         raise NoFit("model", f"no {ctx.fw.name} layout fits {ctx.model.name} {ctx.spec.method} at seq_len "
                              f"{ctx.spec.seq_len} on {ctx.hw.name}", ctx, largest)
     budget = ctx.hw.usable_gb * (1.0 - HEADROOM) * GIB
     floor = math.ceil(ctx.model.params * STATE_BYTES[(ctx.fw.memory, trains_adapters(ctx.spec.method))] / budget)
+    if found.offload:  # nothing fits on the device alone: the fewest cards with CPU offload
+        return _fewest(free, floor, largest)
+    # CPU offload moves the states to host memory at a large cost in speed: the fewest cards that hold them.
+    on_device = replace(free, spec=replace(free.spec, layout={ctx.fw.name: Pins(offload=False)})) \
+        if ctx.fw.deepspeed else free
+    return _fewest(on_device, floor, largest)
+
+
+def _fewest(ctx: Context, floor: int, largest: int) -> int:
+    """The fewest cards from `floor` up where a layout fits under `ctx` (`largest` is known to fit)."""
     for n in valid_counts(ctx.hw, max(floor, 1)):
-        found, _, _ = search(free, n)
-        if found is not None:
+        if search(ctx, n)[0] is not None:
             return n
     return largest

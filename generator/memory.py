@@ -125,7 +125,9 @@ def _megatron_stage(model: Model, method: str, scheme: str, shape: Parallel, seq
     dense += (model.embedding_params / shape.tp) * (int(first) + int(last and (not model.tied or shape.pp > 1)))
     experts = moe_here * model.expert_params_per_layer / shape.ep
     params = dense + experts
-    # Distributed optimizer / ZeRO-1 style sharding: dense states over DP, expert states over expert-DP.
+    # Distributed optimizer: dense states over DP x CP (Megatron core_v0.12.1 optimizer/__init__.py l. 550-552:
+    # get_data_parallel_group(with_context_parallel=True)); expert states over expert DP = world / (TP x EP x PP)
+    # (l. 586; parallel_state.py l. 696-699, CP included) of the expert weights that TP x EP split.
     expert_dp = max(1, shape.cards // (shape.pp * shape.ep))
     if trains_adapters(method):
         weight_bytes = 4.0 if scheme == "megatron-fp32" else 2.0
@@ -135,7 +137,7 @@ def _megatron_stage(model: Model, method: str, scheme: str, shape: Parallel, seq
         weights, grads, optimizer, adapters = params * 4.0, params * 4.0, params * 8.0, 0.0
     else:  # megatron-distopt: bf16 weights, fp32 main grads, fp32 master + Adam sharded
         weights, grads = params * 2.0, params * 4.0
-        optimizer = 12.0 * (dense / shape.dp + experts / expert_dp)
+        optimizer = 12.0 * (dense / (shape.dp * shape.cp) + experts / expert_dp)
         adapters = 0.0
     seq = seq_len // shape.cp
     kept, working = layer_activation_bytes(model, seq, shape.micro_batch_size, shape.tp, shape.sequence_parallel,

@@ -23,7 +23,8 @@ SEQ_STEP = 256  # seq_len is a multiple of this (the schema's rule)
 def _free(ctx: Context, **changes) -> Context:
     """`ctx` as the memory alone decides: no pins, no global batch a card count may not divide; `changes` to the
     spec (a shorter seq_len, another method)."""
-    return replace(ctx, spec=replace(ctx.spec, layout={}, global_batch_size=None, cards=None, **changes))
+    return replace(ctx, spec=replace(ctx.spec, layout={}, global_batch_size=None, cards=None, **changes),
+                   free_batch=True)
 
 
 def _fewest_cards(ctx: Context, start: int) -> Layout | None:

@@ -27,7 +27,7 @@ class MinCards:
     value: int
     source: str  # which table row / preset / memory-model case gave it
     case: str  # "exact row", "pretrain uses the full row", "next larger seq_len row", "largest seq_len row",
-    #            "preset", "memory model (no table row)", "memory model (--force on a '-' cell)"
+    #            "preset", "memory model (no table row)", "memory model (the table gives no count)"
 
 
 @dataclass(frozen=True)
@@ -101,7 +101,7 @@ class FrameworkPlan:
     layout: Layout
     min_cards: MinCards
     estimate: Estimate
-    forced: bool = False  # --force accepted something the table would refuse
+    forced: bool = False  # --force accepted fewer cards than the table's minimum
     info: dict = field(default_factory=dict)  # the framework's facts about this model (frameworks.yaml)
     upstream: str | None = None  # the upstream file a renderer follows
     flash_attn: str | None = None  # the attention kernel setting its config names (LLaMA-Factory flash_attn)

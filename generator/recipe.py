@@ -126,8 +126,13 @@ def training(spec: Spec, model: Model, defaults: RecipeDefaults, global_batch: i
     schedule = _pick(given, "lr_schedule", default_row(defaults, "lr_schedule", model), origin)
     weight_decay = _pick(given, "weight_decay", default_row(defaults, "weight_decay", model), origin)
     target, why = batch_target(defaults, spec)
-    origin["global_batch_size"] = "given" if spec.global_batch_size else \
-        f"derived: a round number near {target} samples ({why}) that every planned layout tiles"
+    if spec.global_batch_size:
+        origin["global_batch_size"] = "given"
+    elif global_batch == target:
+        origin["global_batch_size"] = f"derived: {target} samples ({why}), which every planned layout tiles"
+    else:
+        origin["global_batch_size"] = f"derived: {target} samples ({why}) moved to {global_batch} (plan notes and " \
+                                      f"warnings say why)"
 
     if "steps" in given:
         steps, origin["steps"] = given["steps"], "given"
@@ -217,15 +222,19 @@ def round_interval(steps: float) -> int:
     return max(m * power for m in (1, 2, 5) if m * power <= steps)
 
 
-def round_global_batch(step: int, target: int, minimum: int) -> int:
-    """A global batch a person would choose, at least `target` and `minimum` samples and a multiple of `step` (the
-    least common multiple of every planned layout's micro batch x DP): the next power of two when `step` is one,
-    else the next multiple of lcm(step, 8)."""
-    floor = max(target, minimum, step)
-    if step & (step - 1) == 0:  # a power of two: the next power of two
-        return 1 << (floor - 1).bit_length()
-    unit = math.lcm(step, 8)
-    return -(-floor // unit) * unit
+def schedule_warnings(t: Training, defaults: RecipeDefaults) -> list[str]:
+    """Warnings on a schedule too short to warm up and decay: fewer than about min_steps steps, or a warmup that
+    takes most of them."""
+    floor = defaults.common["min_steps"]
+    out = []
+    if t.steps is not None and t.steps < floor["value"]:
+        out.append(f"{t.steps} optimizer steps at a global batch of {t.global_batch_size}: fewer than about "
+                   f"{floor['value']} ({floor['source']}); a smaller global_batch_size, fewer cards, more data or "
+                   f"more epochs give more")
+    if t.steps and t.warmup_steps is not None and t.warmup_steps * 2 > t.steps:
+        out.append(f"warmup covers {t.warmup_steps} of the {t.steps} steps: the learning rate spends most of the run "
+                   f"rising; lower train.warmup_steps (or warmup_ratio) or train longer")
+    return out
 
 
 LABELS = {"learning_rate": "learning rate (peak)", "min_learning_rate": "min learning rate",

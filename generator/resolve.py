@@ -16,7 +16,7 @@ import math
 from dataclasses import dataclass, replace
 
 from . import __version__
-from .cards import auto_cards, dash_refusal, explicit_cards, minimum_cards, valid_counts
+from .cards import auto_cards, explicit_cards, minimum_cards, valid_counts
 from .context import Context
 from .dataset import DataShape, data_format, data_shape
 from .errors import Problem, SpecError
@@ -24,7 +24,7 @@ from .layouts import MAX_BUBBLE, NoFit, candidates, choose_layout, no_accumulati
 from .memory import GIB
 from .nofit import way_out
 from .plan import Estimate, FrameworkPlan, Layout, MinCards, PathValue, Plan, Rejected
-from .recipe import PLACEHOLDER_STEPS, Training, adapter, batch_target, round_global_batch, training
+from .recipe import PLACEHOLDER_STEPS, Training, adapter, batch_target, schedule_warnings, training
 from .spec import Spec
 from .tables import Model, RecipeDefaults, Tables
 from .throughput import Throughput, cards_for_budget, hours
@@ -61,15 +61,6 @@ def resolve(spec: Spec, tables: Tables, force: bool = False) -> Plan:
                      f"row's shape (that of {model.hf_id}, the same architecture); fine-tuning formats samples with "
                      f"the family's chat template, as LLaMA-Factory does for a base model")
     lora = adapter(spec, tables.recipes[spec.method])
-    if spec.frameworks is None and not force:
-        # Defaulted frameworks drop those the table marks '-' here; a named one is refused instead.
-        refusals = {n: dash_refusal(Context(spec, model, hw, tables.frameworks[n], force, lora,
-                                                 tables.recipes[spec.method]), tables)
-                    for n in names}
-        if all(refusals.values()):
-            raise SpecError.at("hardware", "; ".join(refusals.values()))
-        notes.extend(f"{n} left out: {r}" for n, r in refusals.items() if r)
-        names = [n for n in names if not refusals[n]]
     _check_layout_keys(spec, names)
     data = data_shape(spec, model)
     plans: dict[str, FrameworkPlan] = {}
@@ -80,7 +71,7 @@ def resolve(spec: Spec, tables: Tables, force: bool = False) -> Plan:
     results = _resolve_fitting(spec, tables, contexts, notes, warnings)
     contexts = {name: contexts[name] for name in results}
     batch, batch_origin = _common_global_batch(spec, tables, contexts, {name: r[0] for name, r in results.items()},
-                                               notes)
+                                               notes, warnings)
     for name, ctx in contexts.items():
         lay = results[name][0].layout
         if batch % (lay.micro_batch_size * lay.dp):  # another micro batch is needed: search again at this batch
@@ -102,6 +93,7 @@ def resolve(spec: Spec, tables: Tables, force: bool = False) -> Plan:
         recipe = replace(recipe, origin={**recipe.origin, "global_batch_size": batch_origin})
         recipes = {name: replace(own, origin={**own.origin, "global_batch_size": batch_origin})
                    for name, own in recipes.items()}
+    warnings.extend(schedule_warnings(recipe, tables.recipes[spec.method]))
     notes.extend(_general_notes(spec, model, plans))
     warnings.extend(_unshared_storage_warnings(spec, plans))
     if recipe.enable_thinking is not None and "mindformers" in plans:
@@ -158,11 +150,13 @@ def _resolve_fitting(spec: Spec, tables: Tables, contexts: dict[str, Context], n
 
 
 def _common_global_batch(spec: Spec, tables: Tables, contexts: dict[str, Context],
-                         plans: dict[str, FrameworkPlan], notes: list[str]) -> tuple[int, str | None]:
+                         plans: dict[str, FrameworkPlan], notes: list[str],
+                         warnings: list[str]) -> tuple[int, str | None]:
     """One global batch for every framework, so each takes the same steps over the same data: the spec's, a
-    validated preset's when every other layout tiles it, else a round number (recipe.round_global_batch) of at
-    least the method's target and every layout's own minimum (pipeline micro batches) that all layouts tile.
-    With it, where it comes from when it is not that round number (for the plan's recipe table)."""
+    validated preset's when every other layout tiles it, else the method's target, which the layout search tiled
+    wherever it could. Where a layout could not, the batch moves to the least multiple of every layout's micro batch
+    x DP that each layout takes, and the plan warns with the old value, the new one and why. With it, where it comes
+    from when it is not the method's target (for the plan's recipe table)."""
     layouts = [fp.layout for fp in plans.values()]
     if spec.global_batch_size is not None:
         return spec.global_batch_size, None
@@ -178,11 +172,31 @@ def _common_global_batch(spec: Spec, tables: Tables, contexts: dict[str, Context
                                           f"{preset.dp}), which every planned layout tiles; give global_batch_size "
                                           f"for another")
     target, _ = batch_target(tables.recipes[spec.method], spec)
-    batch = round_global_batch(math.lcm(*steps), target, max(lay.global_batch_size for lay in layouts))
+    searched = [lay for lay in layouts if not lay.preset_level]
+    untiled = [lay for lay in layouts if target % (lay.micro_batch_size * lay.dp)
+               or (not lay.preset_level and lay.global_batch_size != target)]
+    batch = target
+    if untiled:
+        # The smallest move: the least multiple of every layout's micro batch x DP that each layout takes.
+        unit = math.lcm(*steps)
+        batch = -(-max([target] + [lay.global_batch_size for lay in searched]) // unit) * unit
+        warnings.append(f"global batch moved from {target} to {batch} samples: "
+                        f"{'; '.join(_why_not_tiled(lay, target) for lay in untiled)}. Steps and warmup follow the "
+                        f"batch; set global_batch_size, cards or the layout to keep {target}")
     if preset is not None:
         notes.append(f"{preset.framework}: the validated preset's global batch {preset.global_batch_size} is not tiled "
                      f"by every planned framework; all use {batch} (micro_batch_num follows)")
     return batch, None
+
+
+def _why_not_tiled(lay: Layout, target: int) -> str:
+    """Why `lay` does not take `target` samples per step."""
+    step = lay.micro_batch_size * lay.dp
+    if lay.preset_level:
+        return f"{lay.framework}'s validated preset splits a step into micro batch x DP = {step} samples"
+    return (f"no {lay.framework} layout that fits on {lay.cards} cards tiles {target} (micro batch x DP dividing "
+            f"it, at least PP micro batches, pipeline bubble (PP-1)/micro batches <= {MAX_BUBBLE:.0%}); the one "
+            f"needing the fewest samples, {lay.describe()}, takes {lay.global_batch_size}")
 
 
 def _with_global_batch(ctx: Context, fp: FrameworkPlan, batch: int) -> FrameworkPlan:
@@ -314,35 +328,68 @@ def _fewest_cards_for_budget(ctx: Context, tables: Tables, minimum: MinCards, id
                              warnings: list[str]) -> tuple[Layout, list[Rejected]]:
     """From the count the ideal rate needs (at least the minimum), each count the platform allows in turn, until
     the fastest layout that fits there meets the time budget; a count where nothing fits, or the pins do not
-    tile, is passed over. Notes say the count before the one chosen and why it fell short."""
-    tokens, budget, eff = ctx.spec.train_tokens, ctx.spec.time_budget_hours, ctx.spec.scaling_efficiency
+    tile, is passed over, and so is one where no layout tiles the defaulted global batch, unless no count does.
+    Notes say the count before the one chosen and why it fell short."""
+    budget = ctx.spec.time_budget_hours
     start = auto_cards(ctx, minimum, ideal, notes)
-    short = None  # (cards, layout, hours) of the last count that fell short
-    met = False
-    last: tuple[Layout, list[Rejected], list[str], list[str]] | None = None
-    for tried, cards in enumerate(valid_counts(ctx.hw, start)):
-        found_notes, found_warnings = [], []
-        try:
-            layout, rejected = choose_layout(replace(ctx, spec=replace(ctx.spec, cards=cards)), tables, cards,
-                                             found_notes, found_warnings)
-        except SpecError:
-            continue
-        last = layout, rejected, found_notes, found_warnings
-        took = hours(tokens, rate(ctx, layout).tokens_per_card_s, layout.cards, eff)
-        met = took <= budget * 1.0001
-        if met or tried >= MAX_BUDGET_COUNTS:
-            break
-        short = layout.cards, layout, took
-    if last is None:
+    passed: list[int] = []
+    found = _budget_counts(ctx, tables, start, lambda layout: not _moves_batch(ctx, layout), passed)
+    if found is None or not found[2]:
+        # Meeting the budget outweighs keeping the batch: a count that moves it (the plan warns) is taken when none
+        # that keeps it meets the budget.
+        moved = _budget_counts(ctx, tables, start, lambda layout: True, [])
+        found = moved if found is None or (moved is not None and moved[2]) else found
+    if found is None:
         raise NoFit("time_budget_hours", f"no {ctx.fw.name} layout fits from {start} cards up", ctx, start)
-    layout, rejected, found_notes, found_warnings = last
+    (layout, rejected, found_notes, found_warnings), short, met = found
     notes.extend(found_notes)
     warnings.extend(found_warnings)
     if short is not None and met:
         cards, was, took = short
         notes.append(f"time budget: {cards} cards fall short (fastest layout {was.describe()}, {took:.2f} h > "
                      f"{budget:g} h); {layout.cards} cards are the fewest that meet it")
+    passed = [n for n in passed if n < layout.cards and not _moves_batch(ctx, layout)]
+    if passed:
+        notes.append(f"time budget: {', '.join(map(str, passed))} cards passed over: no layout there tiles the global "
+                     f"batch of {batch_target(ctx.defaults, ctx.spec)[0]}")
     return layout, rejected
+
+
+def _budget_counts(ctx: Context, tables: Tables, start: int, keep, passed: list[int]):
+    """The budget search over counts from `start`: ((layout, rejected, notes, warnings) of the count taken, the
+    last count that fell short as (cards, layout, hours), whether the budget is met), or None when no count gives
+    a layout `keep` accepts; `passed` collects the counts whose layout it did not."""
+    tokens, budget, eff = ctx.spec.train_tokens, ctx.spec.time_budget_hours, ctx.spec.scaling_efficiency
+    short = None
+    met = False
+    last = None
+    for tried, cards in enumerate(valid_counts(ctx.hw, start)):
+        found_notes: list[str] = []
+        found_warnings: list[str] = []
+        try:
+            layout, rejected = choose_layout(replace(ctx, spec=replace(ctx.spec, cards=cards)), tables, cards,
+                                             found_notes, found_warnings)
+        except SpecError:
+            continue
+        if keep(layout):
+            last = layout, rejected, found_notes, found_warnings
+            took = hours(tokens, rate(ctx, layout).tokens_per_card_s, layout.cards, eff)
+            met = took <= budget * 1.0001
+            if met:
+                break
+            short = layout.cards, layout, took
+        else:
+            passed.append(cards)
+        if tried >= MAX_BUDGET_COUNTS:
+            break
+    return None if last is None else (last, short, met)
+
+
+def _moves_batch(ctx: Context, layout: Layout) -> bool:
+    """Whether `layout` takes another global batch than the defaulted one the training asks for."""
+    return (ctx.spec.global_batch_size is None and not layout.preset_level
+            and not no_accumulation(ctx, layout.cards)
+            and layout.global_batch_size != batch_target(ctx.defaults, ctx.spec)[0])
 
 
 def _estimate(ctx: Context, layout: Layout, budget_cards: int | None) -> Estimate:
@@ -358,16 +405,16 @@ def _estimate(ctx: Context, layout: Layout, budget_cards: int | None) -> Estimat
 def _resolve_framework(ctx: Context, tables: Tables):
     notes: list[str] = []
     warnings: list[str] = []
-    minimum, forced = minimum_cards(ctx, tables, notes)
-    if minimum is None:  # no usable table cell: the smallest card count where an unpinned layout fits
-        minimum = MinCards(smallest_fit(ctx), "memory model: the smallest card count with a layout that fits",
-                           "memory model (--force on a '-' cell)" if forced else "memory model (no table row)")
+    minimum, why = minimum_cards(ctx, tables, notes)
+    if minimum is None:  # no table count: the smallest card count where an unpinned layout fits
+        minimum = MinCards(smallest_fit(ctx), "memory model: the smallest card count with a layout that fits", why)
+    forced = False
     tokens = ctx.spec.train_tokens
     budget = ctx.spec.time_budget_hours if tokens is not None and ctx.spec.cards is None else None
     budget_cards = None
     if ctx.spec.cards is not None:
         cards = explicit_cards(ctx, minimum, notes)
-        forced = forced or cards < minimum.value
+        forced = cards < minimum.value
         layout, rejected = choose_layout(ctx, tables, cards, notes, warnings)
     elif budget is None:
         layout, rejected = choose_layout(ctx, tables, auto_cards(ctx, minimum, None, notes), notes, warnings)
@@ -560,7 +607,8 @@ def candidate_layouts(spec: Spec, tables: Tables, plan: Plan) -> dict[str, list[
 
 def minimum_table(tables: Tables, seq_len: int) -> list[dict]:
     """Minimum cards per model, framework, method and hardware at `seq_len`, for `gen-launch models`.
-    A cell is a count, "-" (the table says unsupported there) or "mem" (no row: the memory model decides)."""
+    A cell is a count, "-" (the framework's pinned version cannot train the model) or "mem" (the table gives no
+    count: the memory model decides)."""
     rows = []
     for model in tables.models.values():
         for name in tables.frameworks:
@@ -575,13 +623,9 @@ def minimum_table(tables: Tables, seq_len: int) -> list[dict]:
                         continue
                     spec = Spec(job="models", model=model.name, method=method, seq_len=seq_len, hardware=hw.name,
                                 frameworks=(name,), cards=None, sha256="")
-                    try:
-                        ctx = Context(spec, model, hw, tables.frameworks[name], False,
-                                      adapter(spec, tables.recipes[method]), tables.recipes[method])
-                        found, _ = minimum_cards(ctx, tables, [])
-                    except SpecError:
-                        cells[f"{method}/{hw.name}"] = "-"
-                        continue
+                    ctx = Context(spec, model, hw, tables.frameworks[name], False,
+                                  adapter(spec, tables.recipes[method]), tables.recipes[method])
+                    found, _ = minimum_cards(ctx, tables, [])
                     cells[f"{method}/{hw.name}"] = found.value if found else "mem"
             rows.append({"model": model.name, "params_b": round(model.params / 1e9, 2), "framework": name, **cells})
     return rows

@@ -431,9 +431,8 @@ class Tables:
         fw = self.frameworks[framework]
         if model in fw.models:
             return True
-        return fw.support == "table" and any(
-            r.model == model and r.framework == framework and any(v is not None for v in r.cards.values())
-            for r in self.min_cards)
+        # A row with '-' cells still names the model: '-' gives no count, it does not refuse (min_cards_notes.md).
+        return fw.support == "table" and any(r.model == model and r.framework == framework for r in self.min_cards)
 
     def rows_for(self, model: str, framework: str) -> list[MinCardsRow]:
         return [r for r in self.min_cards if r.model == model and r.framework == framework]

@@ -84,7 +84,7 @@ def _spec(model: str, method: str, hardware: str, cards: int | None, data_format
 
 
 # What the row x method jobs (one GPU card where one card holds them) do not reach: the Ascend rendering
-# (ASCEND_RT_VISIBLE_DEVICES, the NPU QLoRA keys), QLoRA under DeepSpeed (ZeRO-2 on several cards) and the optional
+# (ASCEND_RT_VISIBLE_DEVICES, the NPU QLoRA keys), QLoRA under DeepSpeed (ZeRO-0 on several cards) and the optional
 # data columns each format can have, LoRA on the attention projections only (PEFT refuses names the model lacks:
 # BLOOM's are query_key_value and dense).
 VARIANTS = [

@@ -56,6 +56,18 @@ def test_distributed_optimizer_shards_over_dp():
     assert dp8.weights == pytest.approx(dp1.weights)
 
 
+def test_distributed_optimizer_shards_over_dp_and_cp():
+    # Megatron core_v0.12.1 builds the dense distributed optimizer over get_data_parallel_group(
+    # with_context_parallel=True) (optimizer/__init__.py l. 550-552): CP ranks hold different shards too.
+    model = MODELS["qwen2.5-14b"]
+    layers = (model.layers,)
+    cp4 = estimate(model, "full", "megatron-distopt", shape(cards=16, tp=4, cp=4, num_layer_list=layers), 32768,
+                   16, 3.0)
+    dp4 = estimate(model, "full", "megatron-distopt", shape(cards=16, tp=4, num_layer_list=layers), 32768, 16, 3.0)
+    assert cp4.optimizer == pytest.approx(dp4.optimizer)
+    assert cp4.optimizer * GIB == pytest.approx(12.0 * model.params / 16, rel=0.01)
+
+
 def test_lora_keeps_frozen_weights_only():
     model = MODELS["qwen3-32b"]
     full = estimate(model, "full", "megatron-fp32", shape(cards=8, tp=8, num_layer_list=(64,)), 4096, 8, 3.0)

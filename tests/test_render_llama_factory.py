@@ -46,8 +46,8 @@ def test_yaml_and_deepspeed_json_agree(case, tmp_path):
     train, ds = load_pair(files)
     assert llamafactory_problems(train, ds, lay.cards, lay.global_batch_size) == []  # names, types, batch arithmetic, no max_samples
     assert not [f for f in files if f.endswith(".json") and "ds_z" in f and f != f"llama-factory/{train.get('deepspeed')}"]
-    if ds is None:  # one card training adapters runs without DeepSpeed (seed 002's single-GPU LoRA rows)
-        assert lay.cards == 1 and method == "lora" and lay.zero_stage is None
+    if ds is None:  # one card runs without DeepSpeed (seed 002's single-GPU rows)
+        assert lay.cards == 1 and lay.zero_stage is None
         assert "| none |" in files["PLAN.md"]  # said in words, not the Megatron frameworks' "-"
         assert train["per_device_train_batch_size"] * train["gradient_accumulation_steps"] == lay.global_batch_size
         return check_script(files["llama-factory/launch.sh"], tmp_path)
@@ -61,7 +61,8 @@ def test_yaml_and_deepspeed_json_agree(case, tmp_path):
         (lay.micro_batch_size, lay.grad_accum)
     assert filled["gradient_clipping"] == train["max_grad_norm"]
     assert filled["bf16"]["enabled"] is True and train["bf16"] is True and filled["fp16"]["enabled"] is False
-    assert ds["zero_optimization"]["stage"] == lay.zero_stage == 3 and isinstance(ds["zero_optimization"]["stage"], int)
+    assert ds["zero_optimization"]["stage"] == lay.zero_stage and isinstance(ds["zero_optimization"]["stage"], int)
+    assert flat_keys(ds) == flat_keys(json.loads((UPSTREAM / f"examples__deepspeed__{train['deepspeed']}").read_text()))
     assert train["cutoff_len"] == seq and train["stage"] == "sft"
     assert train["finetuning_type"] == method
     assert isinstance(train["learning_rate"], float)
@@ -89,11 +90,39 @@ def test_key_set_covers_upstream_example(method, example):
     assert {"warmup_steps"} <= ours
 
 
+@pytest.mark.parametrize("fields,stage,offload,lighter", [
+    # A two-node LoRA job whose bf16 weights fit every card: data parallel, nothing sharded.
+    ({"model": "qwen3-8b", "method": "lora", "cards": 16}, 0, False, []),
+    # 8B full fine-tuning on one node: ZeRO-0's 18 bytes per parameter do not fit, sharded states do.
+    ({"model": "qwen3-8b", "method": "full", "cards": 8}, 2, False, ["ZeRO-0"]),
+    # 32B full fine-tuning: the weights must be sharded too.
+    ({"model": "qwen3-32b", "method": "full", "cards": 16}, 3, False, ["ZeRO-0", "ZeRO-2"]),
+    # one card: no DeepSpeed at all.
+    ({"model": "qwen2.5-0.5b", "method": "full", "cards": 1}, None, False, []),
+], ids=["lora-2-nodes", "full-8b-8", "full-32b-16", "one-card"])
+def test_the_lightest_deepspeed_setting_that_fits(fields, stage, offload, lighter):
+    plan, files = render_job(T, frameworks=["llama-factory"], **fields)
+    lay = plan.frameworks["llama-factory"].layout
+    assert (lay.zero_stage, lay.offload) == (stage, offload) and lay.fits
+    train, ds = load_pair(files)
+    if stage is None:
+        assert "deepspeed" not in train and ds is None
+    else:
+        # The file LLaMA-Factory loads is upstream's for that stage, as DeepSpeed reads it.
+        assert train["deepspeed"] == f"ds_z{stage}_config.json" and ds["zero_optimization"]["stage"] == stage
+        theirs = json.loads((UPSTREAM / f"examples__deepspeed__{train['deepspeed']}").read_text())
+        assert flat_keys(ds) == flat_keys(theirs) and list(ds) == list(theirs)
+        assert llamafactory_problems(train, ds, lay.cards, lay.global_batch_size) == []
+    reason = next(n for n in plan.notes if "the lightest setting that fits" in n)
+    assert all(f"DeepSpeed {name} memory:" in reason for name in lighter)
+
+
 @pytest.mark.parametrize("offload", [False, True])
 def test_json_has_upstreams_structure(offload):
     name = "ds_z3_offload_config.json" if offload else "ds_z3_config.json"
-    # The table's single card for a full Qwen2-7B fine-tune only fits with offload; 8B on 8 cards fits without.
-    model, cards = ("qwen2-7b", 1) if offload else ("qwen3-8b", 8)
+    # The table's single card for a full Qwen2-7B fine-tune only fits with offload; 32B on 16 cards fits without
+    # (8B on 8 cards now takes the lighter ZeRO-2).
+    model, cards = ("qwen2-7b", 1) if offload else ("qwen3-32b", 16)
     plan, files = render_job(T, model=model, method="full", frameworks=["llama-factory"], cards=cards,
                              global_batch_size=64)
     assert plan.frameworks["llama-factory"].layout.offload is offload
@@ -340,9 +369,11 @@ def test_words_after_double_dash_reach_llamafactory_cli_as_overrides(tmp_path):
     dict(model="qwen3-8b", method="lora"),
     dict(model="qwen2.5-32b", method="full", cards=16),
     dict(model="qwen2-7b", method="full", cards=1),  # ZeRO-3 offload
+    {"model": "qwen3-8b", "method": "lora", "cards": 16},  # ZeRO-0
+    {"model": "qwen3-8b", "method": "full", "cards": 8},  # ZeRO-2
     dict(model="qwen3-8b", method="pretrain"),
     dict(model="glm4-9b", method="lora", paths={"dataset": "/d/chat.jsonl", "dataset_format": "sharegpt"}),
-], ids=["lora", "full-16", "offload", "pretrain", "sharegpt"])
+], ids=["lora", "full-16", "offload", "zero0", "zero2", "pretrain", "sharegpt"])
 def test_llamafactory_and_deepspeed_accept_the_pair(tmp_path, fields):
     require("llamafactory", "deepspeed")
     plan, files = render_job(T, frameworks=["llama-factory"], **fields)

@@ -41,6 +41,12 @@ def test_sweep_plans_obey_every_rule(case):
     model, method, seq, hw, framework = case
     plan = plan_of(model=model, method=method, seq_len=seq, hardware=hw, frameworks=[framework])
     check_layout_rules(plan, framework)
+    # The global batch is the method's target unless no layout tiles it, and then the plan says so.
+    target, lay = T.recipes[method].values["global_batch_size"]["value"], plan.frameworks[framework].layout
+    batch = plan.train.global_batch_size
+    if lay.source == "search" and (lay.cards > 1 or T.frameworks[framework].one_card_accumulation):
+        assert batch == target or any(w.startswith(f"global batch moved from {target} to {batch} samples: no ")
+                                      for w in plan.warnings), (batch, plan.warnings)
     row_method = "full" if method == "pretrain" else method
     column = "mindspeed-llm" if framework == "mindformers" else framework
     rows = [r for r in T.rows_for(model, column) if row_method in r.methods and seq in r.seq_lens]
@@ -196,12 +202,45 @@ def test_force_accepts_below_minimum_and_flags_it():
     assert plan.frameworks["mindspeed-llm"].forced and any("FORCED" in n for n in plan.notes)
 
 
-def test_force_on_a_dash_cell_lets_the_memory_model_decide():
-    spec = make_spec(model="llama3.1-8b", frameworks=["llama-factory"])
-    plan = resolve(spec, T, force=True)
+def test_a_dash_cell_is_the_tables_silence_and_the_memory_model_decides(tmp_path):
+    # The table's '-' for LLaMA-Factory full fine-tuning of Llama-3.1-8B gives no count; it was read as "not
+    # supported on any platform" and refused without --force.
+    import json
+
+    import yaml
+
+    from generator.checks.llama_factory import llamafactory_problems
+    from generator.render import render_files
+    plan = resolve(make_spec(model="llama3.1-8b", frameworks=["llama-factory"]), T)
     fp = plan.frameworks["llama-factory"]
-    assert fp.forced and fp.min_cards.case.startswith("memory model")
+    assert not fp.forced and fp.min_cards.case == "memory model (the table gives no count)"
+    assert any("the table is silent for snt9b (min_cards.csv line 9" in n for n in plan.notes)
+    assert fp.layout.fits and not fp.layout.offload and fp.layout.cards == fp.min_cards.value > 1
     check_layout_rules(plan, "llama-factory")
+    files = render_files(plan)
+    assert "memory model (the table gives no count)" in files["PLAN.md"]
+    train = yaml.safe_load(files["llama-factory/train.yaml"])
+    ds = json.loads(files[f"llama-factory/{train['deepspeed']}"])
+    assert train["finetuning_type"] == "full" and train["template"] == "llama3"
+    assert llamafactory_problems(train, ds, fp.layout.cards, fp.layout.global_batch_size) == []
+    # A defaulted framework list keeps LLaMA-Factory too.
+    assert "llama-factory" in plan_of(model="llama3.1-8b").frameworks
+
+
+def test_llama_factory_is_offered_for_llama_31_70b():
+    # LLaMA-Factory trains the Llama 3 family up to 70B (template llama3); the table's column never lists it.
+    plan = plan_of(model="llama3.1-70b")
+    fp = plan.frameworks["llama-factory"]
+    assert fp.min_cards.case == "memory model (no table row)" and fp.layout.fits and not fp.layout.offload
+    assert fp.layout.zero_stage == 3 and fp.info["template"] == "llama3"
+    check_layout_rules(plan, "llama-factory")
+
+
+def test_models_table_shows_silence_as_mem():
+    from generator.resolve import minimum_table
+    rows = {(r["model"], r["framework"]): r for r in minimum_table(T, 4096)}
+    assert rows[("llama3.1-8b", "llama-factory")]["full/snt9b"] == "mem"
+    assert rows[("llama3.1-70b", "llama-factory")]["lora/snt9b"] == "mem"
 
 
 def test_no_table_row_uses_the_memory_model():
@@ -283,3 +322,52 @@ def test_a_budget_job_with_pins_names_the_final_count():
     fp = plan.frameworks["mindspeed-llm"]
     assert (fp.layout.tp, fp.layout.pp, fp.layout.cards) == (1, 16, 272) and fp.estimate.time_hours <= 168
     assert any("256 cards fall short" in n and "272 cards are the fewest that meet it" in n for n in plan.notes)
+
+
+def test_the_global_batch_stays_the_target_when_cards_change():
+    # 128 samples per step on 128 dies; 144 dies used to move it silently to 144 (and 2048 cards to 2048): a layout
+    # that tiles 128 is searched for first, and where none does the plan warns with both values.
+    kept = plan_of(model="qwen3-8b", hardware="snt9b23", cards=128)
+    assert kept.train.global_batch_size == 128 and not kept.warnings
+    for fp in kept.frameworks.values():
+        assert fp.layout.global_batch_size == 128
+    moved = plan_of(model="qwen3-8b", hardware="snt9b23", cards=144, frameworks=["mindspeed-llm", "llama-factory"])
+    assert moved.train.global_batch_size == 144
+    assert any(w.startswith("global batch moved from 128 to 144 samples: no llama-factory layout that fits on 144 "
+                            "cards tiles 128") for w in moved.warnings)
+    assert "moved to 144" in moved.train.origin["global_batch_size"]
+
+
+@pytest.mark.parametrize("model,cards", [("llama3.1-70b", 768), ("qwen2.5-72b", 1536), ("qwen3-32b", 96)])
+def test_deep_pipelines_do_not_inflate_the_batch(model, cards):
+    # Pretraining at 512 sequences per step: a pipeline's own minimum (PP 12 on 768 cards) set 2,048, 4,096 or 528.
+    plan = plan_of(model=model, method="pretrain", cards=cards, frameworks=["mindspeed-llm"])
+    lay = plan.frameworks["mindspeed-llm"].layout
+    assert plan.train.global_batch_size == lay.global_batch_size == 512 and not plan.warnings
+    assert (lay.pp - 1) / lay.grad_accum <= 0.25
+
+
+def test_few_steps_and_a_long_warmup_are_warned():
+    # 80,000 samples on 2,048 cards: the batch moves to 2,048 (one sample per card), so 40 steps.
+    plan = plan_of(model="qwen3-8b", cards=2048, frameworks=["llama-factory"],
+                   data={"samples": 80000, "tokens_per_sample": 2048})
+    assert plan.train.global_batch_size == 2048 and plan.train.steps == 40
+    assert any(w.startswith("global batch moved from 128 to 2048 samples") for w in plan.warnings)
+    assert any(w.startswith("40 optimizer steps at a global batch of 2048: fewer than about 100")
+               for w in plan.warnings)
+    warm = plan_of(model="qwen3-8b", cards=8, frameworks=["mindspeed-llm"], global_batch_size=128,
+                   data={"samples": 128000, "tokens_per_sample": 1024}, train={"warmup_steps": 800})
+    assert warm.train.steps == 1000
+    assert any(w.startswith("warmup covers 800 of the 1000 steps") for w in warm.warnings)
+
+
+def test_a_time_budget_prefers_card_counts_that_tile_the_batch():
+    # 40 cards met a 10 h budget by moving LLaMA-Factory's batch to 160 without a word; counts that tile 128 come
+    # first, and the plan says which it passed over.
+    plan = plan_of(model="qwen3-8b", frameworks=["llama-factory"], time_budget_hours=10,
+                   data={"total_tokens": 2_000_000_000})
+    lay = plan.frameworks["llama-factory"].layout
+    assert (lay.cards, plan.train.global_batch_size) == (64, 128) and not plan.warnings
+    assert "llama-factory: time budget: 40, 48, 56 cards passed over: no layout there tiles the global batch of " \
+           "128" in plan.notes
+    assert plan.frameworks["llama-factory"].estimate.time_hours <= 10

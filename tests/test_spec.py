@@ -224,8 +224,9 @@ def test_error_output_never_holds_a_character_that_does_not_print_as_itself(key,
 def test_paths_refuse_characters_that_do_not_print_as_themselves(tmp_path, char):
     # '/data/my\u00a0model' looks like '/data/my model' and names another folder.
     spec = tmp_path / "job.yaml"
-    spec.write_text(BASE, encoding="utf-8")
-    result = CliRunner().invoke(main, ["plan", str(spec), "--set", f"paths.model_dir=/data/my{char}model"])
+    # In the file: a --set value holding such a character is refused before, as no override may (test_workflow.py).
+    spec.write_text(f"{BASE}paths:\n  model_dir: \"/data/my\\U{ord(char):08x}model\"\n", encoding="utf-8")
+    result = CliRunner().invoke(main, ["plan", str(spec)])
     assert result.exit_code == 2 and f"Error: {spec}: paths.model_dir: '/data/my" in result.stderr, result.output
     assert f"holds U+{ord(char):04X}" in result.stderr
 

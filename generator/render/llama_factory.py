@@ -1,4 +1,4 @@
-"""LLaMA-Factory: train.yaml, the DeepSpeed ZeRO-3 JSON it points at, dataset_info.json, launch.sh, commands.txt."""
+"""LLaMA-Factory: train.yaml, the DeepSpeed JSON it points at (upstream's examples/deepspeed), dataset_info.json, launch.sh, commands.txt."""
 
 from __future__ import annotations
 
@@ -52,7 +52,7 @@ def deepspeed_file(fp: FrameworkPlan) -> str | None:
 
 
 def deepspeed_config(fp: FrameworkPlan) -> dict:
-    """Upstream's examples/deepspeed ds_z2 / ds_z3(_offload) config, "auto" where upstream has it. The batch, clipping
+    """Upstream's examples/deepspeed ds_z0 / ds_z2 / ds_z3(_offload) config, "auto" where upstream has it. The batch, clipping
     and precision keys stay "auto" on purpose: transformers' HfTrainerDeepSpeedConfig fills them from train.yaml at
     the world size the job really starts with (integrations/deepspeed.py, trainer_config_process), so the YAML is
     their one source. A value written here is a second copy that can only disagree: a job started on fewer nodes, a
@@ -61,7 +61,7 @@ def deepspeed_config(fp: FrameworkPlan) -> dict:
     the plan."""
     lay = fp.layout
     zero: dict = {"stage": lay.zero_stage}
-    if lay.zero_stage == 2:
+    if lay.zero_stage in (0, 2):  # ds_z0_config.json is ds_z2_config.json with stage 0
         zero.update({"allgather_partitions": True, "allgather_bucket_size": 500000000, "overlap_comm": False,
                      "reduce_scatter": True, "reduce_bucket_size": 500000000, "contiguous_gradients": True,
                      "round_robin_gradients": True})
