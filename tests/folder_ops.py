@@ -22,17 +22,21 @@ from generator.cli import main
 from generator.plan import MadeFrom
 from generator.render import check, render_files, write
 from generator.resolve import resolve
+from generator.spec import parse_spec
 from generator.tables import load_tables
-from helpers import make_spec
 
 BOTH = {"job": "j", "model": "qwen3-8b", "method": "lora", "seq_len": 4096, "hardware": "snt9b",
         "frameworks": ["mindformers", "llama-factory"]}
 ONE = {**BOTH, "frameworks": ["mindformers"], "data": {"samples": 1000, "tokens_per_sample": 512}}
 
 
+def _spec_text(spec: dict) -> str:
+    return yaml.safe_dump(spec)
+
+
 def write_spec(folder: Path, spec: dict, name: str = "job.yaml") -> Path:
     path = folder / name
-    path.write_text(yaml.safe_dump(spec), encoding="utf-8")
+    path.write_text(_spec_text(spec), encoding="utf-8")
     return path
 
 
@@ -136,7 +140,8 @@ SPECS = {
 @lru_cache(maxsize=None)
 def files_of(name: str) -> dict[str, str]:
     """What `render OUT/../job.yaml -o OUT` writes for SPECS[name] (plan.json records the spec file)."""
-    return render_files(dataclasses.replace(resolve(make_spec(**SPECS[name]), T), made_from=MadeFrom("job.yaml")))
+    spec = parse_spec(_spec_text(SPECS[name]).encode())  # the bytes write_spec writes: the spec's sha256 is theirs
+    return render_files(dataclasses.replace(resolve(spec, T), made_from=MadeFrom("job.yaml")))
 
 
 def expected(name: str) -> dict[str, bytes]:

@@ -17,7 +17,7 @@ def make_spec(**fields):
     data.update(fields)
     data = {k: v for k, v in data.items() if v is not None}
     # JSON is YAML 1.2 and quotes every string: PyYAML's YAML 1.1 dump leaves '0e0' bare, which 1.2 reads as 0.0.
-    return parse_spec(json.dumps(data).encode())
+    return parse_spec(json.dumps(data, ensure_ascii=False).encode())
 
 
 def render_job(tables, **fields):
