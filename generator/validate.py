@@ -271,12 +271,12 @@ def _msrun_world(launch: Path) -> int | None:
     return 1 if re.search(r"^python run_mindformer\.py ", text, re.M) else None
 
 
-def _mindformers_data(doc: dict, plan: dict, folder: Path) -> str | None:
+def _mindformers_data(doc: dict, plan: dict | None, folder: Path) -> str | None:
     """The data train.yaml must read: the spec's JSON file for HFDataLoader (Mcore fine-tuning), else what
     preprocess_data.sh writes."""
     loader = (doc.get("train_dataset") or {}).get("data_loader")
     if isinstance(loader, dict) and loader.get("type") == "HFDataLoader":
-        return ((plan.get("paths") or {}).get("dataset") or {}).get("value")
+        return (((plan or {}).get("paths") or {}).get("dataset") or {}).get("value")
     return mindformers.preprocessed_path(_text(folder / "preprocess_data.sh"))
 
 

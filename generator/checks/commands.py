@@ -8,6 +8,7 @@ from pathlib import PurePosixPath
 # msrun_launcher.sh's positional arguments: "CMD" WORKER_NUM LOCAL_WORKER MASTER_ADDR MASTER_PORT NODE_RANK ...
 # (MindFormers scripts/msrun_launcher.sh); the rank is the sixth word after the script.
 MSRUN_RANK = 6
+NO_RANK = "NODE_RANK=N, launch.sh N or msrun_launcher.sh's NODE_RANK"
 
 
 def _rank_word(words: list[str]) -> str | None:
@@ -29,7 +30,7 @@ def rank_problems(text: str, nodes: int) -> list[str]:
     """Each node rank 0 .. nodes-1 must be run by exactly one line, in order: a repeated rank starts two nodes as the
     same member (the rendezvous waits for the missing one, or two processes claim the same global ranks)."""
     lines = [line for line in text.splitlines() if line.strip() and not line.lstrip().startswith("#")]
-    ranks: list[int | None] = []
+    ranks: list[int] = []
     for number, line in enumerate(lines, 1):
         try:
             word = _rank_word(shlex.split(line))
@@ -37,10 +38,9 @@ def rank_problems(text: str, nodes: int) -> list[str]:
             return [f"command line {number} does not split as shell words ({exc})"]
         if word is None and nodes == 1 and len(lines) == 1:
             return []  # one node: a launcher without a rank argument (python run_mindformer.py) runs it
-        ranks.append(int(word) if word is not None and word.isdigit() else None)
-    if None in ranks:
-        return [f"command line {ranks.index(None) + 1} passes no node rank (NODE_RANK=N, launch.sh N or "
-                f"msrun_launcher.sh's NODE_RANK)"]
+        if word is None or not word.isdigit():
+            return [f"command line {number} passes no node rank ({NO_RANK})"]
+        ranks.append(int(word))
     if ranks == list(range(nodes)):
         return []
     repeated = sorted({r for r in ranks if ranks.count(r) > 1})

@@ -100,7 +100,9 @@ def data_file(dataset_info) -> tuple[dict, str] | None:
     """(the registered data set's entry, its absolute file_name) when dataset_info.json names a file on this machine
     (a regular file: no link followed); None otherwise (a cluster path, a placeholder)."""
     entry = next(iter(dataset_info.values()), None) if isinstance(dataset_info, dict) else None
-    name = entry.get("file_name") if isinstance(entry, dict) else None
+    if not isinstance(entry, dict):
+        return None
+    name = entry.get("file_name")
     if not isinstance(name, str) or not os.path.isabs(name) or not os.path.isfile(name) or os.path.islink(name):
         return None
     return entry, name
@@ -110,8 +112,8 @@ def rows_problem(dataset_info: dict, planned: int | None) -> str | None:
     """The data file registered in dataset_info.json, where it is on this machine, against the rows the plan's
     steps were sized for (data.samples): max_steps is fixed, so other rows train more or fewer epochs."""
     found = data_file(dataset_info)
-    data = read_regular(Path(found[1])) if found and planned else None
-    if data is None:
+    data = read_regular(Path(found[1])) if found else None
+    if found is None or data is None or not planned:
         return None
     name, rows = found[1], data_rows(data)
     if rows is None:
@@ -169,7 +171,7 @@ def columns_problems(dataset_info) -> list[str]:
     if not found or not rows:
         return []
     entry, name = found
-    columns = entry.get("columns") if isinstance(entry.get("columns"), dict) else {}
+    columns: dict = entry["columns"] if isinstance(entry.get("columns"), dict) else {}
     problems = []
     for column, key in columns.items():
         lacking = [i for i, row in enumerate(rows) if not isinstance(row, dict) or key not in row]
@@ -217,7 +219,7 @@ def lora_target_problems(lora_target, model: str) -> list[str]:
     if lora_target is None:
         return []
     decoder = (load_tables().frameworks["llama-factory"].models.get(model) or {}).get("decoder")
-    row = lora_modules().get(decoder)
+    row = lora_modules().get(decoder) if isinstance(decoder, str) else None
     if row is None:
         return []
     targets = [t.strip() for t in str(lora_target).split(",")]

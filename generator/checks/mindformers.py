@@ -187,17 +187,17 @@ DATA_LOADERS: dict[str, tuple[set[str], set[str], str]] = {
         "balance_spec", "packing", "handler", "adaptor_config", "create_attention_mask", "create_compressed_eod_mask",
         "compressed_eod_mask_length", "use_broadcast_data", "shuffle", "size", "dataset_state_dir", "save_step",
         "resume_step", "batch_size", "dataset_dir", "column_names"},
-        "dataset/dataloader/hf_dataloader.py l. 249-265, 403-422 (the rest to datasets.load_dataset, l. 298-307; "
-        "a local JSON file is path \"json\" with data_files)"),
+        ("dataset/dataloader/hf_dataloader.py l. 249-265, 403-422 (the rest to datasets.load_dataset, l. 298-307; "
+         "a local JSON file is path \"json\" with data_files)")),
     "BlendedMegatronDatasetDataLoader": ({"datasets_type", "sizes", "config"}, {
         "type", "datasets_type", "sizes", "config", "tokenizer", "column_names", "shuffle", "num_shards", "shard_id",
-        "phase"}, "dataset/dataloader/blended_megatron_dataloader.py l. 285-295 (other keys reach the builder, "
-        "which ignores them, l. 101-115)"),
+        "phase"}, ("dataset/dataloader/blended_megatron_dataloader.py l. 285-295 (other keys reach the builder, "
+                   "which ignores them, l. 101-115)")),
     "MindDataset": ({"dataset_dir"}, {
         "type", "dataset_dir", "dataset_files", "columns_list", "num_parallel_workers", "shuffle", "num_shards",
         "shard_id", "sampler", "padded_sample", "num_padded", "num_samples", "cache"},
-        "dataset/causal_language_model_dataset.py l. 403-431 (dataset_dir or dataset_files) and MindSpore's "
-        "MindDataset.__init__ (dataset/engine/datasets_standard_format.py)"),
+        ("dataset/causal_language_model_dataset.py l. 403-431 (dataset_dir or dataset_files) and MindSpore's "
+         "MindDataset.__init__ (dataset/engine/datasets_standard_format.py)")),
 }
 # BlendedMegatronDatasetDataLoader's `config`: the keys MegatronDatasetBuilder reads (blended_megatron_dataloader.py
 # l. 192-218); it reads them with .get, so a misspelt key silently takes the default. data_path and seq_length
@@ -221,10 +221,10 @@ def data_loader_problems(doc: dict, expected: str | None) -> list[str]:
     """train_dataset.data_loader against its class's keys, and the data it reads against `expected`: the path the
     job's data comes from (the spec's file for HFDataLoader, what preprocess_data.sh writes for the others)."""
     loader = (doc.get("train_dataset") or {}).get("data_loader")
-    if not isinstance(loader, dict) or loader.get("type") not in DATA_LOADERS:
-        return [f"train_dataset.data_loader.type {(loader or {}).get('type')!r} is not one of "
-                f"{', '.join(DATA_LOADERS)}"] if isinstance(loader, dict) or loader is None else \
-            ["train_dataset.data_loader is not a mapping"]
+    if not isinstance(loader, dict):
+        return ["train_dataset.data_loader is missing or not a mapping"]
+    if loader.get("type") not in DATA_LOADERS:
+        return [f"train_dataset.data_loader.type {loader.get('type')!r} is not one of {', '.join(DATA_LOADERS)}"]
     kind = loader["type"]
     required, allowed, source = DATA_LOADERS[kind]
     if kind == "MindDataset" and "dataset_files" in loader:
@@ -288,8 +288,9 @@ def router_problems(doc: dict, model: Model) -> list[str]:
         return []
     why = ("overrides the loaded checkpoint's config.json (mindformers models/build_config.py l. 125-136): leave "
            "routing to config.json" if view.checkpoint else "trains another router than the model's")
-    return [f"model_config {', '.join(f'{k}: {v!r}' for k, v in wrong.items())} is not {model.name}'s "
-            f"{', '.join(f'{k}: {facts[k]!r}' for k in wrong)} ({row['source']}); this {why}"]
+    given = ", ".join(f"{k}: {v!r}" for k, v in wrong.items())
+    own = ", ".join(f"{k}: {facts[k]!r}" for k in wrong)
+    return [f"model_config {given} is not {model.name}'s {own} ({row['source']}); this {why}"]
 
 
 # Opt-in: MindFormers' own loader and check_rules, in an interpreter that has mindformers (2.1.0, --no-deps) and a
