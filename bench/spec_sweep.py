@@ -27,7 +27,8 @@ PT_PATHS = {**PATHS, "dataset": "/data/pt/corpus.jsonl"}
 
 def spec(name: str, model: str, method: str, hardware: str, cards: int, frameworks: list[str], seq_len: int = 4096,
          **extra) -> dict:
-    """A job spec: `name` is its job name; pretraining reads raw text, every multi-node job names its master."""
+    """A job spec: `name` is its job name; pretraining reads raw text, every multi-node job names its master.
+    FORCE: True renders it with --force (below the table's minimum cards: the one-card launch paths)."""
     out = {"job": name, "model": model, "method": method, "seq_len": seq_len, "hardware": hardware, "cards": cards,
            "frameworks": frameworks, "data": {"samples": 50000, "tokens_per_sample": 1024},
            "paths": PT_PATHS if method == "pretrain" else PATHS, "cluster": {"master_addr": "10.0.0.1"}}
@@ -41,7 +42,7 @@ MF, MS, LF = ["mindformers"], ["mindspeed-llm"], ["llama-factory"]
 # 1 to 512 cards, snt9b / snt9b23 / GPUs.
 SPECS: list[dict] = [
     # MindFormers: Mcore Qwen3 / Qwen3-MoE / DeepSeek-V3, research Llama-3.1 / Qwen2.5
-    spec("mf-qwen3-0.6b-full-1", "qwen3-0.6b", "full", "snt9b", 1, MF),
+    spec("mf-qwen3-0.6b-full-1", "qwen3-0.6b", "full", "snt9b", 1, MF, FORCE=True),
     spec("mf-qwen3-8b-full-8", "qwen3-8b", "full", "snt9b", 8, MF),
     spec("mf-qwen3-8b-lora-8-a3", "qwen3-8b", "lora", "snt9b23", 8, MF),
     spec("mf-qwen3-32b-full-32", "qwen3-32b", "full", "snt9b", 32, MF, seq_len=8192),
@@ -55,7 +56,7 @@ SPECS: list[dict] = [
     spec("mf-qwen2.5-32b-full-32", "qwen2.5-32b", "full", "snt9b23", 32, MF, seq_len=8192),
     spec("mf-qwen2.5-7b-lora-8", "qwen2.5-7b", "lora", "snt9b", 8, MF),
     # MindSpeed-LLM
-    spec("ms-qwen3-1.7b-full-1", "qwen3-1.7b", "full", "snt9b", 1, MS),
+    spec("ms-qwen3-1.7b-full-1", "qwen3-1.7b", "full", "snt9b", 1, MS, FORCE=True),
     spec("ms-qwen3-8b-lora-8", "qwen3-8b", "lora", "snt9b", 8, MS),
     spec("ms-qwen3-8b-pretrain-16-a3", "qwen3-8b", "pretrain", "snt9b23", 16, MS),
     spec("ms-qwen3-32b-full-64", "qwen3-32b", "full", "snt9b", 64, MS, seq_len=32768),
@@ -66,10 +67,10 @@ SPECS: list[dict] = [
     spec("ms-glm4-9b-lora-8", "glm4-9b", "lora", "snt9b", 8, MS),
     spec("ms-mixtral-8x7b-full-32", "mixtral-8x7b", "full", "snt9b", 32, MS),
     spec("ms-qwen3moe-30b-lora-16", "qwen3_moe-30b_a3b", "lora", "snt9b", 16, MS),
-    spec("ms-qwen3moe-235b-pretrain-256", "qwen3_moe-235b_a22b", "pretrain", "snt9b23", 256, MS),
+    spec("ms-qwen3moe-235b-pretrain-512", "qwen3_moe-235b_a22b", "pretrain", "snt9b23", 512, MS),
     spec("ms-deepseek-v3-full-512", "deepseek-v3", "full", "snt9b", 512, MS),
     # LLaMA-Factory: Ascend and GPUs
-    spec("lf-qwen3-8b-lora-1-4090", "qwen3-8b", "lora", "rtx4090", 1, LF, seq_len=2048),
+    spec("lf-qwen3-8b-lora-2-4090", "qwen3-8b", "lora", "rtx4090", 2, LF, seq_len=2048),
     spec("lf-qwen3-8b-qlora-1-3090", "qwen3-8b", "qlora", "rtx3090", 1, LF, seq_len=2048),
     spec("lf-qwen2.5-7b-qlora-1-snt9b", "qwen2.5-7b", "qlora", "snt9b", 1, LF),
     spec("lf-qwen2.5-7b-full-8-a800", "qwen2.5-7b", "full", "a800", 8, LF),
@@ -88,6 +89,14 @@ SPECS: list[dict] = [
     spec("all-qwen3-8b-lora-8-a3", "qwen3-8b", "lora", "snt9b23", 8, [*MF, *MS, *LF]),
     spec("all-qwen3-32b-pretrain-64", "qwen3-32b", "pretrain", "snt9b", 64, [*MF, *MS, *LF]),
     spec("all-qwen3moe-30b-full-32", "qwen3_moe-30b_a3b", "full", "snt9b", 32, [*MF, *MS]),
+    spec("all-llama3.1-8b-lora-16", "llama3.1-8b", "lora", "snt9b", 16, [*MF, *MS, *LF]),
+    # Long sequences (context parallel), the largest MoE jobs, the smallest GPU jobs
+    spec("mf-qwen3-32b-lora-32-32k", "qwen3-32b", "lora", "snt9b", 32, MF, seq_len=32768),
+    spec("mf-qwen3moe-235b-lora-128-a3", "qwen3_moe-235b_a22b", "lora", "snt9b23", 128, MF),
+    spec("ms-deepseek-v3-lora-256-a3", "deepseek-v3", "lora", "snt9b23", 256, MS),
+    spec("lf-qwen2.5-0.5b-full-1-3090", "qwen2.5-0.5b", "full", "rtx3090", 1, LF, seq_len=2048),
+    spec("lf-llama3.2-1b-pretrain-1-4090", "llama3.2-1b", "pretrain", "rtx4090", 1, LF, seq_len=2048),
+    spec("lf-qwen2vl-72b-lora-32-a3", "qwen2vl-72b", "lora", "snt9b23", 32, LF, seq_len=1024),
 ]
 
 
@@ -99,8 +108,8 @@ def cli(*args: str) -> subprocess.CompletedProcess:
 def run_spec(job: dict, folder: Path) -> tuple[str | None, list[dict]]:
     """(render's refusal or None, validate's results) of one spec, rendered under `folder`."""
     path = folder / f"{job['job']}.yaml"
-    path.write_text(yaml.safe_dump(job, sort_keys=False))
-    rendered = cli("render", str(path), "-o", str(folder / "out"))
+    path.write_text(yaml.safe_dump({k: v for k, v in job.items() if k != "FORCE"}, sort_keys=False))
+    rendered = cli("render", str(path), "-o", str(folder / "out"), *(["--force"] if job.get("FORCE") else []))
     if rendered.returncode != 0:
         lines = [line for line in rendered.stderr.splitlines() if line.strip()]
         return (lines[-1] if lines else f"exit {rendered.returncode}"), []

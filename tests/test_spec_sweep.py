@@ -1,5 +1,5 @@
 """A covering subset of bench/spec_sweep.py (issue 23, Done when): specs rendered with the CLI and checked with
-`gen-launch validate` as a user runs them, every file accepted. The full sweep (45 specs) is bench's."""
+`gen-launch validate` as a user runs them, every file accepted. The full sweep (51 specs) is bench's."""
 
 from __future__ import annotations
 
@@ -10,11 +10,11 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "bench"))
 
 import spec_sweep
 
-# Each framework; dense and MoE; LoRA, QLoRA, full and pretraining; 1 to 16 cards; snt9b, snt9b23 and a GPU; the
+# Each framework; dense and MoE; LoRA, QLoRA, full and pretraining; 1 to 16 cards (one with --force); snt9b, snt9b23 and a GPU; the
 # MindFormers Mcore (HFDataLoader, Megatron data) and research (MindDataset) layouts.
-COVERING = ("mf-qwen3moe-30b-full-16", "mf-qwen3-14b-pretrain-16", "mf-qwen2.5-7b-lora-8",
-            "ms-qwen3moe-30b-lora-16", "ms-qwen3-8b-pretrain-16-a3", "lf-qwen3-8b-lora-1-4090",
-            "lf-qwen2.5-7b-qlora-1-snt9b")
+COVERING = ("mf-qwen3moe-30b-full-16", "mf-qwen3-0.6b-full-1", "mf-qwen3-14b-pretrain-16", "mf-qwen2.5-7b-lora-8",
+            "ms-qwen3moe-30b-lora-16", "ms-qwen3-8b-pretrain-16-a3", "lf-qwen3-8b-lora-2-4090",
+            "lf-qwen2.5-7b-qlora-1-snt9b", "ms-qwen3-1.7b-full-1")
 
 
 def test_the_sweep_holds_what_issue_23_asks():

@@ -137,10 +137,16 @@ def test_sharegpt_tags_the_messages_lack(tmp_path):
     turns = [{"role": "user", "content": "q"}, {"role": "assistant", "content": "a"}]
     write_rows(data, [{"conversations": turns}] * 4000, True)
     job = render(tmp_path, paths={"dataset": str(data), "output_dir": "/o", "dataset_format": "sharegpt"})
-    assert_problem(job, "llama-factory/dataset_info.json", "lacks 'from' or 'value' (role_tag / content_tag)")
-    write_rows(data, [{"conversations": [{"from": "human", "value": "q"}, {"from": "gpt", "value": "a"}]}] * 4000,
-               True)
+    assert_problem(job, "llama-factory/dataset_info.json", "row 1 of", "a message lacks 'from' or 'value' (role_tag / "
+                   "content_tag)")
+    good = {"conversations": [{"from": "system", "value": "s"}, {"from": "human", "value": "q"},
+                              {"from": "gpt", "value": "a"}]}
+    write_rows(data, [good] * 4000, True)
     assert_passes(job)
+    # roles out of turn: LLaMA-Factory skips the row with a warning, training on less than planned
+    write_rows(data, [good] * 9 + [{"conversations": [{"from": "gpt", "value": "a"}]}] + [good] * 3990, True)
+    assert_problem(job, "llama-factory/dataset_info.json", "row 10 of", "turn 1's from 'gpt' is not one of "
+                   "['human', 'observation']")
 
 
 def test_columns_are_read_from_the_start_of_a_big_file_only(tmp_path):

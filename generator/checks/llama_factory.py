@@ -158,14 +158,34 @@ def first_rows(name: str, rows: int = SAMPLE_ROWS, limit: int = SAMPLE_BYTES) ->
 
 
 # LLaMA-Factory 0.9.5's default sharegpt tags (data/parser.py l. 58-64, DatasetAttr); dataset_info.json's "tags"
-# replace them. A message is read by role_tag and content_tag (data/converter.py l. 147-169).
-SHAREGPT_TAGS = {"role_tag": "from", "content_tag": "value"}
+# replace them.
+SHAREGPT_TAGS = {"role_tag": "from", "content_tag": "value", "user_tag": "human", "assistant_tag": "gpt",
+                 "observation_tag": "observation", "function_tag": "function_call", "system_tag": "system"}
+
+
+def _message_problem(messages, tags: dict) -> str | None:
+    """Why SharegptDatasetConverter (data/converter.py l. 139-180) cannot read one row's messages: a message without
+    the role or content key fails the loading; a role out of turn (after an optional first system message, user or
+    observation, then assistant or function, alternating) or an odd number of turns skips the row with a warning."""
+    if not isinstance(messages, list):
+        return "its messages are not a list"
+    role, content = tags["role_tag"], tags["content_tag"]
+    bad = next((m for m in messages if not isinstance(m, dict) or role not in m or content not in m), None)
+    if bad is not None:
+        return f"a message lacks {role!r} or {content!r} (role_tag / content_tag): {json.dumps(bad)[:80]}"
+    turns = messages[1:] if messages and messages[0][role] == tags["system_tag"] else messages
+    accept = ((tags["user_tag"], tags["observation_tag"]), (tags["assistant_tag"], tags["function_tag"]))
+    for i, message in enumerate(turns):
+        if message[role] not in accept[i % 2]:
+            return (f"turn {i + 1}'s {role} {message[role]!r} is not one of {list(accept[i % 2])} (user_tag / "
+                    f"assistant_tag ...), so LLaMA-Factory skips the row")
+    return "an odd number of turns, so LLaMA-Factory skips the row" if len(turns) % 2 else None
 
 
 def columns_problems(dataset_info) -> list[str]:
     """The columns dataset_info.json registers against the keys of the data file's first rows, where the file is on
     this machine: LLaMA-Factory's converter reads every registered column from every row (data/converter.py
-    l. 88-129 alpaca, l. 147-169 sharegpt), and a key the file lacks fails the data loading."""
+    l. 88-129 alpaca, l. 139-180 sharegpt), and a key the file lacks fails the data loading."""
     found = data_file(dataset_info)
     rows = first_rows(found[1]) if found else None
     if not found or not rows:
@@ -178,16 +198,13 @@ def columns_problems(dataset_info) -> list[str]:
         if lacking:
             problems.append(f"columns.{column}: {key!r} is not a key of row {lacking[0] + 1} of {name} (of the first "
                             f"{len(rows)} read)")
-    if entry.get("formatting") == "sharegpt" and "messages" in columns:
+    if entry.get("formatting") == "sharegpt" and not problems:
         tags = {**SHAREGPT_TAGS, **(entry.get("tags") or {})}
+        key = columns.get("messages", "conversations")
         for i, row in enumerate(rows):
-            messages = row.get(columns["messages"]) if isinstance(row, dict) else None
-            turn = next((m for m in messages or [] if not isinstance(m, dict)
-                         or tags["role_tag"] not in m or tags["content_tag"] not in m), None) \
-                if isinstance(messages, list) else None
-            if turn is not None:
-                problems.append(f"tags: a message of row {i + 1} of {name} lacks {tags['role_tag']!r} or "
-                                f"{tags['content_tag']!r} (role_tag / content_tag): {json.dumps(turn)[:80]}")
+            why = _message_problem(row.get(key) if isinstance(row, dict) else None, tags)
+            if why:
+                problems.append(f"row {i + 1} of {name}: {why}")
                 break
     return problems
 
