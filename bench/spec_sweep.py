@@ -92,7 +92,7 @@ SPECS: list[dict] = [
     spec("all-llama3.1-8b-lora-16", "llama3.1-8b", "lora", "snt9b", 16, [*MF, *MS, *LF]),
     # Long sequences (context parallel), the largest MoE jobs, the smallest GPU jobs
     spec("mf-qwen3-32b-lora-32-32k", "qwen3-32b", "lora", "snt9b", 32, MF, seq_len=32768),
-    spec("mf-qwen3moe-235b-lora-128-a3", "qwen3_moe-235b_a22b", "lora", "snt9b23", 128, MF),
+    spec("mf-qwen3moe-235b-lora-256-a3", "qwen3_moe-235b_a22b", "lora", "snt9b23", 256, MF),
     spec("ms-deepseek-v3-lora-256-a3", "deepseek-v3", "lora", "snt9b23", 256, MS),
     spec("lf-qwen2.5-0.5b-full-1-3090", "qwen2.5-0.5b", "full", "rtx3090", 1, LF, seq_len=2048),
     spec("lf-llama3.2-1b-pretrain-1-4090", "llama3.2-1b", "pretrain", "rtx4090", 1, LF, seq_len=2048),

@@ -82,9 +82,9 @@ def test_a_hand_edited_file_is_still_checked(tmp_path):
     assert "(V1; mindformers tools/check_rules.py" in lines["mindformers/train.yaml"]
     path.write_text(text.replace("seed: ", "seed:  ", 1))  # an edit that breaks no rule is still reported
     status, lines = validate(job)
-    assert status == 1 and lines["mindformers/train.yaml"] == \
-        "problem  changed since gen-launch render wrote it; its checks pass: MindFormers' own loader not run " \
-        "(opt-in: --mindformers-python, see README)"
+    assert status == 1
+    assert lines["mindformers/train.yaml"].startswith("problem  changed since gen-launch render wrote it; its checks "
+                                                      "pass"), lines
 
 
 @pytest.mark.parametrize("template,expected", [

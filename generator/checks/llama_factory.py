@@ -216,6 +216,8 @@ def template_problem(template, model: str) -> str | None:
     tables = load_tables()
     fw = tables.frameworks["llama-factory"]
     own = (fw.models.get(model) or {}).get("template")
+    if template is None:
+        return f"template: none given, so LLaMA-Factory picks one from the tokenizer; {model}'s is {own!r}"
     if template not in (fw.templates or ()):
         return (f"template: {template!r} is not a chat template LLaMA-Factory 0.9.5 registers (its data/template.py); "
                 f"{model}'s is {own!r}")
