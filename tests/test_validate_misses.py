@@ -87,14 +87,15 @@ def test_a_hand_edited_file_is_still_checked(tmp_path):
                                                       "pass"), lines
 
 
-@pytest.mark.parametrize("template,expected", [
-    ("qwen4", "'qwen4' is not a chat template LLaMA-Factory 0.9.5 registers"),
-    ("qwen", "'qwen' is not qwen3-8b's chat template 'qwen3'"),
+@pytest.mark.parametrize("line,expected", [
+    ('template: "qwen4"', "'qwen4' is not a chat template LLaMA-Factory 0.9.5 registers"),
+    ('template: "qwen"', "'qwen' is not qwen3-8b's chat template 'qwen3'"),
+    ("", "template: none given, so LLaMA-Factory picks one from the tokenizer; qwen3-8b's is 'qwen3'"),
 ])
-def test_llama_factory_template(tmp_path, template, expected):
+def test_llama_factory_template(tmp_path, line, expected):
     job = render(tmp_path)
     assert_passes(job)
-    edit(job, "llama-factory/train.yaml", 'template: "qwen3"', f'template: "{template}"')
+    edit(job, "llama-factory/train.yaml", 'template: "qwen3"', line)
     assert_problem(job, "llama-factory/train.yaml", expected)
 
 
