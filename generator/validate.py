@@ -23,10 +23,18 @@ from pathlib import Path
 
 import yaml
 
-from .checks import llama_factory, mindformers, mindspeed_llm
+from .checks import commands, llama_factory, mindformers, mindspeed_llm
 from .checks.shell import assignment, bash_arrays, shell_problems
 from .errors import UserError
-from .jobdir import MANIFEST, MAX_READ, Manifest, parse_manifest, read_regular, safe_relative, scan
+from .jobdir import (
+    MANIFEST,
+    MAX_READ,
+    Manifest,
+    parse_manifest,
+    read_regular,
+    safe_relative,
+    scan,
+)
 from .tables import load_tables
 
 INSTALL_HINT = "bash scripts/install.sh validate from a clone of gen-launch"
@@ -69,8 +77,9 @@ def _results(job_dir: Path, manifest: Manifest, mindformers_python: str | None) 
         if entry is None or entry.kind != "file":
             yield Result(path, "problem", "missing (or not a regular file)")
         elif entry.digest != digest:
-            yield Result(path, "problem", "changed since gen-launch render wrote it" if entry.digest else
-                         f"changed since gen-launch render wrote it (over {MAX_READ} bytes: not read)")
+            # Over MAX_READ the file is not read, so its checks cannot run either.
+            yield _changed(_check(job_dir, path, plan, model, mindspeed, mindformers_python)) if entry.digest else \
+                Result(path, "problem", f"{CHANGED} (over {MAX_READ} bytes: not read)")
         else:
             yield _check(job_dir, path, plan, model, mindspeed, mindformers_python)
     for path in sorted(p for p, e in found.items() if e.kind != "folder" and p != MANIFEST
@@ -78,6 +87,16 @@ def _results(job_dir: Path, manifest: Manifest, mindformers_python: str | None) 
         yield Result(path, "problem", UNREADABLE if found[path].kind == "unreadable" else
                      f"not listed in {MANIFEST}: gen-launch did not write it (or {MANIFEST} was edited), so "
                      f"nothing vouches for it")
+
+
+CHANGED = "changed since gen-launch render wrote it"
+
+
+def _changed(checked: Result) -> Result:
+    """A file edited by hand is a problem (nothing vouches for it), and its checks still run: the detail says both,
+    so a user sees whether the edit also breaks the framework's rules."""
+    verdict = {"ok": "its checks pass", "skipped": "checked offline"}.get(checked.status, checked.status)
+    return Result(checked.path, "problem", f"{CHANGED}; {verdict}" + (f": {checked.detail}" if checked.detail else ""))
 
 
 def _text(file: Path) -> str:
@@ -230,11 +249,16 @@ def _check(job_dir: Path, path: str, plan: dict | None, model, mindspeed: Callab
             problems += mindspeed().get(file.name, [])
         if framework == "mindspeed-llm" and file.name == "launch.sh" and model is None:
             problems.append(NO_PLAN)
+    elif file.name == "commands.txt" and framework:
+        nodes = _layout_value(plan, framework, "nodes")
+        problems += commands.rank_problems(_text(file), nodes) if nodes else [NO_PLAN]
     elif path.endswith(".json"):
         try:
-            json.loads(_text(file))
+            doc = json.loads(_text(file))
         except ValueError as exc:
             problems.append(f"not JSON: {exc}")
+        else:
+            problems += llama_factory.columns_problems(doc) if path == "llama-factory/dataset_info.json" else []
     elif path == "mindformers/train.yaml":
         return _mindformers(file, plan, model, mindformers_python)
     elif path == "llama-factory/train.yaml":
@@ -253,12 +277,23 @@ def _msrun_world(launch: Path) -> int | None:
     return 1 if re.search(r"^python run_mindformer\.py ", text, re.M) else None
 
 
+def _mindformers_data(doc: dict, plan: dict | None, folder: Path) -> str | None:
+    """The data train.yaml must read: the spec's JSON file for HFDataLoader (Mcore fine-tuning), else what
+    preprocess_data.sh writes."""
+    loader = (doc.get("train_dataset") or {}).get("data_loader")
+    if isinstance(loader, dict) and loader.get("type") == "HFDataLoader":
+        return (((plan or {}).get("paths") or {}).get("dataset") or {}).get("value")
+    return mindformers.preprocessed_path(_text(folder / "preprocess_data.sh"))
+
+
 def _mindformers(file: Path, plan: dict | None, model, python: str | None) -> Result:
     path, cards = "mindformers/train.yaml", _cards(plan, "mindformers")
     doc, error = _yaml(file)
     if doc is None or cards is None or model is None:
         return Result(path, "problem", error or NO_PLAN)
     problems = mindformers.mindformers_problems(doc, cards, model)
+    problems += mindformers.data_loader_problems(doc, _mindformers_data(doc, plan, file.parent))
+    problems += mindformers.router_problems(doc, model)
     launched = _msrun_world(file.parent / "launch.sh")
     if launched != cards:
         problems.append(f"launch.sh starts {launched} worker(s) for a {cards}-card YAML")
@@ -294,6 +329,9 @@ def _llama_factory(file: Path, plan: dict | None) -> Result:
     except ValueError as exc:
         return Result(path, "problem", f"its deepspeed file {ds_name!r} cannot be read: {exc}")
     problems = llama_factory.llamafactory_problems(train, ds, world, batch)
+    template = llama_factory.template_problem(train.get("template"), model.name)
+    problems += [template] if template else []
+    problems += llama_factory.lora_target_problems(train.get("lora_target"), model.name)
     try:
         info = json.loads(_text(file.parent / "dataset_info.json"))
     except ValueError:

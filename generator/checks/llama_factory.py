@@ -12,8 +12,11 @@ import sys
 from functools import lru_cache
 from pathlib import Path
 
+import yaml
+
 from ..jobdir import read_regular
 from ..resources import DATA_DIR
+from ..tables import load_tables
 from . import run_isolated
 
 
@@ -93,23 +96,156 @@ def data_rows(data: bytes) -> int | None:
         return None
 
 
+def data_file(dataset_info) -> tuple[dict, str] | None:
+    """(the registered data set's entry, its absolute file_name) when dataset_info.json names a file on this machine
+    (a regular file: no link followed); None otherwise (a cluster path, a placeholder)."""
+    entry = next(iter(dataset_info.values()), None) if isinstance(dataset_info, dict) else None
+    if not isinstance(entry, dict):
+        return None
+    name = entry.get("file_name")
+    if not isinstance(name, str) or not os.path.isabs(name) or not os.path.isfile(name) or os.path.islink(name):
+        return None
+    return entry, name
+
+
 def rows_problem(dataset_info: dict, planned: int | None) -> str | None:
     """The data file registered in dataset_info.json, where it is on this machine, against the rows the plan's
     steps were sized for (data.samples): max_steps is fixed, so other rows train more or fewer epochs."""
-    entry = next(iter(dataset_info.values()), None) if isinstance(dataset_info, dict) else None
-    name = entry.get("file_name") if isinstance(entry, dict) else None
-    if not planned or not isinstance(name, str) or not os.path.isabs(name):
+    found = data_file(dataset_info)
+    data = read_regular(Path(found[1])) if found else None
+    if found is None or data is None or not planned:
         return None
-    data = read_regular(Path(name))
-    if data is None:
-        return None
-    rows = data_rows(data)
+    name, rows = found[1], data_rows(data)
     if rows is None:
         return f"the data file {name} is neither a JSON array nor JSON lines"
     if rows != planned:
         return (f"the data file {name} has {rows} rows, but the plan's steps are sized for {planned} (data.samples): "
                 f"max_steps trains {planned / rows:.2g}x the epochs planned; set data.samples: {rows} and render again")
     return None
+
+
+# The columns check reads at most this many rows, from at most this many bytes of the file's start.
+SAMPLE_ROWS = 200
+SAMPLE_BYTES = 8 << 20
+
+
+def first_rows(name: str, rows: int = SAMPLE_ROWS, limit: int = SAMPLE_BYTES) -> list | None:
+    """Up to `rows` rows from the start of a data file (a JSON array's items, else JSON lines), reading at most
+    `limit` bytes, so a huge file is never read whole; None when the start is neither. A row cut off by the limit
+    is left out."""
+    with open(name, "rb") as handle:
+        text = handle.read(limit).decode("utf-8", "replace")
+    out: list = []
+    decoder = json.JSONDecoder()
+    if text.lstrip()[:1] == "[":
+        at = text.index("[") + 1
+        while len(out) < rows:
+            at = len(text) - len(text[at:].lstrip(" \t\r\n,"))
+            if at >= len(text) or text[at] == "]":
+                break
+            try:
+                row, at = decoder.raw_decode(text, at)
+            except ValueError:
+                break  # cut off by the limit (or broken: rows_problem says so)
+            out.append(row)
+        return out
+    for line in text.splitlines()[:rows]:
+        try:
+            out.append(json.loads(line)) if line.strip() else None
+        except ValueError:
+            return out or None  # the last line may be cut off by the limit
+    return out
+
+
+# LLaMA-Factory 0.9.5's default sharegpt tags (data/parser.py l. 58-64, DatasetAttr); dataset_info.json's "tags"
+# replace them.
+SHAREGPT_TAGS = {"role_tag": "from", "content_tag": "value", "user_tag": "human", "assistant_tag": "gpt",
+                 "observation_tag": "observation", "function_tag": "function_call", "system_tag": "system"}
+
+
+def _message_problem(messages, tags: dict) -> str | None:
+    """Why SharegptDatasetConverter (data/converter.py l. 139-180) cannot read one row's messages: a message without
+    the role or content key fails the loading; a role out of turn (after an optional first system message, user or
+    observation, then assistant or function, alternating) or an odd number of turns skips the row with a warning."""
+    if not isinstance(messages, list):
+        return "its messages are not a list"
+    role, content = tags["role_tag"], tags["content_tag"]
+    bad = next((m for m in messages if not isinstance(m, dict) or role not in m or content not in m), None)
+    if bad is not None:
+        return f"a message lacks {role!r} or {content!r} (role_tag / content_tag): {json.dumps(bad)[:80]}"
+    turns = messages[1:] if messages and messages[0][role] == tags["system_tag"] else messages
+    accept = ((tags["user_tag"], tags["observation_tag"]), (tags["assistant_tag"], tags["function_tag"]))
+    for i, message in enumerate(turns):
+        if message[role] not in accept[i % 2]:
+            return (f"turn {i + 1}'s {role} {message[role]!r} is not one of {list(accept[i % 2])} (user_tag / "
+                    f"assistant_tag ...), so LLaMA-Factory skips the row")
+    return "an odd number of turns, so LLaMA-Factory skips the row" if len(turns) % 2 else None
+
+
+def columns_problems(dataset_info) -> list[str]:
+    """The columns dataset_info.json registers against the keys of the data file's first rows, where the file is on
+    this machine: LLaMA-Factory's converter reads every registered column from every row (data/converter.py
+    l. 88-129 alpaca, l. 139-180 sharegpt), and a key the file lacks fails the data loading."""
+    found = data_file(dataset_info)
+    rows = first_rows(found[1]) if found else None
+    if not found or not rows:
+        return []
+    entry, name = found
+    columns: dict = entry["columns"] if isinstance(entry.get("columns"), dict) else {}
+    problems = []
+    for column, key in columns.items():
+        lacking = [i for i, row in enumerate(rows) if not isinstance(row, dict) or key not in row]
+        if lacking:
+            problems.append(f"columns.{column}: {key!r} is not a key of row {lacking[0] + 1} of {name} (of the first "
+                            f"{len(rows)} read)")
+    if entry.get("formatting") == "sharegpt" and not problems:
+        tags = {**SHAREGPT_TAGS, **(entry.get("tags") or {})}
+        key = columns.get("messages", "conversations")
+        for i, row in enumerate(rows):
+            why = _message_problem(row.get(key) if isinstance(row, dict) else None, tags)
+            if why:
+                problems.append(f"row {i + 1} of {name}: {why}")
+                break
+    return problems
+
+
+def template_problem(template, model: str) -> str | None:
+    """train.yaml's chat template: one LLaMA-Factory 0.9.5 registers (data/template.py register_template; else
+    "Template ... does not exist" when the data loads) and the model's own (frameworks.yaml llama-factory), since
+    another template trains the model on a prompt format it is not served with."""
+    tables = load_tables()
+    fw = tables.frameworks["llama-factory"]
+    own = (fw.models.get(model) or {}).get("template")
+    if template is None:
+        return f"template: none given, so LLaMA-Factory picks one from the tokenizer; {model}'s is {own!r}"
+    if template not in (fw.templates or ()):
+        return (f"template: {template!r} is not a chat template LLaMA-Factory 0.9.5 registers (its data/template.py); "
+                f"{model}'s is {own!r}")
+    if own is not None and template != own:
+        return f"template: {template!r} is not {model}'s chat template {own!r} (frameworks.yaml llama-factory)"
+    return None
+
+
+@lru_cache(maxsize=1)
+def lora_modules() -> dict[str, dict]:
+    """decoder -> {"modules": linear module names, "source"} (lora_modules.yaml)."""
+    return yaml.safe_load((DATA_DIR / "lora_modules.yaml").read_text(encoding="utf-8"))["decoders"]
+
+
+def lora_target_problems(lora_target, model: str) -> list[str]:
+    """Each lora_target name must be `all` or the last part of a linear module's name in the model's decoder
+    (lora_modules.yaml): PEFT adapts only the modules a target names, and one matching none adapts nothing."""
+    if lora_target is None:
+        return []
+    decoder = (load_tables().frameworks["llama-factory"].models.get(model) or {}).get("decoder")
+    row = lora_modules().get(decoder) if isinstance(decoder, str) else None
+    if row is None:
+        return []
+    targets = [t.strip() for t in str(lora_target).split(",")]
+    if targets == ["all"]:
+        return []
+    return [f"lora_target: {target!r} matches no module of {model} ({decoder}: {', '.join(row['modules'])}; "
+            f"{row['source']})" for target in targets if target.rsplit(".", 1)[-1] not in row["modules"]]
 
 
 # Runs in a child interpreter started with -I: the job folder is its working directory (LLaMA-Factory resolves the

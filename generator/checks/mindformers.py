@@ -10,11 +10,16 @@ most of them as V1-V33.
 from __future__ import annotations
 
 import re
+import shlex
 import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass
+from functools import lru_cache
 from pathlib import Path
 
+import yaml
+
+from ..resources import DATA_DIR
 from ..tables import Model
 from . import run_isolated
 
@@ -164,6 +169,128 @@ def mindformers_problems(doc: dict, cards: int, model: Model) -> list[str]:
     """Every MindFormers rule `doc` breaks, naming the rule and where upstream enforces it."""
     view = View(doc, cards, model)
     return [f"{rule.message} ({rule.id}; mindformers {rule.source})" for rule in RULES if rule.broken(view)]
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# train_dataset.data_loader: the keys each loader class takes (mindformers 2.1.0 wheel), and the data it reads
+
+# datasets 4.0.0 load_dataset's parameters and its json builder's JsonConfig fields: HFDataLoader passes every key it
+# does not take itself to datasets.load_dataset (hf_dataloader.py l. 298-307), which refuses any other.
+_LOAD_DATASET = {"path", "name", "data_dir", "data_files", "split", "cache_dir", "features", "download_config",
+                 "download_mode", "verification_mode", "keep_in_memory", "save_infos", "revision", "token",
+                 "streaming", "num_proc", "storage_options", "encoding", "encoding_errors", "field", "use_threads",
+                 "block_size", "chunksize", "newlines_in_values"}
+# loader type -> (keys it requires, keys it takes, where): every other key is refused or silently ignored.
+DATA_LOADERS: dict[str, tuple[set[str], set[str], str]] = {
+    "HFDataLoader": ({"path", "data_files"}, _LOAD_DATASET | {
+        "type", "load_func", "num_shards", "shard_id", "python_multiprocessing", "num_parallel_workers",
+        "balance_spec", "packing", "handler", "adaptor_config", "create_attention_mask", "create_compressed_eod_mask",
+        "compressed_eod_mask_length", "use_broadcast_data", "shuffle", "size", "dataset_state_dir", "save_step",
+        "resume_step", "batch_size", "dataset_dir", "column_names"},
+        ("dataset/dataloader/hf_dataloader.py l. 249-265, 403-422 (the rest to datasets.load_dataset, l. 298-307; "
+         "a local JSON file is path \"json\" with data_files)")),
+    "BlendedMegatronDatasetDataLoader": ({"datasets_type", "sizes", "config"}, {
+        "type", "datasets_type", "sizes", "config", "tokenizer", "column_names", "shuffle", "num_shards", "shard_id",
+        "phase"}, ("dataset/dataloader/blended_megatron_dataloader.py l. 285-295 (other keys reach the builder, "
+                   "which ignores them, l. 101-115)")),
+    "MindDataset": ({"dataset_dir"}, {
+        "type", "dataset_dir", "dataset_files", "columns_list", "num_parallel_workers", "shuffle", "num_shards",
+        "shard_id", "sampler", "padded_sample", "num_padded", "num_samples", "cache"},
+        ("dataset/causal_language_model_dataset.py l. 403-431 (dataset_dir or dataset_files) and MindSpore's "
+         "MindDataset.__init__ (dataset/engine/datasets_standard_format.py)")),
+}
+# BlendedMegatronDatasetDataLoader's `config`: the keys MegatronDatasetBuilder reads (blended_megatron_dataloader.py
+# l. 192-218); it reads them with .get, so a misspelt key silently takes the default. data_path and seq_length
+# have no usable default.
+MEGATRON_CONFIG = ({"data_path", "seq_length"}, {
+    "seed", "seq_length", "data_path", "train_data_path", "valid_data_path", "test_data_path", "split",
+    "num_dataset_builder_threads", "path_to_cache", "mmap_bin_files", "reset_position_ids", "reset_attention_mask",
+    "eod_mask_loss", "create_attention_mask", "create_compressed_eod_mask", "compressed_eod_mask_length",
+    "eod_pad_length", "s3_cache_path", "drop_last_partial_validation_sequence", "add_extra_token_to_sequence", "eod",
+    "pad"})
+
+
+def _keys_problems(where: str, given: dict, required: set[str], allowed: set[str], source: str) -> list[str]:
+    missing, unknown = sorted(required - set(given)), sorted(set(given) - allowed)
+    out = [f"{where} lacks {', '.join(missing)}"] if missing else []
+    out += [f"{where} has {', '.join(unknown)}, which it does not take"] if unknown else []
+    return [f"{p} (mindformers {source})" for p in out]
+
+
+def data_loader_problems(doc: dict, expected: str | None) -> list[str]:
+    """train_dataset.data_loader against its class's keys, and the data it reads against `expected`: the path the
+    job's data comes from (the spec's file for HFDataLoader, what preprocess_data.sh writes for the others)."""
+    loader = (doc.get("train_dataset") or {}).get("data_loader")
+    if not isinstance(loader, dict):
+        return ["train_dataset.data_loader is missing or not a mapping"]
+    if loader.get("type") not in DATA_LOADERS:
+        return [f"train_dataset.data_loader.type {loader.get('type')!r} is not one of {', '.join(DATA_LOADERS)}"]
+    kind = loader["type"]
+    required, allowed, source = DATA_LOADERS[kind]
+    if kind == "MindDataset" and "dataset_files" in loader:
+        required = set()
+    problems = _keys_problems(f"{kind}", loader, required, allowed, source)
+    config = loader.get("config") if kind == "BlendedMegatronDatasetDataLoader" else None
+    if isinstance(config, dict):
+        problems += _keys_problems(f"{kind} config", config, *MEGATRON_CONFIG,
+                                   "dataset/dataloader/blended_megatron_dataloader.py l. 192-218")
+    blend = (config or {}).get("data_path")
+    reads = {"HFDataLoader": loader.get("data_files"),  # Megatron's blend: weight, prefix (one data set)
+             "BlendedMegatronDatasetDataLoader": blend[-1] if isinstance(blend, list) and blend else blend,
+             "MindDataset": loader.get("dataset_dir", loader.get("dataset_files"))}[kind]
+    if kind == "HFDataLoader" and loader.get("path") != "json":
+        problems.append(f"HFDataLoader path {loader.get('path')!r}: the job's data is a local JSON file, read with "
+                        f"path \"json\" and data_files")
+    if expected is not None and reads != expected:
+        problems.append(f"{kind} reads {reads!r}, but the job's data is {expected!r}")
+    return problems
+
+
+def preprocessed_path(script: str) -> str | None:
+    """What mindformers/preprocess_data.sh writes for train.yaml to read: the Megatron dataset's prefix plus
+    `_text_document` (--output-prefix), or the MindRecord file (--output_file); None when it writes neither."""
+    words = shlex.split(script.replace("\\\n", " "), comments=True)
+    for flag, suffix in (("--output-prefix", "_text_document"), ("--output_file", "")):
+        if flag in words[:-1]:
+            return words[words.index(flag) + 1] + suffix
+    return None
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# MoE router: the keys of config.json that decide routing
+
+
+# The routing keys of the MoE models' config.json (HuggingFace names, as MindFormers reads them).
+ROUTER_KEYS = ("num_experts", "n_routed_experts", "num_local_experts", "num_experts_per_tok", "moe_intermediate_size",
+               "norm_topk_prob", "routed_scaling_factor", "n_group", "topk_group", "scoring_func", "topk_method")
+
+
+@lru_cache(maxsize=1)
+def router_facts() -> dict[str, dict]:
+    """model -> {"router": config.json's router settings, "source"} (moe_router.yaml)."""
+    return yaml.safe_load((DATA_DIR / "moe_router.yaml").read_text(encoding="utf-8"))["models"]
+
+
+def router_problems(doc: dict, model: Model) -> list[str]:
+    """Router keys model_config writes must be the model's own (its config.json). A YAML that loads the HuggingFace
+    weights lays its model_config over their config.json (models/build_config.py l. 125-136), so a different value
+    there routes tokens otherwise than the experts were trained with."""
+    if not model.is_moe:
+        return []
+    view = View(doc, 0, model)
+    row = router_facts().get(model.name, {"router": {}, "source": "models.yaml"})
+    # transformers' defaults where config.json is silent (Qwen3MoeConfig norm_topk_prob False; no scaling: 1.0)
+    facts = {"num_experts": model.experts, "n_routed_experts": model.experts, "num_local_experts": model.experts,
+             "num_experts_per_tok": model.topk, "moe_intermediate_size": model.moe_ffn, "norm_topk_prob": False,
+             "routed_scaling_factor": 1.0, **row["router"]}
+    wrong = {key: view.mc[key] for key in ROUTER_KEYS if key in view.mc and key in facts and view.mc[key] != facts[key]}
+    if not wrong:
+        return []
+    why = ("overrides the loaded checkpoint's config.json (mindformers models/build_config.py l. 125-136): leave "
+           "routing to config.json" if view.checkpoint else "trains another router than the model's")
+    given = ", ".join(f"{k}: {v!r}" for k, v in wrong.items())
+    own = ", ".join(f"{k}: {facts[k]!r}" for k in wrong)
+    return [f"model_config {given} is not {model.name}'s {own} ({row['source']}); this {why}"]
 
 
 # Opt-in: MindFormers' own loader and check_rules, in an interpreter that has mindformers (2.1.0, --no-deps) and a
