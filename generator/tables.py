@@ -418,7 +418,11 @@ class Tables:
         match (the Qwen2/2.5 and Llama 3.x bases planned from their -Instruct rows are in base_ids)."""
         if not name.lower().endswith("-base"):
             return
-        row = self.aliases.get(name.lower().removesuffix("-base"))
+        stem = name.lower().removesuffix("-base")
+        if stem in self.base_ids:  # Qwen2/2.5 and Llama 3.x publish their bases without the suffix
+            raise SpecError.at("model", f"{show(name)} is not a known model; did you mean {self.base_ids[stem]} "
+                                        f"(the base model's id)?")
+        row = self.aliases.get(stem)
         what = f"the base model of {row} ({self.models[row].hf_id})" if row else "a base model"
         raise SpecError.at("model", f"{show(name)} is {what}; gen-launch has no row for it and does not plan it "
                                     f"from a post-trained row, whose weights differ and whose config.json may too "

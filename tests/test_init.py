@@ -112,6 +112,12 @@ def test_a_base_model_without_a_row_is_refused_not_sent_to_the_post_trained_one(
     assert "did you mean" not in made.stderr + planned.stderr
 
 
+def test_a_base_suffix_on_a_base_planned_from_its_row_suggests_the_base_id(tmp_path):
+    # Qwen publishes Qwen2.5's base as Qwen/Qwen2.5-14B: the suggestion keeps the base weights.
+    made = run("init", "Qwen/Qwen2.5-14B-Base", "--method", "lora", "--hardware", "snt9b", "-o", tmp_path / "x.yaml")
+    assert made.exit_code == 2 and "did you mean Qwen/Qwen2.5-14B (the base model's id)?" in made.stderr, made.output
+
+
 def test_init_starts_the_folder_it_writes_into(tmp_path):
     # The README's example writes jobs/qwen3-8b-lora.yaml into a fresh clone, where jobs/ does not exist yet.
     out = tmp_path / "jobs" / "qwen3-8b-lora.yaml"
