@@ -71,17 +71,37 @@ def show(value: object, limit: int = 60) -> str:
     return f"a {type(value).__name__}"
 
 
+# Characters that str.isprintable() passes but that show as nothing: Unicode's Default_Ignorable_Code_Point
+# (DerivedCoreProperties.txt, https://www.unicode.org/Public/UCD/latest/ucd/DerivedCoreProperties.txt, whose
+# Hangul fillers, variation selectors, U+180E and U+2060..U+206F are letters or marks a font draws blank) plus
+# U+2800 BRAILLE PATTERN BLANK, a symbol drawn as an empty cell. Inclusive ranges.
+_INVISIBLE = ((0x00AD, 0x00AD), (0x034F, 0x034F), (0x061C, 0x061C), (0x115F, 0x1160), (0x17B4, 0x17B5),
+              (0x180B, 0x180F), (0x200B, 0x200F), (0x202A, 0x202E), (0x2060, 0x206F), (0x2800, 0x2800),
+              (0x3164, 0x3164), (0xFE00, 0xFE0F), (0xFEFF, 0xFEFF), (0xFFA0, 0xFFA0), (0xFFF0, 0xFFF8),
+              (0x1BCA0, 0x1BCA3), (0x1D173, 0x1D17A), (0xE0000, 0xE0FFF))
+
+
+def invisible(ch: str) -> bool:
+    """A default-ignorable or blank-drawn character: text holding it reads the same as text without it."""
+    return any(low <= ord(ch) <= high for low, high in _INVISIBLE)
+
+
+def prints_as_itself(ch: str) -> bool:
+    """No control, format, unusual space or unassigned character (which a terminal may act on or show as
+    something else), and nothing drawn as blank."""
+    return ch.isprintable() and not invisible(ch)
+
+
 def show_name(text: str, limit: int = 60) -> str:
-    """A name (a key, a file) inside a message: as written when every character prints as itself (no control,
-    format or unusual space character, which a terminal may act on or show as something else), else show()n."""
-    return text if text.isprintable() and 0 < len(text) <= limit else show(text, limit)
+    """A name (a key, a file) inside a message: as written when every character prints as itself, else show()n."""
+    return text if all(map(prints_as_itself, text)) and 0 < len(text) <= limit else show(text, limit)
 
 
 def show_path(path: object) -> str:
     """A path echoed to the terminal: as it is, except that what a terminal would act on or hide (control and
     format characters, other separators than the space, undecodable bytes) and the backslash are escaped, so a
     hostile file name cannot move the cursor, recolour the screen or pass for another name."""
-    return "".join(ch if ch.isprintable() and ch != "\\" else _escape(ch) for ch in str(path))
+    return "".join(ch if prints_as_itself(ch) and ch != "\\" else _escape(ch) for ch in str(path))
 
 
 def _escape(ch: str) -> str:

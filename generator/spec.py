@@ -21,7 +21,7 @@ from typing import Any, Iterator
 import jsonschema
 import yaml
 
-from .errors import Problem, SpecError, show, show_name
+from .errors import Problem, SpecError, invisible, show, show_name
 from .resources import resource_dir
 
 PATH_KEYS = ("model_dir", "dataset", "output_dir", "mindformers_dir", "mindspeed_llm_dir", "mcore_ckpt_dir",
@@ -429,16 +429,27 @@ _UNCLEAR = {"Zs": "a space other than the plain one", "Co": "a private-use chara
 def _unclear_paths(data: Any) -> Iterator[Problem]:
     """A path holds characters that print as themselves (str.isprintable: letters, marks, digits, punctuation,
     symbols, the plain space): a no-break space, a private-use or an unassigned character looks like another
-    character or like nothing, so the path names a folder other than the one a reader sees. Control and format
-    characters are _unusable_values' to report."""
+    character or like nothing, and so does a letter drawn blank (U+3164 HANGUL FILLER, U+2800 BRAILLE PATTERN
+    BLANK), so the path names a folder other than the one a reader sees. Control and format characters are
+    _unusable_values' to report."""
     paths = data.get("paths") if isinstance(data, dict) else None
     given = {key: paths[key] for key in PATH_KEYS if isinstance(paths.get(key), str)} if isinstance(paths, dict) else {}
     for key, value in given.items():
-        odd = next((ch for ch in value if unicodedata.category(ch) in _UNCLEAR and ch != " "), None)
+        odd = next((ch for ch in value if _unclear(ch)), None)
         if odd is not None:
-            yield Problem(f"paths.{key}", f"{show(value)} holds U+{ord(odd):04X}, "
-                                          f"{_UNCLEAR[unicodedata.category(odd)]}; a path may hold letters, marks, "
-                                          f"digits, punctuation, symbols and the plain space")
+            yield Problem(f"paths.{key}", f"{show(value)} holds U+{ord(odd):04X}, {_unclear(odd)}; a path may hold "
+                                          f"letters, marks, digits, punctuation, symbols and the plain space")
+
+
+def _unclear(ch: str) -> str | None:
+    """What hides `ch` in a path, None when it prints as itself (or is a control or format character, which
+    _unusable_values reports)."""
+    category = unicodedata.category(ch)
+    if ch == " " or category in _NO_CHARACTERS:
+        return None
+    if category in _UNCLEAR:
+        return _UNCLEAR[category]
+    return "a character drawn as nothing (Unicode's default-ignorable or blank)" if invisible(ch) else None
 
 
 def _key_path(parts) -> str:

@@ -408,7 +408,26 @@ class Tables:
 
     def model(self, name: str) -> Model:
         """Look a model up by canonical name or HF id (case-insensitive); unknown -> SpecError at `model`."""
+        if name.lower() not in self.aliases:
+            self._refuse_base(name)
         return self.models[_known(name, self.aliases, str.lower, "model", "a known model", "gen-launch models lists them")]
+
+    def _refuse_base(self, name: str) -> None:
+        """A '-Base' id without a row (Qwen3's, DeepSeek-V3's) is refused in its own words: a did-you-mean would
+        point at the post-trained row, whose weights are others, and whose config.json the base's is not known to
+        match (the Qwen2/2.5 and Llama 3.x bases planned from their -Instruct rows are in base_ids)."""
+        if not name.lower().endswith("-base"):
+            return
+        stem = name.lower().removesuffix("-base")
+        if stem in self.base_ids:  # Qwen2/2.5 and Llama 3.x publish their bases without the suffix
+            raise SpecError.at("model", f"{show(name)} is not a known model; did you mean {self.base_ids[stem]} "
+                                        f"(the base model's id)?")
+        row = self.aliases.get(stem)
+        what = f"the base model of {row} ({self.models[row].hf_id})" if row else "a base model"
+        raise SpecError.at("model", f"{show(name)} is {what}; gen-launch has no row for it and does not plan it "
+                                    f"from a post-trained row, whose weights differ and whose config.json may too "
+                                    f"(add a row with the base's config.json to generator/data/models.yaml; "
+                                    f"gen-launch models lists the rows)")
 
     def hardware_row(self, name: str) -> Hardware:
         """Look hardware up by platform id or alias (hardware_key); unknown or unplanned -> SpecError at

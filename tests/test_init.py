@@ -7,6 +7,7 @@ import json
 import shutil
 from pathlib import Path
 
+import pytest
 import yaml
 from click.testing import CliRunner
 
@@ -92,6 +93,29 @@ def test_a_base_model_is_planned_from_its_own_weights(tmp_path):
     assert 'model: "qwen2.5-14b"  # Qwen/Qwen2.5-14B-Instruct (instruct); for the base model\'s weights write ' \
            'Qwen/Qwen2.5-14B' in instruct.read_text()
     assert json.loads(run("plan", instruct, "--json").stdout)["hf_id"] == "Qwen/Qwen2.5-14B-Instruct"
+
+
+@pytest.mark.parametrize("base, what", [
+    ("Qwen/Qwen3-8B-Base", "the base model of qwen3-8b (Qwen/Qwen3-8B)"),
+    ("Qwen/Qwen3-30B-A3B-Base", "the base model of qwen3_moe-30b_a3b (Qwen/Qwen3-30B-A3B)"),
+    ("deepseek-ai/DeepSeek-V3-Base", "the base model of deepseek-v3 (deepseek-ai/DeepSeek-V3)"),
+    ("Qwen/Qwen3-9B-Base", "a base model")])
+def test_a_base_model_without_a_row_is_refused_not_sent_to_the_post_trained_one(tmp_path, base, what):
+    # 'did you mean qwen3-8b?' pointed a base id at the post-trained row: following it trains other weights.
+    made = run("init", base, "--method", "lora", "--hardware", "snt9b", "-o", tmp_path / "init.yaml")
+    assert made.exit_code == 2 and not (tmp_path / "init.yaml").exists(), made.output
+    assert f"model: '{base}' is {what}; gen-launch has no row for it" in made.stderr
+    spec = tmp_path / "job.yaml"
+    spec.write_text(f"job: t\nmodel: {base}\nmethod: lora\nseq_len: 4096\nhardware: snt9b\n")
+    planned = run("plan", spec)
+    assert planned.exit_code == 2 and f"Error: {spec}: model: '{base}' is {what};" in planned.stderr, planned.output
+    assert "did you mean" not in made.stderr + planned.stderr
+
+
+def test_a_base_suffix_on_a_base_planned_from_its_row_suggests_the_base_id(tmp_path):
+    # Qwen publishes Qwen2.5's base as Qwen/Qwen2.5-14B: the suggestion keeps the base weights.
+    made = run("init", "Qwen/Qwen2.5-14B-Base", "--method", "lora", "--hardware", "snt9b", "-o", tmp_path / "x.yaml")
+    assert made.exit_code == 2 and "did you mean Qwen/Qwen2.5-14B (the base model's id)?" in made.stderr, made.output
 
 
 def test_init_starts_the_folder_it_writes_into(tmp_path):
