@@ -436,6 +436,41 @@ def test_the_render_mark_has_one_writer(tmp_path):
         assert codes == expected, (attempt, codes)
 
 
+@pytest.mark.parametrize("framework", FRAMEWORKS)
+def test_one_spec_rendered_by_other_code_never_trains_together(tmp_path, monkeypatch, framework):
+    # gen-launch's version stays 0.1.0 while its code changes: the mark names the rendered files, not only the spec.
+    import generator.render as render
+
+    first = stage(tmp_path / "a", framework, out=tmp_path / "out", cluster={"master_addr": "10.0.0.1"})
+    assert first.run("1").returncode == 0
+    header = render.header_text
+    monkeypatch.setattr(render, "header_text", lambda plan: header(plan) + " (other code)")  # other files
+    other = stage(tmp_path / "a", framework, out=tmp_path / "out", cluster={"master_addr": "10.0.0.1"})
+    assert other.plan.spec_sha256 == first.plan.spec_sha256 and other.plan.version == first.plan.version
+    refused = other.run("1")
+    assert refused.returncode == 2 and not other.calls(), refused.stderr
+    assert "What differs: files sha256." in refused.stderr and first.plan.spec_sha256 in refused.stderr
+
+
+def test_llama_factory_nodes_with_other_overrides_never_train_together(tmp_path):
+    s = stage(tmp_path / "s", "llama-factory", cluster={"master_addr": "10.0.0.1"})
+    assert s.run("0", "--", "learning_rate=1e-3").returncode == 0
+    assert s.run("1", "--", "learning_rate=1e-3").returncode == 0
+    for words in ([], ["learning_rate=2e-3"]):
+        refused = s.run("1", "--", *words)
+        assert refused.returncode == 2 and not s.calls() and "What differs: overrides sha256." in refused.stderr, \
+            refused.stderr
+
+
+@pytest.mark.parametrize("word", ["output_dir=/elsewhere", "overwrite_output_dir=true", "resume_from_checkpoint=/x",
+                                  "--output_dir=/elsewhere"])
+def test_llama_factory_refuses_overrides_of_what_launch_checks(tmp_path, word):
+    s = stage(tmp_path / "s", "llama-factory", cards=8)
+    refused = s.run("0", "--", "learning_rate=1e-3", word)
+    assert refused.returncode == 2 and not s.calls() and word.lstrip("-").split("=")[0] in refused.stderr, \
+        refused.stderr
+
+
 # 4 --------------------------------------------------------------------------------------------------------------
 def test_mindformers_nodes_resume_from_their_own_config(tmp_path):
     s = stage(tmp_path / "s", "mindformers", cluster={"master_addr": "10.0.0.1"})

@@ -12,6 +12,9 @@ from ..spec import schema_rule
 # The variable that lists the devices a process may use, per accelerator.
 DEVICE_ENV = {"npu": "ASCEND_RT_VISIBLE_DEVICES", "gpu": "CUDA_VISIBLE_DEVICES"}
 RENDER_MARK = "SPEC_SHA256"  # in the framework's output folder: the render its first launch ran
+# Stands in launch.sh for the hash of the framework's rendered files until render_files knows them all (a file
+# cannot hold its own hash: launch.sh is hashed with this word in it).
+FILES_DIGEST = "@FILES_SHA256@"
 
 
 def master_addr(plan: Plan, fp: FrameworkPlan) -> str | None:
@@ -25,8 +28,9 @@ def visible_devices(fp: FrameworkPlan) -> str:
 
 
 def launch_context(plan: Plan, fp: FrameworkPlan, path_keys: list[str], overrides_to: str | None = None,
-                   sets_devices: bool = False, reads_json: bool = False) -> dict:
-    """The shared prologue's values; `overrides_to`: the program that takes the words after "--" (None: none);
+                   fixed_keys: tuple[str, ...] = (), sets_devices: bool = False, reads_json: bool = False) -> dict:
+    """The shared prologue's values; `overrides_to`: the program that takes the words after "--" (None: none),
+    `fixed_keys`: the keys no word after "--" may set (launch.sh's own checks read their rendered values);
     `sets_devices`: export the node's first devices when the environment names none; `reads_json`: the script reads
     JSON files at run time (the json_* helpers)."""
     address = master_addr(plan, fp)
@@ -43,11 +47,12 @@ def launch_context(plan: Plan, fp: FrameworkPlan, path_keys: list[str], override
         "used_paths": [(key, plan.paths[key].value) for key in path_keys],
         "passes_overrides": overrides_to is not None,
         "overrides_to": overrides_to,
+        "fixed_keys": fixed_keys,
         "device_env": DEVICE_ENV[plan.accelerator],
         "local_devices": fp.layout.local_cards,
         "sets_devices": sets_devices,
         "default_devices": visible_devices(fp),
-        "render_id": f"spec sha256 {plan.spec_sha256}, gen-launch {plan.version}",
+        "render_id": f"spec sha256 {plan.spec_sha256}, gen-launch {plan.version}, files sha256 {FILES_DIGEST}",
         "render_mark": f"{plan.output_dir(fp.name)}/{RENDER_MARK}",
         "reads_json": reads_json,
     }
