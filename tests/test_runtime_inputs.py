@@ -440,7 +440,7 @@ def test_the_render_mark_has_one_writer(tmp_path):
 @pytest.mark.parametrize("framework", FRAMEWORKS)
 def test_one_spec_rendered_by_other_code_never_trains_together(tmp_path, monkeypatch, framework):
     # gen-launch's version stays 0.1.0 while its code changes: the mark names the rendered files, not only the spec.
-    import generator.render as render
+    from generator import render
 
     first = stage(tmp_path / "a", framework, out=tmp_path / "out", cluster={"master_addr": "10.0.0.1"})
     assert first.run("1").returncode == 0
