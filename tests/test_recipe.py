@@ -252,6 +252,7 @@ def test_mindspeed_launch_picks_resume_and_refuses_a_finished_run(tmp_path):
     save = out / "mindspeed-llm" / "ckpt"
     save.mkdir(parents=True)
     (save / "latest_checkpointed_iteration.txt").write_text("10")
+    (save / "iter_0000010").mkdir()  # Megatron's folder of that iteration
     again = _run_launch_until_load(script, tmp_path, "10")
     assert again.returncode == 0 and "resuming from iteration 10" in again.stderr
     assert f"--load {save}" in again.stdout and "--finetune" not in again.stdout
@@ -263,10 +264,9 @@ def test_mindspeed_launch_picks_resume_and_refuses_a_finished_run(tmp_path):
 # msrun_launcher.sh evals its first argument (scripts/msrun_launcher.sh, reference mindformers.md): this stand-in
 # does the same and prints the words run_mindformer.py would get.
 # Stand-ins that print the words msrun_launcher.sh (which evals its command) or python would get, then exit as the
-# run did (FAKE_EXIT: 1 for a crash); python -I, which launch.sh uses to read meta.json, stays the real one.
+# run did (FAKE_EXIT: 1 for a crash); python3, which launch.sh uses to read meta.json, stays the real one.
 FAKE_MSRUN = 'eval "set -- $1"; printf "%s\\n" "$@"; exit "${FAKE_EXIT:-0}"\n'
-FAKE_PYTHON = ('#!/bin/bash\nif [ "$1" = -I ]; then exec python3 "$@"; fi\n'
-               'printf "%s\\n" "$@"; exit "${FAKE_EXIT:-0}"\n')
+FAKE_PYTHON = '#!/bin/bash\nprintf "%s\\n" "$@"; exit "${FAKE_EXIT:-0}"\n'
 
 
 def _stand_ins(tmp_path: Path) -> tuple[Path, Path]:

@@ -28,15 +28,15 @@ FRAMEWORKS = ("mindformers", "mindspeed-llm", "llama-factory")
 EXAMPLES = settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 KEPT_ENV = ("MASTER_ADDR", "MASTER_PORT", "NODE_RANK", "NNODES", "ASCEND_RT_VISIBLE_DEVICES")
 
-# Stand-ins. Each records {"program", "argv", "env"} as a JSON line in $RECORD; python -I (launch.sh reading JSON or
-# writing the resume config) stays the real interpreter.
+# Stand-ins. Each records {"program", "argv", "env"} as a JSON line in $RECORD; python3 (launch.sh reading JSON or
+# writing the resume config) stays the real interpreter, `python` (MindFormers on one card) is recorded.
 RECORDER = """#!/usr/bin/env python3
 import json, os, sys
 with open(os.environ["RECORD"], "a") as out:
     out.write(json.dumps({"program": os.path.basename(sys.argv[0]), "argv": sys.argv[1:],
                           "env": {k: os.environ.get(k) for k in KEPT}}) + "\\n")
 """.replace("KEPT", repr(KEPT_ENV))
-PYTHON = '#!/bin/bash\nif [ "$1" = -I ]; then exec python3 "$@"; fi\nexec "$(dirname "$0")/recorded-python" "$@"\n'
+PYTHON = '#!/bin/bash\nexec "$(dirname "$0")/recorded-python" "$@"\n'
 # msrun_launcher.sh builds the msrun command and evals it, as upstream's does.
 MSRUN_LAUNCHER = ('#!/bin/bash\n'
                   'MSRUN_CMD="msrun --worker_num=$2 --local_worker_num=$3 --master_addr=$4 --master_port=$5 '
@@ -268,6 +268,7 @@ def test_mindspeed_reads_its_own_iteration_file(tmp_path, content, resumed):
     s = stage(tmp_path / "s", "mindspeed-llm", cards=8)
     (s.output / "ckpt").mkdir(parents=True)
     (s.output / "ckpt" / "latest_checkpointed_iteration.txt").write_text(content)
+    (s.output / "ckpt" / f"iter_{int(content):07d}").mkdir()
     result = s.run("0")
     if not resumed:
         assert result.returncode == 2 and "holds the finished run (iteration 300 of 300)" in result.stderr
@@ -436,6 +437,41 @@ def test_the_render_mark_has_one_writer(tmp_path):
         assert codes == expected, (attempt, codes)
 
 
+@pytest.mark.parametrize("framework", FRAMEWORKS)
+def test_one_spec_rendered_by_other_code_never_trains_together(tmp_path, monkeypatch, framework):
+    # gen-launch's version stays 0.1.0 while its code changes: the mark names the rendered files, not only the spec.
+    from generator import render
+
+    first = stage(tmp_path / "a", framework, out=tmp_path / "out", cluster={"master_addr": "10.0.0.1"})
+    assert first.run("1").returncode == 0
+    header = render.header_text
+    monkeypatch.setattr(render, "header_text", lambda plan: header(plan) + " (other code)")  # other files
+    other = stage(tmp_path / "a", framework, out=tmp_path / "out", cluster={"master_addr": "10.0.0.1"})
+    assert other.plan.spec_sha256 == first.plan.spec_sha256 and other.plan.version == first.plan.version
+    refused = other.run("1")
+    assert refused.returncode == 2 and not other.calls(), refused.stderr
+    assert "What differs: files sha256." in refused.stderr and first.plan.spec_sha256 in refused.stderr
+
+
+def test_llama_factory_nodes_with_other_overrides_never_train_together(tmp_path):
+    s = stage(tmp_path / "s", "llama-factory", cluster={"master_addr": "10.0.0.1"})
+    assert s.run("0", "--", "learning_rate=1e-3").returncode == 0
+    assert s.run("1", "--", "learning_rate=1e-3").returncode == 0
+    for words in ([], ["learning_rate=2e-3"]):
+        refused = s.run("1", "--", *words)
+        assert refused.returncode == 2 and not s.calls() and "What differs: overrides sha256." in refused.stderr, \
+            refused.stderr
+
+
+@pytest.mark.parametrize("word", ["output_dir=/elsewhere", "overwrite_output_dir=true", "resume_from_checkpoint=/x",
+                                  "--output_dir=/elsewhere"])
+def test_llama_factory_refuses_overrides_of_what_launch_checks(tmp_path, word):
+    s = stage(tmp_path / "s", "llama-factory", cards=8)
+    refused = s.run("0", "--", "learning_rate=1e-3", word)
+    assert refused.returncode == 2 and not s.calls() and word.lstrip("-").split("=")[0] in refused.stderr, \
+        refused.stderr
+
+
 # 4 --------------------------------------------------------------------------------------------------------------
 def test_mindformers_nodes_resume_from_their_own_config(tmp_path):
     s = stage(tmp_path / "s", "mindformers", cluster={"master_addr": "10.0.0.1"})
@@ -528,3 +564,114 @@ def test_launch_scripts_pass_bash_and_shellcheck(tmp_path, framework, resume, ca
     _, files = render_job(T, model="debug-tiny" if cards == 1 else "qwen3-8b", method="lora", cards=cards,
                           frameworks=[framework], train={"steps": 300, "resume": resume})
     check_script(files[f"{framework}/launch.sh"], tmp_path)
+
+
+# Review of issue 22 -----------------------------------------------------------------------------------------------
+def next_pids(count: int) -> range:
+    """The process ids the next `count` processes are likely to get (Linux hands them out in order)."""
+    last = int(subprocess.run(["sh", "-c", "echo $$"], capture_output=True, text=True, check=True).stdout)
+    return range(last + 1, last + 1 + count)
+
+
+def test_mindformers_resume_config_is_written_through_no_planted_link(tmp_path):
+    s = stage(tmp_path / "s", "mindformers", cluster={"master_addr": "10.0.0.1"})
+    saved(s, 100, ranks=16)
+    victim = tmp_path / "victim"
+    victim.write_text("keep")
+    config = s.output / "train.resume.node1.yaml"
+    for pid in next_pids(3000):  # links where a temporary name made of the process id would be
+        (s.output / f"{config.name}.{pid}.tmp").symlink_to(victim)
+    result = s.run("1")
+    assert result.returncode == 0, result.stderr
+    assert victim.read_text() == "keep" and not config.is_symlink() and stop_step(config) == 200
+    config.unlink()
+    config.symlink_to(victim)  # a link at the final name would be passed as --config
+    result = s.run("1")
+    assert result.returncode == 2 and "found a symbolic link" in result.stderr and not s.calls(), result.stderr
+    assert victim.read_text() == "keep"
+
+
+@pytest.mark.parametrize("planted", ["mindspeed-llm:logs", "mindspeed-llm:logs/train_node0.log",
+                                     "mindformers:output", "mindformers:output/msrun_log",
+                                     "mindformers:output/msrun_log/t", "mindformers:output/msrun_log/t/worker_0.log"])
+def test_logs_are_written_through_no_planted_link(tmp_path, planted):
+    framework, where = planted.split(":")
+    s = stage(tmp_path / "s", framework, cards=8)
+    victim = tmp_path / "victim"
+    victim.mkdir()
+    (victim / "train_node0.log").write_text("keep")
+    root = s.output if framework == "mindspeed-llm" else tmp_path / "s" / "mindformers"  # msrun's: in the checkout
+    link = root / where
+    link.parent.mkdir(parents=True, exist_ok=True)
+    link.symlink_to(victim / "train_node0.log" if where.endswith(".log") else victim)
+    result = s.run("0")
+    assert result.returncode == 2 and "found a symbolic link" in result.stderr and not s.calls(), result.stderr
+    assert [p.name for p in victim.iterdir()] == ["train_node0.log"] and (victim / "train_node0.log").read_text() == "keep"
+
+
+@pytest.mark.parametrize("framework", FRAMEWORKS)
+def test_the_output_folder_is_no_planted_link(tmp_path, framework):
+    s = stage(tmp_path / "s", framework, cards=8)
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    shutil.rmtree(s.output, ignore_errors=True)
+    s.output.parent.mkdir(parents=True, exist_ok=True)
+    s.output.symlink_to(elsewhere)
+    result = s.run("0")
+    assert result.returncode == 2 and "found a symbolic link" in result.stderr and not s.calls(), result.stderr
+    assert not list(elsewhere.iterdir())
+
+
+@pytest.mark.parametrize("case", ["save-link", "no-iter-folder", "iter-file"])
+def test_mindspeed_resumes_only_from_its_own_iteration_folder(tmp_path, case):
+    s = stage(tmp_path / "s", "mindspeed-llm", cards=8)
+    elsewhere = tmp_path / "elsewhere"
+    (elsewhere / "iter_0000005").mkdir(parents=True)
+    (elsewhere / "latest_checkpointed_iteration.txt").write_text("5")
+    ckpt = s.output / "ckpt"
+    if case == "save-link":
+        s.output.mkdir(parents=True, exist_ok=True)
+        ckpt.symlink_to(elsewhere)
+    else:
+        ckpt.mkdir(parents=True)
+        (ckpt / "latest_checkpointed_iteration.txt").write_text("50")
+        if case == "iter-file":
+            (ckpt / "iter_0000050").write_text("")
+    result = s.run("0")
+    assert result.returncode == 2 and "resuming" not in result.stderr and not s.calls(), result.stderr
+    assert str(ckpt) in result.stderr
+
+
+def test_a_relaunch_resumes_without_a_python_command(tmp_path):
+    # Debian and Ubuntu without python-is-python3 have no `python`: launch.sh reads the checkpoints with python3.
+    s = stage(tmp_path / "s", "mindformers", cluster={"master_addr": "10.0.0.1"})
+    (s.folder.parent.parent.parent / "bin" / "python").write_text("#!/bin/sh\necho 'python: not found' >&2\nexit 127\n")
+    saved(s, 100, ranks=16)
+    result = s.run("1")
+    assert result.returncode == 0 and "resuming from" in result.stderr, result.stderr
+
+
+GPU_UUID = "GPU-5d2a1c3e-8f7b-4c1d-9e2a-0b1c2d3e4f5{}"
+
+
+@pytest.mark.parametrize("devices,valid", [
+    (",".join(GPU_UUID.format(i) for i in range(8)), True),
+    (",".join(f"MIG-{GPU_UUID.format(i)[4:]}" for i in range(8)), True),
+    (",".join(["MIG-GPU-5d2a1c3e/1/0", *(str(i) for i in range(1, 8))]), True),
+    (",".join(GPU_UUID.format(i % 7) for i in range(8)), False),  # one repeated
+    (",".join(GPU_UUID.format(i) for i in range(7)), False),
+    (",".join([*(GPU_UUID.format(i) for i in range(7)), "GPU-$(touch x)"]), False),
+])
+def test_gpu_uuids_are_taken_as_devices(tmp_path, devices, valid):
+    s = stage(tmp_path / "s", "llama-factory", cards=8, hardware="rtx3090", model="debug-tiny", method="lora")
+    result = s.run("0", env={"CUDA_VISIBLE_DEVICES": devices})
+    if valid:
+        assert result.returncode == 0, result.stderr
+    else:
+        assert result.returncode == 2 and "CUDA_VISIBLE_DEVICES" in result.stderr and not s.calls(), result.stderr
+
+
+def test_ascend_takes_only_indices(tmp_path):
+    s = stage(tmp_path / "s", "llama-factory", cards=8)
+    result = s.run("0", env={"ASCEND_RT_VISIBLE_DEVICES": ",".join(GPU_UUID.format(i) for i in range(8))})
+    assert result.returncode == 2 and "distinct indices separated" in result.stderr and not s.calls(), result.stderr

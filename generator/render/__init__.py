@@ -8,6 +8,7 @@ a file edited by hand from one it wrote itself.
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Callable
 from contextlib import nullcontext
 from dataclasses import dataclass
@@ -20,11 +21,13 @@ from ..jobdir import MANIFEST, REFUSED, Change, clear_leftovers, compare, drift,
     replace
 from ..recipe import rows as recipe_rows
 from ..plan import Plan
-from ..record import RecordError, read_record
+from ..record import PLAN_JSON, RecordError, read_record
 from ..resources import resource_dir
 from ..shell import quote
 from ..yamlvalue import yaml_value
 from . import core, llama_factory, mindformers, mindspeed_llm
+from .common import FILES_DIGEST
+
 
 Renderer = Callable[[Plan, jinja2.Environment], dict[str, str]]
 Section = Callable[[Plan, jinja2.Environment], str]
@@ -102,11 +105,24 @@ def render_files(plan: Plan) -> dict[str, str]:
     files.update(core.render(plan, env, sections))
     header = header_text(plan)
     out = {path: with_header(path, files[path], header) for path in sorted(files)}
+    for framework in plan.frameworks:
+        launch = f"{framework}/launch.sh"
+        out[launch] = out[launch].replace(FILES_DIGEST, files_digest(out, framework))
     out[MANIFEST] = manifest_text(
         [f"# {header}",
          "# Files gen-launch wrote for this job and their sha256 (JSON files cannot carry a header; this is their",
          "# provenance). render compares these hashes to refuse overwriting files edited by hand."], out)
     return out
+
+
+def files_digest(out: dict[str, str], framework: str) -> str:
+    """sha256 over the framework's rendered files (launch.sh as rendered, before its own hash is put in) and
+    plan.json: the render mark names it, so two renders of one spec by different gen-launch code never train
+    together even when both call themselves the same version."""
+    digest = hashlib.sha256()
+    for path in sorted(p for p in out if p.startswith(f"{framework}/") or p == PLAN_JSON):
+        digest.update(f"{path}\0{out[path]}\0".encode())
+    return digest.hexdigest()
 
 
 # ----------------------------------------------------------------------------------------------------------------

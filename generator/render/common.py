@@ -11,7 +11,15 @@ from ..spec import schema_rule
 
 # The variable that lists the devices a process may use, per accelerator.
 DEVICE_ENV = {"npu": "ASCEND_RT_VISIBLE_DEVICES", "gpu": "CUDA_VISIBLE_DEVICES"}
+# One entry of that list, per accelerator, and how the refusal names it: an index (digits, as is_count takes them), or
+# on NVIDIA also a GPU-<uuid> or MIG-<uuid> (MIG-GPU-<uuid>/<gi>/<ci> on older drivers), as CUDA and schedulers export.
+INDEX = "0|[1-9][0-9]{0,17}"
+DEVICE_RULE = {"npu": (f"^({INDEX})$", "distinct indices"),
+               "gpu": (f"^({INDEX}|(GPU|MIG)-[0-9A-Za-z/-]+)$", "distinct indices or GPU-/MIG- UUIDs")}
 RENDER_MARK = "SPEC_SHA256"  # in the framework's output folder: the render its first launch ran
+# Stands in launch.sh for the hash of the framework's rendered files until render_files knows them all (a file
+# cannot hold its own hash: launch.sh is hashed with this word in it).
+FILES_DIGEST = "@FILES_SHA256@"
 
 
 def master_addr(plan: Plan, fp: FrameworkPlan) -> str | None:
@@ -25,8 +33,9 @@ def visible_devices(fp: FrameworkPlan) -> str:
 
 
 def launch_context(plan: Plan, fp: FrameworkPlan, path_keys: list[str], overrides_to: str | None = None,
-                   sets_devices: bool = False, reads_json: bool = False) -> dict:
-    """The shared prologue's values; `overrides_to`: the program that takes the words after "--" (None: none);
+                   fixed_keys: tuple[str, ...] = (), sets_devices: bool = False, reads_json: bool = False) -> dict:
+    """The shared prologue's values; `overrides_to`: the program that takes the words after "--" (None: none),
+    `fixed_keys`: the keys no word after "--" may set (launch.sh's own checks read their rendered values);
     `sets_devices`: export the node's first devices when the environment names none; `reads_json`: the script reads
     JSON files at run time (the json_* helpers)."""
     address = master_addr(plan, fp)
@@ -43,11 +52,15 @@ def launch_context(plan: Plan, fp: FrameworkPlan, path_keys: list[str], override
         "used_paths": [(key, plan.paths[key].value) for key in path_keys],
         "passes_overrides": overrides_to is not None,
         "overrides_to": overrides_to,
+        "fixed_keys": fixed_keys,
         "device_env": DEVICE_ENV[plan.accelerator],
+        "device_rule": DEVICE_RULE[plan.accelerator][0],
+        "device_hint": DEVICE_RULE[plan.accelerator][1],
         "local_devices": fp.layout.local_cards,
         "sets_devices": sets_devices,
         "default_devices": visible_devices(fp),
-        "render_id": f"spec sha256 {plan.spec_sha256}, gen-launch {plan.version}",
+        "render_id": f"spec sha256 {plan.spec_sha256}, gen-launch {plan.version}, files sha256 {FILES_DIGEST}",
+        "output_root": plan.output_dir(fp.name),
         "render_mark": f"{plan.output_dir(fp.name)}/{RENDER_MARK}",
         "reads_json": reads_json,
     }

@@ -218,6 +218,12 @@ def log_dir(plan: Plan) -> str:
     return f"output/msrun_log/{plan.job}"
 
 
+def parents(path: str) -> list[str]:
+    """Each folder of the relative `path`, outermost first: a/b/c -> a, a/b, a/b/c."""
+    parts = path.split("/")
+    return ["/".join(parts[:i]) for i in range(1, len(parts) + 1)]
+
+
 def render(plan: Plan, env: jinja2.Environment) -> dict[str, str]:
     fp = plan.frameworks[NAME]
     lay = fp.layout
@@ -231,7 +237,7 @@ def render(plan: Plan, env: jinja2.Environment) -> dict[str, str]:
         mindformers_dir=plan.paths["mindformers_dir"].value,
         device_num_per_node=lay.cards_per_node if lay.cards_per_node != 8 else None,
         single_card=lay.cards == 1, task_args=task_args(plan, fp), worker_num=lay.cards, cards=lay.cards,
-        local_worker=lay.local_cards, log_dir=log_dir(plan), cluster_time_out=CLUSTER_TIME_OUT, join=JOIN,
+        local_worker=lay.local_cards, log_dir=log_dir(plan), log_folders=parents(log_dir(plan)), cluster_time_out=CLUSTER_TIME_OUT, join=JOIN,
         stop_step=length(plan, fp).stop_step, output_dir=plan.output_dir(NAME),
         checkpoint_dir=f"{plan.output_dir(NAME)}/checkpoint", finished_marker=f"{plan.output_dir(NAME)}/FINISHED",
         resume=plan.train.resume)
