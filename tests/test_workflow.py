@@ -301,6 +301,26 @@ def test_dry_run_is_refused_while_a_render_holds_the_lock(tmp_path):
 
 
 # 14 -----------------------------------------------------------------------------------------------------------------
+def _out_under_a_file(tmp: Path) -> Path:
+    (tmp / "outfile").write_text("")
+    return tmp / "outfile" / "sub"
+
+
+def _read_only_out(tmp: Path) -> Path:
+    (tmp / "ro").mkdir(mode=0o555)
+    return tmp / "ro"
+
+
+@pytest.mark.parametrize("where", [_out_under_a_file, pytest.param(_read_only_out, marks=pytest.mark.skipif(
+    os.geteuid() == 0, reason="root writes into a read-only folder"))])
+def test_dry_run_refuses_an_out_folder_render_cannot_write(tmp_path, where):
+    spec = repo(tmp_path, SMALL)
+    out = where(tmp_path)
+    dry, real = run("render", spec, "-o", out, "--dry-run"), run("render", spec, "-o", out)
+    assert dry.exit_code == real.exit_code == 2 and dry.stderr == real.stderr and dry.stdout == ""
+    assert "cannot write" in dry.stderr
+
+
 def test_two_specs_with_one_job_name_do_not_overwrite_each_other(tmp_path, monkeypatch):
     spec = repo(tmp_path, SMALL)
     out = tmp_path / "launch"

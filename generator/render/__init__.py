@@ -8,6 +8,8 @@ a file edited by hand from one it wrote itself.
 
 from __future__ import annotations
 
+import errno
+import os
 from collections.abc import Callable
 from contextlib import nullcontext
 from dataclasses import dataclass
@@ -138,11 +140,26 @@ def write(files: dict[str, str], out_dir: Path, job: str, overwrite: bool, spec_
             if not dry_run:
                 clear_leftovers(out_dir, job)
             changes, keep = _refusals(files, job_dir, overwrite, spec_file)
-            if dry_run or all(c.action == "identical" for c in changes):
+            if all(c.action == "identical" for c in changes):
+                return Written(changes, None)
+            if dry_run:
+                _writable(out_dir)
                 return Written(changes, None)
             return Written(changes, replace(files, out_dir, job, backup=keep))
     except OSError as exc:
         raise UserError(f"cannot write {job_dir}: {exc.strerror or exc}") from None
+
+
+def _writable(out_dir: Path) -> None:
+    """Raise the error a real render would meet making or writing into OUT: its nearest existing folder must be a
+    folder this process (by its effective ids, as the kernel checks) may add entries to."""
+    existing = out_dir
+    while not existing.exists() and existing != existing.parent:
+        existing = existing.parent
+    if not existing.is_dir():
+        raise NotADirectoryError(errno.ENOTDIR, os.strerror(errno.ENOTDIR), str(existing))
+    if not os.access(existing, os.W_OK | os.X_OK, effective_ids=os.access in os.supports_effective_ids):
+        raise PermissionError(errno.EACCES, os.strerror(errno.EACCES), str(existing))
 
 
 def _refusals(files: dict[str, str], job_dir: Path, overwrite: bool,
