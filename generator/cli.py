@@ -82,7 +82,7 @@ def _as_made(spec_path: str, overrides: tuple[str, ...], force: bool, out_dir: P
     applied = [*(f"--set={o}" for o in record.overrides), *(["--force"] if record.force and not force else [])]
     if not applied:
         return spec, made
-    click.echo(f"Note: applying {' '.join(quote(w) for w in applied)}, as {out_dir / spec.job / PLAN_JSON} records "
+    click.echo(f"Note: applying {' '.join(quote(w) for w in applied)}, as {show_path(out_dir / spec.job / PLAN_JSON)} records "
                f"(a --set replaces the recorded options, --no-recorded drops them)", err=True)
     return (_load(spec_path, record.overrides) if record.overrides else spec), \
         MadeFrom(made.spec_file, record.overrides, force or record.force)
@@ -101,7 +101,7 @@ def _record(job_dir: Path, spec_path: str, must_trust: bool) -> MadeFrom | None:
         click.echo(f"Note: {error.args[0]}; not applying the --set overrides and --force it records", err=True)
         return None
     if record is None and os.path.lexists(job_dir / MANIFEST):
-        click.echo(f"Note: {job_dir / PLAN_JSON} is missing: no recorded options to apply", err=True)
+        click.echo(f"Note: {show_path(job_dir / PLAN_JSON)} is missing: no recorded options to apply", err=True)
     return record
 
 
@@ -237,7 +237,7 @@ def render(spec: str, overrides: tuple[str, ...], out_dir: Path, force: bool, ov
     for change in written.changes:
         click.echo(f"{change.action:>9}  {show_path(out_dir / result.job / change.path)}")
     if written.backup:
-        click.echo(f"kept the folder as it was (with what --overwrite replaced) in {written.backup}", err=True)
+        click.echo(f"kept the folder as it was (with what --overwrite replaced) in {show_path(written.backup)}", err=True)
 
 
 @main.command()
@@ -266,9 +266,9 @@ def check(spec: str, overrides: tuple[str, ...], out_dir: Path, ignore_record: b
         options = [*(f"--set={o}" for o in made.overrides), *(["--force"] if made.force else []),
                    *(["--no-recorded"] if ignore_record else [])]
         again = " ".join(quote(w) for w in ["gen-launch", "render", spec, *options, "-o", str(out_dir)])
-        click.echo(f"{out_dir / result.job} is out of date: run {again}", err=True)
+        click.echo(f"{show_path(out_dir / result.job)} is out of date: run {show_path(again)}", err=True)
         sys.exit(EXIT_DRIFT)
-    click.echo(f"{out_dir / result.job} is up to date")
+    click.echo(f"{show_path(out_dir / result.job)} is up to date")
 
 
 @main.command()
@@ -326,18 +326,18 @@ def init(model: str, method: str, hardware: str, out_file: Path | None, schema_d
     if out_file is None:
         click.echo(text, nl=False)
         if not current(schema_dir / SCHEMA_NAME):
-            click.echo(f"note: the schema line names {schema_dir / SCHEMA_NAME}; write it with: "
-                       f"{quote('gen-launch')} schema -o {quote(str(schema_dir))}", err=True)
+            click.echo(f"note: the schema line names {show_path(schema_dir / SCHEMA_NAME)}; write it with: "
+                       f"{quote('gen-launch')} schema -o {show_path(quote(str(schema_dir)))}", err=True)
         return
     try:
         out_file.parent.mkdir(parents=True, exist_ok=True)  # init -o jobs/x.yaml starts the jobs folder
         with out_file.open("x", encoding="utf-8") as handle:
             handle.write(text)
     except FileExistsError:
-        _fail(UserError(f"{out_file} exists; init never writes over a file"), "init")
+        _fail(UserError(f"{show_path(out_file)} exists; init never writes over a file"), "init")
     except OSError as exc:
-        _fail(UserError(f"cannot write {out_file}: {exc.strerror}"), "init")
-    click.echo(f"   create  {out_file}")
+        _fail(UserError(f"cannot write {show_path(out_file)}: {exc.strerror}"), "init")
+    click.echo(f"   create  {show_path(out_file)}")
     _init_schema(schema_dir)
 
 
@@ -347,8 +347,8 @@ def _init_schema(folder: Path) -> None:
     path = folder / SCHEMA_NAME
     if path.exists() or path.is_symlink():
         if not current(path):
-            click.echo(f"note: {path} is not this gen-launch's schema; refresh it with: gen-launch schema -o "
-                       f"{quote(str(folder))}", err=True)
+            click.echo(f"note: {show_path(path)} is not this gen-launch's schema; refresh it with: gen-launch schema -o "
+                       f"{show_path(quote(str(folder)))}", err=True)
         return
     _write_schema(folder, "init")
 
@@ -358,7 +358,7 @@ def _write_schema(folder: Path, command: str) -> None:
         action, written = write_schema(folder)
     except UserError as error:
         _fail(error, command)
-    click.echo(f"{action:>9}  {written}")
+    click.echo(f"{action:>9}  {show_path(written)}")
 
 
 @main.command()

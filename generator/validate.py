@@ -25,7 +25,7 @@ import yaml
 
 from .checks import llama_factory, mindformers, mindspeed_llm
 from .checks.shell import assignment, bash_arrays, shell_problems
-from .errors import UserError
+from .errors import UserError, show_path
 from .jobdir import MANIFEST, MAX_READ, Manifest, parse_manifest, read_regular, safe_relative, scan
 from .tables import load_tables
 
@@ -47,10 +47,10 @@ def validate(job_dir: Path, mindformers_python: str | None = None) -> Iterator[R
     Only regular files found by a walk of the folder are read (jobdir.scan: no link followed, no FIFO opened);
     MANIFEST's paths are compared with them, never opened."""
     if job_dir.is_symlink():
-        raise UserError(f"{job_dir} is a symbolic link; validate reads only a real job folder")
+        raise UserError(f"{show_path(job_dir)} is a symbolic link; validate reads only a real job folder")
     data = read_regular(job_dir / MANIFEST)
     if data is None:
-        raise UserError(f"{job_dir}: no {MANIFEST} (or not a regular file, or over {MAX_READ} bytes); not a folder "
+        raise UserError(f"{show_path(job_dir)}: no {MANIFEST} (or not a regular file, or over {MAX_READ} bytes); not a folder "
                         f"gen-launch render wrote")
     return _results(job_dir, parse_manifest(data), mindformers_python)
 

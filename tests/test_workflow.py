@@ -321,6 +321,22 @@ def test_dry_run_refuses_an_out_folder_render_cannot_write(tmp_path, where):
     assert "cannot write" in dry.stderr
 
 
+def test_every_command_escapes_the_paths_it_echoes(tmp_path):
+    spec = repo(tmp_path, SMALL)
+    out = tmp_path / "la\x1b[2Junch"
+    said = [run("render", spec, "-o", out), run("check", spec, "-o", out)]
+    (out / "j" / "stray").write_text("")
+    (out / "k").mkdir()
+    (out / "k" / "j").write_text("")
+    said += [run("check", spec, "-o", out), run("validate", out / "j" / "mindformers"),
+             run("render", spec, "-o", out / "k")]
+    (out / "j" / "plan.json").write_text("{}")
+    said += [run("check", spec, "-o", out), run("render", spec, "-o", out)]
+    assert [r.exit_code for r in said] == [0, 0, 1, 2, 2, 1, 2]
+    for result in said:
+        assert "\x1b" not in result.output and "la\\x1b[2Junch" in result.output, result.output
+
+
 def test_two_specs_with_one_job_name_do_not_overwrite_each_other(tmp_path, monkeypatch):
     spec = repo(tmp_path, SMALL)
     out = tmp_path / "launch"

@@ -129,10 +129,10 @@ def write(files: dict[str, str], out_dir: Path, job: str, overwrite: bool, spec_
     folder beside it. `dry_run`: the same refusals, then the changes a write would make, writing nothing."""
     job_dir = out_dir / job
     if job_dir.is_symlink():
-        raise UserError(f"{job_dir} is a symbolic link; render writes only into a real folder (remove the link, or "
+        raise UserError(f"{show_path(job_dir)} is a symbolic link; render writes only into a real folder (remove the link, or "
                         f"point -o at the folder it links to)")
     if job_dir.exists() and not job_dir.is_dir():
-        raise UserError(f"{job_dir} exists and is not a folder; remove it or choose another -o")
+        raise UserError(f"{show_path(job_dir)} exists and is not a folder; remove it or choose another -o")
     try:
         if not dry_run:
             out_dir.mkdir(parents=True, exist_ok=True)
@@ -147,7 +147,7 @@ def write(files: dict[str, str], out_dir: Path, job: str, overwrite: bool, spec_
                 return Written(changes, None)
             return Written(changes, replace(files, out_dir, job, backup=keep))
     except OSError as exc:
-        raise UserError(f"cannot write {job_dir}: {exc.strerror or exc}") from None
+        raise UserError(f"cannot write {show_path(job_dir)}: {exc.strerror or exc}") from None
 
 
 def _writable(out_dir: Path) -> None:
@@ -170,7 +170,7 @@ def _refusals(files: dict[str, str], job_dir: Path, overwrite: bool,
     kept = [show_path(c.path) for c in changes if c.action in REFUSED]
     other = _other_spec(job_dir, spec_file)
     if other and not overwrite:
-        raise UserError(f"{job_dir} was rendered from another spec file, {show(other)}, not {show(spec_file)} (both "
+        raise UserError(f"{show_path(job_dir)} was rendered from another spec file, {show(other)}, not {show(spec_file)} (both "
                         f"name job {job_dir.name}): give this spec another job name, or, if the spec moved or you "
                         f"mean to replace that job, render with --overwrite (it keeps a copy of the folder first)")
     if kept and not overwrite:
