@@ -28,9 +28,13 @@ class RecordError(UserError):
 
 def spec_key(spec: str, out_dir: Path) -> str:
     """What identifies "the same spec": its path from the folder that holds OUT. A spec and its output folder
-    usually live in one repository, so the key is the same in every checkout and from every working directory."""
-    base = Path(os.path.abspath(out_dir)).parent
-    key = Path(os.path.relpath(os.path.abspath(spec), base)).as_posix()
+    usually live in one repository, so the key is the same in every checkout and from every working directory. The
+    two folders are compared with links resolved (a checkout reached through a link is the same checkout); the
+    file names are kept as given."""
+    base = os.path.realpath(os.path.dirname(os.path.abspath(out_dir)))
+    spec_path = os.path.abspath(spec)
+    spec_path = os.path.join(os.path.realpath(os.path.dirname(spec_path)), os.path.basename(spec_path))
+    key = Path(os.path.relpath(spec_path, base)).as_posix()
     if not key.isprintable():  # it is written into plan.json and PLAN.md, and printed in messages
         raise UserError(f"the spec's path {show(key)} holds a control or other non-printing character; it is "
                         f"recorded in plan.json and PLAN.md: rename the file")

@@ -337,6 +337,18 @@ def test_every_command_escapes_the_paths_it_echoes(tmp_path):
         assert "\x1b" not in result.output and "la\\x1b[2Junch" in result.output, result.output
 
 
+def test_a_checkout_reached_through_a_link_is_the_same_spec(tmp_path):
+    spec = repo(tmp_path / "repo", SMALL)
+    (tmp_path / "repolink").symlink_to(tmp_path / "repo")
+    assert cli_process(*with_sets("render", "jobs/a.yaml", "-o", "launch", sets=["train.seed=7"]),
+                       cwd=tmp_path / "repolink").returncode == 0
+    check = run("check", tmp_path / "repolink" / "jobs" / "a.yaml", "-o", tmp_path / "repo" / "launch")
+    assert check.exit_code == 0, check.output
+    assert run("render", spec, "-o", tmp_path / "repolink" / "launch").exit_code == 0
+    assert json.loads((tmp_path / "repo" / "launch" / "j" / "plan.json").read_text())["made_from"]["spec_file"] \
+        == "jobs/a.yaml"
+
+
 def test_two_specs_with_one_job_name_do_not_overwrite_each_other(tmp_path, monkeypatch):
     spec = repo(tmp_path, SMALL)
     out = tmp_path / "launch"
