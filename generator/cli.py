@@ -75,6 +75,7 @@ def _as_made(spec_path: str, overrides: tuple[str, ...], force: bool, out_dir: P
         made = MadeFrom(spec_key(spec_path, out_dir), overrides, force)
     except UserError as error:
         _fail(error, spec_path)
+    _refuse_rename(overrides, spec_path)
     spec = _load(spec_path, overrides)
     record = None if overrides or ignore_record else _record(out_dir / spec.job, spec_path, must_trust)
     if record is None or record.spec_file != made.spec_file:
@@ -82,10 +83,19 @@ def _as_made(spec_path: str, overrides: tuple[str, ...], force: bool, out_dir: P
     applied = [*(f"--set={o}" for o in record.overrides), *(["--force"] if record.force and not force else [])]
     if not applied:
         return spec, made
+    _refuse_rename(record.overrides, spec_path)
     click.echo(f"Note: applying {' '.join(quote(w) for w in applied)}, as {show_path(out_dir / spec.job / PLAN_JSON)} records "
                f"(a --set replaces the recorded options, --no-recorded drops them)", err=True)
     return (_load(spec_path, record.overrides) if record.overrides else spec), \
         MadeFrom(made.spec_file, record.overrides, force or record.force)
+
+
+def _refuse_rename(overrides: tuple[str, ...], spec_path: str) -> None:
+    """A --set of `job` would write the folder under another name than the one `check` (which reads the job name
+    from the spec) looks in, so that the folder could never be checked: the job name is the spec's alone."""
+    if any(o.startswith("job=") for o in overrides):
+        _fail(SpecError.at("(--set)", "give the job name in the spec; a --set cannot rename the folder check looks "
+                                      "in (copy the spec under another job name for a variant)"), spec_path)
 
 
 def _record(job_dir: Path, spec_path: str, must_trust: bool) -> MadeFrom | None:

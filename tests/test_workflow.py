@@ -349,6 +349,14 @@ def test_a_checkout_reached_through_a_link_is_the_same_spec(tmp_path):
         == "jobs/a.yaml"
 
 
+@pytest.mark.parametrize("command", ["render", "check"])
+def test_a_set_of_the_job_name_is_refused(tmp_path, command):
+    spec = repo(tmp_path, SMALL)
+    result = run(*with_sets(command, spec, "-o", tmp_path / "launch", sets=["job=variant-b"]))
+    assert result.exit_code == 2 and "give the job name in the spec" in result.stderr
+    assert not (tmp_path / "launch").exists()
+
+
 def test_two_specs_with_one_job_name_do_not_overwrite_each_other(tmp_path, monkeypatch):
     spec = repo(tmp_path, SMALL)
     out = tmp_path / "launch"
