@@ -77,10 +77,12 @@ def _as_made(spec_path: str, overrides: tuple[str, ...], force: bool, out_dir: P
         _fail(error, spec_path)
     _refuse_rename(overrides, spec_path)
     spec = _load(spec_path, overrides)
+    if overrides and not ignore_record:
+        _note_replaced(out_dir / spec.job, made)
     record = None if overrides or ignore_record else _record(out_dir / spec.job, spec_path, must_trust)
     if record is None or record.spec_file != made.spec_file:
         return spec, made  # nothing recorded, or another spec's options (render refuses that folder)
-    applied = [*(f"--set={o}" for o in record.overrides), *(["--force"] if record.force and not force else [])]
+    applied = _options(record.overrides, record.force and not force)
     if not applied:
         return spec, made
     _refuse_rename(record.overrides, spec_path)
@@ -88,6 +90,26 @@ def _as_made(spec_path: str, overrides: tuple[str, ...], force: bool, out_dir: P
                f"(a --set replaces the recorded options, --no-recorded drops them)", err=True)
     return (_load(spec_path, record.overrides) if record.overrides else spec), \
         MadeFrom(made.spec_file, record.overrides, force or record.force)
+
+
+def _options(overrides: tuple[str, ...], force: bool) -> list[str]:
+    """The command-line words of --set overrides and --force."""
+    return [*(f"--set={o}" for o in overrides), *(["--force"] if force else [])]
+
+
+def _note_replaced(job_dir: Path, made: MadeFrom) -> None:
+    """Say so when this command line's --set drops a recorded override or --force (a --set replaces them all)."""
+    try:
+        record = read_record(job_dir)
+    except RecordError:
+        return  # nothing known to drop
+    if record is None or record.spec_file != made.spec_file:
+        return
+    old, new = _options(record.overrides, record.force), _options(made.overrides, made.force)
+    if set(old) - set(new):
+        click.echo(f"Note: replacing the options {show_path(job_dir / PLAN_JSON)} records, "
+                   f"{show_path(' '.join(quote(w) for w in old))}, with {show_path(' '.join(quote(w) for w in new))}; "
+                   f"give all of them again to keep them", err=True)
 
 
 def _refuse_rename(overrides: tuple[str, ...], spec_path: str) -> None:
@@ -273,8 +295,7 @@ def check(spec: str, overrides: tuple[str, ...], out_dir: Path, ignore_record: b
     if problems:
         for line in problems:
             click.echo(line)
-        options = [*(f"--set={o}" for o in made.overrides), *(["--force"] if made.force else []),
-                   *(["--no-recorded"] if ignore_record else [])]
+        options = [*_options(made.overrides, made.force), *(["--no-recorded"] if ignore_record else [])]
         again = " ".join(quote(w) for w in ["gen-launch", "render", spec, *options, "-o", str(out_dir)])
         click.echo(f"{show_path(out_dir / result.job)} is out of date: run {show_path(again)}", err=True)
         sys.exit(EXIT_DRIFT)

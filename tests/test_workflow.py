@@ -357,6 +357,18 @@ def test_a_set_of_the_job_name_is_refused(tmp_path, command):
     assert not (tmp_path / "launch").exists()
 
 
+def test_a_new_set_says_which_recorded_options_it_drops(tmp_path):
+    spec = repo(tmp_path)
+    out = tmp_path / "launch"
+    assert run(*with_sets("render", spec, "-o", out, "--force", sets=SETS[1:])).exit_code == 0
+    again = run(*with_sets("render", spec, "-o", out, sets=SETS[:1]))
+    assert again.exit_code == 0
+    assert (f"replacing the options {out / JOB / 'plan.json'} records, --set=cards=32 "
+            f"--set=train.learning_rate=2.0e-5 --force, with --set=train.seed=7; give all of them again") in again.stderr
+    kept = run(*with_sets("render", spec, "-o", out, "--force", sets=SETS))
+    assert kept.exit_code == 0 and "replacing" not in kept.stderr
+
+
 def test_two_specs_with_one_job_name_do_not_overwrite_each_other(tmp_path, monkeypatch):
     spec = repo(tmp_path, SMALL)
     out = tmp_path / "launch"
