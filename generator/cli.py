@@ -412,13 +412,14 @@ def schema(out_dir: Path | None) -> None:
 
 
 @main.command()
-@click.argument("job_dir", type=click.Path(file_okay=False, exists=True, path_type=Path))
+@click.argument("job_dir", type=click.Path(path_type=Path))  # validate checks it: --json reports that too
 @click.option("--mindformers-python", envvar="GEN_LAUNCH_MINDFORMERS_PYTHON", metavar="PYTHON",
               help="An interpreter with mindformers and a MindSpore CPU build: also run MindFormers' own "
                    "MindFormerConfig and check_rules on train.yaml (see README).")
 @click.option("--json", "as_json", is_flag=True,
               help="Print one JSON document after the last check: job_dir, exit_status and results, a list of "
-                   "{path, status, detail} in the order the lines come.")
+                   "{path, status, detail} in the order the lines come; when JOB_DIR cannot be validated (exit 2), "
+                   "also error, the message printed on stderr.")
 def validate(job_dir: Path, mindformers_python: str | None, as_json: bool) -> None:
     """Check the files render wrote in JOB_DIR with each framework's own rules: one line per file, printed as its
     checks finish.
@@ -447,6 +448,8 @@ def validate(job_dir: Path, mindformers_python: str | None, as_json: bool) -> No
     try:
         results = validate_job(job_dir, mindformers_python)
     except UserError as error:
+        if as_json:
+            _validate_json(job_dir, error.exit_code, [], {"error": error.args[0]})
         _fail(error, str(job_dir))
     seen = []
     for result in results:  # each line as its file's checks finish (click.echo flushes)
@@ -457,6 +460,10 @@ def validate(job_dir: Path, mindformers_python: str | None, as_json: bool) -> No
     statuses = {r.status for r in seen}
     code = EXIT_DRIFT if "problem" in statuses else EXIT_ENVIRONMENT if "env" in statuses else 0
     if as_json:
-        click.echo(json.dumps({"job_dir": str(job_dir), "exit_status": code,
-                               "results": [dataclasses.asdict(r) for r in seen]}, indent=2))
+        _validate_json(job_dir, code, [dataclasses.asdict(r) for r in seen])
     sys.exit(code)
+
+
+def _validate_json(job_dir: Path, code: int, results: list[dict], error: dict | None = None) -> None:
+    click.echo(json.dumps({"job_dir": str(job_dir), "exit_status": code, **(error or {}), "results": results},
+                          indent=2))

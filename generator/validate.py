@@ -48,6 +48,8 @@ def validate(job_dir: Path, mindformers_python: str | None = None) -> Iterator[R
     MANIFEST's paths are compared with them, never opened."""
     if job_dir.is_symlink():
         raise UserError(f"{show_path(job_dir)} is a symbolic link; validate reads only a real job folder")
+    if not job_dir.is_dir():
+        raise UserError(f"{show_path(job_dir)} is not a folder (or does not exist); give a job folder render wrote")
     data = read_regular(job_dir / MANIFEST)
     if data is None:
         raise UserError(f"{show_path(job_dir)}: no {MANIFEST} (or not a regular file, or over {MAX_READ} bytes); not a folder "
