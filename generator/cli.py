@@ -23,7 +23,7 @@ from .jobdir import MANIFEST
 from .plan import MadeFrom, Plan
 from .record import PLAN_JSON, RecordError, bad_override, read_record, spec_key
 from .render import check as check_files
-from .render import environment, render_files, write
+from .render import environment, needs_overwrite, render_files, write
 from .render.core import plan_json
 from .resolve import candidate_layouts, minimum_table, resolve
 from .schemafile import SCHEMA_NAME, current, schema_bytes, schema_ref, write_schema
@@ -129,7 +129,7 @@ def _record(job_dir: Path, spec_path: str, must_trust: bool) -> MadeFrom | None:
         if must_trust:
             _fail(RecordError(f"{error.args[0]}; so the --set overrides and --force it records are not known: give "
                               f"them with --set (or --no-recorded for none), or render with --overwrite to replace "
-                              f"the folder without them (it keeps a copy first)"), spec_path)
+                              f"the folder without them (the old folder is moved aside whole first)"), spec_path)
         click.echo(f"Note: {error.args[0]}; not applying the --set overrides and --force it records", err=True)
         return None
     if record is None and os.path.lexists(job_dir / MANIFEST):
@@ -168,8 +168,8 @@ force_option = click.option("--force", is_flag=True,
                                  "plan.json; check and a re-render apply it again.")
 overwrite_option = click.option("--overwrite", is_flag=True,
                                 help="Replace what OUT/<job> holds that render did not write as it is (hand edits, "
-                                     "stray files, links), or a folder rendered from another spec file, after "
-                                     "keeping a copy as OUT/<job>+backup-<time>.")
+                                     "stray files, links), or a folder rendered from another spec file; the old "
+                                     "folder is moved aside whole (not copied) as OUT/<job>+backup-<time>.")
 recorded_option = click.option("--no-recorded", "ignore_record", is_flag=True,
                                help="Plan with this command line's options only. Without it, and without --set, "
                                     "the --set overrides and --force that OUT/<job>/plan.json records of the render "
@@ -247,9 +247,9 @@ def render(spec: str, overrides: tuple[str, ...], out_dir: Path, force: bool, ov
 
     The whole folder is written beside the old one and swapped in at once: a failed or killed render leaves the
     old folder or the new one. Anything in it render did not write as it is (hand edits, stray files, links), and
-    a folder rendered from another spec file with the same job name, is refused unless --overwrite, which first
-    keeps a copy as OUT/<job>+backup-<time>. plan.json and PLAN.md record the spec file, the --set overrides in
-    order and --force; a re-render without --set applies the recorded ones. One line per path on stdout: create,
+    a folder rendered from another spec file with the same job name, is refused unless --overwrite, which moves
+    the old folder aside whole (not a copy) as OUT/<job>+backup-<time>. plan.json and PLAN.md record the spec
+    file, the --set overrides in order and --force; a re-render without --set applies the recorded ones. One line per path on stdout: create,
     overwrite, identical, mode (executable bit restored), remove, edited, stray; the plan's summary (as
     `gen-launch plan` prints it) goes to stderr.
 
@@ -291,11 +291,13 @@ def check(spec: str, overrides: tuple[str, ...], out_dir: Path, ignore_record: b
     """
     loaded, made = _as_made(spec, overrides, False, out_dir, ignore_record, must_trust=False)
     result = _resolve(loaded, spec, made)
-    problems = check_files(_files(result, spec), out_dir, result.job, made.spec_file)
+    files = _files(result, spec)
+    problems = check_files(files, out_dir, result.job, made.spec_file)
     if problems:
         for line in problems:
             click.echo(line)
-        options = [*_options(made.overrides, made.force), *(["--no-recorded"] if ignore_record else [])]
+        options = [*_options(made.overrides, made.force), *(["--no-recorded"] if ignore_record else []),
+                   *(["--overwrite"] if needs_overwrite(files, out_dir, result.job, made.spec_file) else [])]
         again = " ".join(quote(w) for w in ["gen-launch", "render", spec, *options, "-o", str(out_dir)])
         click.echo(f"{show_path(out_dir / result.job)} is out of date: run {show_path(again)}", err=True)
         sys.exit(EXIT_DRIFT)

@@ -118,7 +118,8 @@ def test_a_rerender_applies_the_recorded_options_and_says_so(tmp_path):
     assert {line.split()[0] for line in again.stdout.splitlines()} == {"identical"}
     # a --set replaces the recorded ones (recorded in turn); --no-recorded drops them
     replaced = run("render", spec, "-o", out, "--set", "train.seed=8")
-    assert replaced.exit_code == 0 and "Note:" not in replaced.stderr
+    assert replaced.exit_code == 0 and "Note: applying" not in replaced.stderr
+    assert "Note: replacing the options" in replaced.stderr  # the dropped ones are named
     assert json.loads((out / JOB / "plan.json").read_text())["made_from"]["overrides"] == ["train.seed=8"]
     dropped = run("render", spec, "-o", out, "--no-recorded")
     assert dropped.exit_code == 0 and "Note:" not in dropped.stderr
@@ -369,6 +370,22 @@ def test_a_new_set_says_which_recorded_options_it_drops(tmp_path):
     assert kept.exit_code == 0 and "replacing" not in kept.stderr
 
 
+@pytest.mark.parametrize("setup", [_edited_record, _hand_edit, _stray, _clean])
+def test_the_hint_of_check_is_a_render_that_works(tmp_path, setup):
+    spec = repo(tmp_path, SMALL)
+    out = tmp_path / "launch"
+    assert run(*with_sets("render", spec, "-o", out, sets=["train.seed=7"])).exit_code == 0
+    spec.write_text(yaml.safe_dump({**SMALL, "frameworks": ["mindformers"]}))
+    setup(tmp_path, spec, out / "j")
+    stale = run("check", spec, "-o", out)
+    assert stale.exit_code == 1
+    hint = shlex.split(stale.stderr.split("is out of date: run ", 1)[1])
+    assert hint[:2] == ["gen-launch", "render"] and ("--overwrite" in hint) == (setup is not _clean), hint
+    rendered = run(*hint[1:])
+    assert rendered.exit_code == 0, rendered.output
+    assert run("check", spec, "-o", out).exit_code == 0
+
+
 def test_two_specs_with_one_job_name_do_not_overwrite_each_other(tmp_path, monkeypatch):
     spec = repo(tmp_path, SMALL)
     out = tmp_path / "launch"
@@ -399,3 +416,12 @@ def test_help_and_readme_name_the_two_options(tmp_path):
     assert "--overwrite" in text and "--force" in text and "--no-recorded" in text
     readme = (REPO / "README.md").read_text()
     assert "--overwrite" in readme and "--no-recorded" in readme and "made_from" in readme
+
+
+def test_help_and_readme_say_overwrite_moves_the_old_folder_aside_whole():
+    text = " ".join(run("render", "--help").output.split())
+    assert "a copy as" not in text and "keeping a copy" not in text
+    assert "moves the old folder aside whole (not a copy) as OUT/<job>+backup-<time>" in text
+    assert "moved aside whole (not copied) as OUT/<job>+backup-<time>" in text
+    readme = " ".join((REPO / "README.md").read_text().split())
+    assert "keeps the old folder whole as `OUT/<job>+backup-<UTC time>`: the old folder itself, moved aside" in readme

@@ -125,8 +125,8 @@ def write(files: dict[str, str], out_dir: Path, job: str, overwrite: bool, spec_
           dry_run: bool = False) -> Written:
     """Replace OUT/<job> with `files`, whole (jobdir.replace). Refuses (UserError) when the folder holds anything
     render did not write as it is (hand edits, stray files, links, a changed MANIFEST), or was rendered from
-    another spec file than `spec_file` (None: not asked), unless `overwrite`, which first keeps a copy of the
-    folder beside it. `dry_run`: the same refusals, then the changes a write would make, writing nothing."""
+    another spec file than `spec_file` (None: not asked), unless `overwrite`, which first moves the whole old
+    folder aside beside it. `dry_run`: the same refusals, then the changes a write would make, writing nothing."""
     job_dir = out_dir / job
     if job_dir.is_symlink():
         raise UserError(f"{show_path(job_dir)} is a symbolic link; render writes only into a real folder (remove the link, or "
@@ -164,7 +164,7 @@ def _writable(out_dir: Path) -> None:
 
 def _refusals(files: dict[str, str], job_dir: Path, overwrite: bool,
               spec_file: str | None) -> tuple[list[Change], bool]:
-    """What replacing `job_dir` would change, and whether a copy must be kept first (it holds something render did
+    """What replacing `job_dir` would change, and whether the old folder must be kept (moved aside) first (it holds something render did
     not write, or another spec's job); raises the refusal when that needs `overwrite` and it is not given."""
     changes = compare(files, job_dir)
     kept = [show_path(c.path) for c in changes if c.action in REFUSED]
@@ -172,13 +172,23 @@ def _refusals(files: dict[str, str], job_dir: Path, overwrite: bool,
     if other and not overwrite:
         raise UserError(f"{show_path(job_dir)} was rendered from another spec file, {show(other)}, not {show(spec_file)} (both "
                         f"name job {job_dir.name}): give this spec another job name, or, if the spec moved or you "
-                        f"mean to replace that job, render with --overwrite (it keeps a copy of the folder first)")
+                        f"mean to replace that job, render with --overwrite (it moves the old folder aside whole first)")
     if kept and not overwrite:
         shown = ", ".join(kept[:MAX_LISTED]) + (f" and {len(kept) - MAX_LISTED} more"
                                                 if len(kept) > MAX_LISTED else "")
         raise UserError(f"{show_path(job_dir)}: edited by hand or not written by gen-launch: {shown}; move them away, "
-                        f"or run render with --overwrite (it keeps a copy of the folder first)")
+                        f"or run render with --overwrite (it moves the old folder aside whole first)")
     return changes, bool(kept or other)
+
+
+def needs_overwrite(files: dict[str, str], out_dir: Path, job: str, spec_file: str | None) -> bool:
+    """Whether render refuses OUT/<job> without --overwrite (hand edits, an untrusted record, another spec's
+    folder): `check` then hints the render that works."""
+    try:
+        _refusals(files, out_dir / job, False, spec_file)
+    except UserError:
+        return True
+    return False
 
 
 def _other_spec(job_dir: Path, spec_file: str | None) -> str | None:
