@@ -86,7 +86,8 @@ def _as_made(spec_path: str, overrides: tuple[str, ...], force: bool, out_dir: P
     if not applied:
         return spec, made
     _refuse_rename(record.overrides, spec_path)
-    click.echo(f"Note: applying {' '.join(quote(w) for w in applied)}, as {show_path(out_dir / spec.job / PLAN_JSON)} records "
+    click.echo(f"Note: applying {' '.join(quote(w) for w in applied)}, as "
+               f"{show_path(out_dir / spec.job / PLAN_JSON)} records "
                f"(a --set replaces the recorded options, --no-recorded drops them)", err=True)
     return (_load(spec_path, record.overrides) if record.overrides else spec), \
         MadeFrom(made.spec_file, record.overrides, force or record.force)
@@ -249,8 +250,8 @@ def render(spec: str, overrides: tuple[str, ...], out_dir: Path, force: bool, ov
     old folder or the new one. Anything in it render did not write as it is (hand edits, stray files, links), and
     a folder rendered from another spec file with the same job name, is refused unless --overwrite, which moves
     the old folder aside whole (not a copy) as OUT/<job>+backup-<time>. plan.json and PLAN.md record the spec
-    file, the --set overrides in order and --force; a re-render without --set applies the recorded ones. One line per path on stdout: create,
-    overwrite, identical, mode (executable bit restored), remove, edited, stray; the plan's summary (as
+    file, the --set overrides in order and --force; a re-render without --set applies the recorded ones. One
+    line per path on stdout: create, overwrite, identical, mode (executable bit restored), remove, edited, stray; the plan's summary (as
     `gen-launch plan` prints it) goes to stderr.
 
     \b
@@ -269,7 +270,8 @@ def render(spec: str, overrides: tuple[str, ...], out_dir: Path, force: bool, ov
     for change in written.changes:
         click.echo(f"{change.action:>9}  {show_path(out_dir / result.job / change.path)}")
     if written.backup:
-        click.echo(f"kept the folder as it was (with what --overwrite replaced) in {show_path(written.backup)}", err=True)
+        click.echo(f"kept the folder as it was (with what --overwrite replaced) in {show_path(written.backup)}",
+                   err=True)
 
 
 @main.command()

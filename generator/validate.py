@@ -52,8 +52,8 @@ def validate(job_dir: Path, mindformers_python: str | None = None) -> Iterator[R
         raise UserError(f"{show_path(job_dir)} is not a folder (or does not exist); give a job folder render wrote")
     data = read_regular(job_dir / MANIFEST)
     if data is None:
-        raise UserError(f"{show_path(job_dir)}: no {MANIFEST} (or not a regular file, or over {MAX_READ} bytes); not a folder "
-                        f"gen-launch render wrote")
+        raise UserError(f"{show_path(job_dir)}: no {MANIFEST} (or not a regular file, or over {MAX_READ} bytes); "
+                        f"not a folder gen-launch render wrote")
     return _results(job_dir, parse_manifest(data), mindformers_python)
 
 

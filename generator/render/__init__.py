@@ -164,8 +164,8 @@ def _writable(out_dir: Path) -> None:
 
 def _refusals(files: dict[str, str], job_dir: Path, overwrite: bool,
               spec_file: str | None) -> tuple[list[Change], bool]:
-    """What replacing `job_dir` would change, and whether the old folder must be kept (moved aside) first (it holds something render did
-    not write, or another spec's job); raises the refusal when that needs `overwrite` and it is not given."""
+    """What replacing `job_dir` would change, and whether the old folder must be kept (moved aside) first (it
+    holds something render did not write, or another spec's job); raises the refusal when that needs `overwrite` and it is not given."""
     changes = compare(files, job_dir)
     kept = [show_path(c.path) for c in changes if c.action in REFUSED]
     other = _other_spec(job_dir, spec_file)
