@@ -23,7 +23,7 @@ from .jobdir import MANIFEST
 from .plan import MadeFrom, Plan
 from .record import PLAN_JSON, RecordError, bad_override, read_record, spec_key
 from .render import check as check_files
-from .render import environment, render_files, write
+from .render import environment, needs_overwrite, render_files, write
 from .render.core import plan_json
 from .resolve import candidate_layouts, minimum_table, resolve
 from .schemafile import SCHEMA_NAME, current, schema_bytes, schema_ref, write_schema
@@ -75,17 +75,50 @@ def _as_made(spec_path: str, overrides: tuple[str, ...], force: bool, out_dir: P
         made = MadeFrom(spec_key(spec_path, out_dir), overrides, force)
     except UserError as error:
         _fail(error, spec_path)
+    _refuse_rename(overrides, spec_path)
     spec = _load(spec_path, overrides)
+    if overrides and not ignore_record:
+        _note_replaced(out_dir / spec.job, made)
     record = None if overrides or ignore_record else _record(out_dir / spec.job, spec_path, must_trust)
     if record is None or record.spec_file != made.spec_file:
         return spec, made  # nothing recorded, or another spec's options (render refuses that folder)
-    applied = [*(f"--set={o}" for o in record.overrides), *(["--force"] if record.force and not force else [])]
+    applied = _options(record.overrides, record.force and not force)
     if not applied:
         return spec, made
-    click.echo(f"Note: applying {' '.join(quote(w) for w in applied)}, as {out_dir / spec.job / PLAN_JSON} records "
+    _refuse_rename(record.overrides, spec_path)
+    click.echo(f"Note: applying {' '.join(quote(w) for w in applied)}, as "
+               f"{show_path(out_dir / spec.job / PLAN_JSON)} records "
                f"(a --set replaces the recorded options, --no-recorded drops them)", err=True)
     return (_load(spec_path, record.overrides) if record.overrides else spec), \
         MadeFrom(made.spec_file, record.overrides, force or record.force)
+
+
+def _options(overrides: tuple[str, ...], force: bool) -> list[str]:
+    """The command-line words of --set overrides and --force."""
+    return [*(f"--set={o}" for o in overrides), *(["--force"] if force else [])]
+
+
+def _note_replaced(job_dir: Path, made: MadeFrom) -> None:
+    """Say so when this command line's --set drops a recorded override or --force (a --set replaces them all)."""
+    try:
+        record = read_record(job_dir)
+    except RecordError:
+        return  # nothing known to drop
+    if record is None or record.spec_file != made.spec_file:
+        return
+    old, new = _options(record.overrides, record.force), _options(made.overrides, made.force)
+    if set(old) - set(new):
+        click.echo(f"Note: replacing the options {show_path(job_dir / PLAN_JSON)} records, "
+                   f"{show_path(' '.join(quote(w) for w in old))}, with {show_path(' '.join(quote(w) for w in new))}; "
+                   f"give all of them again to keep them", err=True)
+
+
+def _refuse_rename(overrides: tuple[str, ...], spec_path: str) -> None:
+    """A --set of `job` would write the folder under another name than the one `check` (which reads the job name
+    from the spec) looks in, so that the folder could never be checked: the job name is the spec's alone."""
+    if any(o.startswith("job=") for o in overrides):
+        _fail(SpecError.at("(--set)", "give the job name in the spec; a --set cannot rename the folder check looks "
+                                      "in (copy the spec under another job name for a variant)"), spec_path)
 
 
 def _record(job_dir: Path, spec_path: str, must_trust: bool) -> MadeFrom | None:
@@ -97,11 +130,11 @@ def _record(job_dir: Path, spec_path: str, must_trust: bool) -> MadeFrom | None:
         if must_trust:
             _fail(RecordError(f"{error.args[0]}; so the --set overrides and --force it records are not known: give "
                               f"them with --set (or --no-recorded for none), or render with --overwrite to replace "
-                              f"the folder without them (it keeps a copy first)"), spec_path)
+                              f"the folder without them (the old folder is moved aside whole first)"), spec_path)
         click.echo(f"Note: {error.args[0]}; not applying the --set overrides and --force it records", err=True)
         return None
     if record is None and os.path.lexists(job_dir / MANIFEST):
-        click.echo(f"Note: {job_dir / PLAN_JSON} is missing: no recorded options to apply", err=True)
+        click.echo(f"Note: {show_path(job_dir / PLAN_JSON)} is missing: no recorded options to apply", err=True)
     return record
 
 
@@ -136,8 +169,8 @@ force_option = click.option("--force", is_flag=True,
                                  "plan.json; check and a re-render apply it again.")
 overwrite_option = click.option("--overwrite", is_flag=True,
                                 help="Replace what OUT/<job> holds that render did not write as it is (hand edits, "
-                                     "stray files, links), or a folder rendered from another spec file, after "
-                                     "keeping a copy as OUT/<job>+backup-<time>.")
+                                     "stray files, links), or a folder rendered from another spec file; the old "
+                                     "folder is moved aside whole (not copied) as OUT/<job>+backup-<time>.")
 recorded_option = click.option("--no-recorded", "ignore_record", is_flag=True,
                                help="Plan with this command line's options only. Without it, and without --set, "
                                     "the --set overrides and --force that OUT/<job>/plan.json records of the render "
@@ -215,10 +248,10 @@ def render(spec: str, overrides: tuple[str, ...], out_dir: Path, force: bool, ov
 
     The whole folder is written beside the old one and swapped in at once: a failed or killed render leaves the
     old folder or the new one. Anything in it render did not write as it is (hand edits, stray files, links), and
-    a folder rendered from another spec file with the same job name, is refused unless --overwrite, which first
-    keeps a copy as OUT/<job>+backup-<time>. plan.json and PLAN.md record the spec file, the --set overrides in
-    order and --force; a re-render without --set applies the recorded ones. One line per path on stdout: create,
-    overwrite, identical, mode (executable bit restored), remove, edited, stray; the plan's summary (as
+    a folder rendered from another spec file with the same job name, is refused unless --overwrite, which moves
+    the old folder aside whole (not a copy) as OUT/<job>+backup-<time>. plan.json and PLAN.md record the spec
+    file, the --set overrides in order and --force; a re-render without --set applies the recorded ones. One
+    line per path on stdout: create, overwrite, identical, mode (executable bit restored), remove, edited, stray; the plan's summary (as
     `gen-launch plan` prints it) goes to stderr.
 
     \b
@@ -237,7 +270,8 @@ def render(spec: str, overrides: tuple[str, ...], out_dir: Path, force: bool, ov
     for change in written.changes:
         click.echo(f"{change.action:>9}  {show_path(out_dir / result.job / change.path)}")
     if written.backup:
-        click.echo(f"kept the folder as it was (with what --overwrite replaced) in {written.backup}", err=True)
+        click.echo(f"kept the folder as it was (with what --overwrite replaced) in {show_path(written.backup)}",
+                   err=True)
 
 
 @main.command()
@@ -259,16 +293,17 @@ def check(spec: str, overrides: tuple[str, ...], out_dir: Path, ignore_record: b
     """
     loaded, made = _as_made(spec, overrides, False, out_dir, ignore_record, must_trust=False)
     result = _resolve(loaded, spec, made)
-    problems = check_files(_files(result, spec), out_dir, result.job, made.spec_file)
+    files = _files(result, spec)
+    problems = check_files(files, out_dir, result.job, made.spec_file)
     if problems:
         for line in problems:
             click.echo(line)
-        options = [*(f"--set={o}" for o in made.overrides), *(["--force"] if made.force else []),
-                   *(["--no-recorded"] if ignore_record else [])]
+        options = [*_options(made.overrides, made.force), *(["--no-recorded"] if ignore_record else []),
+                   *(["--overwrite"] if needs_overwrite(files, out_dir, result.job, made.spec_file) else [])]
         again = " ".join(quote(w) for w in ["gen-launch", "render", spec, *options, "-o", str(out_dir)])
-        click.echo(f"{out_dir / result.job} is out of date: run {again}", err=True)
+        click.echo(f"{show_path(out_dir / result.job)} is out of date: run {show_path(again)}", err=True)
         sys.exit(EXIT_DRIFT)
-    click.echo(f"{out_dir / result.job} is up to date")
+    click.echo(f"{show_path(out_dir / result.job)} is up to date")
 
 
 @main.command()
@@ -326,18 +361,18 @@ def init(model: str, method: str, hardware: str, out_file: Path | None, schema_d
     if out_file is None:
         click.echo(text, nl=False)
         if not current(schema_dir / SCHEMA_NAME):
-            click.echo(f"note: the schema line names {schema_dir / SCHEMA_NAME}; write it with: "
-                       f"{quote('gen-launch')} schema -o {quote(str(schema_dir))}", err=True)
+            click.echo(f"note: the schema line names {show_path(schema_dir / SCHEMA_NAME)}; write it with: "
+                       f"{quote('gen-launch')} schema -o {show_path(quote(str(schema_dir)))}", err=True)
         return
     try:
         out_file.parent.mkdir(parents=True, exist_ok=True)  # init -o jobs/x.yaml starts the jobs folder
         with out_file.open("x", encoding="utf-8") as handle:
             handle.write(text)
     except FileExistsError:
-        _fail(UserError(f"{out_file} exists; init never writes over a file"), "init")
+        _fail(UserError(f"{show_path(out_file)} exists; init never writes over a file"), "init")
     except OSError as exc:
-        _fail(UserError(f"cannot write {out_file}: {exc.strerror}"), "init")
-    click.echo(f"   create  {out_file}")
+        _fail(UserError(f"cannot write {show_path(out_file)}: {exc.strerror}"), "init")
+    click.echo(f"   create  {show_path(out_file)}")
     _init_schema(schema_dir)
 
 
@@ -347,8 +382,8 @@ def _init_schema(folder: Path) -> None:
     path = folder / SCHEMA_NAME
     if path.exists() or path.is_symlink():
         if not current(path):
-            click.echo(f"note: {path} is not this gen-launch's schema; refresh it with: gen-launch schema -o "
-                       f"{quote(str(folder))}", err=True)
+            click.echo(f"note: {show_path(path)} is not this gen-launch's schema; refresh it with: gen-launch schema -o "
+                       f"{show_path(quote(str(folder)))}", err=True)
         return
     _write_schema(folder, "init")
 
@@ -358,7 +393,7 @@ def _write_schema(folder: Path, command: str) -> None:
         action, written = write_schema(folder)
     except UserError as error:
         _fail(error, command)
-    click.echo(f"{action:>9}  {written}")
+    click.echo(f"{action:>9}  {show_path(written)}")
 
 
 @main.command()
@@ -381,13 +416,14 @@ def schema(out_dir: Path | None) -> None:
 
 
 @main.command()
-@click.argument("job_dir", type=click.Path(file_okay=False, exists=True, path_type=Path))
+@click.argument("job_dir", type=click.Path(path_type=Path))  # validate checks it: --json reports that too
 @click.option("--mindformers-python", envvar="GEN_LAUNCH_MINDFORMERS_PYTHON", metavar="PYTHON",
               help="An interpreter with mindformers and a MindSpore CPU build: also run MindFormers' own "
                    "MindFormerConfig and check_rules on train.yaml (see README).")
 @click.option("--json", "as_json", is_flag=True,
               help="Print one JSON document after the last check: job_dir, exit_status and results, a list of "
-                   "{path, status, detail} in the order the lines come.")
+                   "{path, status, detail} in the order the lines come; when JOB_DIR cannot be validated (exit 2), "
+                   "also error, the message printed on stderr.")
 def validate(job_dir: Path, mindformers_python: str | None, as_json: bool) -> None:
     """Check the files render wrote in JOB_DIR with each framework's own rules: one line per file, printed as its
     checks finish.
@@ -416,6 +452,8 @@ def validate(job_dir: Path, mindformers_python: str | None, as_json: bool) -> No
     try:
         results = validate_job(job_dir, mindformers_python)
     except UserError as error:
+        if as_json:
+            _validate_json(job_dir, error.exit_code, [], {"error": error.args[0]})
         _fail(error, str(job_dir))
     seen = []
     for result in results:  # each line as its file's checks finish (click.echo flushes)
@@ -426,6 +464,10 @@ def validate(job_dir: Path, mindformers_python: str | None, as_json: bool) -> No
     statuses = {r.status for r in seen}
     code = EXIT_DRIFT if "problem" in statuses else EXIT_ENVIRONMENT if "env" in statuses else 0
     if as_json:
-        click.echo(json.dumps({"job_dir": str(job_dir), "exit_status": code,
-                               "results": [dataclasses.asdict(r) for r in seen]}, indent=2))
+        _validate_json(job_dir, code, [dataclasses.asdict(r) for r in seen])
     sys.exit(code)
+
+
+def _validate_json(job_dir: Path, code: int, results: list[dict], error: dict | None = None) -> None:
+    click.echo(json.dumps({"job_dir": str(job_dir), "exit_status": code, **(error or {}), "results": results},
+                          indent=2))

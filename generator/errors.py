@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-
 MAX_SHOWN = 20  # problems printed for one spec: a spec of thousands of unknown keys would print them all
 
 

@@ -304,7 +304,8 @@ def locked(out_dir: Path) -> Iterator[None]:
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
-            raise UserError(f"{out_dir}: another gen-launch render is writing here; wait for it and run again") \
+            raise UserError(f"{show_path(out_dir)}: another gen-launch render is writing here; wait for it and run "
+                            f"again") \
                 from None
         yield
     finally:

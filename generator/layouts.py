@@ -15,9 +15,9 @@ from .memory import GIB, estimate
 from .parallel import Parallel
 from .plan import HEADROOM, Layout, Rejected, deepspeed_words
 from .recipe import batch_target
-from .throughput import Throughput, throughput
 from .spec import Pins
 from .tables import Preset, Tables, trains_adapters
+from .throughput import Throughput, throughput
 
 RECOMPUTE = ("none", "selective", "full")
 TP_CHOICES = (1, 2, 4, 8, 16)

@@ -13,7 +13,7 @@ import os
 import stat
 from pathlib import Path
 
-from .errors import UserError, show
+from .errors import UserError, show, show_path
 from .jobdir import MANIFEST, parse_manifest, read_regular, sha256
 from .plan import MadeFrom
 
@@ -28,9 +28,13 @@ class RecordError(UserError):
 
 def spec_key(spec: str, out_dir: Path) -> str:
     """What identifies "the same spec": its path from the folder that holds OUT. A spec and its output folder
-    usually live in one repository, so the key is the same in every checkout and from every working directory."""
-    base = Path(os.path.abspath(out_dir)).parent
-    key = Path(os.path.relpath(os.path.abspath(spec), base)).as_posix()
+    usually live in one repository, so the key is the same in every checkout and from every working directory. The
+    two folders are compared with links resolved (a checkout reached through a link is the same checkout); the
+    file names are kept as given."""
+    base = os.path.realpath(os.path.dirname(os.path.abspath(out_dir)))
+    spec_path = os.path.abspath(spec)
+    spec_path = os.path.join(os.path.realpath(os.path.dirname(spec_path)), os.path.basename(spec_path))
+    key = Path(os.path.relpath(spec_path, base)).as_posix()
     if not key.isprintable():  # it is written into plan.json and PLAN.md, and printed in messages
         raise UserError(f"the spec's path {show(key)} holds a control or other non-printing character; it is "
                         f"recorded in plan.json and PLAN.md: rename the file")
@@ -47,10 +51,10 @@ def _read(path: Path, what: str) -> bytes:
     try:
         info = os.lstat(path)
     except OSError:
-        raise RecordError(f"{what}: {path} is missing") from None
+        raise RecordError(f"{what}: {show_path(path)} is missing") from None
     data = read_regular(path) if stat.S_ISREG(info.st_mode) and info.st_size <= MAX_BYTES else None
     if data is None:
-        raise RecordError(f"{what}: {path} is not a regular file of at most {MAX_BYTES:,} bytes")
+        raise RecordError(f"{what}: {show_path(path)} is not a regular file of at most {MAX_BYTES:,} bytes")
     return data
 
 
@@ -60,25 +64,25 @@ def read_record(job_dir: Path) -> MadeFrom | None:
     path = job_dir / PLAN_JSON
     if job_dir.is_symlink() or not os.path.lexists(path):  # a linked job folder: refused, never read through
         return None
-    data = _read(path, f"{path} cannot be read")
-    manifest = parse_manifest(_read(job_dir / MANIFEST, f"{path} cannot be checked"))
+    data = _read(path, f"{show_path(path)} cannot be read")
+    manifest = parse_manifest(_read(job_dir / MANIFEST, f"{show_path(path)} cannot be checked"))
     if not manifest.intact:
-        raise RecordError(f"{path} cannot be trusted: {job_dir / MANIFEST} was edited by hand (its last line no "
+        raise RecordError(f"{show_path(path)} cannot be trusted: {show_path(job_dir / MANIFEST)} was edited by hand (its last line no "
                           f"longer hashes the lines above)")
     if manifest.entries.get(PLAN_JSON) != sha256(data):
-        raise RecordError(f"{path} was edited by hand since render wrote it (its sha256 is not the one MANIFEST "
+        raise RecordError(f"{show_path(path)} was edited by hand since render wrote it (its sha256 is not the one MANIFEST "
                           f"lists)")
     try:
         document = json.loads(data.decode("utf-8"))
     except (ValueError, RecursionError) as exc:  # UnicodeDecodeError and JSONDecodeError are ValueErrors
-        raise RecordError(f"{path} is not JSON text: {show(str(exc), 120)}") from None
+        raise RecordError(f"{show_path(path)} is not JSON text: {show(str(exc), 120)}") from None
     if not isinstance(document, dict):
-        raise RecordError(f"{path}: expected a JSON object, got {show(document)}")
+        raise RecordError(f"{show_path(path)}: expected a JSON object, got {show(document)}")
     return _made_from(document.get("made_from", {}), path)  # a folder from a version before made_from: nothing
 
 
 def _made_from(made: object, path: Path) -> MadeFrom:
-    where = f"{path}: made_from"
+    where = f"{show_path(path)}: made_from"
     if not isinstance(made, dict):
         raise RecordError(f"{where}: expected a mapping, got {show(made)}")
     spec_file, overrides, force = made.get("spec_file"), made.get("overrides", []), made.get("force", False)

@@ -20,11 +20,26 @@ from .cards import auto_cards, explicit_cards, minimum_cards, valid_counts
 from .context import Context
 from .dataset import DataShape, data_format, data_shape
 from .errors import Problem, SpecError
-from .layouts import MAX_BUBBLE, NoFit, candidates, choose_layout, no_accumulation, rate, smallest_fit
+from .layouts import (
+    MAX_BUBBLE,
+    NoFit,
+    candidates,
+    choose_layout,
+    no_accumulation,
+    rate,
+    smallest_fit,
+)
 from .memory import GIB
 from .nofit import way_out
 from .plan import Estimate, FrameworkPlan, Layout, MinCards, PathValue, Plan, Rejected
-from .recipe import PLACEHOLDER_STEPS, Training, adapter, batch_target, schedule_warnings, training
+from .recipe import (
+    PLACEHOLDER_STEPS,
+    Training,
+    adapter,
+    batch_target,
+    schedule_warnings,
+    training,
+)
 from .spec import Spec
 from .tables import Model, RecipeDefaults, Tables
 from .throughput import Throughput, cards_for_budget, hours

@@ -7,7 +7,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from .errors import UserError
+from .errors import UserError, show_path
 from .resources import resource_dir
 
 SCHEMA_NAME = "job.schema.json"
@@ -28,7 +28,7 @@ def write_schema(folder: Path) -> tuple[str, Path]:
     ("create" | "overwrite" | "identical", its path). Anything there but a regular file is refused."""
     path = folder / SCHEMA_NAME
     if path.is_symlink() or (path.exists() and not path.is_file()):
-        raise UserError(f"{path} is not a regular file; gen-launch writes only a plain {SCHEMA_NAME} there")
+        raise UserError(f"{show_path(path)} is not a regular file; gen-launch writes only a plain {SCHEMA_NAME} there")
     if current(path):
         return "identical", path
     action = "overwrite" if path.exists() else "create"
@@ -38,7 +38,7 @@ def write_schema(folder: Path) -> tuple[str, Path]:
         staged.write_bytes(schema_bytes())
         os.replace(staged, path)
     except OSError as exc:
-        raise UserError(f"cannot write {path}: {exc.strerror}") from None
+        raise UserError(f"cannot write {show_path(path)}: {exc.strerror}") from None
     return action, path
 
 

@@ -25,7 +25,7 @@ import yaml
 
 from .checks import commands, llama_factory, mindformers, mindspeed_llm
 from .checks.shell import assignment, bash_arrays, shell_problems
-from .errors import UserError
+from .errors import UserError, show_path
 from .jobdir import (
     MANIFEST,
     MAX_READ,
@@ -55,11 +55,13 @@ def validate(job_dir: Path, mindformers_python: str | None = None) -> Iterator[R
     Only regular files found by a walk of the folder are read (jobdir.scan: no link followed, no FIFO opened);
     MANIFEST's paths are compared with them, never opened."""
     if job_dir.is_symlink():
-        raise UserError(f"{job_dir} is a symbolic link; validate reads only a real job folder")
+        raise UserError(f"{show_path(job_dir)} is a symbolic link; validate reads only a real job folder")
+    if not job_dir.is_dir():
+        raise UserError(f"{show_path(job_dir)} is not a folder (or does not exist); give a job folder render wrote")
     data = read_regular(job_dir / MANIFEST)
     if data is None:
-        raise UserError(f"{job_dir}: no {MANIFEST} (or not a regular file, or over {MAX_READ} bytes); not a folder "
-                        f"gen-launch render wrote")
+        raise UserError(f"{show_path(job_dir)}: no {MANIFEST} (or not a regular file, or over {MAX_READ} bytes); "
+                        f"not a folder gen-launch render wrote")
     return _results(job_dir, parse_manifest(data), mindformers_python)
 
 

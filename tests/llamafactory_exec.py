@@ -17,6 +17,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+import tiny_models
 import yaml
 
 from generator.errors import SpecError
@@ -24,8 +25,6 @@ from generator.render.llama_factory import deepspeed_file, lora_target, schedule
 from generator.resolve import resolve
 from generator.spec import Spec
 from generator.tables import load_tables
-
-import tiny_models
 
 NAME = "llama-factory"
 PLATFORMS = ("h800", "a800", "snt9b", "snt9b23", "rtx4090", "rtx3090")

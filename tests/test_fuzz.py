@@ -13,13 +13,13 @@ from pathlib import Path
 import pytest
 import yaml
 from click.testing import CliRunner
+from helpers import check_layout_rules, make_spec
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from generator.cli import main
 from generator.resolve import resolve
 from generator.tables import load_tables
-from helpers import check_layout_rules, make_spec
 
 T = load_tables()
 ERROR_LINE = re.compile(r"^Error: (?P<file>.+?): (?P<path>[^:\s][^:]*): (?P<sentence>.+)$")

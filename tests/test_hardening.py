@@ -14,12 +14,12 @@ import subprocess
 from pathlib import Path
 
 import pytest
-
 from folder_ops import BOTH, ONE, cli, no_hang, snapshot, write_spec
+from helpers import make_spec, render_job
+
 from generator.render import render_files
 from generator.resolve import resolve
 from generator.tables import load_tables
-from helpers import make_spec, render_job
 
 T = load_tables()
 
@@ -172,8 +172,9 @@ def test_check_reports_strays_and_mode_changes(tmp_path, rendered, change, line)
 
 # 10 -----------------------------------------------------------------------------------------------------------------
 def test_commands_txt_lines_survive_msrun_launchers_eval(tmp_path):
-    from generator.render import write
     from test_render_mindformers import fake_mindformers
+
+    from generator.render import write
 
     checkout = tmp_path / "mindformers"
     bindir = fake_mindformers(checkout)

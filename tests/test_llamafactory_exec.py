@@ -16,10 +16,9 @@ import math
 import re
 from concurrent.futures import ThreadPoolExecutor
 
+import llamafactory_exec as X
 import pytest
 import yaml
-
-import llamafactory_exec as X
 from helpers import require
 
 JOBS = X.all_jobs()

@@ -96,8 +96,9 @@ def test_offload_moves_states_off_the_card():
 def test_seed_001_lora_without_sharding_on_one_910b_card():
     # Seed 001 (910B, 64 GB): a 14B LoRA run without DeepSpeed fits one card; a 32B one does not (bf16 weights alone
     # exceed the card); 32B LoRA under ZeRO-3 fits one 8-card node.
-    from generator.resolve import resolve
     from helpers import make_spec
+
+    from generator.resolve import resolve
     tables = load_tables()
     # force: the table's minimum for this row is 4 cards (low confidence); the memory question is one card's.
     fits = resolve(make_spec(model="qwen2.5-14b", method="lora", cards=1, frameworks=["llama-factory"],

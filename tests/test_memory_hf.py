@@ -11,10 +11,10 @@ from pathlib import Path
 
 import pytest
 import yaml
+from helpers import render_job, require
 
 from generator.memory import GIB, hf_layer_bytes, hf_step_bytes
 from generator.tables import load_tables
-from helpers import render_job, require
 
 T = load_tables()
 LF = T.frameworks["llama-factory"]

@@ -10,10 +10,10 @@ from dataclasses import replace
 from pathlib import Path
 
 import pytest
+from helpers import make_spec
 
 from generator.resolve import resolve
 from generator.tables import load_tables
-from helpers import make_spec
 
 # Seed 002 measured Baichuan2-7B with an older stack. LLaMA-Factory 0.9.5 refuses the model (its template is gone),
 # but the measurement still checks the memory model, so these tables plan it again. The seed names no trainer; its

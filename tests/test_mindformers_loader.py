@@ -8,11 +8,11 @@ import os
 
 import pytest
 import yaml
+from helpers import render_job
 
 from generator.checks.mindformers import loader_check
 from generator.render import write
 from generator.tables import load_tables
-from helpers import render_job
 
 T = load_tables()
 PYTHON = os.environ.get("GEN_LAUNCH_MINDFORMERS_PYTHON")

@@ -12,12 +12,16 @@ from itertools import pairwise
 from pathlib import Path
 
 import pytest
+from helpers import render_job, run_recording, table_cells
 
-from generator.checks.mindspeed_llm import command_problems, conversion_problems, export_problems
+from generator.checks.mindspeed_llm import (
+    command_problems,
+    conversion_problems,
+    export_problems,
+)
 from generator.errors import UserError
 from generator.render import write
 from generator.tables import load_tables
-from helpers import render_job, run_recording, table_cells
 
 T = load_tables()
 EXTRA = [

@@ -45,9 +45,9 @@ LLAMAFACTORY_DEEPSPEED = ">=0.10.0,<=0.18.4"
 
 
 def test_deepspeed_pin_is_what_llamafactory_users_install():
-    import tomllib
     from importlib.metadata import PackageNotFoundError, version
 
+    import tomllib
     from packaging.requirements import Requirement
     from packaging.specifiers import SpecifierSet
 

@@ -12,12 +12,12 @@ from pathlib import Path
 
 import pytest
 import yaml
+from helpers import make_spec, render_job
 
 from generator import flags
 from generator.checks.shell import bash_arrays
 from generator.recipe import round_interval
 from generator.tables import load_tables
-from helpers import make_spec, render_job
 
 T = load_tables()
 RECIPE = dict(model="qwen3-8b", method="lora", seq_len=4096, hardware="snt9b", cards=8,

@@ -9,11 +9,21 @@ import random
 from pathlib import Path
 
 import pytest
+from folder_ops import (
+    KINDS,
+    ONE,
+    SPECS,
+    cli,
+    corruption_trial,
+    expected,
+    files_of,
+    folder_files,
+    kill_trials,
+    write_spec,
+)
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from folder_ops import KINDS, ONE, SPECS, cli, corruption_trial, expected, files_of, folder_files, kill_trials, \
-    write_spec
 from generator.render import write
 
 

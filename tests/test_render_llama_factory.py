@@ -13,14 +13,24 @@ from pathlib import Path
 
 import pytest
 import yaml
+from helpers import (
+    check_script,
+    flat_keys,
+    hf_deepspeed,
+    render_job,
+    require,
+    table_cells,
+)
+from llamafactory_exec import environment
 
+from generator.checks.llama_factory import (
+    llamafactory_parser_check,
+    llamafactory_problems,
+)
 from generator.errors import SpecError
 from generator.render import write
 from generator.shell import quote
 from generator.tables import load_tables
-from generator.checks.llama_factory import llamafactory_parser_check, llamafactory_problems
-from llamafactory_exec import environment
-from helpers import check_script, flat_keys, hf_deepspeed, render_job, require, table_cells
 
 T = load_tables()
 DATA = Path(__file__).parent / "data"

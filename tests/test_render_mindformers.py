@@ -4,19 +4,19 @@ across every model, platform and method MindFormers is offered for."""
 from __future__ import annotations
 
 import json
-import os
 import math
+import os
 import re
 import subprocess
 from pathlib import Path
 
 import pytest
 import yaml
+from helpers import check_script, flat_keys, render_job
 
+from generator.checks.mindformers import mindformers_problems
 from generator.errors import UserError
 from generator.tables import load_tables
-from generator.checks.mindformers import mindformers_problems
-from helpers import check_script, flat_keys, render_job
 
 T = load_tables()
 UPSTREAM = Path(__file__).parent / "data" / "upstream" / "mindformers"
@@ -328,6 +328,7 @@ def test_deepseek_mtp_layer_is_counted_on_the_last_stage():
     assert doc["model"]["model_config"]["num_nextn_predict_layers"] == 1
     assert mindformers_problems(doc, lay.cards, plan.shape) == []
     from dataclasses import replace
+
     from generator.layouts import split_layers
     from generator.memory import estimate
     assert lay.mtp_layers == 1

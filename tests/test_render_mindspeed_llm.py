@@ -10,13 +10,13 @@ import subprocess
 from pathlib import Path
 
 import pytest
+from helpers import check_script, render_job, table_cells
 
-from generator.render import write
-from generator.tables import load_tables
 from generator import flags
 from generator.checks.mindspeed_llm import conversion_problems
 from generator.checks.shell import bash_arrays
-from helpers import check_script, render_job, table_cells
+from generator.render import write
+from generator.tables import load_tables
 
 T = load_tables()
 DATA = Path(__file__).parent / "data"

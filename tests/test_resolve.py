@@ -5,12 +5,11 @@ from __future__ import annotations
 import math
 
 import pytest
+from helpers import check_layout_rules, make_spec, table_cells
 
 from generator.errors import SpecError
 from generator.resolve import resolve
 from generator.tables import load_tables
-
-from helpers import check_layout_rules, make_spec, table_cells
 
 T = load_tables()
 

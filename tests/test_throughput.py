@@ -5,13 +5,19 @@ from __future__ import annotations
 from dataclasses import replace
 
 import pytest
+from helpers import make_spec
 
+from generator.parallel import Parallel
 from generator.resolve import resolve
 from generator.tables import load_tables
-from generator.parallel import Parallel
-from generator.throughput import (attention_efficiency, cards_for_budget, flops_per_token, hours,
-                                  step_time, throughput)
-from helpers import make_spec
+from generator.throughput import (
+    attention_efficiency,
+    cards_for_budget,
+    flops_per_token,
+    hours,
+    step_time,
+    throughput,
+)
 
 T = load_tables()
 SNT9B = T.hardware["snt9b"]

@@ -14,8 +14,8 @@ from dataclasses import replace
 
 import pytest
 
-from generator.tables import load_tables
 from generator.parallel import Parallel
+from generator.tables import load_tables
 from generator.throughput import flops_per_token, step_time
 
 T = load_tables()

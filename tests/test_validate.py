@@ -13,10 +13,10 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
+from helpers import require
 
 from generator.checks import llama_factory
 from generator.cli import main
-from helpers import require
 
 REPO = Path(__file__).resolve().parent.parent
 EXAMPLE = REPO / "examples" / "qwen3-32b-full-snt9b-16c.yaml"

@@ -64,3 +64,16 @@ def test_validate_json_has_every_result_of_the_text_and_its_exit_status(tmp_path
     assert {"path": "notes.txt", "status": "problem"}.items() <= data["results"][-1].items()
     clean = CliRunner().invoke(main, ["validate", "--json", str(render(tmp_path / "again"))])
     assert clean.exit_code == json.loads(clean.stdout)["exit_status"] == 0
+
+
+def test_validate_json_reports_a_folder_it_cannot_validate(tmp_path):
+    (tmp_path / "empty").mkdir()
+    (tmp_path / "file").write_text("")
+    for folder in (tmp_path / "missing", tmp_path / "empty", tmp_path / "file"):
+        result = CliRunner().invoke(main, ["validate", "--json", str(folder)])
+        assert result.exit_code == 2 and result.stderr.startswith("Error:")
+        document = json.loads(result.stdout)
+        assert document == {"job_dir": str(folder), "exit_status": 2, "error": result.stderr[7:].rstrip("\n"),
+                            "results": []}
+        plain = CliRunner().invoke(main, ["validate", str(folder)])
+        assert (plain.exit_code, plain.stdout, plain.stderr) == (2, "", result.stderr)

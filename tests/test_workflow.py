@@ -118,7 +118,8 @@ def test_a_rerender_applies_the_recorded_options_and_says_so(tmp_path):
     assert {line.split()[0] for line in again.stdout.splitlines()} == {"identical"}
     # a --set replaces the recorded ones (recorded in turn); --no-recorded drops them
     replaced = run("render", spec, "-o", out, "--set", "train.seed=8")
-    assert replaced.exit_code == 0 and "Note:" not in replaced.stderr
+    assert replaced.exit_code == 0 and "Note: applying" not in replaced.stderr
+    assert "Note: replacing the options" in replaced.stderr  # the dropped ones are named
     assert json.loads((out / JOB / "plan.json").read_text())["made_from"]["overrides"] == ["train.seed=8"]
     dropped = run("render", spec, "-o", out, "--no-recorded")
     assert dropped.exit_code == 0 and "Note:" not in dropped.stderr
@@ -301,6 +302,90 @@ def test_dry_run_is_refused_while_a_render_holds_the_lock(tmp_path):
 
 
 # 14 -----------------------------------------------------------------------------------------------------------------
+def _out_under_a_file(tmp: Path) -> Path:
+    (tmp / "outfile").write_text("")
+    return tmp / "outfile" / "sub"
+
+
+def _read_only_out(tmp: Path) -> Path:
+    (tmp / "ro").mkdir(mode=0o555)
+    return tmp / "ro"
+
+
+@pytest.mark.parametrize("where", [_out_under_a_file, pytest.param(_read_only_out, marks=pytest.mark.skipif(
+    os.geteuid() == 0, reason="root writes into a read-only folder"))])
+def test_dry_run_refuses_an_out_folder_render_cannot_write(tmp_path, where):
+    spec = repo(tmp_path, SMALL)
+    out = where(tmp_path)
+    dry, real = run("render", spec, "-o", out, "--dry-run"), run("render", spec, "-o", out)
+    assert dry.exit_code == real.exit_code == 2 and dry.stderr == real.stderr and dry.stdout == ""
+    assert "cannot write" in dry.stderr
+
+
+def test_every_command_escapes_the_paths_it_echoes(tmp_path):
+    spec = repo(tmp_path, SMALL)
+    out = tmp_path / "la\x1b[2Junch"
+    said = [run("render", spec, "-o", out), run("check", spec, "-o", out)]
+    (out / "j" / "stray").write_text("")
+    (out / "k").mkdir()
+    (out / "k" / "j").write_text("")
+    said += [run("check", spec, "-o", out), run("validate", out / "j" / "mindformers"),
+             run("render", spec, "-o", out / "k")]
+    (out / "j" / "plan.json").write_text("{}")
+    said += [run("check", spec, "-o", out), run("render", spec, "-o", out)]
+    assert [r.exit_code for r in said] == [0, 0, 1, 2, 2, 1, 2]
+    for result in said:
+        assert "\x1b" not in result.output and "la\\x1b[2Junch" in result.output, result.output
+
+
+def test_a_checkout_reached_through_a_link_is_the_same_spec(tmp_path):
+    spec = repo(tmp_path / "repo", SMALL)
+    (tmp_path / "repolink").symlink_to(tmp_path / "repo")
+    assert cli_process(*with_sets("render", "jobs/a.yaml", "-o", "launch", sets=["train.seed=7"]),
+                       cwd=tmp_path / "repolink").returncode == 0
+    check = run("check", tmp_path / "repolink" / "jobs" / "a.yaml", "-o", tmp_path / "repo" / "launch")
+    assert check.exit_code == 0, check.output
+    assert run("render", spec, "-o", tmp_path / "repolink" / "launch").exit_code == 0
+    assert json.loads((tmp_path / "repo" / "launch" / "j" / "plan.json").read_text())["made_from"]["spec_file"] \
+        == "jobs/a.yaml"
+
+
+@pytest.mark.parametrize("command", ["render", "check"])
+def test_a_set_of_the_job_name_is_refused(tmp_path, command):
+    spec = repo(tmp_path, SMALL)
+    result = run(*with_sets(command, spec, "-o", tmp_path / "launch", sets=["job=variant-b"]))
+    assert result.exit_code == 2 and "give the job name in the spec" in result.stderr
+    assert not (tmp_path / "launch").exists()
+
+
+def test_a_new_set_says_which_recorded_options_it_drops(tmp_path):
+    spec = repo(tmp_path)
+    out = tmp_path / "launch"
+    assert run(*with_sets("render", spec, "-o", out, "--force", sets=SETS[1:])).exit_code == 0
+    again = run(*with_sets("render", spec, "-o", out, sets=SETS[:1]))
+    assert again.exit_code == 0
+    assert (f"replacing the options {out / JOB / 'plan.json'} records, --set=cards=32 "
+            f"--set=train.learning_rate=2.0e-5 --force, with --set=train.seed=7; give all of them again") in again.stderr
+    kept = run(*with_sets("render", spec, "-o", out, "--force", sets=SETS))
+    assert kept.exit_code == 0 and "replacing" not in kept.stderr
+
+
+@pytest.mark.parametrize("setup", [_edited_record, _hand_edit, _stray, _clean])
+def test_the_hint_of_check_is_a_render_that_works(tmp_path, setup):
+    spec = repo(tmp_path, SMALL)
+    out = tmp_path / "launch"
+    assert run(*with_sets("render", spec, "-o", out, sets=["train.seed=7"])).exit_code == 0
+    spec.write_text(yaml.safe_dump({**SMALL, "frameworks": ["mindformers"]}))
+    setup(tmp_path, spec, out / "j")
+    stale = run("check", spec, "-o", out)
+    assert stale.exit_code == 1
+    hint = shlex.split(stale.stderr.split("is out of date: run ", 1)[1])
+    assert hint[:2] == ["gen-launch", "render"] and ("--overwrite" in hint) == (setup is not _clean), hint
+    rendered = run(*hint[1:])
+    assert rendered.exit_code == 0, rendered.output
+    assert run("check", spec, "-o", out).exit_code == 0
+
+
 def test_two_specs_with_one_job_name_do_not_overwrite_each_other(tmp_path, monkeypatch):
     spec = repo(tmp_path, SMALL)
     out = tmp_path / "launch"
@@ -331,3 +416,12 @@ def test_help_and_readme_name_the_two_options(tmp_path):
     assert "--overwrite" in text and "--force" in text and "--no-recorded" in text
     readme = (REPO / "README.md").read_text()
     assert "--overwrite" in readme and "--no-recorded" in readme and "made_from" in readme
+
+
+def test_help_and_readme_say_overwrite_moves_the_old_folder_aside_whole():
+    text = " ".join(run("render", "--help").output.split())
+    assert "a copy as" not in text and "keeping a copy" not in text
+    assert "moves the old folder aside whole (not a copy) as OUT/<job>+backup-<time>" in text
+    assert "moved aside whole (not copied) as OUT/<job>+backup-<time>" in text
+    readme = " ".join((REPO / "README.md").read_text().split())
+    assert "keeps the old folder whole as `OUT/<job>+backup-<UTC time>`: the old folder itself, moved aside" in readme

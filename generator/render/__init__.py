@@ -8,7 +8,9 @@ a file edited by hand from one it wrote itself.
 
 from __future__ import annotations
 
+import errno
 import hashlib
+import os
 from collections.abc import Callable
 from contextlib import nullcontext
 from dataclasses import dataclass
@@ -17,17 +19,26 @@ from pathlib import Path, PurePosixPath
 import jinja2
 
 from ..errors import TableError, UserError, show, show_path
-from ..jobdir import MANIFEST, REFUSED, Change, clear_leftovers, compare, drift, leftovers, locked, manifest_text, \
-    replace
-from ..recipe import rows as recipe_rows
+from ..jobdir import (
+    MANIFEST,
+    REFUSED,
+    Change,
+    clear_leftovers,
+    compare,
+    drift,
+    leftovers,
+    locked,
+    manifest_text,
+    replace,
+)
 from ..plan import Plan
+from ..recipe import rows as recipe_rows
 from ..record import PLAN_JSON, RecordError, read_record
 from ..resources import resource_dir
 from ..shell import quote
 from ..yamlvalue import yaml_value
 from . import core, llama_factory, mindformers, mindspeed_llm
 from .common import FILES_DIGEST
-
 
 Renderer = Callable[[Plan, jinja2.Environment], dict[str, str]]
 Section = Callable[[Plan, jinja2.Environment], str]
@@ -139,14 +150,14 @@ def write(files: dict[str, str], out_dir: Path, job: str, overwrite: bool, spec_
           dry_run: bool = False) -> Written:
     """Replace OUT/<job> with `files`, whole (jobdir.replace). Refuses (UserError) when the folder holds anything
     render did not write as it is (hand edits, stray files, links, a changed MANIFEST), or was rendered from
-    another spec file than `spec_file` (None: not asked), unless `overwrite`, which first keeps a copy of the
-    folder beside it. `dry_run`: the same refusals, then the changes a write would make, writing nothing."""
+    another spec file than `spec_file` (None: not asked), unless `overwrite`, which first moves the whole old
+    folder aside beside it. `dry_run`: the same refusals, then the changes a write would make, writing nothing."""
     job_dir = out_dir / job
     if job_dir.is_symlink():
-        raise UserError(f"{job_dir} is a symbolic link; render writes only into a real folder (remove the link, or "
+        raise UserError(f"{show_path(job_dir)} is a symbolic link; render writes only into a real folder (remove the link, or "
                         f"point -o at the folder it links to)")
     if job_dir.exists() and not job_dir.is_dir():
-        raise UserError(f"{job_dir} exists and is not a folder; remove it or choose another -o")
+        raise UserError(f"{show_path(job_dir)} exists and is not a folder; remove it or choose another -o")
     try:
         if not dry_run:
             out_dir.mkdir(parents=True, exist_ok=True)
@@ -154,30 +165,55 @@ def write(files: dict[str, str], out_dir: Path, job: str, overwrite: bool, spec_
             if not dry_run:
                 clear_leftovers(out_dir, job)
             changes, keep = _refusals(files, job_dir, overwrite, spec_file)
-            if dry_run or all(c.action == "identical" for c in changes):
+            if all(c.action == "identical" for c in changes):
+                return Written(changes, None)
+            if dry_run:
+                _writable(out_dir)
                 return Written(changes, None)
             return Written(changes, replace(files, out_dir, job, backup=keep))
     except OSError as exc:
-        raise UserError(f"cannot write {job_dir}: {exc.strerror or exc}") from None
+        raise UserError(f"cannot write {show_path(job_dir)}: {exc.strerror or exc}") from None
+
+
+def _writable(out_dir: Path) -> None:
+    """Raise the error a real render would meet making or writing into OUT: its nearest existing folder must be a
+    folder this process (by its effective ids, as the kernel checks) may add entries to."""
+    existing = out_dir
+    while not existing.exists() and existing != existing.parent:
+        existing = existing.parent
+    if not existing.is_dir():
+        raise NotADirectoryError(errno.ENOTDIR, os.strerror(errno.ENOTDIR), str(existing))
+    if not os.access(existing, os.W_OK | os.X_OK, effective_ids=os.access in os.supports_effective_ids):
+        raise PermissionError(errno.EACCES, os.strerror(errno.EACCES), str(existing))
 
 
 def _refusals(files: dict[str, str], job_dir: Path, overwrite: bool,
               spec_file: str | None) -> tuple[list[Change], bool]:
-    """What replacing `job_dir` would change, and whether a copy must be kept first (it holds something render did
-    not write, or another spec's job); raises the refusal when that needs `overwrite` and it is not given."""
+    """What replacing `job_dir` would change, and whether the old folder must be kept (moved aside) first (it
+    holds something render did not write, or another spec's job); raises the refusal when that needs `overwrite` and it is not given."""
     changes = compare(files, job_dir)
     kept = [show_path(c.path) for c in changes if c.action in REFUSED]
     other = _other_spec(job_dir, spec_file)
     if other and not overwrite:
-        raise UserError(f"{job_dir} was rendered from another spec file, {show(other)}, not {show(spec_file)} (both "
+        raise UserError(f"{show_path(job_dir)} was rendered from another spec file, {show(other)}, not {show(spec_file)} (both "
                         f"name job {job_dir.name}): give this spec another job name, or, if the spec moved or you "
-                        f"mean to replace that job, render with --overwrite (it keeps a copy of the folder first)")
+                        f"mean to replace that job, render with --overwrite (it moves the old folder aside whole first)")
     if kept and not overwrite:
         shown = ", ".join(kept[:MAX_LISTED]) + (f" and {len(kept) - MAX_LISTED} more"
                                                 if len(kept) > MAX_LISTED else "")
         raise UserError(f"{show_path(job_dir)}: edited by hand or not written by gen-launch: {shown}; move them away, "
-                        f"or run render with --overwrite (it keeps a copy of the folder first)")
+                        f"or run render with --overwrite (it moves the old folder aside whole first)")
     return changes, bool(kept or other)
+
+
+def needs_overwrite(files: dict[str, str], out_dir: Path, job: str, spec_file: str | None) -> bool:
+    """Whether render refuses OUT/<job> without --overwrite (hand edits, an untrusted record, another spec's
+    folder): `check` then hints the render that works."""
+    try:
+        _refusals(files, out_dir / job, False, spec_file)
+    except UserError:
+        return True
+    return False
 
 
 def _other_spec(job_dir: Path, spec_file: str | None) -> str | None:
