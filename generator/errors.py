@@ -91,9 +91,14 @@ def prints_as_itself(ch: str) -> bool:
     return ch.isprintable() and not invisible(ch)
 
 
+def plain_text(text: str) -> bool:
+    """Every character of `text` prints as itself: safe to write into PLAN.md and plan.json and to print."""
+    return all(map(prints_as_itself, text))
+
+
 def show_name(text: str, limit: int = 60) -> str:
     """A name (a key, a file) inside a message: as written when every character prints as itself, else show()n."""
-    return text if all(map(prints_as_itself, text)) and 0 < len(text) <= limit else show(text, limit)
+    return text if plain_text(text) and 0 < len(text) <= limit else show(text, limit)
 
 
 def show_path(path: object) -> str:

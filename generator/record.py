@@ -13,7 +13,7 @@ import os
 import stat
 from pathlib import Path
 
-from .errors import UserError, show, show_path
+from .errors import UserError, plain_text, show, show_path
 from .jobdir import MANIFEST, parse_manifest, read_regular, sha256
 from .plan import MadeFrom
 
@@ -35,16 +35,16 @@ def spec_key(spec: str, out_dir: Path) -> str:
     spec_path = os.path.abspath(spec)
     spec_path = os.path.join(os.path.realpath(os.path.dirname(spec_path)), os.path.basename(spec_path))
     key = Path(os.path.relpath(spec_path, base)).as_posix()
-    if not key.isprintable():  # it is written into plan.json and PLAN.md, and printed in messages
+    if not plain_text(key):  # it is written into plan.json and PLAN.md, and printed in messages
         raise UserError(f"the spec's path {show(key)} holds a control or other non-printing character; it is "
                         f"recorded in plan.json and PLAN.md: rename the file")
     return key
 
 
 def bad_override(overrides: tuple[str, ...]) -> str | None:
-    """The first override that is not printable text (a control, format or unassigned character, or a line
-    break): it would reach PLAN.md, plan.json and the terminal. None when all are."""
-    return next((o for o in overrides if not o.isprintable()), None)
+    """The first override that is not plain text (a control, format, unassigned or blank-drawn character, or a line
+    break): it would reach PLAN.md, plan.json and the terminal. None when all are (the rule show_name applies)."""
+    return next((o for o in overrides if not plain_text(o)), None)
 
 
 def _read(path: Path, what: str) -> bytes:
@@ -67,11 +67,11 @@ def read_record(job_dir: Path) -> MadeFrom | None:
     data = _read(path, f"{show_path(path)} cannot be read")
     manifest = parse_manifest(_read(job_dir / MANIFEST, f"{show_path(path)} cannot be checked"))
     if not manifest.intact:
-        raise RecordError(f"{show_path(path)} cannot be trusted: {show_path(job_dir / MANIFEST)} was edited by hand (its last line no "
-                          f"longer hashes the lines above)")
+        raise RecordError(f"{show_path(path)} cannot be trusted: {show_path(job_dir / MANIFEST)} was edited by hand "
+                          f"(its last line no longer hashes the lines above)")
     if manifest.entries.get(PLAN_JSON) != sha256(data):
-        raise RecordError(f"{show_path(path)} was edited by hand since render wrote it (its sha256 is not the one MANIFEST "
-                          f"lists)")
+        raise RecordError(f"{show_path(path)} was edited by hand since render wrote it (its sha256 is not the one "
+                          f"MANIFEST lists)")
     try:
         document = json.loads(data.decode("utf-8"))
     except (ValueError, RecursionError) as exc:  # UnicodeDecodeError and JSONDecodeError are ValueErrors
@@ -86,7 +86,7 @@ def _made_from(made: object, path: Path) -> MadeFrom:
     if not isinstance(made, dict):
         raise RecordError(f"{where}: expected a mapping, got {show(made)}")
     spec_file, overrides, force = made.get("spec_file"), made.get("overrides", []), made.get("force", False)
-    if not (spec_file is None or isinstance(spec_file, str) and spec_file.isprintable()):
+    if not (spec_file is None or isinstance(spec_file, str) and plain_text(spec_file)):
         raise RecordError(f"{where}.spec_file: expected a path in printable text or null, got {show(spec_file)}")
     if not isinstance(overrides, list) or not all(isinstance(o, str) for o in overrides):
         raise RecordError(f"{where}.overrides: expected a list of KEY.PATH=VALUE strings, got {show(overrides)}")

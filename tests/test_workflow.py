@@ -152,10 +152,13 @@ def test_a_recorded_force_is_applied_by_check(tmp_path):
     assert checked.exit_code == 0 and "Note: applying --force" in checked.stderr
 
 
-def test_an_override_that_is_not_printable_is_refused(tmp_path):
+@pytest.mark.parametrize("comment", ["\x1b]52;c;eA==\x07", "\u3164", "\u2800"], ids=["escape", "hangul-filler",
+                                                                                 "braille-blank"])
+def test_an_override_that_is_not_printable_is_refused(tmp_path, comment):
+    # The rule show_name applies (errors.plain_text): a blank-drawn character would hide in PLAN.md as well.
     spec = repo(tmp_path)
-    result = run("render", spec, "-o", tmp_path / "launch", "--set", "train.seed=7 # \x1b]52;c;eA==\x07")
-    assert result.exit_code == 2 and "(--set): " in result.stderr and "\x1b" not in result.stderr
+    result = run("render", spec, "-o", tmp_path / "launch", "--set", f"train.seed=7 # {comment}")
+    assert result.exit_code == 2 and "(--set): " in result.stderr and comment not in result.stderr
     assert not (tmp_path / "launch").exists()
 
 
