@@ -438,6 +438,20 @@ def test_the_render_mark_has_one_writer(tmp_path):
 
 
 @pytest.mark.parametrize("framework", FRAMEWORKS)
+def test_an_output_folder_without_hard_links_is_refused_with_why(tmp_path, framework):
+    # The mark is claimed with link(2); where it fails (an object-store mount) the launch says what storage it needs.
+    s = stage(tmp_path, framework, cluster={"master_addr": "10.0.0.1"})
+    no_links = tmp_path / "nolinks"
+    no_links.mkdir()
+    (no_links / "ln").write_text("#!/usr/bin/env bash\nexit 1\n")
+    (no_links / "ln").chmod(0o755)
+    result = s.run("1", env={"PATH": f"{no_links}:{s.env['PATH']}"})
+    assert result.returncode == 2 and not s.calls(), result.stderr
+    assert ("SPEC_SHA256: cannot be created: the output folder must be on a file system with hard links, got "
+            "link\\(2\\)\\ failed\n") in result.stderr, result.stderr  # the value as bash's %q shows it
+
+
+@pytest.mark.parametrize("framework", FRAMEWORKS)
 def test_one_spec_rendered_by_other_code_never_trains_together(tmp_path, monkeypatch, framework):
     # gen-launch's version stays 0.1.0 while its code changes: the mark names the rendered files, not only the spec.
     from generator import render
