@@ -220,6 +220,7 @@ def _known(name: str, names: dict[str, str], key, where: str, what: str, listing
 @dataclass(frozen=True)
 class Framework:
     name: str
+    plugin: str  # the module exposing its PLUGIN (generator/frameworks/contract.py)
     label: str
     memory: str
     methods: tuple[str, ...]

@@ -20,6 +20,7 @@ from generator.cli import main
 
 TOY_ROW = """
   - name: toy
+    plugin: toy_plugin
     label: "Toy 1.0 (a fourth framework, for the registry test)"
     memory: deepspeed
     methods: [full, lora]

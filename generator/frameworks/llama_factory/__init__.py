@@ -1,0 +1,9 @@
+"""The llama-factory plugin (contract: generator/frameworks/contract.py)."""
+
+from __future__ import annotations
+
+from ..contract import Plugin
+from .output import OUTPUT
+from .planning import PLANNING
+
+PLUGIN = Plugin("llama-factory", planning=PLANNING, output=OUTPUT)

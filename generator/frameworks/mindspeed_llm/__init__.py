@@ -1,0 +1,9 @@
+"""The mindspeed-llm plugin (contract: generator/frameworks/contract.py)."""
+
+from __future__ import annotations
+
+from ..contract import Plugin
+from .output import OUTPUT
+from .planning import PLANNING
+
+PLUGIN = Plugin("mindspeed-llm", planning=PLANNING, output=OUTPUT)

@@ -1,0 +1,10 @@
+"""mindspeed-llm: the files' side of the plugin."""
+
+from __future__ import annotations
+
+
+class Output:
+    pass
+
+
+OUTPUT = Output()
