@@ -7,8 +7,9 @@ One Result per file, in MANIFEST order:
 - env       a check could not run because the environment is broken (a package that does not import): this says
             nothing about the file.
 MindSpeed-LLM command lines go through the parsers rebuilt from the pinned declarations and the start-up rules
-(generator/checks/mindspeed_llm.py); MindFormers YAMLs through MindFormers' rules (checks/mindformers.py);
-LLaMA-Factory through its argument list offline and its own parser when installed (checks/llama_factory.py).
+(generator/frameworks/mindspeed_llm/checks.py); MindFormers YAMLs through MindFormers' rules
+(frameworks/mindformers/checks.py); LLaMA-Factory through its argument list offline and its own parser when
+installed (frameworks/llama_factory/checks.py).
 No code from the job folder is run or imported.
 """
 
@@ -23,9 +24,12 @@ from pathlib import Path
 
 import yaml
 
-from .checks import commands, llama_factory, mindformers, mindspeed_llm
+from .checks import commands
 from .checks.shell import assignment, bash_arrays, shell_problems
 from .errors import UserError, show_path
+from .frameworks.llama_factory import checks as llama_factory
+from .frameworks.mindformers import checks as mindformers
+from .frameworks.mindspeed_llm import checks as mindspeed_llm
 from .jobdir import (
     MANIFEST,
     MAX_READ,

@@ -21,7 +21,7 @@ import tiny_models
 import yaml
 
 from generator.errors import SpecError
-from generator.render.llama_factory import deepspeed_file, lora_target, schedule
+from generator.frameworks.llama_factory.render import deepspeed_file, lora_target, schedule
 from generator.resolve import resolve
 from generator.spec import Spec
 from generator.tables import load_tables

@@ -10,7 +10,7 @@ import pytest
 import yaml
 from helpers import render_job
 
-from generator.checks.mindformers import loader_check
+from generator.frameworks.mindformers.checks import loader_check
 from generator.render import write
 from generator.tables import load_tables
 

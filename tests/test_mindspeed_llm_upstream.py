@@ -1,6 +1,6 @@
 """MindSpeed-LLM files as MindSpeed-LLM 2.2.0 would take them: every generated script is run for real (torchrun and
 python replaced by recorders), and each recorded command line is parsed by the pinned upstream parser of the program
-it starts and checked against the start-up rules upstream enforces (generator/checks/mindspeed_llm.py).
+it starts and checked against the start-up rules upstream enforces (generator/frameworks/mindspeed_llm/checks.py).
 
 The sweep covers every MindSpeed-LLM cell of the minimum-card table (each method, seq_len, platform; pretraining on
 the full rows), plus MoE, context-parallel, uneven-pipeline and one-card jobs.
@@ -14,12 +14,12 @@ from pathlib import Path
 import pytest
 from helpers import render_job, run_recording, table_cells
 
-from generator.checks.mindspeed_llm import (
+from generator.errors import UserError
+from generator.frameworks.mindspeed_llm.checks import (
     command_problems,
     conversion_problems,
     export_problems,
 )
-from generator.errors import UserError
 from generator.render import write
 from generator.tables import load_tables
 

@@ -14,8 +14,8 @@ import pytest
 import yaml
 from helpers import make_spec, render_job
 
-from generator import flags
 from generator.checks.shell import bash_arrays
+from generator.frameworks.mindspeed_llm import flags
 from generator.recipe import round_interval
 from generator.tables import load_tables
 
@@ -506,7 +506,7 @@ def test_the_plan_says_mindformers_has_no_qwen3_thinking():
 def test_validate_takes_the_scheduler_kwargs_llama_factory_takes():
     # Review of issue 13: the offline type check read {'min_lr_rate': 0.1} as a string and reported a problem that
     # LLaMA-Factory's own get_train_args accepts (lr_scheduler_kwargs: dict | str | None).
-    from generator.checks.llama_factory import llamafactory_problems
+    from generator.frameworks.llama_factory.checks import llamafactory_problems
     _, files = render_job(T, model="qwen3-8b", method="lora", cards=8, frameworks=["llama-factory"],
                           train={"min_learning_rate": 1.0e-5})
     train = yaml.safe_load(files["llama-factory/train.yaml"])

@@ -23,11 +23,11 @@ from helpers import (
 )
 from llamafactory_exec import environment
 
-from generator.checks.llama_factory import (
+from generator.errors import SpecError
+from generator.frameworks.llama_factory.checks import (
     llamafactory_parser_check,
     llamafactory_problems,
 )
-from generator.errors import SpecError
 from generator.render import write
 from generator.shell import quote
 from generator.tables import load_tables

@@ -14,8 +14,8 @@ import pytest
 import yaml
 from helpers import check_script, flat_keys, render_job
 
-from generator.checks.mindformers import mindformers_problems
 from generator.errors import UserError
+from generator.frameworks.mindformers.checks import mindformers_problems
 from generator.tables import load_tables
 
 T = load_tables()
@@ -280,7 +280,7 @@ def test_deepseek_recipe_extras_follow_the_data(model, deepseek):
 
 
 # ----------------------------------------------------------------------------------------------------------------
-# Issue 10, defects 6-11: MindFormers' own rules (generator/checks/mindformers.py cites each upstream line).
+# Issue 10, defects 6-11: MindFormers' own rules (generator/frameworks/mindformers/checks.py cites each upstream line).
 
 
 def rules_broken(doc, cards, model):

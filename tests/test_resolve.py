@@ -208,7 +208,7 @@ def test_a_dash_cell_is_the_tables_silence_and_the_memory_model_decides(tmp_path
 
     import yaml
 
-    from generator.checks.llama_factory import llamafactory_problems
+    from generator.frameworks.llama_factory.checks import llamafactory_problems
     from generator.render import render_files
     plan = resolve(make_spec(model="llama3.1-8b", frameworks=["llama-factory"]), T)
     fp = plan.frameworks["llama-factory"]

@@ -15,8 +15,8 @@ import pytest
 from click.testing import CliRunner
 from helpers import require
 
-from generator.checks import llama_factory
 from generator.cli import main
+from generator.frameworks.llama_factory import checks as llama_factory
 
 REPO = Path(__file__).resolve().parent.parent
 EXAMPLE = REPO / "examples" / "qwen3-32b-full-snt9b-16c.yaml"

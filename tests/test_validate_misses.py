@@ -11,8 +11,8 @@ import pytest
 import yaml
 from click.testing import CliRunner
 
-from generator.checks import llama_factory
 from generator.cli import main
+from generator.frameworks.llama_factory import checks as llama_factory
 from generator.jobdir import SEAL, _seal, sha256
 
 ROW = {"instruction": "q", "input": "", "output": "a"}

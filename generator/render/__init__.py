@@ -19,6 +19,9 @@ from pathlib import Path, PurePosixPath
 import jinja2
 
 from ..errors import TableError, UserError, show, show_path
+from ..frameworks.llama_factory import render as llama_factory
+from ..frameworks.mindformers import render as mindformers
+from ..frameworks.mindspeed_llm import render as mindspeed_llm
 from ..jobdir import (
     MANIFEST,
     REFUSED,
@@ -37,7 +40,7 @@ from ..record import PLAN_JSON, RecordError, read_record
 from ..resources import resource_dir
 from ..shell import quote
 from ..yamlvalue import yaml_value
-from . import core, llama_factory, mindformers, mindspeed_llm
+from . import core
 from .common import FILES_DIGEST
 
 Renderer = Callable[[Plan, jinja2.Environment], dict[str, str]]

@@ -2,7 +2,7 @@
 preprocess_data.sh (instruction or pretraining data), convert_ckpt.sh hf2mcore|mcore2hf, commands.txt.
 
 Every flag is built here as a (flag, value) pair from the plan and the model table, then written by
-generator/flags.py in the type the pinned parser of that program declares; the templates only lay the words out,
+generator/frameworks/mindspeed_llm/flags.py in the type the pinned parser of that program declares; the templates only lay the words out,
 quoting each with the shell helper.
 """
 
@@ -10,10 +10,10 @@ from __future__ import annotations
 
 import jinja2
 
-from ..flags import Flags, typed
-from ..plan import FrameworkPlan, Plan
-from ..recipe import PLACEHOLDER_STEPS
-from .common import command_lines, commands_txt, launch_context
+from ...plan import FrameworkPlan, Plan
+from ...recipe import PLACEHOLDER_STEPS
+from ...render.common import command_lines, commands_txt, launch_context
+from .flags import Flags, typed
 
 NAME = "mindspeed-llm"
 VERSION = "MindSpeed-LLM 2.2.0 / MindSpeed 2.2.0_core_r0.12.1 / Megatron core_v0.12.1"

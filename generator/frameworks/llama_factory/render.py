@@ -6,8 +6,8 @@ import json
 
 import jinja2
 
-from ..plan import FrameworkPlan, Plan
-from .common import command_lines, commands_txt, launch_context
+from ...plan import FrameworkPlan, Plan
+from ...render.common import command_lines, commands_txt, launch_context
 
 NAME = "llama-factory"
 AUTO = "auto"  # a DeepSpeed key transformers fills from TrainingArguments

@@ -14,10 +14,10 @@ from pathlib import Path
 
 import yaml
 
-from ..jobdir import read_regular
-from ..resources import DATA_DIR
-from ..tables import load_tables
-from . import run_isolated
+from ...checks import run_isolated
+from ...jobdir import read_regular
+from ...resources import DATA_DIR
+from ...tables import load_tables
 
 
 @lru_cache(maxsize=1)

@@ -19,9 +19,9 @@ from pathlib import Path
 
 import yaml
 
-from ..resources import DATA_DIR
-from ..tables import Model
-from . import run_isolated
+from ...checks import run_isolated
+from ...resources import DATA_DIR
+from ...tables import Model
 
 # Strict sections (rule V18): any other key raises KeyError when the config is loaded.
 MINDFORMERS_STRICT = {

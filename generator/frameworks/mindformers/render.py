@@ -7,8 +7,8 @@ from dataclasses import dataclass
 
 import jinja2
 
-from ..plan import FrameworkPlan, Plan
-from .common import command_lines, commands_txt, launch_context
+from ...plan import FrameworkPlan, Plan
+from ...render.common import command_lines, commands_txt, launch_context
 
 NAME = "mindformers"
 # Mcore data columns (configs/qwen3/*.yaml); legacy research columns per family (research/*/finetune_*.yaml).

@@ -16,7 +16,7 @@ import math
 from dataclasses import dataclass
 from functools import lru_cache
 
-from .resources import DATA_DIR
+from ...resources import DATA_DIR
 
 # The tables, by the program whose parser they describe.
 TABLES = {
