@@ -19,6 +19,7 @@ import click
 
 from . import __version__
 from .errors import SpecError, UserError, show, show_path
+from .frameworks import registry
 from .jobdir import MANIFEST
 from .plan import MadeFrom, Plan
 from .record import PLAN_JSON, RecordError, bad_override, read_record, spec_key
@@ -415,16 +416,33 @@ def schema(out_dir: Path | None) -> None:
     _write_schema(out_dir, "schema")
 
 
-@main.command()
+class PluginOptions(click.Command):
+    """A command that also takes the options the framework plugins declare (Output.options: an opt-in check's
+    interpreter, ...), added from the registry when the command line is first parsed or its help shown. Tables that
+    do not load add none; the command then reports them (exit 5)."""
+
+    _plugin_options = False  # added once
+
+    def get_params(self, ctx: click.Context) -> list[click.Parameter]:
+        if not self._plugin_options:
+            try:
+                declared = [option for plugin in registry().values() for option in plugin.output.options]
+            except UserError:
+                declared = []
+            else:
+                self._plugin_options = True
+            self.params += [click.Option([o.flag], envvar=o.envvar, metavar=o.metavar, help=o.help)
+                            for o in declared]
+        return super().get_params(ctx)
+
+
+@main.command(cls=PluginOptions)
 @click.argument("job_dir", type=click.Path(path_type=Path))  # validate checks it: --json reports that too
-@click.option("--mindformers-python", envvar="GEN_LAUNCH_MINDFORMERS_PYTHON", metavar="PYTHON",
-              help="An interpreter with mindformers and a MindSpore CPU build: also run MindFormers' own "
-                   "MindFormerConfig and check_rules on train.yaml (see README).")
 @click.option("--json", "as_json", is_flag=True,
               help="Print one JSON document after the last check: job_dir, exit_status and results, a list of "
                    "{path, status, detail} in the order the lines come; when JOB_DIR cannot be validated (exit 2), "
                    "also error, the message printed on stderr.")
-def validate(job_dir: Path, mindformers_python: str | None, as_json: bool) -> None:
+def validate(job_dir: Path, as_json: bool, **options: str | None) -> None:
     """Check the files render wrote in JOB_DIR with each framework's own rules: one line per file, printed as its
     checks finish.
 
@@ -450,7 +468,7 @@ def validate(job_dir: Path, mindformers_python: str | None, as_json: bool) -> No
         gen-launch validate out/qwen3-32b-full-snt9b-16c
     """
     try:
-        results = validate_job(job_dir, mindformers_python)
+        results = validate_job(job_dir, options)
     except UserError as error:
         if as_json:
             _validate_json(job_dir, error.exit_code, [], {"error": error.args[0]})

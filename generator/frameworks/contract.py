@@ -16,7 +16,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from enum import Enum
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
+
+if TYPE_CHECKING:
+    import jinja2
+
+    from ..checks.job import Job, Result
+    from ..plan import Plan
 
 
 class RoleKind(str, Enum):
@@ -50,6 +56,57 @@ class Planning(Protocol):
 
 class Output(Protocol):
     """The files' side of a framework (see the module docstring)."""
+
+    @property
+    def options(self) -> tuple[CheckOption, ...]:
+        """The options of `gen-launch validate` its checks take (cli.py adds them to the command)."""
+        ...
+
+    @property
+    def launchers(self) -> tuple[Launcher, ...]:
+        """Its own launchers a commands.txt line may run, besides gen-launch's `launch.sh N` and `NODE_RANK=N`."""
+        ...
+
+    def render(self, plan: Plan, env: jinja2.Environment) -> dict[str, str]:
+        """Its files, {path under <name>/: text}, from the plan as plan.for_framework(<name>) gives it; templates
+        come from `env` (templates/<name>/)."""
+        ...
+
+    def plan_section(self, plan: Plan, env: jinja2.Environment) -> str:
+        """Its section of PLAN.md (its files and how to launch them), Markdown."""
+        ...
+
+    def check(self, job: Job, path: str) -> Result | None:
+        """Its own checks of one file it wrote (`path` relative to the job folder, under <name>/): a Result, or None
+        when it has none for that file. validate runs the generic checks (bash -n and shellcheck, JSON syntax,
+        node ranks of commands.txt) itself and reports a problem from either side."""
+        ...
+
+
+@dataclass(frozen=True)
+class CheckOption:
+    """An option of `gen-launch validate` a plugin's checks take, as the user types it: the flag, the environment
+    variable that may stand for it, the word its help shows for the value, and the help."""
+
+    flag: str
+    envvar: str
+    metavar: str
+    help: str
+
+    @property
+    def dest(self) -> str:
+        """The key of Job.options that carries its value."""
+        return self.flag.lstrip("-").replace("-", "_")
+
+
+@dataclass(frozen=True)
+class Launcher:
+    """A launcher script a commands.txt line may run, and where its node rank is: the `rank_at`-th word after the
+    script's name (`source`: the upstream file that fixes its arguments)."""
+
+    script: str
+    rank_at: int
+    source: str
 
 
 @dataclass(frozen=True)

@@ -1,9 +1,10 @@
 """Plan -> {relative path: text}, then write (the whole folder, swapped in atomically) or check against disk.
 
-Every framework renderer is a pair of functions registered in FRAMEWORK_RENDERERS: `(plan, env) -> {relative path:
-text}` for its folder and `(plan, env) -> markdown` for its section of PLAN.md, which the core renderer writes last. This module adds the provenance header to each file (in the file format's comment syntax)
-and a MANIFEST listing every file with its sha256: JSON cannot carry a comment, and the hashes let `render` tell
-a file edited by hand from one it wrote itself.
+Each framework's files come from its plugin (generator/frameworks/<name>/, found through the registry): its Output
+renders `(plan, env) -> {relative path under <name>/: text}` and `(plan, env) -> markdown`, its section of PLAN.md,
+which the core renderer writes last. This module adds the provenance header to each file (in the file format's
+comment syntax) and a MANIFEST listing every file with its sha256: JSON cannot carry a comment, and the hashes let
+`render` tell a file edited by hand from one it wrote itself.
 """
 
 from __future__ import annotations
@@ -11,7 +12,6 @@ from __future__ import annotations
 import errno
 import hashlib
 import os
-from collections.abc import Callable
 from contextlib import nullcontext
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
@@ -19,9 +19,7 @@ from pathlib import Path, PurePosixPath
 import jinja2
 
 from ..errors import TableError, UserError, show, show_path
-from ..frameworks.llama_factory import render as llama_factory
-from ..frameworks.mindformers import render as mindformers
-from ..frameworks.mindspeed_llm import render as mindspeed_llm
+from ..frameworks import registry
 from ..jobdir import (
     MANIFEST,
     REFUSED,
@@ -42,16 +40,6 @@ from ..shell import quote
 from ..yamlvalue import yaml_value
 from . import core
 from .common import FILES_DIGEST
-
-Renderer = Callable[[Plan, jinja2.Environment], dict[str, str]]
-Section = Callable[[Plan, jinja2.Environment], str]
-
-# Framework renderers: name -> (files of its folder, its section of PLAN.md). A new framework adds itself here.
-FRAMEWORK_RENDERERS: dict[str, tuple[Renderer, Section]] = {
-    mindformers.NAME: (mindformers.render, mindformers.plan_section),
-    llama_factory.NAME: (llama_factory.render, llama_factory.plan_section),
-    mindspeed_llm.NAME: (mindspeed_llm.render, mindspeed_llm.plan_section),
-}
 
 MAX_LISTED = 20  # paths named in one refusal
 
@@ -107,15 +95,17 @@ def render_files(plan: Plan) -> dict[str, str]:
     env = environment()
     files: dict[str, str] = {}
     sections: dict[str, str] = {}
-    unrendered = sorted(set(plan.frameworks) - set(FRAMEWORK_RENDERERS))
-    if unrendered:
-        raise TableError(f"frameworks.yaml: {', '.join(unrendered)} has no renderer registered in "
-                         f"generator/render/__init__.py FRAMEWORK_RENDERERS")
-    for framework, (renderer, section) in FRAMEWORK_RENDERERS.items():
-        if framework in plan.frameworks:
-            own = plan.for_framework(framework)  # its recipe: the framework's own defaults where it has them
-            files.update(renderer(own, env))
-            sections[framework] = section(own, env)
+    plugins = registry()
+    for framework in plan.frameworks:
+        output = plugins[framework].output
+        own = plan.for_framework(framework)  # its recipe: the framework's own defaults where it has them
+        written = output.render(own, env)
+        stray = sorted(path for path in written if not path.startswith(f"{framework}/"))
+        if stray:  # validate hands a file to the plugin whose folder it is in
+            raise TableError(f"frameworks.yaml {framework}: its plugin wrote {', '.join(stray)}, outside "
+                             f"{framework}/")
+        files.update(written)
+        sections[framework] = output.plan_section(own, env)
     files.update(core.render(plan, env, sections))
     header = header_text(plan)
     out = {path: with_header(path, files[path], header) for path in sorted(files)}

@@ -2,7 +2,7 @@
 preprocess_data.sh (instruction or pretraining data), convert_ckpt.sh hf2mcore|mcore2hf, commands.txt.
 
 Every flag is built here as a (flag, value) pair from the plan and the model table, then written by
-generator/frameworks/mindspeed_llm/flags.py in the type the pinned parser of that program declares; the templates only lay the words out,
+flags.py (beside this module) in the type the pinned parser of that program declares; the templates only lay the words out,
 quoting each with the shell helper.
 """
 

@@ -1,0 +1,88 @@
+"""A rendered job folder as `validate` hands it to each framework's checks: its plan.json and model, the options
+`validate` was given, readers that never follow a link or open more than MAX_READ bytes, and one result per file."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, TypeVar
+
+import yaml
+
+from ..errors import UserError
+from ..jobdir import read_regular
+from ..tables import Model, load_tables
+
+T = TypeVar("T")
+
+NO_PLAN = "plan.json is missing or unreadable: the card count and model this file is checked against are unknown"
+
+
+@dataclass(frozen=True)
+class Result:
+    path: str
+    status: str  # ok | problem | skipped | env (validate.py's docstring says what each means)
+    detail: str = ""
+
+
+@dataclass
+class Job:
+    """One validate run's view of a job folder. `plan`: plan.json as data (None when unreadable); `model`: its
+    model's table row; `options`: validate's plugin-declared options by their dest (None: not given)."""
+
+    folder: Path
+    plan: dict | None
+    model: Model | None
+    options: Mapping[str, str | None] = field(default_factory=dict)
+    _once: dict[str, Any] = field(default_factory=dict, repr=False)
+
+    @classmethod
+    def read(cls, folder: Path, options: Mapping[str, str | None]) -> Job:
+        plan = _plan(text(folder / "plan.json"))
+        return cls(folder, plan, _model(plan), dict(options))
+
+    def once(self, key: str, compute: Callable[[], T]) -> T:
+        """`compute()` the first time `key` is asked in this run, then its value: checks of files against each other
+        run once for all of them."""
+        if key not in self._once:
+            self._once[key] = compute()
+        return self._once[key]
+
+    def layout_value(self, framework: str, key: str) -> int | None:
+        """An integer of the framework's layout on plan.json (cards, nodes, global_batch_size), None if absent."""
+        try:
+            return int(self.plan["frameworks"][framework][key])  # type: ignore[index]
+        except (KeyError, TypeError, ValueError):
+            return None
+
+
+def text(file: Path) -> str:
+    """A generated file's text; "" when it is missing or not a regular file (reported per file elsewhere)."""
+    data = read_regular(file)
+    return "" if data is None else data.decode("utf-8", "replace")
+
+
+def yaml_mapping(file: Path) -> tuple[dict | None, str]:
+    """(the file's YAML mapping, "") or (None, what is wrong)."""
+    try:
+        doc = yaml.safe_load(text(file))
+    except yaml.YAMLError as exc:
+        return None, f"not valid YAML: {str(exc).splitlines()[0]}"
+    return (doc, "") if isinstance(doc, dict) else (None, "not a YAML mapping")
+
+
+def _plan(data: str) -> dict | None:
+    try:
+        plan = json.loads(data)
+    except ValueError:
+        return None
+    return plan if isinstance(plan, dict) else None
+
+
+def _model(plan: dict | None) -> Model | None:
+    try:
+        return load_tables().model(plan["model"]) if plan else None
+    except (KeyError, TypeError, UserError):
+        return None
