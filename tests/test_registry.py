@@ -282,6 +282,13 @@ def test_the_toy_plugin_meets_the_contract(toy, monkeypatch):
     assert_meets_contract("toy", registry()["toy"], toy / "out", monkeypatch)
 
 
+def test_the_plugins_validate_options_are_distinct():
+    # cli.py adds each plugin's options to `validate`: two with one flag or variable would take each other's value.
+    options = [option for plugin in registry().values() for option in plugin.output.options]
+    flags = [o.flag for o in options] + ["--json", "--help", "-h"]
+    assert len(set(flags)) == len(flags) and len({o.envvar for o in options}) == len(options)
+
+
 # ----------------------------------------------------------------------------------------------------------------
 # Outside generator/frameworks/, no module names a framework in its code (comments and docstrings may)
 

@@ -77,3 +77,28 @@ def test_validate_json_reports_a_folder_it_cannot_validate(tmp_path):
                             "results": []}
         plain = CliRunner().invoke(main, ["validate", str(folder)])
         assert (plain.exit_code, plain.stdout, plain.stderr) == (2, "", result.stderr)
+
+
+# An interpreter standing in for one with mindformers: it answers the loader check as MindFormers' would refuse.
+REFUSING_PYTHON = """#!/bin/sh
+echo '{"status": "problem", "detail": "stand-in refusal"}'
+"""
+
+
+def test_the_mindformers_interpreter_option_as_users_type_it(tmp_path):
+    # Issue 24: the option is declared by the MindFormers plugin now; the flag and its variable still work.
+    result = CliRunner().invoke(main, ["render", str(EXAMPLE), "--set", "frameworks=[mindformers]", "-o",
+                                       str(tmp_path / "out")])
+    assert result.exit_code == 0, result.stderr
+    job = tmp_path / "out" / JOB
+    python = tmp_path / "python"
+    python.write_text(REFUSING_PYTHON)
+    python.chmod(0o755)
+    refused = "problem  mindformers/train.yaml  MindFormers' MindFormerConfig / check_rules reject it: stand-in refusal"
+    by_flag = CliRunner().invoke(main, ["validate", "--mindformers-python", str(python), str(job)])
+    by_variable = CliRunner().invoke(main, ["validate", str(job)], env={"GEN_LAUNCH_MINDFORMERS_PYTHON": str(python)})
+    without = CliRunner().invoke(main, ["validate", str(job)], env={"GEN_LAUNCH_MINDFORMERS_PYTHON": None})
+    assert by_flag.exit_code == by_variable.exit_code == 1
+    assert refused in by_flag.output and refused in by_variable.output
+    assert without.exit_code == 0 and "not run (opt-in: --mindformers-python, see README)" in without.output
+    assert "--mindformers-python PYTHON" in CliRunner().invoke(main, ["validate", "--help"]).output
