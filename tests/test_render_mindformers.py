@@ -549,7 +549,7 @@ def test_deepseek_v3_memory_and_parallel_keys_follow_the_671b_recipe():
 
 
 def test_models_without_an_upstream_memory_cap_keep_the_cards_own():
-    plan, files = render_job(T, model="qwen3-8b", method="full", frameworks=["mindformers"])
+    _, files = render_job(T, model="qwen3-8b", method="full", frameworks=["mindformers"])
     doc = yaml.safe_load(files["mindformers/train.yaml"])
     usable = T.hardware["snt9b"].usable_gb
     assert doc["context"]["max_device_memory"] == f"{usable:g}GB" and "mempool_block_size" not in doc["context"]
