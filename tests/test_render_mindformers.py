@@ -557,3 +557,13 @@ def test_models_without_an_upstream_memory_cap_keep_the_cards_own():
     assert doc["parallel"]["enable_parallel_optimizer"] is False and "parallel_optimizer_config" not in doc["parallel"]
     fw = json.loads(files["plan.json"])["frameworks"]["mindformers"]
     assert "usable_cap" not in fw and "parallel_optimizer" not in fw
+
+
+def test_parallel_optimizer_config_keys_are_mindspores():
+    # MindSpore's set_auto_parallel_context refuses any other key (_auto_parallel_context.py l. 1041-1048); the
+    # deepseek-v3 plan writes upstream's three.
+    plan, files = render_job(T, model="deepseek-v3", method="full", frameworks=["mindformers"], cards=512)
+    doc = yaml.safe_load(files["mindformers/train.yaml"])
+    assert mindformers_problems(doc, 512, plan.shape) == []
+    doc["parallel"]["parallel_optimizer_config"]["optimizer_shard_size"] = 8
+    assert any("(N10;" in p for p in mindformers_problems(doc, 512, plan.shape))
