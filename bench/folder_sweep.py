@@ -25,6 +25,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
 
 import folder_ops as F  # noqa: E402
 import stray_ops as S  # noqa: E402
+
 from generator.jobdir import remove_tree  # noqa: E402
 
 BASE = {"job": "t", "model": "qwen3-8b", "method": "lora", "seq_len": 4096, "hardware": "snt9b",

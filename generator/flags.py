@@ -14,7 +14,7 @@ import ast
 import json
 import math
 from dataclasses import dataclass
-from functools import lru_cache
+from functools import cache
 
 from .resources import DATA_DIR
 
@@ -104,7 +104,7 @@ def _default(text: str):
         return text
 
 
-@lru_cache(maxsize=None)
+@cache
 def declarations(table: str) -> dict[str, Flag]:
     """flag -> Flag for one program's pinned parser (aliases map to the same Flag)."""
     text = (DATA_DIR / TABLES[table]).read_text(encoding="utf-8")
@@ -129,7 +129,7 @@ class _Parser(argparse.ArgumentParser):
         raise ParseError(message)
 
 
-@lru_cache(maxsize=None)
+@cache
 def parser(table: str) -> argparse.ArgumentParser:
     """An argparse parser with the pinned program's flags, types, choices and value counts (allow_abbrev off, as
     Megatron's parse_args and MindSpeed-LLM's tools build theirs)."""
