@@ -13,6 +13,7 @@ import argparse
 import ast
 import json
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
 from functools import cache
 
@@ -83,7 +84,7 @@ def _attention_backend(text: str) -> str:
     return f"<AttnBackend.{text}>"
 
 
-CONVERTERS = {"int": int, "float": float, "str": str, "bool": _bool_type, "moe_freq_type": _moe_freq_type,
+CONVERTERS: dict[str, Callable[[str], object]] = {"int": int, "float": float, "str": str, "bool": _bool_type, "moe_freq_type": _moe_freq_type,
               "loads": json.loads, "enable_thinking": _enable_thinking, "attention_backend": _attention_backend,
               "parse_list_for_virtual_optimizer": str}
 # The tables write upstream's lambdas as `<lambda>`; which function each is follows from the flag's dest.

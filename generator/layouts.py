@@ -77,7 +77,7 @@ def choose_layout(ctx: Context, tables: Tables, cards: int, notes: list[str], wa
                         f"headroom)")
         return closest, rejected
     if ctx.spec.global_batch_size is not None:
-        _untileable_batch(ctx, cards)
+        _untileable_batch(ctx, cards, ctx.spec.global_batch_size)
     detail = (f"; the smallest estimate is {closest.memory.total:.1f} GiB per card ({closest.describe()}) > "
               f"{closest.budget_gb:.1f} GiB budget" if closest is not None else "")
     counts = f"{cards} to {tried}" if tried > cards else f"{cards}"
@@ -111,12 +111,12 @@ def _pinned_does_not_fit(ctx: Context, cards: int, closest: Layout) -> None:
                        f"headroom); {nearest}. Change the pins, or --force to keep them")
 
 
-def _untileable_batch(ctx: Context, cards: int) -> None:
-    """When a layout fits `cards` but not the spec's global batch, say which global batches that layout takes."""
+def _untileable_batch(ctx: Context, cards: int, wanted: int) -> None:
+    """When a layout fits `cards` but not the spec's global batch (`wanted`), say which global batches that layout
+    takes."""
     free, _, _ = search(replace(ctx, spec=replace(ctx.spec, global_batch_size=None), free_batch=True), cards)
     if free is None:
         return
-    wanted = ctx.spec.global_batch_size
     step = free.micro_batch_size * free.dp
     least = step * (free.pp if free.pp > 1 else 1)
     below, above = wanted // step * step, -(-wanted // step) * step
@@ -250,7 +250,7 @@ def candidates(ctx: Context, cards: int) -> tuple[list[Layout], Layout | None, l
         eps = [pins.ep] if pins.ep else ([1] if not model.is_moe else
                                          [e for e in (1, 2, 4, 8, 16, 32, 64, 128, 256) if e <= cards])
         # Only combinations that can tile the cards are candidates, unless a pin makes them the user's choice.
-        structures = [(tp, pp, cp, ep, False) for tp, pp, cp, ep in product(tps, pps, cps, eps)
+        structures = [(tp, pp, cp, ep, (None, False)) for tp, pp, cp, ep in product(tps, pps, cps, eps)
                       if cards % (tp * pp * cp) == 0 or ctx.pinned]
         recomputes = [pins.recompute] if pins.recompute else list(RECOMPUTE)
     mbs_options = [pins.micro_batch_size] if pins.micro_batch_size else \
@@ -261,7 +261,7 @@ def candidates(ctx: Context, cards: int) -> tuple[list[Layout], Layout | None, l
     rejected: list[Rejected] = []
     closest: Layout | None = None
     for order, (tp, pp, cp, ep, stage) in enumerate(structures):
-        zero_stage, offload = stage if ctx.fw.deepspeed else (None, False)
+        zero_stage, offload = stage
         label = _label(ctx, tp, pp, cp, ep, stage)
         broken = _structure_problems(ctx, cards, tp, pp, cp, ep)
         if broken:
@@ -309,7 +309,7 @@ def rate(ctx: Context, layout: Layout | None) -> Throughput:
                       layout)
 
 
-def _label(ctx: Context, tp: int, pp: int, cp: int, ep: int, stage) -> str:
+def _label(ctx: Context, tp: int, pp: int, cp: int, ep: int, stage: tuple[int | None, bool]) -> str:
     if ctx.fw.deepspeed:
         return f"DeepSpeed {deepspeed_words(*stage)}"
     parts = [f"tp={tp}", f"pp={pp}"]

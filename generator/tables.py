@@ -517,11 +517,11 @@ def _check_registry(tables: Tables) -> None:
                              f"({', '.join(METHODS)})")
     for hw in tables.hardware.values():
         for name in hw.frameworks:
-            fw = tables.frameworks.get(name)
-            if fw is None:
+            listed = tables.frameworks.get(name)
+            if listed is None:
                 raise TableError(f"hardware.yaml {hw.name}: unknown framework {name!r}")
             step_inputs = (hw.link_gb_s, hw.scaleout_gb_s, hw.attention_efficiency)
-            if fw.throughput.get("model") == "step" and None in step_inputs:
+            if listed.throughput.get("model") == "step" and None in step_inputs:
                 raise TableError(f"hardware.yaml {hw.name}: {name} times jobs with the step model, which needs "
                                  f"link_gb_s, scaleout_gb_s and attention_efficiency")
 

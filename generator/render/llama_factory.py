@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from typing import Any
 
 import jinja2
 
@@ -30,7 +31,7 @@ UPSTREAM_EXAMPLE: dict[str, str | dict[str, str]] = {
 # LLaMA-Factory's dataset_info.json vocabulary (data/README.md and data/dataset_info.json at v0.9.5): each format's
 # required columns; the optional ones (system, history, tools, images) are registered only when the data has them,
 # because a registered column is read from every row (data/converter.py: KeyError on a row without it).
-DATASET_ENTRY = {
+DATASET_ENTRY: dict[str, dict[str, Any]] = {
     "alpaca": {"columns": {"prompt": "instruction", "query": "input", "response": "output"}},
     "sharegpt": {"formatting": "sharegpt", "columns": {"messages": "conversations"}},
     # upstream's mllm_demo entry: OpenAI-style messages
