@@ -70,7 +70,8 @@ def _bool_type(text: str) -> bool:
 
 
 def _enable_thinking(text: str) -> bool | None:
-    # preprocess_data.py l. 154 and features_manager/dataset/dataset.py l. 19 (2.2.0): lambda x: {'true': True, 'false': False, 'none': None}[x.lower()].
+    # preprocess_data.py l. 154 and features_manager/dataset/dataset.py l. 19 (2.2.0):
+    # lambda x: {'true': True, 'false': False, 'none': None}[x.lower()].
     return {"true": True, "false": False, "none": None}[text.lower()]
 
 
@@ -84,9 +85,10 @@ def _attention_backend(text: str) -> str:
     return f"<AttnBackend.{text}>"
 
 
-CONVERTERS: dict[str, Callable[[str], object]] = {"int": int, "float": float, "str": str, "bool": _bool_type, "moe_freq_type": _moe_freq_type,
-              "loads": json.loads, "enable_thinking": _enable_thinking, "attention_backend": _attention_backend,
-              "parse_list_for_virtual_optimizer": str}
+CONVERTERS: dict[str, Callable[[str], object]] = {
+    "int": int, "float": float, "str": str, "bool": _bool_type, "moe_freq_type": _moe_freq_type, "loads": json.loads,
+    "enable_thinking": _enable_thinking, "attention_backend": _attention_backend,
+    "parse_list_for_virtual_optimizer": str}
 # The tables write upstream's lambdas as `<lambda>`; which function each is follows from the flag's dest.
 LAMBDAS = {"attention_backend": "attention_backend", "enable_thinking": "enable_thinking"}
 

@@ -290,7 +290,8 @@ def _frameworks(spec: Spec, tables: Tables, model: Model) -> tuple[list[str], li
         refusals = {name: _job_refusal(tables, name, model, spec) for name in supported}
         chosen = [name for name, refusal in refusals.items() if refusal is None]
         if not chosen:
-            reasons = "; ".join(refusal for refusal in refusals.values() if refusal) or f"{model.name} is not supported by any framework in the tables"
+            reasons = "; ".join(refusal for refusal in refusals.values() if refusal) or \
+                f"{model.name} is not supported by any framework in the tables"
             raise SpecError.at("model", reasons)
         return chosen, [f"{name} left out: {refusal}" for name, refusal in refusals.items() if refusal]
     problems = []
@@ -482,8 +483,9 @@ def _general_notes(spec: Spec, model: Model, plans: dict[str, FrameworkPlan]) ->
         for limit, advice, label in DATASET_ADVICE:
             if size_b <= limit:
                 ratio = spec.samples / advice
+                more = "; quality matters more than count" if ratio > 2 else ""
                 notes.append(f"data: {spec.samples} samples; seed 001's rule of thumb for a ~{label} model is about "
-                             f"{advice} good samples ({ratio:.1f}x that){'; quality matters more than count' if ratio > 2 else ''}")
+                             f"{advice} good samples ({ratio:.1f}x that){more}")
                 break
     if "mindformers" in plans and spec.epochs != int(spec.epochs) and spec.samples_per_epoch is None:
         notes.append(f"mindformers counts whole epochs: runner_config.epochs is {math.ceil(spec.epochs)} for the "
@@ -542,7 +544,8 @@ CHECKPOINT_BYTES_PER_PARAM = {"full": 2 + 12, "pretrain": 2 + 12, "lora": 2}
 
 def _checkpoints_kept(spec: Spec, model: Model, plans: dict[str, FrameworkPlan], recipe: Training) -> str | None:
     """MindSpeed-LLM keeps every checkpoint it saves: Megatron core_v0.12.1 has no keep-N option (arguments.py
-    _add_checkpointing_args, l. 1880-1991), so the disk a run fills is stated when it keeps more than train.keep_checkpoints."""
+    _add_checkpointing_args, l. 1880-1991), so the disk a run fills is stated when it keeps more than
+    train.keep_checkpoints."""
     if "mindspeed-llm" not in plans or recipe.steps is None:
         return None
     count = math.ceil(recipe.steps / recipe.save_every_steps)  # and one at the end (training.py)

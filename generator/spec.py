@@ -267,19 +267,17 @@ def _read_yaml(text: str, at: list) -> tuple[Any, int, int]:
 
 
 @lru_cache(maxsize=1)
-def _schema() -> dict[str, Any]:
-    return json.loads((resource_dir("schemas") / "job.schema.json").read_text(encoding="utf-8"))
-
-
-@lru_cache(maxsize=1)
 def _validator() -> jsonschema.protocols.Validator:
-    return _Validator(_schema())
+    schema = json.loads((resource_dir("schemas") / "job.schema.json").read_text(encoding="utf-8"))
+    return _Validator(schema)
 
 
 def schema_rule(section: str, key: str) -> tuple[str, str]:
     """(pattern, hint) of the schema's `section.key` string: launch.sh tests the same value given at run time with
     the same pattern (bash's [[ =~ ]] reads it as a POSIX extended regular expression)."""
-    prop = _schema()["properties"][section]["properties"][key]
+    schema = _validator().schema
+    assert isinstance(schema, dict)  # job.schema.json is an object (jsonschema also allows a boolean schema)
+    prop = schema["properties"][section]["properties"][key]
     return prop["pattern"], prop["x-hint"]
 
 

@@ -410,7 +410,8 @@ class Tables:
         """Look a model up by canonical name or HF id (case-insensitive); unknown -> SpecError at `model`."""
         if name.lower() not in self.aliases:
             self._refuse_base(name)
-        return self.models[_known(name, self.aliases, str.lower, "model", "a known model", "gen-launch models lists them")]
+        return self.models[_known(name, self.aliases, str.lower, "model", "a known model",
+                                  "gen-launch models lists them")]
 
     def _refuse_base(self, name: str) -> None:
         """A '-Base' id without a row (Qwen3's, DeepSeek-V3's) is refused in its own words: a did-you-mean would
@@ -435,7 +436,8 @@ class Tables:
         why = self.unplanned_hardware.get(hardware_key(name))
         if why is not None:
             raise SpecError.at("hardware", f"{show(name)} is not planned: {why}")
-        return self.hardware[_known(name, self.hardware_names, hardware_key, "hardware", "a known hardware row or alias",
+        return self.hardware[_known(name, self.hardware_names, hardware_key, "hardware",
+                                    "a known hardware row or alias",
                                     f"rows: {', '.join(self.hardware)}; aliases: generator/data/hardware.yaml")]
 
     def hardware_alias(self, name: str) -> str | None:

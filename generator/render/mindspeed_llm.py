@@ -163,7 +163,8 @@ def lora_flags(plan: Plan) -> Flags:
     lora = plan.train.adapter
     if lora is None:
         raise ValueError("lora_flags needs a plan that trains adapters")
-    return [("--lora-r", lora.rank), ("--lora-alpha", lora.alpha), ("--lora-target-modules", LORA_TARGETS[lora.targets])]
+    return [("--lora-r", lora.rank), ("--lora-alpha", lora.alpha),
+            ("--lora-target-modules", LORA_TARGETS[lora.targets])]
 
 
 def convert_flags(plan: Plan, fp: FrameworkPlan) -> dict[str, tuple[str, list[tuple[str, list[str]]]]]:
@@ -283,7 +284,8 @@ def render(plan: Plan, env: jinja2.Environment) -> dict[str, str]:
         start=start_flags(plan), resume=resume_flags(plan) if plan.train.resume else None, iters=train_iters(plan))
     convert = env.get_template("mindspeed-llm/convert_ckpt.sh.j2").render(
         **common, job=plan.job, directions=convert_flags(plan, fp), lora=plan.method == "lora",
-        notes=checkpoint_notes(plan, fp), used_paths=[(k, plan.paths[k].value) for k in ("model_dir", "mcore_ckpt_dir")])
+        notes=checkpoint_notes(plan, fp),
+        used_paths=[(k, plan.paths[k].value) for k in ("model_dir", "mcore_ckpt_dir")])
     preprocess = env.get_template("mindspeed-llm/preprocess_data.sh.j2").render(
         **common, job=plan.job, flags=preprocess_flags(plan, fp), prefix_dir=f"{plan.output_dir(NAME)}/data",
         pretrain=plan.method == "pretrain",
