@@ -11,7 +11,7 @@ from itertools import product
 from .cards import MAX_SEARCH_CARDS, preset_for, round_up, valid_counts
 from .context import Context
 from .errors import Problem, SpecError
-from .memory import GIB, estimate
+from .memory import GIB, MemoryJob, estimate
 from .parallel import Parallel
 from .plan import HEADROOM, Layout, Rejected, deepspeed_words
 from .recipe import batch_target
@@ -385,8 +385,9 @@ def _global_batch(ctx: Context, mbs: int, dp: int, pp: int, cards: int) -> tuple
 def _layout(ctx: Context, shape: Parallel, source: str) -> Layout:
     """`shape` with its memory estimate, as the plan states it."""
     rank = ctx.adapter.rank if ctx.adapter else 0
-    memory = estimate(ctx.model, ctx.spec.method, ctx.fw.memory, shape, ctx.spec.seq_len, rank,
-                      ctx.fw.overhead_gb, ctx.spec.quantization_bit, ctx.activations, ctx.fw.kbit_fp32)
+    job = MemoryJob(ctx.model, ctx.spec.method, ctx.fw.memory, ctx.spec.seq_len, rank, ctx.fw.overhead_gb,
+                    ctx.spec.quantization_bit, ctx.activations, ctx.fw.kbit_fp32)
+    memory = estimate(job, shape)
     return Layout(**{f.name: getattr(shape, f.name) for f in fields(Parallel)}, framework=ctx.fw.name, memory=memory,
                   usable_gb=ctx.hw.usable_gb, deepspeed=ctx.fw.deepspeed, source=source)
 
