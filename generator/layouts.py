@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import fields, replace
+from enum import Enum
 from itertools import product
 
 from .cards import MAX_SEARCH_CARDS, preset_for, round_up, valid_counts
@@ -29,6 +30,14 @@ MAX_RAISE = 4  # the memory model may raise the table's card count up to this fa
 # 1F1B pipeline bubble = (PP - 1) / micro batches per step (Narayanan et al. 2021, "Efficient Large-Scale Language
 # Model Training on GPU Clusters", section 2.2.1). The search rejects layouts that idle more than this share.
 MAX_BUBBLE = 0.25
+
+
+class Cause(Enum):
+    """Why a structure's settings did not fit; the rejection shows the last message, but a memory message never
+    replaces a batch one (the batch is the cause to fix first)."""
+
+    BATCH = "batch"
+    MEMORY = "memory"
 
 
 class NoFit(SpecError):
@@ -269,12 +278,12 @@ def candidates(ctx: Context, cards: int) -> tuple[list[Layout], Layout | None, l
             continue
         dp = cards // (tp * pp * cp)
         best_here: Layout | None = None
-        reason = None
+        reason: tuple[Cause, str] | None = None  # the last setting's, except that memory never hides a batch cause
         for rc_rank, recompute in enumerate(recomputes):
             for mbs in mbs_options:
                 gbs, why = _global_batch(ctx, mbs, dp, pp, cards)
                 if why:
-                    reason = why
+                    reason = Cause.BATCH, why
                     continue
                 shape = Parallel(cards=cards, cards_per_node=ctx.hw.cards_per_node, tp=tp, pp=pp, cp=cp, ep=ep,
                                  micro_batch_size=mbs, global_batch_size=gbs, recompute=recompute,
@@ -291,12 +300,12 @@ def candidates(ctx: Context, cards: int) -> tuple[list[Layout], Layout | None, l
                     key = (tp, pp, cp, ep, offload, rc_rank, order, -mbs)
                     fitting.append((key, layout))
                     best_here = best_here or layout
-                elif reason is None or "memory" in reason:
-                    reason = (f"memory: {layout.memory.total:.1f} GiB per card > {layout.budget_gb:.1f} GiB budget "
-                              f"(usable {layout.usable_gb:g} less {HEADROOM:.0%}; tried up to recompute={recompute}, "
-                              f"mbs={mbs})")
+                elif reason is None or reason[0] is Cause.MEMORY:
+                    reason = Cause.MEMORY, (f"memory: {layout.memory.total:.1f} GiB per card > "
+                                            f"{layout.budget_gb:.1f} GiB budget (usable {layout.usable_gb:g} less "
+                                            f"{HEADROOM:.0%}; tried up to recompute={recompute}, mbs={mbs})")
         if best_here is None:
-            rejected.append(Rejected(ctx.fw.name, label, reason or "no setting fits"))
+            rejected.append(Rejected(ctx.fw.name, label, reason[1] if reason else "no setting fits"))
     # Fastest first by the framework's rate model (the step model's time per sample at these cards); ties (the MFU
     # model, a measured rate) by less communication: smaller TP, PP, CP, EP, then less recompute, larger micro batch.
     ranked = sorted(fitting, key=lambda item: (-round(rate(ctx, item[1]).tokens_per_card_s, 6), item[0]))
