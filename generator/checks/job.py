@@ -52,8 +52,10 @@ class Job:
 
     def layout_value(self, framework: str, key: str) -> int | None:
         """An integer of the framework's layout on plan.json (cards, nodes, global_batch_size), None if absent."""
+        if self.plan is None:
+            return None
         try:
-            return int(self.plan["frameworks"][framework][key])  # type: ignore[index]
+            return int(self.plan["frameworks"][framework][key])
         except (KeyError, TypeError, ValueError):
             return None
 
