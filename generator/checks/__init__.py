@@ -1,4 +1,6 @@
-"""Each framework's own rules, as upstream enforces them, applied to generated files (and by the tests)."""
+"""What validate's checks share, whichever framework wrote the file: the job folder as a check sees it (job.py), shell
+scripts (shell.py), commands.txt's node ranks (commands.py), and a framework's own code run in a child interpreter
+(below). Each framework's own rules, as upstream enforces them, live in its plugin (generator/frameworks/<name>/)."""
 
 from __future__ import annotations
 
