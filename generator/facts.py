@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from enum import StrEnum
+from typing import Any, cast
 
 from .errors import TableError
 
@@ -131,11 +132,11 @@ class Column:
         kinds = TYPES[self.type]
         if isinstance(value, bool) and bool not in kinds or not isinstance(value, kinds):
             raise TableError(f"{where}: {self.name} {value!r} is not of type {self.type}")
-        for item in value if self.type == "list" else ():
-            if self.items and (isinstance(item, bool) and self.items != "bool" or
-                               not isinstance(item, TYPES[self.items])):
+        elements: list[Any] = list(cast(list, value)) if self.type == "list" else [value]
+        for item in elements if self.type == "list" and self.items else []:
+            if isinstance(item, bool) and self.items != "bool" or not isinstance(item, TYPES[str(self.items)]):
                 raise TableError(f"{where}: {self.name} item {item!r} is not of type {self.items}")
-        for item in value if self.type == "list" else (value,):
+        for item in elements:
             if self.values is not None:
                 check_choice(where, self.name, item, self.values)
             if self.min is not None and item < self.min or self.max is not None and item > self.max or \

@@ -16,8 +16,18 @@ from pathlib import Path
 import yaml
 
 from .errors import SpecError, TableError, show
-from .facts import (Accelerator, Column, EpDimension, MemoryScheme, Support, ThroughputModel, check_choice,
-                    check_share, parse_columns, typed)
+from .facts import (
+    Accelerator,
+    Column,
+    EpDimension,
+    MemoryScheme,
+    Support,
+    ThroughputModel,
+    check_choice,
+    check_share,
+    parse_columns,
+    typed,
+)
 from .resources import DATA_DIR
 
 METHODS = ("full", "lora", "qlora", "pretrain")
@@ -490,7 +500,7 @@ def _has_activations(activations: dict, decoder: str) -> bool:
         and {"bf16", "fp32"} <= set(sets.get("logit_bytes") or {})
 
 
-def _check_registry(tables: "Tables") -> None:
+def _check_registry(tables: Tables) -> None:
     """What a renderer or the resolver would otherwise find missing at render time: every model a framework
     supports (its own rows, or a min_cards.csv row) has the facts that framework needs about it, every min_cards
     row names a known model and framework, and every hardware row has what its frameworks' time model reads."""

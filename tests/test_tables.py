@@ -97,16 +97,16 @@ def test_framework_support():
 REGISTRY_EDITS = [
     ("min_cards.csv", "mixtral-8x7b,full,4096/8192,mindspeed-llm,16,-,medium\n",
      "mixtral-8x7b,full,4096/8192,mindspeed-llm,16,-,medium\nmixtral-8x7b,full,4096/8192,llama-factory,16,-,low\n",
-     "frameworks.yaml llama-factory: mixtral-8x7b is supported (a min_cards.csv row or its own row) but its row "
-     "lacks template"),
-    ("hardware.yaml", "  - name: snt9b\n", "  - name: snt9c\n    label: a new NPU\n    cards_per_node: 8\n"
+     ("frameworks.yaml llama-factory: mixtral-8x7b is supported (a min_cards.csv row or its own row) but its row "
+     "lacks template")),
+    ("hardware.yaml", "  - name: snt9b\n", ("  - name: snt9c\n    label: a new NPU\n    cards_per_node: 8\n"
      "    parallel_unit: 1\n    memory_gb: 64.0\n    usable_gb: 58.0\n    peak_tflops_bf16: 300.0\n"
      "    accelerator: npu\n    frameworks: [mindspeed-llm]\n    quantization_bits: [4]\n    source: a test\n"
-     "  - name: snt9b\n",
-     "hardware.yaml snt9c: mindspeed-llm times jobs with the step model, which needs link_gb_s, scaleout_gb_s and "
-     "attention_efficiency"),
+     "  - name: snt9b\n"),
+     ("hardware.yaml snt9c: mindspeed-llm times jobs with the step model, which needs link_gb_s, scaleout_gb_s and "
+     "attention_efficiency")),
     ("models.yaml", "{name: qwen3-8b, hf_id: Qwen/Qwen3-8B, layers: 36, ", "{name: qwen3-8b, hf_id: Qwen/Qwen3-8B, ",
-     "models.yaml qwen3-8b: missing layers"),
+     "models.yaml qwen3-8b: layers is missing"),
     ("min_cards.csv", "mixtral-8x7b,full,4096/8192,mindspeed-llm,16,-,medium\n",
      "mixtral-8x8b,full,4096/8192,mindspeed-llm,16,-,medium\n",
      "min_cards.csv line 86: model 'mixtral-8x8b' has no row in models.yaml"),
