@@ -52,6 +52,14 @@ class EpDimension(StrEnum):
     CP = "cp"
 
 
+class Confidence(StrEnum):
+    """How sure min_cards.csv is of a row's column assignment (its header comment; plan citations show it)."""
+
+    HIGH = "high"
+    MEDIUM = "medium"
+    LOW = "low"
+
+
 # The vocabularies a `columns:` block may name in `values:` (a list there is a vocabulary of its own).
 VOCABULARIES: dict[str, type[StrEnum]] = {"accelerator": Accelerator, "memory_scheme": MemoryScheme}
 TYPES: dict[str, tuple[type, ...]] = {"str": (str,), "int": (int,), "float": (int, float), "bool": (bool,),

@@ -19,6 +19,7 @@ from .errors import SpecError, TableError, show
 from .facts import (
     Accelerator,
     Column,
+    Confidence,
     EpDimension,
     MemoryScheme,
     Support,
@@ -533,9 +534,6 @@ def _check_registry(tables: Tables) -> None:
             if missing:
                 raise TableError(f"frameworks.yaml {fw.name}: {model} is supported (a min_cards.csv row or its own "
                                  f"row) but its row lacks {', '.join(missing)}; add them, or a `refuse` reason")
-        if fw.throughput.get("model") == "mfu" and not set(METHODS) <= set(fw.throughput.get("mfu", {})):
-            raise TableError(f"frameworks.yaml {fw.name}: throughput.mfu needs a share for every method "
-                             f"({', '.join(METHODS)})")
     for hw in tables.hardware.values():
         for name in hw.frameworks:
             fw = tables.frameworks.get(name)
@@ -576,12 +574,25 @@ def _load_min_cards(path: Path) -> tuple[MinCardsRow, ...]:
         lines = [(n, line) for n, line in enumerate(handle, start=1) if not line.startswith("#")]
     reader = csv.DictReader(line for _, line in lines)
     for (number, _), rec in zip(lines[1:], reader):
-        cards = {hw: (None if rec[hw].strip() == "-" else int(rec[hw])) for hw in ("snt9b", "snt9b23")}
+        where = f"min_cards.csv line {number}"
+        cards = {hw: (None if rec[hw].strip() == "-" else _count(where, hw, rec[hw])) for hw in ("snt9b", "snt9b23")}
+        methods = tuple(rec["strategy"].split("/"))
+        for method in methods:
+            check_choice(where, "strategy", method, METHODS)
+        check_choice(where, "confidence", rec["confidence"], Confidence)
         rows.append(MinCardsRow(
-            model=rec["model"], methods=tuple(rec["strategy"].split("/")),
-            seq_lens=tuple(int(s) for s in rec["seq_len"].split("/")), framework=rec["framework"],
+            model=rec["model"], methods=methods,
+            seq_lens=tuple(_count(where, "seq_len", s) for s in rec["seq_len"].split("/")), framework=rec["framework"],
             cards=cards, confidence=rec["confidence"], line=number))
     return tuple(rows)
+
+
+def _count(where: str, key: str, cell: str | None) -> int:
+    """A card count or a sequence length: a positive integer."""
+    text = (cell or "").strip()
+    if not text.isdigit() or int(text) == 0:
+        raise TableError(f"{where}: {key} {cell!r} must be a positive integer" + (" or -" if key != "seq_len" else ""))
+    return int(text)
 
 
 def _load_names(name: str) -> tuple[str, ...]:
@@ -627,6 +638,34 @@ def _check_hardware(where: str, hw: Hardware) -> None:
         check_share(where, f"attention_efficiency[{length}]", share)
 
 
+# throughput.mfu's keys: one share per method, and `moe` for full training and pretraining of MoE models
+# (throughput.py picks it there)
+MFU_KEYS = (*METHODS, "moe")
+
+
+def _check_throughput(where: str, throughput) -> None:
+    """The time model's inputs (throughput.py): the step model's matmul efficiency, or an MFU per MFU_KEYS; each a
+    share of the peak, with its source."""
+    if not isinstance(throughput, dict):
+        raise TableError(f"{where}: throughput must be a mapping (model, source and its numbers)")
+    check_choice(where, "throughput.model", throughput.get("model"), ThroughputModel)
+    step = throughput["model"] == ThroughputModel.STEP
+    keys = ["model", "gemm_efficiency" if step else "mfu", "source"]
+    if set(throughput) != set(keys):
+        raise TableError(f"{where}: throughput model {throughput['model']} takes {', '.join(keys)}, not "
+                         f"{', '.join(throughput)}")
+    if not isinstance(throughput["source"], str) or not throughput["source"]:
+        raise TableError(f"{where}: throughput.source must name where its numbers come from")
+    if step:
+        check_share(where, "throughput.gemm_efficiency", throughput["gemm_efficiency"])
+        return
+    mfu = throughput["mfu"]
+    if not isinstance(mfu, dict) or set(mfu) != set(MFU_KEYS):
+        raise TableError(f"{where}: throughput.mfu needs a share for each of {', '.join(MFU_KEYS)}, and no other")
+    for key, share in mfu.items():
+        check_share(where, f"throughput.mfu.{key}", share)
+
+
 def _load_framework(r: dict) -> Framework:
     """One frameworks.yaml row: its closed vocabularies and numbers checked, its model rows typed by its
     model_columns (whose required columns are the facts every supported model's row must give)."""
@@ -644,12 +683,7 @@ def _load_framework(r: dict) -> Framework:
         check_choice(where, "methods", method, METHODS)
     for size in r.get("ep_divides", ()):
         check_choice(where, "ep_divides", size, EpDimension)
-    throughput = r.get("throughput") or {}
-    check_choice(where, "throughput.model", throughput.get("model"), ThroughputModel)
-    if throughput["model"] == ThroughputModel.STEP:
-        check_share(where, "throughput.gemm_efficiency", throughput.get("gemm_efficiency"))
-    for key, share in (throughput.get("mfu") or {}).items():
-        check_share(where, f"throughput.mfu.{key}", share)
+    _check_throughput(where, r.get("throughput"))
     if not isinstance(r.get("overhead_gb"), int | float) or r["overhead_gb"] < 0:
         raise TableError(f"{where}: overhead_gb {r.get('overhead_gb')!r} must be a number >= 0")
     for model, info in (r.get("models") or {}).items():

@@ -77,6 +77,34 @@ BAD_EDITS = {
     "mfu-share": (
         "frameworks.yaml", "mfu: {pretrain: 0.25,", "mfu: {pretrain: 25,",
         "frameworks.yaml llama-factory: throughput.mfu.pretrain 25 must be a number in (0, 1]"),
+    "mfu-keys": (
+        "frameworks.yaml", "qlora: 0.25, moe: 0.15}", "qlora: 0.25}",
+        ("frameworks.yaml llama-factory: throughput.mfu needs a share for each of full, lora, qlora, pretrain, moe, and "
+        "no other")),
+    "gemm-efficiency": (
+        "frameworks.yaml", ("throughput: {model: step, gemm_efficiency: 0.79,\n                 source: \"matmul "
+        "efficiency fitted"), ("throughput: {model: step, gemm_efficiency: 79,\n                 source: \"matmul "
+        "efficiency fitted"),
+        "frameworks.yaml mindspeed-llm: throughput.gemm_efficiency 79 must be a number in (0, 1]"),
+    "throughput-keys": (
+        "frameworks.yaml", ("throughput: {model: step, gemm_efficiency: 0.79,\n                 source: \"matmul "
+        "efficiency fitted"), ("throughput: {model: step, mfu: 0.79,\n                 source: \"matmul "
+        "efficiency fitted"),
+        ("frameworks.yaml mindspeed-llm: throughput model step takes model, gemm_efficiency, source, not model, mfu, "
+        "source")),
+    # min_cards.csv: counts, methods and confidence typed too (a bad cell was a ValueError traceback).
+    "min-cards-count": (
+        "min_cards.csv", "mixtral-8x7b,full,4096/8192,mindspeed-llm,16,-,medium\n",
+        "mixtral-8x7b,full,4096/8192,mindspeed-llm,16x,-,medium\n",
+        "min_cards.csv line 86: snt9b '16x' must be a positive integer or -"),
+    "min-cards-confidence": (
+        "min_cards.csv", "mixtral-8x7b,full,4096/8192,mindspeed-llm,16,-,medium\n",
+        "mixtral-8x7b,full,4096/8192,mindspeed-llm,16,-,likely\n",
+        "min_cards.csv line 86: confidence 'likely' is not one of high, medium, low"),
+    "min-cards-strategy": (
+        "min_cards.csv", "mixtral-8x7b,full,4096/8192,mindspeed-llm,16,-,medium\n",
+        "mixtral-8x7b,sft,4096/8192,mindspeed-llm,16,-,medium\n",
+        "min_cards.csv line 86: strategy 'sft' is not one of full, lora, qlora, pretrain"),
     # The columns: blocks of models.yaml and hardware.yaml: declared keys, declared types, declared ranges.
     "model-undeclared-key": (
         "models.yaml", "{name: qwen3-8b, hf_id: Qwen/Qwen3-8B, layers: 36,",
@@ -150,13 +178,6 @@ def test_the_unedited_copy_plans(data):
 def test_every_memory_scheme_has_a_state_floor():
     # STATE_BYTES (layouts.py) must know every scheme the loader admits, for full and for adapter training.
     assert set(STATE_BYTES) == {(scheme.value, adapters) for scheme in MemoryScheme for adapters in (False, True)}
-
-
-@pytest.mark.parametrize("hw", TABLES.hardware.values(), ids=lambda h: h.name)
-def test_hardware_row_invariants(hw):
-    assert 0 < hw.usable_gb <= hw.memory_gb and hw.cards_per_node % hw.parallel_unit == 0
-    assert set(hw.frameworks) <= set(TABLES.frameworks)
-    assert (hw.link_gb_s is None) == (hw.scaleout_gb_s is None) == (hw.attention_efficiency is None)
 
 
 FRAMEWORK_MODELS = [(fw, model) for fw in TABLES.frameworks.values() for model in TABLES.models
