@@ -64,8 +64,8 @@ class Confidence(StrEnum):
 VOCABULARIES: dict[str, type[StrEnum]] = {"accelerator": Accelerator, "memory_scheme": MemoryScheme}
 TYPES: dict[str, tuple[type, ...]] = {"str": (str,), "int": (int,), "float": (int, float), "bool": (bool,),
                                       "list": (list, tuple), "dict": (dict,)}
-SPEC_KEYS = {"type", "default", "meaning", "required", "values", "items", "min", "above", "max", "required_when",
-             "required_unless"}
+SPEC_KEYS = {"type", "default", "meaning", "required", "values", "facts", "items", "min", "above", "max",
+             "required_when", "required_unless"}
 
 
 def allowed(values) -> str:
@@ -88,7 +88,8 @@ def check_share(where: str, key: str, value) -> None:
 @dataclass(frozen=True)
 class Column:
     """One declared column: its type, default and meaning, and optionally a closed set of values (a list, a mapping
-    value -> the facts the code reads for it, or the name of a vocabulary above), the type of a list's items, a
+    value -> the facts the code reads for it, each giving the keys named in `facts`, or the name of a vocabulary
+    above), the type of a list's items, a
     range (min and max inclusive, above exclusive), and when a row must give it."""
 
     name: str
@@ -107,18 +108,24 @@ class Column:
     @classmethod
     def parse(cls, where: str, name: str, spec) -> Column:
         if not isinstance(spec, dict) or spec.get("type") not in TYPES:
-            raise TableError(f"{where} columns.{name}: needs a type, one of {allowed(TYPES)}")
+            raise TableError(f"{where}.{name}: needs a type, one of {allowed(TYPES)}")
         unknown = sorted(set(spec) - SPEC_KEYS)
         if unknown:
-            raise TableError(f"{where} columns.{name}: unknown field(s) {', '.join(unknown)} "
+            raise TableError(f"{where}.{name}: unknown field(s) {', '.join(unknown)} "
                              f"(allowed: {allowed(sorted(SPEC_KEYS))})")
         values = spec.get("values")
         if isinstance(values, str):
             if values not in VOCABULARIES:
-                raise TableError(f"{where} columns.{name}: values {values!r} is not one of {allowed(VOCABULARIES)}")
+                raise TableError(f"{where}.{name}: values {values!r} is not one of {allowed(VOCABULARIES)}")
             values = tuple(VOCABULARIES[values])
         elif isinstance(values, list):
             values = tuple(values)
+        facts = spec.get("facts") or []
+        for value, given in (values.items() if isinstance(values, dict) else ()):
+            missing = [key for key in facts if key not in (given or {})]
+            if missing:
+                raise TableError(f"{where}.{name}: value {value!r} lacks {', '.join(missing)} (every value "
+                                 f"gives {', '.join(facts)})")
         # No `default:` key at all means the row must give the column (hardware.yaml's required columns).
         required = spec.get("required", "default" not in spec)
         return cls(name=name, type=spec["type"], default=spec.get("default"), required=required, values=values,
@@ -156,7 +163,7 @@ class Column:
 
 def parse_columns(where: str, block) -> dict[str, Column]:
     if not isinstance(block, dict) or not block:
-        raise TableError(f"{where}: needs a `columns:` block (name -> type, default, meaning)")
+        raise TableError(f"{where}: missing or empty (each column: type, default, meaning)")
     return {name: Column.parse(where, name, spec) for name, spec in block.items()}
 
 

@@ -698,7 +698,7 @@ def _load_framework(r: dict) -> Framework:
 @lru_cache(maxsize=1)
 def load_tables() -> Tables:
     models_doc = _load_yaml("models.yaml")
-    model_columns = parse_columns("models.yaml", models_doc.get("columns"))
+    model_columns = parse_columns("models.yaml columns", models_doc.get("columns"))
     models = {}
     for row in models_doc["models"]:
         where = f"models.yaml {row.get('name')}"
@@ -716,7 +716,7 @@ def load_tables() -> Tables:
             aliases[base.lower()] = model.name
             base_ids[base.lower()] = base
     hardware_doc = _load_yaml("hardware.yaml")
-    hardware_columns = parse_columns("hardware.yaml", hardware_doc.get("columns"))
+    hardware_columns = parse_columns("hardware.yaml columns", hardware_doc.get("columns"))
     hardware = {}
     for r in hardware_doc["hardware"]:
         where = f"hardware.yaml {r.get('name')}"

@@ -77,6 +77,17 @@ BAD_EDITS = {
     "mfu-share": (
         "frameworks.yaml", "mfu: {pretrain: 0.25,", "mfu: {pretrain: 25,",
         "frameworks.yaml llama-factory: throughput.mfu.pretrain 25 must be a number in (0, 1]"),
+    "family-facts": (
+        "frameworks.yaml", "converter: research/qwen2_5/alpaca_converter.py,", "",
+        ("frameworks.yaml mindformers model_columns.family: value 'qwen2_5' lacks converter (every value gives "
+        "input_columns, converter, tokenizer)")),
+    "layout-facts": (
+        "frameworks.yaml", "research: {lora_targets:", "research: {targets:",
+        ("frameworks.yaml mindformers model_columns.layout: value 'research' lacks lora_targets (every value gives "
+        "lora_targets)")),
+    "column-type": (
+        "models.yaml", "  layers:          {type: int,", "  layers:          {type: integer,",
+        "models.yaml columns.layers: needs a type, one of str, int, float, bool, list, dict"),
     "mfu-keys": (
         "frameworks.yaml", "qlora: 0.25, moe: 0.15}", "qlora: 0.25}",
         ("frameworks.yaml llama-factory: throughput.mfu needs a share for each of full, lora, qlora, pretrain, moe, and "
@@ -182,6 +193,17 @@ def test_every_memory_scheme_has_a_state_floor():
 
 FRAMEWORK_MODELS = [(fw, model) for fw in TABLES.frameworks.values() for model in TABLES.models
                     if TABLES.supports(fw.name, model) and not fw.refusal(model)]
+
+
+def test_every_layout_targets_what_a_spec_may_ask():
+    # The spec's adapter targets (the schema's enum) are the keys of each MindFormers layout's lora_targets.
+    import json
+
+    from generator.resources import resource_dir
+    schema = json.loads((resource_dir("schemas") / "job.schema.json").read_text(encoding="utf-8"))
+    targets = set(schema["properties"]["lora"]["properties"]["targets"]["enum"])
+    for layout in TABLES.frameworks["mindformers"].model_columns["layout"].values or ():
+        assert set(TABLES.frameworks["mindformers"].value_facts("layout", layout)["lora_targets"]) == targets
 
 
 @pytest.mark.parametrize("fw,model", FRAMEWORK_MODELS, ids=lambda v: v if isinstance(v, str) else v.name)

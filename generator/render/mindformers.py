@@ -15,13 +15,6 @@ NAME = "mindformers"
 # Mcore data columns (configs/qwen3/*.yaml); the research families' own (input_columns, conversion scripts) are
 # data: frameworks.yaml mindformers model_columns.family, checked when the tables load.
 MCORE_COLUMNS = ["input_ids", "labels", "loss_mask", "position_ids"]
-# The plan's LoRA targets as pet_config target_modules, per layout: Mcore linear names (configs/qwen3/README.md);
-# the legacy research LlamaForCausalLM's (qkv_concat and ffn_concat default False: llama_transformer.py l. 233-303,
-# llama_layer.py l. 350-388 of the 2.1.0 wheel).
-LORA_TARGETS = {
-    "mcore": {"all": ".*linear_qkv|.*linear_proj|.*linear_fc1|.*linear_fc2", "attention": ".*linear_qkv|.*linear_proj"},
-    "research": {"all": ".*wq|.*wk|.*wv|.*wo|.*w1|.*w2|.*w3", "attention": ".*wq|.*wk|.*wv|.*wo"},
-}
 # The plan's schedule as MindFormers lr_schedule types (core/lr/lr_schedule.py).
 LR_SCHEDULE = {"cosine": "CosineWithWarmUpLR", "linear": "LinearWithWarmUpLR", "constant": "ConstantWarmUpLR"}
 PRETRAIN_SAMPLES_PLACEHOLDER = 8000  # upstream pretrain_qwen3_32b_4k.yaml's `sizes`, when the spec has no data size
@@ -35,6 +28,11 @@ JOIN = "True"
 def family_facts(family: str) -> dict:
     """A research family's input columns, alpaca converter and tokenizer files (frameworks.yaml)."""
     return load_tables().frameworks[NAME].value_facts("family", family)
+
+
+def layout_facts(layout: str) -> dict:
+    """A layout's LoRA target_modules per adapter target (frameworks.yaml)."""
+    return load_tables().frameworks[NAME].value_facts("layout", layout)
 
 
 def run_mode(fp: FrameworkPlan) -> str:
@@ -202,7 +200,7 @@ def yaml_context(plan: Plan, fp: FrameworkPlan) -> dict:
         "untie": not plan.shape.tied,
         "lora": None if plan.train.adapter is None else {
             "rank": plan.train.adapter.rank, "alpha": plan.train.adapter.alpha, "dropout": plan.train.adapter.dropout,
-            "target_modules": LORA_TARGETS[info["layout"]][plan.train.adapter.targets]},
+            "target_modules": layout_facts(info["layout"])["lora_targets"][plan.train.adapter.targets]},
         # Pretraining writes the expert shape (upstream's qwen3_moe keys, the checkpoint's values). The router is
         # always the checkpoint's: every job loads the HF weights, and the YAML overrides config.json
         # (models/build_config.py l. 125-136 of the 2.1.0 wheel), so upstream's from-scratch norm_topk_prob False,
