@@ -61,7 +61,7 @@ class Confidence(StrEnum):
 
 
 # The vocabularies a `columns:` block may name in `values:` (a list there is a vocabulary of its own).
-VOCABULARIES: dict[str, type[StrEnum]] = {"accelerator": Accelerator, "memory_scheme": MemoryScheme}
+VOCABULARIES: dict[str, type[StrEnum]] = {"accelerator": Accelerator}
 TYPES: dict[str, tuple[type, ...]] = {"str": (str,), "int": (int,), "float": (int, float), "bool": (bool,),
                                       "list": (list, tuple), "dict": (dict,)}
 SPEC_KEYS = {"type", "default", "meaning", "required", "values", "facts", "items", "min", "above", "max",
@@ -89,8 +89,8 @@ def check_share(where: str, key: str, value) -> None:
 class Column:
     """One declared column: its type, default and meaning, and optionally a closed set of values (a list, a mapping
     value -> the facts the code reads for it, each giving the keys named in `facts`, or the name of a vocabulary
-    above), the type of a list's items, a
-    range (min and max inclusive, above exclusive), and when a row must give it."""
+    above), the type of a list's items, a range (min and max inclusive, above exclusive; numbers only), and when a
+    row must give it."""
 
     name: str
     type: str
@@ -113,6 +113,11 @@ class Column:
         if unknown:
             raise TableError(f"{where}.{name}: unknown field(s) {', '.join(unknown)} "
                              f"(allowed: {allowed(sorted(SPEC_KEYS))})")
+        if spec.get("items", "str") not in TYPES:
+            raise TableError(f"{where}.{name}: items must be one of {allowed(TYPES)}")
+        numeric = "int" in (spec["type"], spec.get("items")) or "float" in (spec["type"], spec.get("items"))
+        if not numeric and {"min", "above", "max"} & set(spec):
+            raise TableError(f"{where}.{name}: a range (min, above, max) needs a number type")
         values = spec.get("values")
         if isinstance(values, str):
             if values not in VOCABULARIES:

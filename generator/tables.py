@@ -41,6 +41,8 @@ def trains_adapters(method: str) -> bool:
 
 @dataclass(frozen=True)
 class Model:
+    """One models.yaml row; its types, ranges and defaults are the file's `columns:` block."""
+
     name: str
     hf_id: str
     source: str
@@ -51,21 +53,21 @@ class Model:
     kv_heads: int
     vocab: int
     max_positions: int
-    head_dim: int | None = None
-    tied: bool = False
-    qk_norm: bool = False
-    qkv_bias: bool = False
-    rope_base: float = 1.0e6
-    norm_eps: float = 1.0e-6
-    experts: int = 0
-    topk: int = 0
-    moe_ffn: int = 0
-    shared_experts: int = 0
-    first_dense: int = 0
-    params_b: float | None = None
-    vision_params_b: float = 0.0
-    gated_mlp: bool = True
-    mtp_layers: int = 0  # multi-token-prediction layers after the last decoder layer (num_nextn_predict_layers)
+    head_dim: int | None
+    tied: bool
+    qk_norm: bool
+    qkv_bias: bool
+    rope_base: float
+    norm_eps: float
+    experts: int
+    topk: int
+    moe_ffn: int
+    shared_experts: int
+    first_dense: int
+    params_b: float | None
+    vision_params_b: float
+    gated_mlp: bool
+    mtp_layers: int  # multi-token-prediction layers after the last decoder layer (num_nextn_predict_layers)
 
     @property
     def kv_channels(self) -> int:
@@ -196,6 +198,8 @@ class Model:
 
 @dataclass(frozen=True)
 class Hardware:
+    """One hardware.yaml row; its types, ranges and defaults are the file's `columns:` block."""
+
     name: str
     label: str
     cards_per_node: int
@@ -208,10 +212,10 @@ class Hardware:
     quantization_bits: tuple[int, ...]
     source: str
     # Step-model inputs (generator/throughput.py); None on hardware planned with an MFU instead (GPUs).
-    link_gb_s: float | None = None  # rate of a ring collective inside a node, per card
-    scaleout_gb_s: float | None = None  # per card, between nodes
-    attention_efficiency: dict | None = None  # fused attention forward: sequence length -> share of peak
-    aliases: tuple[dict, ...] = ()  # {name, source}: other names a spec may give for this row
+    link_gb_s: float | None  # rate of a ring collective inside a node, per card
+    scaleout_gb_s: float | None  # per card, between nodes
+    attention_efficiency: dict | None  # fused attention forward: sequence length -> share of peak
+    aliases: tuple[dict, ...]  # {name, source}: other names a spec may give for this row
 
 
 def hardware_key(name: str) -> str:

@@ -217,3 +217,11 @@ def test_every_supported_model_has_the_facts_its_renderer_reads(fw, model):
         assert set(fw.value_facts("family", info["family"])) == {"input_columns", "converter", "tokenizer"}
     if fw.activations is not None:
         assert info["decoder"] in fw.activations
+
+
+@pytest.mark.parametrize("fw", TABLES.frameworks.values(), ids=lambda f: f.name)
+def test_framework_row_invariants(fw):
+    from generator.dataset import OPTIONAL_COLUMNS
+    assert fw.methods and fw.dataset_formats and set(fw.dataset_formats) <= set(OPTIONAL_COLUMNS)
+    assert fw.overhead_gb >= 0 and fw.label
+    assert (fw.activations is not None) == fw.deepspeed  # the deepspeed scheme counts measured activations
