@@ -474,7 +474,7 @@ class Tables:
         if model in fw.models:
             return True
         # A row with '-' cells still names the model: '-' gives no count, it does not refuse (min_cards_notes.md).
-        return fw.support == "table" and any(r.model == model and r.framework == framework for r in self.min_cards)
+        return fw.support == Support.TABLE and any(r.model == model and r.framework == framework for r in self.min_cards)
 
     def rows_for(self, model: str, framework: str) -> list[MinCardsRow]:
         return [r for r in self.min_cards if r.model == model and r.framework == framework]
@@ -544,7 +544,7 @@ def _check_registry(tables: Tables) -> None:
             if fw is None:
                 raise TableError(f"hardware.yaml {hw.name}: unknown framework {name!r}")
             step_inputs = (hw.link_gb_s, hw.scaleout_gb_s, hw.attention_efficiency)
-            if fw.throughput.get("model") == "step" and None in step_inputs:
+            if fw.throughput["model"] == ThroughputModel.STEP and None in step_inputs:
                 raise TableError(f"hardware.yaml {hw.name}: {name} times jobs with the step model, which needs "
                                  f"link_gb_s, scaleout_gb_s and attention_efficiency")
 

@@ -225,3 +225,10 @@ def test_framework_row_invariants(fw):
     assert fw.methods and fw.dataset_formats and set(fw.dataset_formats) <= set(OPTIONAL_COLUMNS)
     assert fw.overhead_gb >= 0 and fw.label
     assert (fw.activations is not None) == fw.deepspeed  # the deepspeed scheme counts measured activations
+
+
+def test_every_accelerator_has_its_device_variable():
+    # The hardware rows' accelerator vocabulary (facts.Accelerator) is what the launch scripts know how to restrict.
+    from generator.facts import Accelerator
+    from generator.render.common import DEVICE_ENV, DEVICE_RULE
+    assert set(DEVICE_ENV) == set(DEVICE_RULE) == set(Accelerator)
