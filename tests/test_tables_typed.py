@@ -138,6 +138,13 @@ BAD_EDITS = {
         "models.yaml", "heads: 32, kv_heads: 8, head_dim: 128, vocab: 151936, max_positions: 40960, qk_norm: true,",
         "heads: 32, kv_heads: 12, head_dim: 128, vocab: 151936, max_positions: 40960, qk_norm: true,",
         "models.yaml qwen3-8b: heads 32 must be a multiple of kv_heads 12"),
+    "model-moe-topk": (
+        "models.yaml", "     experts: 128, topk: 8, moe_ffn: 768,", "     experts: 128, topk: 129, moe_ffn: 768,",
+        "models.yaml qwen3_moe-30b_a3b: a MoE row (experts 128) needs 0 < topk <= experts and moe_ffn > 0"),
+    "model-head-dim": (
+        "models.yaml", "ffn: 18944, heads: 28, kv_heads: 4, vocab: 152064", ("ffn: 18944, heads: 27, kv_heads: 3, "
+        "vocab: 152064"),
+        "models.yaml qwen2-7b: hidden 3584 must be a multiple of heads 27, or give head_dim"),
     "hardware-type": (
         "hardware.yaml", "    cards_per_node: 8\n", "    cards_per_node: \"8\"\n",
         "hardware.yaml snt9b: cards_per_node '8' is not of type int"),
