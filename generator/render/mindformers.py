@@ -23,7 +23,6 @@ LORA_TARGETS = {
 }
 # The plan's schedule as MindFormers lr_schedule types (core/lr/lr_schedule.py).
 LR_SCHEDULE = {"cosine": "CosineWithWarmUpLR", "linear": "LinearWithWarmUpLR", "constant": "ConstantWarmUpLR"}
-PRETRAIN_SAMPLES_PLACEHOLDER = 8000  # upstream pretrain_qwen3_32b_4k.yaml's `sizes`, when the spec has no data size
 CLUSTER_TIME_OUT = 7200  # seconds msrun waits for every node (upstream's value)
 # msrun waits for its workers and fails when one does only with --join True (MindSpore parallel/cluster/
 # process_entity/_api.py l. 272-276); with False it returns once they are spawned, and launch.sh could not tell a
@@ -208,9 +207,15 @@ def yaml_context(plan: Plan, fp: FrameworkPlan) -> dict:
         "moe_balancing": "gbs_aux_loss" if plan.method == "pretrain" else "seq_aux_loss",
         "moe_aux_loss_coeff": info.get("moe_aux_loss_coeff", 0.001),  # Qwen3-MoE's upstream configs: 0.001
         "print_separate_loss": plan.shape.is_moe, "topk_bias_callback": info.get("topk_bias_callback", False),
-        "train_samples": PRETRAIN_SAMPLES_PLACEHOLDER if t.steps is None else t.steps * t.global_batch_size,
+        "train_samples": pretrain_samples(plan) if plan.method == "pretrain" else None,
         "train_samples_placeholder": t.steps is None,
     }
+
+
+def pretrain_samples(plan: Plan) -> int:
+    """Pretraining's dataset `sizes`: one pass is the plan's steps; without them, the resolver's placeholder."""
+    t = plan.train
+    return t.placeholders["placeholder_samples"] if t.steps is None else t.steps * t.global_batch_size
 
 
 def log_dir(plan: Plan) -> str:

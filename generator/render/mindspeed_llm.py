@@ -12,7 +12,6 @@ import jinja2
 
 from ..flags import Flags, typed
 from ..plan import FrameworkPlan, Plan
-from ..recipe import PLACEHOLDER_STEPS
 from .common import command_lines, commands_txt, launch_context
 
 NAME = "mindspeed-llm"
@@ -25,7 +24,9 @@ HANDLER = {"alpaca": "AlpacaStyleInstructionHandler", "sharegpt": "SharegptStyle
 
 
 def train_iters(plan: Plan) -> int:
-    return plan.train.steps or PLACEHOLDER_STEPS
+    """The plan's steps, or when it has none the placeholder the resolver gave MindSpeed-LLM (plan.json says so)."""
+    t = plan.train
+    return t.steps if t.steps is not None else t.placeholders["placeholder_steps"]
 
 
 def checkpoint_dirs(plan: Plan) -> tuple[str, str]:

@@ -1,0 +1,61 @@
+"""Issue 24: every value a framework file holds is decided in the resolver and stated on the plan, placeholders
+included; the plan and the renderers read the recipe's types, never the resolver's logic."""
+
+from __future__ import annotations
+
+import ast
+import json
+import shlex
+from pathlib import Path
+
+import yaml
+from helpers import render_job
+
+from generator.render.core import plan_json
+from generator.tables import load_tables
+
+T = load_tables()
+ROOT = Path(__file__).resolve().parent.parent
+# No data size and no train.steps: the run's length is unknown, and both Megatron-based frameworks must write one.
+NO_SIZE = {"model": "qwen3-8b", "method": "pretrain", "seq_len": 4096, "hardware": "snt9b", "cards": 16,
+           "frameworks": ["mindformers", "mindspeed-llm"]}
+
+
+def test_each_placeholder_is_on_the_plan_with_its_source_and_the_file_writes_that_value():
+    plan, files = render_job(T, **NO_SIZE)
+    train = json.loads(plan_json(plan))["train"]
+    assert train["steps"] is None
+    megatron, mindformers = train["by_framework"]["mindspeed-llm"], train["by_framework"]["mindformers"]
+    words = shlex.split(files["mindspeed-llm/launch.sh"].split("--train-iters", 1)[1].split("\n", 1)[0])
+    assert int(words[0]) == megatron["placeholder_steps"]
+    assert megatron["origin"]["placeholder_steps"].startswith("placeholder: ")
+    assert "--train-iters 2000" in megatron["origin"]["placeholder_steps"]  # upstream's value, named with its file
+    sizes = yaml.safe_load(files["mindformers/train.yaml"])["train_dataset"]["data_loader"]["sizes"]
+    assert sizes[0] == mindformers["placeholder_samples"]
+    assert "pretrain_qwen3_32b_4k.yaml" in mindformers["origin"]["placeholder_samples"]
+    rows = [line for line in files["PLAN.md"].splitlines() if "(placeholder)" in line]
+    assert len(rows) == 2 and "mindspeed-llm" in rows[0] and "mindformers" in rows[1], rows
+
+
+def test_a_run_of_known_length_has_no_placeholder():
+    plan, _ = render_job(T, **NO_SIZE, train={"steps": 300})
+    text = plan_json(plan)
+    assert "placeholder_steps" not in text and "placeholder_samples" not in text
+
+
+def _imports(path: Path) -> set[str]:
+    names = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.ImportFrom):
+            names.add(("." * node.level) + (node.module or ""))
+        elif isinstance(node, ast.Import):
+            names.update(alias.name for alias in node.names)
+    return names
+
+
+def test_the_plan_and_the_renderers_do_not_import_the_resolvers_recipe_logic():
+    readers = [ROOT / "generator" / "plan.py", *sorted((ROOT / "generator" / "render").rglob("*.py")),
+               *sorted((ROOT / "generator" / "frameworks").rglob("render*.py"))]
+    for path in readers:
+        wrong = {name for name in _imports(path) if name.rsplit(".", 1)[-1] == "recipe"}
+        assert not wrong, f"{path.relative_to(ROOT)} imports {wrong}"
