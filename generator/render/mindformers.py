@@ -243,7 +243,7 @@ def render(plan: Plan, env: jinja2.Environment) -> dict[str, str]:
         device_num_per_node=lay.cards_per_node if lay.cards_per_node != 8 else None,
         single_card=lay.cards == 1, task_args=task_args(plan, fp), worker_num=lay.cards, cards=lay.cards,
         local_worker=lay.local_cards, log_dir=log_dir(plan), log_folders=parents(log_dir(plan)), cluster_time_out=CLUSTER_TIME_OUT, join=JOIN,
-        stop_step=length(plan, fp).stop_step, output_dir=plan.output_dir(NAME),
+        stop_step=length(plan, fp).stop_step,
         checkpoint_dir=f"{plan.output_dir(NAME)}/checkpoint", finished_marker=f"{plan.output_dir(NAME)}/FINISHED",
         resume=plan.train.resume)
     files = {"mindformers/train.yaml": yaml_text, "mindformers/launch.sh": launch,
