@@ -205,7 +205,8 @@ def mindformers_run_config(words: list[str]) -> dict:
     import yaml
 
     words = words[words.index("run_mindformer.py") + 1:] if "run_mindformer.py" in words else list(words)
-    doc = yaml.safe_load(open(words[words.index("--config") + 1], encoding="utf-8"))
+    with open(words[words.index("--config") + 1], encoding="utf-8") as config:
+        doc = yaml.safe_load(config)
     rest, i = [], 0
     while i < len(words):
         if words[i] in RUN_MINDFORMER_OPTIONS:

@@ -4,8 +4,8 @@ included; the plan and the renderers read the recipe's types, never the resolver
 from __future__ import annotations
 
 import ast
-import re
 import json
+import re
 import shlex
 from pathlib import Path
 
@@ -86,3 +86,30 @@ def test_no_launch_script_rewrites_a_config():
         assert not re.search(r"\bsed\b", code), name
         assert "safe_dump" not in code and "yaml.dump" not in code and "tempfile" not in code, name
     assert any("--callbacks" in text for text in scripts.values())  # the relaunch that stops early is among them
+
+
+def test_the_launch_command_is_built_in_one_place():
+    # launch.sh's usage line, its argument count, commands.txt and PLAN.md's launch commands were each written out
+    # in a template or module of their own; now generator/render/common.py builds the command and the rest place it.
+    builder = ROOT / "generator" / "render" / "common.py"
+    sources = [*sorted((ROOT / "templates").rglob("*.j2")), *sorted((ROOT / "generator").rglob("*.py"))]
+    for path in sources:
+        # a module's docstring may name the usage; a template's text is what the files say
+        pattern = r"bash [^\s`'\"]*launch\.sh" + (r"|launch\.sh NODE_RANK" if path.suffix == ".j2" else "")
+        found = re.findall(pattern, path.read_text()) if path != builder else []
+        assert not found, f"{path.relative_to(ROOT)} writes the launch command itself: {found}"
+
+
+def test_every_launch_command_shown_is_the_one_launch_sh_takes():
+    # Without cluster.master_addr launch.sh takes node 0's address as its second argument: PLAN.md's commands said
+    # `bash mindformers/launch.sh N` without it, where commands.txt had it.
+    for cluster, address in (({}, ' "$MASTER_ADDR"'), ({"master_addr": "10.0.0.1"}, "")):
+        _, files = render_job(T, model="qwen3-8b", method="full", cards=16, cluster=cluster,
+                              frameworks=["mindformers", "mindspeed-llm", "llama-factory"],
+                              data={"samples": 5000, "tokens_per_sample": 500})
+        for framework in ("mindformers", "mindspeed-llm", "llama-factory"):
+            commands = [line for line in files[f"{framework}/commands.txt"].splitlines() if line.startswith("bash")]
+            assert commands == [f'bash "${{JOB_DIR:?}}/launch.sh" {rank}{address}' for rank in (0, 1)]
+            assert f"`bash {framework}/launch.sh N{address}`" in files["PLAN.md"]
+            usage = f"bash launch.sh NODE_RANK{' [MASTER_ADDR]' if address else ''}"
+            assert f"# Usage: {usage}" in files[f"{framework}/launch.sh"] and f"`{usage}" in files["PLAN.md"]

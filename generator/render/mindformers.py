@@ -8,7 +8,7 @@ from dataclasses import dataclass
 import jinja2
 
 from ..plan import FrameworkPlan, Plan
-from .common import command_lines, commands_txt, launch_context
+from .common import commands_txt, launch_context, section_context
 
 NAME = "mindformers"
 # Mcore data columns (configs/qwen3/*.yaml); legacy research columns per family (research/*/finetune_*.yaml).
@@ -260,5 +260,5 @@ def render(plan: Plan, env: jinja2.Environment) -> dict[str, str]:
 def plan_section(plan: Plan, env: jinja2.Environment) -> str:
     fp = plan.frameworks[NAME]
     return env.get_template("mindformers/plan_section.md.j2").render(
-        plan=plan, fp=fp, lines=command_lines(plan, fp),
+        plan=plan, fp=fp, **section_context(plan, fp, NAME),
         auto_trans=_auto_trans(plan, fp), data=data_source(plan, fp), run=length(plan, fp), preprocess=bool(data_steps(plan, fp)))
