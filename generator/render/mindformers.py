@@ -23,7 +23,9 @@ LORA_TARGETS = {
 }
 # The plan's schedule as MindFormers lr_schedule types (core/lr/lr_schedule.py).
 LR_SCHEDULE = {"cosine": "CosineWithWarmUpLR", "linear": "LinearWithWarmUpLR", "constant": "ConstantWarmUpLR"}
-CLUSTER_TIME_OUT = 7200  # seconds msrun waits for every node (upstream's value)
+# Seconds msrun waits for every node: a fixed upstream value, scripts/msrun_launcher.sh's default and
+# configs/qwen3/README.md's multi-node example (`... output/msrun_log False 7200`).
+CLUSTER_TIME_OUT = 7200
 # msrun waits for its workers and fails when one does only with --join True (MindSpore parallel/cluster/
 # process_entity/_api.py l. 272-276); with False it returns once they are spawned, and launch.sh could not tell a
 # finished run from a started one.
