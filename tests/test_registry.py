@@ -298,7 +298,7 @@ CORE = sorted(p.relative_to(Path(generator.__file__).parent).as_posix()
               for p in Path(generator.__file__).parent.rglob("*.py") if "frameworks" not in p.parts)
 # The planning side's modules still name frameworks until their move into the plugins lands (issue 24): strict, so
 # a module that no longer does fails here until it leaves this list.
-STILL_NAMING = {"cards.py", "layouts.py", "recipe.py", "resolve.py", "spec.py"}
+STILL_NAMING = {"cards.py", "layouts.py", "recipe.py", "resolve.py", "spec.py", "tables.py"}
 
 
 def code_words(source: str) -> list[tuple[int, str]]:

@@ -8,27 +8,32 @@ from dataclasses import dataclass
 import jinja2
 
 from ...plan import FrameworkPlan, Plan
-from ...render.common import command_lines, commands_txt, launch_context
+from ...render.common import commands_txt, launch_context, section_context
+from ...tables import load_tables
 
 NAME = "mindformers"
-# Mcore data columns (configs/qwen3/*.yaml); legacy research columns per family (research/*/finetune_*.yaml).
+# Mcore data columns (configs/qwen3/*.yaml); the research families' own (input_columns, conversion scripts) are
+# data: frameworks.yaml mindformers model_columns.family, checked when the tables load.
 MCORE_COLUMNS = ["input_ids", "labels", "loss_mask", "position_ids"]
-RESEARCH_COLUMNS = {"llama3_1": ["input_ids", "labels"], "qwen2_5": ["input_ids", "target_ids", "attention_mask"]}
-# The plan's LoRA targets as pet_config target_modules, per layout: Mcore linear names (configs/qwen3/README.md);
-# the legacy research LlamaForCausalLM's (qkv_concat and ffn_concat default False: llama_transformer.py l. 233-303,
-# llama_layer.py l. 350-388 of the 2.1.0 wheel).
-LORA_TARGETS = {
-    "mcore": {"all": ".*linear_qkv|.*linear_proj|.*linear_fc1|.*linear_fc2", "attention": ".*linear_qkv|.*linear_proj"},
-    "research": {"all": ".*wq|.*wk|.*wv|.*wo|.*w1|.*w2|.*w3", "attention": ".*wq|.*wk|.*wv|.*wo"},
-}
 # The plan's schedule as MindFormers lr_schedule types (core/lr/lr_schedule.py).
 LR_SCHEDULE = {"cosine": "CosineWithWarmUpLR", "linear": "LinearWithWarmUpLR", "constant": "ConstantWarmUpLR"}
-PRETRAIN_SAMPLES_PLACEHOLDER = 8000  # upstream pretrain_qwen3_32b_4k.yaml's `sizes`, when the spec has no data size
-CLUSTER_TIME_OUT = 7200  # seconds msrun waits for every node (upstream's value)
+# Seconds msrun waits for every node: a fixed upstream value, scripts/msrun_launcher.sh's default and
+# configs/qwen3/README.md's multi-node example (`... output/msrun_log False 7200`).
+CLUSTER_TIME_OUT = 7200
 # msrun waits for its workers and fails when one does only with --join True (MindSpore parallel/cluster/
 # process_entity/_api.py l. 272-276); with False it returns once they are spawned, and launch.sh could not tell a
 # finished run from a started one.
 JOIN = "True"
+
+
+def family_facts(family: str) -> dict:
+    """A research family's input columns, alpaca converter and tokenizer files (frameworks.yaml)."""
+    return load_tables().frameworks[NAME].value_facts("family", family)
+
+
+def layout_facts(layout: str) -> dict:
+    """A layout's LoRA target_modules per adapter target (frameworks.yaml)."""
+    return load_tables().frameworks[NAME].value_facts("layout", layout)
 
 
 def run_mode(fp: FrameworkPlan) -> str:
@@ -148,13 +153,11 @@ def data_steps(plan: Plan, fp: FrameworkPlan) -> list[tuple[str, list[tuple[str,
     if fp.info["layout"] != "research":
         return []
     family, converted = fp.info["family"], f"{prefix}-conversation.json"
+    facts = family_facts(family)
     # research/<family>/README.md: alpaca -> conversation JSON, then MindRecord padded to seq_length + 1 tokens
     # (qwen2_5_preprocess.py l. 154, llama3_1_preprocess.py l. 218), so it must be built at this job's seq_len.
-    converter = {"qwen2_5": "research/qwen2_5/alpaca_converter.py",
-                 "llama3_1": "mindformers/tools/dataset_preprocess/llama/alpaca_converter.py"}[family]
-    tokenizer = {"qwen2_5": [("--vocab_file", f"{model_dir}/vocab.json"), ("--merges_file", f"{model_dir}/merges.txt")],
-                 "llama3_1": [("--model_file", f"{model_dir}/original/tokenizer.model")]}[family]
-    return [(converter, [("--data_path", plan.paths["dataset"].value), ("--output_path", converted)]),
+    tokenizer = [(flag, f"{model_dir}/{name}") for flag, name in facts["tokenizer"].items()]
+    return [(facts["converter"], [("--data_path", plan.paths["dataset"].value), ("--output_path", converted)]),
             (f"research/{family}/{family}_preprocess.py",
              [("--dataset_type", "qa"), ("--input_glob", converted), *tokenizer,
               ("--seq_length", str(plan.seq_len)), ("--output_file", f"{prefix}.mindrecord")])]
@@ -183,7 +186,7 @@ def yaml_context(plan: Plan, fp: FrameworkPlan) -> dict:
         "micro_batch_num": lay.grad_accum if pipelined else 1,
         "gradient_accumulation_steps": 1 if pipelined else lay.grad_accum,
         "learning_rate": plan.train.learning_rate,
-        "input_columns": RESEARCH_COLUMNS[info["family"]] if research else MCORE_COLUMNS,
+        "input_columns": family_facts(info["family"])["input_columns"] if research else MCORE_COLUMNS,
         "create_attention_mask": info.get("attention_mask", False),
         "seq_len": plan.seq_len,
         "max_device_memory": f"{lay.usable_gb:g}GB",
@@ -202,7 +205,7 @@ def yaml_context(plan: Plan, fp: FrameworkPlan) -> dict:
         "untie": not plan.shape.tied,
         "lora": None if plan.train.adapter is None else {
             "rank": plan.train.adapter.rank, "alpha": plan.train.adapter.alpha, "dropout": plan.train.adapter.dropout,
-            "target_modules": LORA_TARGETS[info["layout"]][plan.train.adapter.targets]},
+            "target_modules": layout_facts(info["layout"])["lora_targets"][plan.train.adapter.targets]},
         # Pretraining writes the expert shape (upstream's qwen3_moe keys, the checkpoint's values). The router is
         # always the checkpoint's: every job loads the HF weights, and the YAML overrides config.json
         # (models/build_config.py l. 125-136 of the 2.1.0 wheel), so upstream's from-scratch norm_topk_prob False,
@@ -212,9 +215,15 @@ def yaml_context(plan: Plan, fp: FrameworkPlan) -> dict:
         "moe_balancing": "gbs_aux_loss" if plan.method == "pretrain" else "seq_aux_loss",
         "moe_aux_loss_coeff": info.get("moe_aux_loss_coeff", 0.001),  # Qwen3-MoE's upstream configs: 0.001
         "print_separate_loss": plan.shape.is_moe, "topk_bias_callback": info.get("topk_bias_callback", False),
-        "train_samples": PRETRAIN_SAMPLES_PLACEHOLDER if t.steps is None else t.steps * t.global_batch_size,
+        "train_samples": pretrain_samples(plan) if plan.method == "pretrain" else None,
         "train_samples_placeholder": t.steps is None,
     }
+
+
+def pretrain_samples(plan: Plan) -> int:
+    """Pretraining's dataset `sizes`: one pass is the plan's steps; without them, the resolver's placeholder."""
+    t = plan.train
+    return t.placeholders["placeholder_samples"] if t.steps is None else t.steps * t.global_batch_size
 
 
 def log_dir(plan: Plan) -> str:
@@ -242,8 +251,7 @@ def render(plan: Plan, env: jinja2.Environment) -> dict[str, str]:
         device_num_per_node=lay.cards_per_node if lay.cards_per_node != 8 else None,
         single_card=lay.cards == 1, task_args=task_args(plan, fp), worker_num=lay.cards, cards=lay.cards,
         local_worker=lay.local_cards, log_dir=log_dir(plan), log_folders=parents(log_dir(plan)),
-        cluster_time_out=CLUSTER_TIME_OUT, join=JOIN,
-        stop_step=length(plan, fp).stop_step, output_dir=plan.output_dir(NAME),
+        cluster_time_out=CLUSTER_TIME_OUT, join=JOIN, stop_step=length(plan, fp).stop_step,
         checkpoint_dir=f"{plan.output_dir(NAME)}/checkpoint", finished_marker=f"{plan.output_dir(NAME)}/FINISHED",
         resume=plan.train.resume)
     files = {"mindformers/train.yaml": yaml_text, "mindformers/launch.sh": launch,
@@ -260,6 +268,6 @@ def render(plan: Plan, env: jinja2.Environment) -> dict[str, str]:
 def plan_section(plan: Plan, env: jinja2.Environment) -> str:
     fp = plan.frameworks[NAME]
     return env.get_template("mindformers/plan_section.md.j2").render(
-        plan=plan, fp=fp, lines=command_lines(plan, fp),
+        plan=plan, fp=fp, **section_context(plan, fp, NAME),
         auto_trans=_auto_trans(plan, fp), data=data_source(plan, fp), run=length(plan, fp),
         preprocess=bool(data_steps(plan, fp)))
