@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from .frameworks import plugin_of
+from .frameworks.contract import Planning, RoleKind, SearchSpace
 from .recipe import Adapter
 from .spec import Pins, Spec
 from .tables import Framework, Hardware, Model, RecipeDefaults
@@ -23,6 +25,17 @@ class Context:
     # Without a spec global batch, layouts must tile the method's target (recipe.batch_target); free_batch lets each
     # layout take its own smallest batch instead (memory-only searches, and the fallback when nothing tiles it).
     free_batch: bool = False
+    role: RoleKind = RoleKind.TRAIN  # the role of the framework's plan being laid out
+
+    @property
+    def planning(self) -> Planning:
+        """The framework plugin's planning side (generator/frameworks/contract.py)."""
+        return plugin_of(self.fw).planning
+
+    @property
+    def space(self) -> SearchSpace:
+        """The search space of this role's layout."""
+        return self.planning.space(self.role)
 
     @property
     def pins(self) -> Pins:

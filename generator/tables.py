@@ -314,7 +314,7 @@ ADAPTER_KEYS = ("rank", "alpha", "dropout", "targets")
 # How a framework stores model states per card; the memory model has one branch per scheme (memory.py).
 MEMORY_SCHEMES = ("megatron-fp32", "megatron-distopt", "deepspeed")
 COMMON_KEYS = ("seed", "keep_checkpoints", "resume", "save_every_hours", "optimizer", "adam_betas", "max_grad_norm",
-               "min_steps")
+               "min_steps", "enable_thinking")
 
 
 @dataclass(frozen=True)

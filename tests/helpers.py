@@ -191,3 +191,14 @@ def hf_deepspeed(ds: dict, train: dict, world: int, hidden: int) -> dict:
     config.trainer_config_process(Args())
     config.trainer_config_finalize(Args(), Model(), 1000)
     return config.config
+
+
+def install_plugin(folder, monkeypatch, module: str, source: str) -> None:
+    """A framework plugin module `module` (its text `source`) importable for this test only: written to `folder`,
+    which goes on sys.path; a frameworks.yaml row names it in `plugin:`."""
+    import sys
+    import textwrap
+
+    (folder / f"{module}.py").write_text(textwrap.dedent(source), encoding="utf-8")
+    monkeypatch.syspath_prepend(str(folder))
+    monkeypatch.delitem(sys.modules, module, raising=False)

@@ -11,6 +11,7 @@ import shutil
 import pytest
 import yaml
 from click.testing import CliRunner
+from helpers import install_plugin
 
 from generator import render as render_module
 from generator import resources
@@ -33,6 +34,24 @@ TOY_ROW = """
     support: listed
     models:
       qwen3-8b: {chat: qwen3, decoder: qwen3}
+"""
+# The toy's planning side: the generic plugin's, with the ZeRO stages its memory scheme shards by.
+TOY_PLUGIN = """
+from generator.frameworks.base import DefaultPlanning
+from generator.frameworks.contract import Plugin
+from generator.frameworks.llama_factory.planning import ZERO_STAGES
+
+
+class Planning(DefaultPlanning):
+    def space(self, role):
+        return ZERO_STAGES
+
+
+class Output:
+    pass
+
+
+PLUGIN = Plugin("toy", planning=Planning(), output=Output())
 """
 TOY_TRAIN = "lr: {{ lr | yaml }}\nglobal_batch: {{ batch }}\nzero: {{ zero | yaml }}\nchat: {{ chat | yaml }}\n"
 TOY_SECTION = "Toy trains {{ plan.model }} on {{ cards }} card(s).\n"
@@ -71,6 +90,7 @@ def toy(tmp_path, monkeypatch):
     (templates / "toy" / "train.yaml.j2").write_text(TOY_TRAIN, encoding="utf-8")
     (templates / "toy" / "plan_section.md.j2").write_text(TOY_SECTION, encoding="utf-8")
     folders = {"schemas": schemas, "templates": templates}
+    install_plugin(tmp_path, monkeypatch, "toy_plugin", TOY_PLUGIN)
     monkeypatch.setattr(tables_module, "DATA_DIR", data)
     monkeypatch.setattr(spec_module, "resource_dir", folders.__getitem__)
     monkeypatch.setattr(render_module, "resource_dir", folders.__getitem__)

@@ -16,7 +16,15 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from enum import Enum
-from typing import Protocol
+from typing import TYPE_CHECKING, Mapping, Protocol
+
+if TYPE_CHECKING:  # the core's types, which import nothing from here at run time
+    from ..context import Context
+    from ..errors import Problem
+    from ..plan import Layout
+    from ..recipe import Training
+    from ..spec import Spec
+    from ..tables import Model
 
 
 class RoleKind(str, Enum):
@@ -40,11 +48,87 @@ class RoleDef:
     colocated: bool = True
 
 
+@dataclass(frozen=True)
+class Structure:
+    """How one candidate layout splits the model, before micro batch and recompute: model-parallel sizes, or a
+    ZeRO stage (zero_stage None with tp..ep 1: plain data parallel, or one card)."""
+
+    tp: int = 1
+    pp: int = 1
+    cp: int = 1
+    ep: int = 1
+    zero_stage: int | None = None
+    offload: bool = False
+
+
+class SearchSpace(Protocol):
+    """Which layouts a role's search tries: the structures the framework can express, in its order of preference,
+    and the recompute settings."""
+
+    def structures(self, ctx: Context, cards: int) -> list[Structure]:
+        """Every structure to try at `cards` (the spec's pins kept)."""
+        ...
+
+    def recomputes(self, ctx: Context) -> list[str]:
+        """Recompute settings to try, least recompute first."""
+        ...
+
+    def label(self, structure: Structure) -> str:
+        """The structure as the rejected list names it."""
+        ...
+
+
+@dataclass(frozen=True)
+class PathDefault:
+    """A path the framework reads, as the plan writes it when the spec does not give it: a placeholder to edit, or
+    derived from the spec's `derived_from` path when the spec gives that one."""
+
+    value: str
+    derived_from: str | None = None
+
+
 class Planning(Protocol):
-    """The resolver's side of a framework (filled in by the plugin; see the module docstring)."""
+    """The resolver's side of a framework. `DefaultPlanning` answers for a framework with nothing to add; a plugin
+    subclasses it and states what its framework does differently, each rule with its upstream source."""
+
+    path_keys: tuple[str, ...]  # paths.<key> the framework reads beyond the core's (the schema lists them)
+    moved_pins: Mapping[str, str]  # layout.<framework>.<key> an earlier version read -> where it lives now
+    chat_template_fact: str | None  # its model fact naming the chat template (Qwen3's "qwen3" has a thinking switch)
+    thinking_template: str  # how it formats Qwen3's samples, for the refusal of train.enable_thinking
+    thinking_note: str | None  # why train.enable_thinking does not apply to it, when it does not
+    pretrain_weights: str  # how its continued pretraining loads the HuggingFace weights
+    presets_first: bool  # validated seed-003 presets set its minimum cards before the minimum-card table
+    min_cards_stand_in: str  # the note when no preset matches and its row's min_cards_from column stands in
+    preset_source: str  # how notes name its validated presets
+    linear_decay_source: str | None  # its linear schedule decays to 0 (the upstream scheduler): a floor is refused
+    fixed_steps: str | None  # the setting that stops it at the plan's step count whatever the data holds
+    whole_epochs_key: str | None  # the setting that counts whole epochs only (a fraction is rounded up)
+    unshared_storage_refusal: str | None  # why it cannot run across nodes without shared storage (a warning)
+    unshared_storage_note: str | None  # what it does across nodes without shared storage (a note)
 
     def roles(self, method: str) -> tuple[RoleDef, ...]:
-        """The roles `method` runs with, in the order the plan shows them."""
+        """The roles `method` runs with, in the order the plan shows them; the first is the one the recipe's
+        global batch and the framework's files follow."""
+        ...
+
+    def space(self, role: RoleKind) -> SearchSpace:
+        """The search space of `role`'s layout."""
+        ...
+
+    def recipe_refusals(self, recipe: Training) -> list[Problem]:
+        """What the pinned version cannot express of `recipe` (the recipe it trains with), at the spec key."""
+        ...
+
+    def layout_notes(self, ctx: Context, layout: Layout) -> list[str]:
+        """Notes on the chosen layout of the role that sets the cards."""
+        ...
+
+    def checkpoint_note(self, spec: Spec, model: Model, recipe: Training) -> str | None:
+        """What keeping its checkpoints costs where it does not honour train.keep_checkpoints (None: it does)."""
+        ...
+
+    def path_defaults(self, output_dir: str, model: Model, layout: Layout) -> dict[str, PathDefault]:
+        """Its paths beyond the core's, as written when the spec leaves them out (`path_keys`, in that order)."""
         ...
 
 
