@@ -25,7 +25,7 @@ class Context:
     # Without a spec global batch, layouts must tile the method's target (recipe.batch_target); free_batch lets each
     # layout take its own smallest batch instead (memory-only searches, and the fallback when nothing tiles it).
     free_batch: bool = False
-    role: RoleKind = RoleKind.TRAIN  # the role of the framework's plan being laid out
+    role: RoleKind | None = None  # the role being laid out; None: the first role the method runs (its plugin's)
 
     @property
     def planning(self) -> Planning:
@@ -33,9 +33,13 @@ class Context:
         return plugin_of(self.fw).planning
 
     @property
+    def role_kind(self) -> RoleKind:
+        return self.role or self.planning.roles(self.spec.method)[0].kind
+
+    @property
     def space(self) -> SearchSpace:
         """The search space of this role's layout."""
-        return self.planning.space(self.role)
+        return self.planning.space(self.role_kind)
 
     @property
     def pins(self) -> Pins:

@@ -22,7 +22,7 @@ from .context import Context
 from .dataset import DataShape, data_format, data_shape
 from .errors import Problem, SpecError
 from .frameworks import plugin_of
-from .frameworks.contract import PathDefault, Planning
+from .frameworks.contract import PathDefault, Planning, RoleDef, RoleKind
 from .layouts import (
     MAX_BUBBLE,
     NoFit,
@@ -33,7 +33,7 @@ from .layouts import (
     smallest_fit,
 )
 from .nofit import way_out
-from .plan import Estimate, FrameworkPlan, Layout, MinCards, PathValue, Plan, Rejected
+from .plan import Estimate, FrameworkPlan, Layout, MinCards, PathValue, Plan, Rejected, Role
 from .recipe import (
     Training,
     adapter,
@@ -92,8 +92,8 @@ def resolve(spec: Spec, tables: Tables, force: bool = False) -> Plan:
         if batch % (lay.micro_batch_size * lay.dp):  # another micro batch is needed: search again at this batch
             results[name] = _resolve_framework(replace(ctx, spec=replace(spec, global_batch_size=batch)), tables)
         fplan, fw_rejected, fw_notes, fw_warnings = results[name]
-        plans[name] = _with_choice(replace(ctx, spec=replace(spec, global_batch_size=batch)),
-                                   _with_global_batch(ctx, fplan, batch))
+        at_batch = replace(ctx, spec=replace(spec, global_batch_size=batch))
+        plans[name] = _with_choice(at_batch, _with_global_batch(ctx, fplan, batch))
         lay = plans[name].layout
         kept = "validated preset" if lay.preset_level else "pinned layout" if lay.source == "pinned" else None
         if kept and lay.pp > 1 and (lay.pp - 1) / lay.grad_accum > MAX_BUBBLE:
@@ -103,6 +103,7 @@ def resolve(spec: Spec, tables: Tables, force: bool = False) -> Plan:
         rejected.extend(fw_rejected)
         notes.extend(f"{name}: {n}" for n in fw_notes)
         warnings.extend(f"{name}: {w}" for w in fw_warnings)
+        plans[name] = _with_roles(at_batch, tables, plans[name], notes, warnings, rejected)
     planning = {name: plugin_of(tables.frameworks[name]).planning for name in plans}
     recipe, recipes = _recipe(spec, model, tables, plans, planning, batch)
     if batch_origin:  # the batch was not the recipe's round number: say what it is
@@ -219,35 +220,78 @@ def _with_global_batch(ctx: Context, fp: FrameworkPlan, batch: int) -> Framework
     if fp.layout.global_batch_size == batch:
         return fp
     layout = replace(fp.layout, global_batch_size=batch)
-    return replace(fp, layout=layout, estimate=_estimate(ctx, layout, fp.estimate.budget_cards))
+    return fp.with_primary(layout=layout, estimate=_estimate(ctx, layout, fp.estimate.budget_cards))
 
 
 def _with_choice(ctx: Context, fp: FrameworkPlan) -> FrameworkPlan:
-    """`fp` with why its layout was chosen: against the runner-up among the layouts that fit at its cards and
-    global batch (the search's ranking), or what the search would have chosen instead of a preset or pins."""
-    fitting = candidates(ctx, fp.layout.cards)[0] if not ctx.pinned else []
-    lay, speed = fp.layout, fp.estimate.tokens_per_card_s
+    """`fp` with why its first role's layout was chosen."""
+    return fp.with_primary(choice=_choice(ctx, fp.layout, fp.estimate))
+
+
+def _choice(ctx: Context, lay: Layout, est: Estimate) -> str:
+    """Why `lay` was chosen: against the runner-up among the layouts that fit at its cards and global batch (the
+    search's ranking), or what the search would have chosen instead of a preset or pins."""
+    fitting = candidates(ctx, lay.cards)[0] if not ctx.pinned else []
+    speed = est.tokens_per_card_s
     others = [other for other in fitting if other.describe() != lay.describe()]
     if lay.source == "pinned":
-        return replace(fp, choice="Pinned in the spec's layout section.")
+        return "Pinned in the spec's layout section."
     if lay.preset_level:
         text = "The validated seed-003 preset, kept because it ran on real hardware."
         if fitting and fitting[0].describe() != lay.describe():
             text += (f" The search's fastest at these cards would be {fitting[0].describe()} "
                      f"({rate(ctx, fitting[0]).tokens_per_card_s:.0f} against {speed:.0f} tokens/s per card).")
-        return replace(fp, choice=text)
+        return text
     if not others:
-        return replace(fp, choice=f"The only layout that fits on {lay.cards} card(s).")
+        return f"The only layout that fits on {lay.cards} card(s)."
     runner = others[0]
     runner_rate = rate(ctx, runner).tokens_per_card_s
     if runner_rate >= speed * 0.9999:
-        return replace(fp, choice=f"{len(fitting)} layouts fit on {lay.cards} card(s) at the same estimated rate "
-                                  f"({speed:.0f} tokens/s per card); this one communicates and recomputes least. "
-                                  f"Runner-up: {runner.describe()} ({runner.memory.total:.1f} GiB per card).")
-    return replace(fp, choice=f"The fastest of {len(fitting)} layouts that fit on {lay.cards} card(s) by the step "
-                              f"model: {speed:.0f} tokens/s per card. Runner-up: {runner.describe()}, "
-                              f"{runner_rate:.0f} tokens/s per card ({1 - runner_rate / speed:.0%} slower, "
-                              f"{runner.memory.total:.1f} GiB per card).")
+        return (f"{len(fitting)} layouts fit on {lay.cards} card(s) at the same estimated rate "
+                f"({speed:.0f} tokens/s per card); this one communicates and recomputes least. "
+                f"Runner-up: {runner.describe()} ({runner.memory.total:.1f} GiB per card).")
+    return (f"The fastest of {len(fitting)} layouts that fit on {lay.cards} card(s) by the step "
+            f"model: {speed:.0f} tokens/s per card. Runner-up: {runner.describe()}, "
+            f"{runner_rate:.0f} tokens/s per card ({1 - runner_rate / speed:.0%} slower, "
+            f"{runner.memory.total:.1f} GiB per card).")
+
+
+def _with_roles(ctx: Context, tables: Tables, fp: FrameworkPlan, notes: list[str], warnings: list[str],
+                rejected: list[Rejected]) -> FrameworkPlan:
+    """`fp` (its first role planned) with the other roles its plugin runs the method with, each laid out in its
+    own search space at the plan's global batch: a colocated role on the framework's cards (when one needs more,
+    every colocated role moves to the peak), a role of its own on the fewest cards where it fits."""
+    defs = ctx.planning.roles(ctx.spec.method)[1:]
+    if not defs:
+        return fp
+    name = ctx.fw.name
+
+    def laid_out(role: RoleDef, cards: int | None) -> tuple[Layout, Estimate]:
+        at = replace(ctx, role=role.kind)
+        cards = cards or smallest_fit(at)
+        at = replace(at, spec=replace(at.spec, cards=cards))
+        own_notes: list[str] = []
+        own_warnings: list[str] = []
+        layout, own_rejected = choose_layout(at, tables, cards, own_notes, own_warnings)
+        notes.extend(f"{name} {role.kind.value}: {note}" for note in own_notes)
+        warnings.extend(f"{name} {role.kind.value}: {warning}" for warning in own_warnings)
+        rejected.extend(replace(r, layout=f"{role.kind.value}: {r.layout}") for r in own_rejected)
+        return layout, _estimate(at, layout, None)
+
+    colocated = [role for role in defs if role.colocated]
+    peak = max([fp.layout.cards] + [smallest_fit(replace(ctx, role=role.kind)) for role in colocated])
+    if peak > fp.layout.cards:  # the first role moves to the cards the largest colocated role needs
+        notes.append(f"{name}: {peak} cards, the peak its colocated roles need ({fp.layout.cards} for "
+                     f"{fp.primary.kind})")
+        layout, estimate = laid_out(RoleDef(RoleKind(fp.primary.kind)), peak)
+        fp = fp.with_primary(layout=layout, estimate=estimate,
+                             choice=_choice(replace(ctx, spec=replace(ctx.spec, cards=peak)), layout, estimate))
+    roles = dict(fp.roles)
+    for role in defs:
+        layout, estimate = laid_out(role, peak if role.colocated else None)
+        roles[role.kind.value] = Role(role.kind.value, layout, estimate, role.colocated,
+                                      _choice(replace(ctx, role=role.kind), layout, estimate))
+    return replace(fp, roles=roles)
 
 
 def _recipe(spec: Spec, model: Model, tables: Tables, plans: dict[str, FrameworkPlan],
@@ -457,7 +501,10 @@ def _resolve_framework(ctx: Context, tables: Tables):
     info = ctx.fw.models.get(ctx.model.name) or {}
     upstream = info.get("pretrain" if ctx.spec.method == "pretrain" else "finetune")
     notes.extend(ctx.planning.layout_notes(ctx, layout))
-    fplan = FrameworkPlan(name=ctx.fw.name, label=ctx.fw.label, layout=layout, min_cards=minimum, estimate=est,
+    first = ctx.planning.roles(ctx.spec.method)[0]
+    fplan = FrameworkPlan(name=ctx.fw.name, label=ctx.fw.label,
+                          roles={first.kind.value: Role(first.kind.value, layout, est, first.colocated)},
+                          min_cards=minimum,
                           forced=forced, info=info, upstream=upstream, flash_attn=ctx.fw.flash_attn)
     return fplan, rejected, notes, warnings
 
@@ -553,29 +600,34 @@ def _paths(spec: Spec, model: Model, hf_id: str, plans: dict[str, FrameworkPlan]
 
 @dataclass(frozen=True)
 class Candidate:
-    """A layout that fits at the plan's card count, its estimated rate, and whether the plan chose it."""
+    """A layout that fits one role at the plan's card count, its estimated rate, and whether the plan chose it."""
 
     layout: Layout
     rate: Throughput
     chosen: bool
+    role: str = RoleKind.TRAIN.value
 
     def to_json(self) -> dict:
         return {"layout": self.layout.describe(), "memory_per_card_gib": round(self.layout.memory.total, 2),
-                "tokens_per_card_s": round(self.rate.tokens_per_card_s, 1), "chosen": self.chosen}
+                "tokens_per_card_s": round(self.rate.tokens_per_card_s, 1), "chosen": self.chosen, "role": self.role}
 
 
 def candidate_layouts(spec: Spec, tables: Tables, plan: Plan) -> dict[str, list[Candidate]]:
-    """Every layout that fits each planned framework at the plan's card count and global batch, in the search's
-    order of preference (the plan's own first, unless a preset chose it), with its estimated rate."""
+    """Every layout that fits each role of each planned framework at the role's card count and the plan's global
+    batch, role by role in the search's order of preference (the plan's own first, unless a preset chose it),
+    with its estimated rate."""
     model, hw = tables.model(spec.model), tables.hardware_row(spec.hardware)
     at_batch = replace(spec, global_batch_size=plan.train.global_batch_size)
-    out = {}
+    out: dict[str, list[Candidate]] = {}
     for name, fp in plan.frameworks.items():
         ctx = Context(at_batch, model, hw, tables.frameworks[name], False, adapter(spec, tables.recipes[spec.method]),
                       tables.recipes[spec.method])
-        fitting, _, _ = candidates(ctx, fp.layout.cards)
-        out[name] = [Candidate(layout, rate(ctx, layout), layout.describe() == fp.layout.describe())
-                     for layout in fitting]
+        out[name] = []
+        for kind, role in fp.roles.items():
+            at = replace(ctx, role=RoleKind(kind))
+            fitting, _, _ = candidates(at, role.layout.cards)
+            out[name].extend(Candidate(layout, rate(at, layout), layout.describe() == role.layout.describe(), kind)
+                             for layout in fitting)
     return out
 
 

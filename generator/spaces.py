@@ -27,11 +27,13 @@ class GridSpace:
     layers, CP only for long sequences, EP only for MoE models), each with every recompute setting."""
 
     tp_choices: tuple[int, ...] = TP_CHOICES
+    pp_choices: tuple[int, ...] | None = None  # None: every divisor of the cards up to the layers
 
     def structures(self, ctx: Context, cards: int) -> list[Structure]:
         pins, model, seq = ctx.pins, ctx.model, ctx.spec.seq_len
         tps = [pins.tp] if pins.tp else [t for t in self.tp_choices if t <= ctx.hw.cards_per_node and t <= cards]
-        pps = [pins.pp] if pins.pp else [p for p in divisors(cards) if p <= model.layers]
+        pps = [pins.pp] if pins.pp else [p for p in divisors(cards) if p <= model.layers
+                                         and (self.pp_choices is None or p in self.pp_choices)]
         cps = [pins.cp] if pins.cp else ([1] if seq <= CP_SEQ_THRESHOLD else list(CP_CHOICES))
         eps = [pins.ep] if pins.ep else ([1] if not model.is_moe else [e for e in EP_CHOICES if e <= cards])
         # Only combinations that can tile the cards are candidates, unless a pin makes them the user's choice.

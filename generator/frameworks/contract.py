@@ -91,20 +91,76 @@ class Planning(Protocol):
     """The resolver's side of a framework. `DefaultPlanning` answers for a framework with nothing to add; a plugin
     subclasses it and states what its framework does differently, each rule with its upstream source."""
 
-    path_keys: tuple[str, ...]  # paths.<key> the framework reads beyond the core's (the schema lists them)
-    moved_pins: Mapping[str, str]  # layout.<framework>.<key> an earlier version read -> where it lives now
-    chat_template_fact: str | None  # its model fact naming the chat template (Qwen3's "qwen3" has a thinking switch)
-    thinking_template: str  # how it formats Qwen3's samples, for the refusal of train.enable_thinking
-    thinking_note: str | None  # why train.enable_thinking does not apply to it, when it does not
-    pretrain_weights: str  # how its continued pretraining loads the HuggingFace weights
-    presets_first: bool  # validated seed-003 presets set its minimum cards before the minimum-card table
-    min_cards_stand_in: str  # the note when no preset matches and its row's min_cards_from column stands in
-    preset_source: str  # how notes name its validated presets
-    linear_decay_source: str | None  # its linear schedule decays to 0 (the upstream scheduler): a floor is refused
-    fixed_steps: str | None  # the setting that stops it at the plan's step count whatever the data holds
-    whole_epochs_key: str | None  # the setting that counts whole epochs only (a fraction is rounded up)
-    unshared_storage_refusal: str | None  # why it cannot run across nodes without shared storage (a warning)
-    unshared_storage_note: str | None  # what it does across nodes without shared storage (a note)
+    # Facts, read-only: a plugin states them as class attributes (DefaultPlanning gives the defaults).
+    @property
+    def path_keys(self) -> tuple[str, ...]:
+        """Paths.<key> the framework reads beyond the core's (the schema lists them)."""
+        ...
+
+    @property
+    def moved_pins(self) -> Mapping[str, str]:
+        """Layout.<framework>.<key> an earlier version read -> where it lives now."""
+        ...
+
+    @property
+    def chat_template_fact(self) -> str | None:
+        """Its model fact naming the chat template (Qwen3's "qwen3" has a thinking switch)."""
+        ...
+
+    @property
+    def thinking_template(self) -> str:
+        """How it formats Qwen3's samples, for the refusal of train.enable_thinking."""
+        ...
+
+    @property
+    def thinking_note(self) -> str | None:
+        """Why train.enable_thinking does not apply to it, when it does not."""
+        ...
+
+    @property
+    def pretrain_weights(self) -> str:
+        """How its continued pretraining loads the HuggingFace weights."""
+        ...
+
+    @property
+    def presets_first(self) -> bool:
+        """Validated seed-003 presets set its minimum cards before the minimum-card table."""
+        ...
+
+    @property
+    def min_cards_stand_in(self) -> str:
+        """The note when no preset matches and its row's min_cards_from column stands in."""
+        ...
+
+    @property
+    def preset_source(self) -> str:
+        """How notes name its validated presets."""
+        ...
+
+    @property
+    def linear_decay_source(self) -> str | None:
+        """Its linear schedule decays to 0 (the upstream scheduler): a floor is refused."""
+        ...
+
+    @property
+    def fixed_steps(self) -> str | None:
+        """The setting that stops it at the plan's step count whatever the data holds."""
+        ...
+
+    @property
+    def whole_epochs_key(self) -> str | None:
+        """The setting that counts whole epochs only (a fraction is rounded up)."""
+        ...
+
+    @property
+    def unshared_storage_refusal(self) -> str | None:
+        """Why it cannot run across nodes without shared storage (a warning)."""
+        ...
+
+    @property
+    def unshared_storage_note(self) -> str | None:
+        """What it does across nodes without shared storage (a note)."""
+        ...
 
     def roles(self, method: str) -> tuple[RoleDef, ...]:
         """The roles `method` runs with, in the order the plan shows them; the first is the one the recipe's
