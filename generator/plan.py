@@ -163,6 +163,12 @@ class FrameworkPlan:
         shared = [role.layout.cards for role in self.roles.values() if role.colocated]
         return max(shared, default=0) + sum(role.layout.cards for role in self.roles.values() if not role.colocated)
 
+    @property
+    def nodes(self) -> int:
+        """Nodes, counted as the cards are: the colocated roles' peak plus the nodes of each role on its own."""
+        shared = [role.layout.nodes for role in self.roles.values() if role.colocated]
+        return max(shared, default=0) + sum(role.layout.nodes for role in self.roles.values() if not role.colocated)
+
     def with_primary(self, **changes) -> FrameworkPlan:
         """This plan with its first role changed (its layout, estimate or choice)."""
         kind = self.primary.kind
@@ -170,7 +176,7 @@ class FrameworkPlan:
 
     def to_json(self) -> dict:
         return {
-            **_layout_json(self.layout), "cards": self.cards,
+            **_layout_json(self.layout), "cards": self.cards, "nodes": self.nodes,
             "min_cards": {"value": self.min_cards.value, "source": self.min_cards.source, "case": self.min_cards.case},
             "estimate": _estimate_json(self.estimate), "forced": self.forced, "upstream": self.upstream,
             "flash_attn": self.flash_attn, "choice": self.choice,
@@ -270,7 +276,7 @@ class Plan:
 
     @property
     def nodes(self) -> int:
-        return self.main.layout.nodes
+        return self.main.nodes
 
     def to_json(self) -> dict:
         slowest = max(self.frameworks.values(), key=lambda f: f.estimate.time_hours or 0.0)

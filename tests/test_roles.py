@@ -160,6 +160,25 @@ def test_the_cards_are_the_peak_the_largest_role_needs(duo):
     assert fw["min_cards"]["value"] == 8  # the first role's own minimum (the memory model's)
 
 
+def test_a_role_on_cards_of_its_own_adds_them(duo, monkeypatch):
+    # The same roles, the rollout engine on cards of its own: the actor keeps its 8, the rollout takes 32, the
+    # framework 40 (5 nodes).
+    frameworks = duo / "data" / "frameworks.yaml"
+    frameworks.write_text(frameworks.read_text(encoding="utf-8").replace("plugin: duo_roles_plugin",
+                                                                         "plugin: duo_split_plugin"), encoding="utf-8")
+    install_plugin(duo, monkeypatch, "duo_split_plugin",
+                   DUO_PLUGIN.replace("RoleDef(RoleKind.ROLLOUT)", "RoleDef(RoleKind.ROLLOUT, colocated=False)"))
+    tables_module.load_tables.cache_clear()
+    result = CliRunner().invoke(main, ["plan", str(_spec(duo)), "--json"])
+    assert result.exit_code == 0, result.stderr
+    plan = json.loads(result.stdout)
+    fw = plan["frameworks"]["duo"]
+    actor, rollout = fw["roles"]["actor"], fw["roles"]["rollout"]
+    assert (actor["cards"], actor["colocated"], rollout["cards"], rollout["colocated"]) == (8, True, 32, False)
+    assert fw["cards"] == plan["cards"] == 40 and fw["nodes"] == plan["nodes"] == 5
+    assert not any("the peak its colocated roles need" in note for note in plan["notes"])
+
+
 def test_plan_and_candidates_show_each_role(duo):
     result = CliRunner().invoke(main, ["plan", str(_spec(duo)), "--candidates"])
     assert result.exit_code == 0, result.stderr
