@@ -500,6 +500,8 @@ def _resolve_framework(ctx: Context, tables: Tables):
                         f"on {layout.cards} cards")
     info = ctx.fw.models.get(ctx.model.name) or {}
     upstream = info.get("pretrain" if ctx.spec.method == "pretrain" else "finetune")
+    # What upstream's file sets that this plan does not follow, and why (frameworks.yaml).
+    notes.extend(f"upstream {upstream} {text}" for text in info.get("departures", ()))
     notes.extend(ctx.planning.layout_notes(ctx, layout))
     first = ctx.planning.roles(ctx.spec.method)[0]
     fplan = FrameworkPlan(name=ctx.fw.name, label=ctx.fw.label,

@@ -57,8 +57,8 @@ class Planning(DefaultPlanning):
             unsharded = ctx.model.params * 2 / GIB
             how = f"DeepSpeed {layout.deepspeed_label} on {layout.cards} card(s)"
             notes.append(f"seed 001 check: the bf16 weights alone need {unsharded:.1f} GiB on one card without "
-                         f"sharding ({'over' if unsharded > ctx.hw.usable_gb else 'within'} the "
-                         f"{ctx.hw.usable_gb:g} GiB usable); {how} needs {layout.memory.total:.1f} GiB per card, "
+                         f"sharding ({'over' if unsharded > ctx.usable_gb else 'within'} the "
+                         f"{ctx.usable_gb:g} GiB usable); {how} needs {layout.memory.total:.1f} GiB per card, "
                          f"{layout.memory_share:.0%} of it")
         if ctx.fw.flash_attn and ctx.hw.accelerator == "gpu":
             notes.append(f"flash_attn: {ctx.fw.flash_attn} needs the flash-attn package on the GPU nodes; without "
