@@ -111,7 +111,7 @@ def _layout_json(lay: Layout) -> dict:
         "memory_per_card_gib": round(lay.memory.total, 2), "usable_gib": lay.usable_gb,
         "budget_gib": round(lay.budget_gb, 2),
         "memory_breakdown_gib": {k: round(v, 2) for k, v in lay.memory.items()},
-        "num_layer_list": list(lay.num_layer_list or ()), "source": lay.source,
+        "num_layer_list": list(lay.layers_per_stage), "source": lay.source,
     }
 
 

@@ -4,7 +4,7 @@ and checked against the contract (contract.py). The core asks the registry; it n
 from __future__ import annotations
 
 import importlib
-from functools import lru_cache
+from functools import cache
 
 from ..errors import TableError
 from ..tables import Framework, load_tables
@@ -27,7 +27,7 @@ def plugin_of(row: Framework) -> Plugin:
     return _load(row.name, row.plugin)
 
 
-@lru_cache(maxsize=None)
+@cache
 def _load(name: str, module_name: str) -> Plugin:
     try:
         module = importlib.import_module(module_name)

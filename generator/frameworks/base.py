@@ -3,7 +3,7 @@
 
 from __future__ import annotations
 
-from typing import Mapping
+from collections.abc import Mapping
 
 from ..context import Context
 from ..errors import Problem

@@ -14,9 +14,10 @@ templates under templates/<name>/. `tests/test_registry.py` runs the contract te
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from enum import Enum
-from typing import TYPE_CHECKING, Mapping, Protocol
+from typing import TYPE_CHECKING, Protocol
 
 if TYPE_CHECKING:  # the core's types, which import nothing from here at run time
     from ..context import Context
