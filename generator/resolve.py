@@ -278,8 +278,15 @@ def _with_roles(ctx: Context, tables: Tables, fp: FrameworkPlan, notes: list[str
         rejected.extend(replace(r, layout=f"{role.kind.value}: {r.layout}") for r in own_rejected)
         return layout, _estimate(at, layout, None)
 
-    colocated = [role for role in defs if role.colocated]
-    peak = max([fp.layout.cards] + [smallest_fit(replace(ctx, role=role.kind)) for role in colocated])
+    needs = {role.kind.value: smallest_fit(replace(ctx, role=role.kind)) for role in defs if role.colocated}
+    peak = max([fp.layout.cards, *needs.values()])
+    if peak > fp.layout.cards and ctx.spec.cards is not None:  # the spec's count: refused, or kept under --force
+        largest = max(needs, key=lambda kind: needs[kind])
+        if not ctx.force:
+            raise SpecError.at("cards", f"{ctx.spec.cards} cards: {name}'s {largest} role shares them with "
+                                        f"{fp.primary.kind} and fits on no fewer than {peak}; use {peak}, or --force "
+                                        f"to try anyway")
+        peak = fp.layout.cards
     if peak > fp.layout.cards:  # the first role moves to the cards the largest colocated role needs
         notes.append(f"{name}: {peak} cards, the peak its colocated roles need ({fp.layout.cards} for "
                      f"{fp.primary.kind})")

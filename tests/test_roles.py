@@ -160,6 +160,17 @@ def test_the_cards_are_the_peak_the_largest_role_needs(duo):
     assert fw["min_cards"]["value"] == 8  # the first role's own minimum (the memory model's)
 
 
+def test_a_card_count_too_small_for_a_colocated_role_is_refused(duo):
+    result = CliRunner().invoke(main, ["plan", str(_spec(duo, cards=8))])
+    assert result.exit_code == 2 and "cards: 8 cards: duo's rollout role shares them with actor and fits on no " \
+        "fewer than 32; use 32, or --force to try anyway" in result.stderr
+    forced = CliRunner().invoke(main, ["plan", str(_spec(duo, cards=8)), "--json", "--force"])
+    assert forced.exit_code == 0, forced.stderr
+    plan = json.loads(forced.stdout)
+    assert plan["cards"] == plan["frameworks"]["duo"]["roles"]["rollout"]["cards"] == 8
+    assert any(warning.startswith("duo rollout: layout tp=2 pp=1") for warning in plan["warnings"])
+
+
 def test_a_role_on_cards_of_its_own_adds_them(duo, monkeypatch):
     # The same roles, the rollout engine on cards of its own: the actor keeps its 8, the rollout takes 32, the
     # framework 40 (5 nodes).
