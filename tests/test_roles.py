@@ -29,7 +29,7 @@ DUO_ROW = """
     dataset_formats: [alpaca]
     overhead_gb: 3.0
     throughput: {model: mfu, mfu: {pretrain: 0.3, full: 0.3, lora: 0.3, qlora: 0.3, moe: 0.2}, source: "a test"}
-    min_cards_from: duo
+    min_cards_from: llama-factory  # a column without Qwen3-14B: the memory model decides
     support: listed
     models:
       qwen3-14b: {}
