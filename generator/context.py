@@ -6,9 +6,9 @@ from dataclasses import dataclass
 
 from .frameworks import plugin_of
 from .frameworks.contract import Planning, RoleKind, SearchSpace
-from .recipe import Adapter
 from .spec import Pins, Spec
 from .tables import Framework, Hardware, Model, RecipeDefaults
+from .training import Adapter
 
 
 @dataclass(frozen=True)

@@ -34,16 +34,11 @@ from .layouts import (
 )
 from .nofit import way_out
 from .plan import Estimate, FrameworkPlan, Layout, MinCards, PathValue, Plan, Rejected, Role
-from .recipe import (
-    Training,
-    adapter,
-    batch_target,
-    schedule_warnings,
-    training,
-)
+from .recipe import adapter, batch_target, schedule_warnings, training
 from .spec import Spec
 from .tables import Model, RecipeDefaults, Tables
 from .throughput import Throughput, cards_for_budget, hours
+from .training import Training
 
 MAX_BUDGET_COUNTS = 64  # card counts tried for a time budget before the last is kept (with its warning)
 # The chat template (a plugin's chat_template_fact) that has the thinking switch, whichever framework applies it.

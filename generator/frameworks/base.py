@@ -8,10 +8,10 @@ from collections.abc import Mapping
 from ..context import Context
 from ..errors import Problem
 from ..plan import Layout
-from ..recipe import Training
 from ..spaces import GridSpace
 from ..spec import Spec
 from ..tables import Model
+from ..training import Training
 from .contract import PathDefault, RoleDef, RoleKind, SearchSpace
 
 GRID = GridSpace()

@@ -23,9 +23,9 @@ if TYPE_CHECKING:  # the core's types, which import nothing from here at run tim
     from ..context import Context
     from ..errors import Problem
     from ..plan import Layout
-    from ..recipe import Training
     from ..spec import Spec
     from ..tables import Model
+    from ..training import Training
 
 
 class RoleKind(str, Enum):

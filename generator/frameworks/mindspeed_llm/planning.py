@@ -6,9 +6,9 @@ import math
 
 from ...errors import Problem
 from ...plan import Layout
-from ...recipe import PLACEHOLDER_STEPS, Training
 from ...spec import Spec
 from ...tables import Model
+from ...training import Training
 from ..base import DefaultPlanning
 from ..contract import PathDefault
 
@@ -29,9 +29,10 @@ class Planning(DefaultPlanning):
 
     def recipe_refusals(self, recipe: Training) -> list[Problem]:
         problems = []
-        if recipe.steps is None and (recipe.warmup_steps or 0) >= PLACEHOLDER_STEPS:
+        placeholder = recipe.placeholders.get("placeholder_steps")
+        if placeholder is not None and (recipe.warmup_steps or 0) >= placeholder:
             problems.append(Problem("train.warmup_steps", f"{recipe.warmup_steps}: without a data size or train.steps, "
-                                                          f"MindSpeed-LLM trains the placeholder {PLACEHOLDER_STEPS} "
+                                                          f"MindSpeed-LLM trains the placeholder {placeholder} "
                                                           f"iterations; give data.samples (or total_tokens) or "
                                                           f"train.steps"))
         if recipe.adapter is not None and recipe.adapter.dropout > 0:
