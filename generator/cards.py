@@ -1,5 +1,6 @@
-"""Card counts: the minimum-card table's row for a job (or a seed-003 preset), the counts a platform allows,
-and the count a spec asks for, explicitly or through a time budget."""
+"""Card counts: the minimum-card table's row for a job (or a validated preset, for a framework whose plugin puts
+presets first), the counts a platform allows, and the count a spec asks for, explicitly or through a time
+budget."""
 
 from __future__ import annotations
 
@@ -17,8 +18,7 @@ def table_row(ctx: Context, tables: Tables):
     """(row, case) of the minimum-card table for this job in the framework's own column, or None."""
     spec = ctx.spec
     row_method = {"pretrain": "full", "qlora": "lora"}.get(spec.method, spec.method)
-    column = "mindspeed-llm" if ctx.fw.min_cards_from == "presets-then-mindspeed-llm" else ctx.fw.min_cards_from
-    rows = [r for r in tables.rows_for(ctx.model.name, column) if row_method in r.methods]
+    rows = [r for r in tables.rows_for(ctx.model.name, ctx.fw.min_cards_from) if row_method in r.methods]
     if not rows or ctx.hw.name not in rows[0].cards:  # the table has Ascend columns only
         return None
     exact = [r for r in rows if spec.seq_len in r.seq_lens]
@@ -44,14 +44,13 @@ def minimum_cards(ctx: Context, tables: Tables, notes: list[str]) -> tuple[MinCa
     SILENT). A '-' cell gives no count: the seed's table is silent there, it does not say the job cannot run
     (min_cards_notes.md), so the memory model decides, as for a model without a row."""
     spec, hw = ctx.spec, ctx.hw
-    if ctx.fw.min_cards_from == "presets-then-mindspeed-llm":
+    if ctx.planning.presets_first:
         preset = preset_for(ctx, tables, cards=None)
         if preset is not None:
             return MinCards(preset.cards, f"seed 003 validated config ({preset.model} {spec.method} "
                                           f"{preset.seq_len} on {preset.hardware}, level {preset.level})",
                             "preset"), ""
-        notes.append("minimum cards: no seed-003 preset for this case, so the MindSpeed-LLM column of the "
-                     "minimum-card table stands in for MindFormers")
+        notes.append(ctx.planning.min_cards_stand_in)
     found = table_row(ctx, tables)
     if found is None:
         notes.append(f"minimum cards: the table has no row for {ctx.model.name} {spec.method}; "

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from .frameworks import plugin_of
+from .frameworks.contract import Planning, RoleKind, SearchSpace
 from .spec import Pins, Spec
 from .tables import Framework, Hardware, Model, RecipeDefaults
 from .training import Adapter
@@ -23,6 +25,21 @@ class Context:
     # Without a spec global batch, layouts must tile the method's target (recipe.batch_target); free_batch lets each
     # layout take its own smallest batch instead (memory-only searches, and the fallback when nothing tiles it).
     free_batch: bool = False
+    role: RoleKind | None = None  # the role being laid out; None: the first role the method runs (its plugin's)
+
+    @property
+    def planning(self) -> Planning:
+        """The framework plugin's planning side (generator/frameworks/contract.py)."""
+        return plugin_of(self.fw).planning
+
+    @property
+    def role_kind(self) -> RoleKind:
+        return self.role or self.planning.roles(self.spec.method)[0].kind
+
+    @property
+    def space(self) -> SearchSpace:
+        """The search space of this role's layout."""
+        return self.planning.space(self.role_kind)
 
     @property
     def pins(self) -> Pins:

@@ -1,28 +1,26 @@
-"""Parallel layouts: a validated preset when one matches exactly, else a search over TP / PP / CP / EP (or
-LLaMA-Factory's DeepSpeed stages), micro batch and recompute that keeps every layout satisfying the rules and
-prefers the least communication that fits; every rejected candidate keeps the rule it broke."""
+"""Parallel layouts: a validated preset when one matches exactly, else a search over the structures the role's
+search space offers (the framework plugin's: TP / PP / CP / EP, or ZeRO stages), micro batch and recompute that
+keeps every layout satisfying the rules and prefers the least communication that fits; every rejected candidate
+keeps the rule it broke."""
 
 from __future__ import annotations
 
 import math
 from dataclasses import fields, replace
 from enum import Enum
-from itertools import product
 
 from .cards import MAX_SEARCH_CARDS, preset_for, round_up, valid_counts
 from .context import Context
 from .errors import Problem, SpecError
 from .memory import GIB, MemoryJob, estimate
 from .parallel import Parallel
-from .plan import HEADROOM, Layout, Rejected, deepspeed_words
+from .plan import HEADROOM, Layout, Rejected
 from .recipe import batch_target
+from .spaces import CP_SEQ_THRESHOLD
 from .spec import Pins
 from .tables import Preset, Tables, trains_adapters
 from .throughput import Throughput, throughput
 
-RECOMPUTE = ("none", "selective", "full")
-TP_CHOICES = (1, 2, 4, 8, 16)
-CP_SEQ_THRESHOLD = 8192  # context parallel is considered only above this sequence length
 # Bytes per parameter of the model states that no layout can avoid, by (memory scheme, LoRA): a lower bound on cards.
 STATE_BYTES = {("megatron-fp32", False): 16, ("megatron-fp32", True): 4, ("megatron-distopt", False): 6,
                ("megatron-distopt", True): 2, ("deepspeed", False): 0, ("deepspeed", True): 0}
@@ -53,7 +51,7 @@ def choose_layout(ctx: Context, tables: Tables, cards: int, notes: list[str], wa
     preset = preset_for(ctx, tables, cards)
     if preset is not None and _pins_allow_preset(ctx.pins, preset):
         layout = _preset_layout(ctx, preset, cards)
-        notes.append(f"preset: validated seed-003 MindFormers config for {preset.model} {ctx.spec.method} "
+        notes.append(f"preset: validated {ctx.planning.preset_source} for {preset.model} {ctx.spec.method} "
                      f"{preset.seq_len} on {preset.cards} x {preset.hardware} (level {preset.level})")
         if not layout.fits:
             notes.append(f"the memory model estimates {layout.memory.total:.1f} GiB, above the {layout.budget_gb:.1f} "
@@ -174,10 +172,6 @@ def split_layers(layers: int, pp: int, mtp_layers: int = 0) -> tuple[int, ...]:
     return tuple(stages)
 
 
-def _divisors(n: int) -> list[int]:
-    return [d for d in range(1, n + 1) if n % d == 0]
-
-
 def _validate_pins(ctx: Context, cards: int) -> None:
     """A pinned value that breaks a rule is an error naming the rule, at the pin's key."""
     pins = ctx.pins
@@ -249,19 +243,9 @@ def search(ctx: Context, cards: int) -> tuple[Layout | None, Layout | None, list
 def candidates(ctx: Context, cards: int) -> tuple[list[Layout], Layout | None, list[Rejected]]:
     """(every layout that fits at `cards`, fastest first; the one with the least memory; the rejected)."""
     pins, model, seq = ctx.pins, ctx.model, ctx.spec.seq_len
-    if ctx.fw.deepspeed:
-        structures = [(1, 1, 1, 1, stage) for stage in _deepspeed_stages(ctx, cards)]
-        recomputes = [pins.recompute] if pins.recompute else ["none", "full"]
-    else:
-        tps = [pins.tp] if pins.tp else [t for t in TP_CHOICES if t <= ctx.hw.cards_per_node and t <= cards]
-        pps = [pins.pp] if pins.pp else [p for p in _divisors(cards) if p <= model.layers]
-        cps = [pins.cp] if pins.cp else ([1] if seq <= CP_SEQ_THRESHOLD else [1, 2, 4, 8, 16])
-        eps = [pins.ep] if pins.ep else ([1] if not model.is_moe else
-                                         [e for e in (1, 2, 4, 8, 16, 32, 64, 128, 256) if e <= cards])
-        # Only combinations that can tile the cards are candidates, unless a pin makes them the user's choice.
-        structures = [(tp, pp, cp, ep, (None, False)) for tp, pp, cp, ep in product(tps, pps, cps, eps)
-                      if cards % (tp * pp * cp) == 0 or ctx.pinned]
-        recomputes = [pins.recompute] if pins.recompute else list(RECOMPUTE)
+    space = ctx.space
+    structures = space.structures(ctx, cards)
+    recomputes = space.recomputes(ctx)
     mbs_options = [pins.micro_batch_size] if pins.micro_batch_size else \
         ([m for m in (4, 2, 1) if m * seq <= 4096] or [1])
     if no_accumulation(ctx, cards) and ctx.spec.global_batch_size and not pins.micro_batch_size:
@@ -269,9 +253,10 @@ def candidates(ctx: Context, cards: int) -> tuple[list[Layout], Layout | None, l
     fitting: list[tuple[tuple, Layout]] = []
     rejected: list[Rejected] = []
     closest: Layout | None = None
-    for order, (tp, pp, cp, ep, stage) in enumerate(structures):
-        zero_stage, offload = stage
-        label = _label(ctx, tp, pp, cp, ep, stage)
+    for order, structure in enumerate(structures):
+        tp, pp, cp, ep = structure.tp, structure.pp, structure.cp, structure.ep
+        zero_stage, offload = structure.zero_stage, structure.offload
+        label = space.label(structure)
         broken = _structure_problems(ctx, cards, tp, pp, cp, ep)
         if broken:
             rejected.append(Rejected(ctx.fw.name, label, broken[0][1]))
@@ -316,33 +301,6 @@ def rate(ctx: Context, layout: Layout | None) -> Throughput:
     """Tokens/s per card of `layout` (None: before a layout is chosen) by the framework's rate model."""
     return throughput(ctx.model, ctx.spec.method, ctx.spec.seq_len, ctx.fw, ctx.hw, ctx.spec.tokens_per_card_s,
                       layout)
-
-
-def _label(ctx: Context, tp: int, pp: int, cp: int, ep: int, stage: tuple[int | None, bool]) -> str:
-    if ctx.fw.deepspeed:
-        return f"DeepSpeed {deepspeed_words(*stage)}"
-    parts = [f"tp={tp}", f"pp={pp}"]
-    if cp > 1:
-        parts.append(f"cp={cp}")
-    if ep > 1:
-        parts.append(f"ep={ep}")
-    return " ".join(parts)
-
-
-def _deepspeed_stages(ctx: Context, cards: int) -> list[tuple[int | None, bool]]:
-    """LLaMA-Factory's DeepSpeed choices, lightest first, as upstream's examples/deepspeed files offer them
-    (LLaMA-Factory 0.9.5 ds_z0/ds_z2/ds_z3/ds_z3_offload_config.json): one card runs without DeepSpeed (as seed
-    002's single-card runs); more cards replicate the model (ZeRO-0: plain data parallel), shard the gradients and
-    optimizer states (ZeRO-2), then the weights too (ZeRO-3; not for an 8-bit base, which LLaMA-Factory refuses
-    under ZeRO-3), and move bf16 weights and states to CPU memory (ZeRO-3 offload). A pinned `offload` keeps only
-    the matching choices."""
-    bits, pinned = ctx.spec.quantization_bit, ctx.pins.offload
-    stages: list[tuple[int | None, bool]] = [(None, False)] if cards == 1 else [(0, False), (2, False)]
-    if cards > 1 and bits != 8:
-        stages.append((3, False))
-    if bits is None:
-        stages.append((3, True))
-    return [s for s in stages if pinned is None or s[1] == pinned]
 
 
 def deepspeed_reason(layout: Layout, rejected: list[Rejected]) -> str:

@@ -102,38 +102,101 @@ class Layout(Parallel):
         return " ".join(parts)
 
 
+def _layout_json(lay: Layout) -> dict:
+    return {
+        "cards": lay.cards, "nodes": lay.nodes, "tp": lay.tp, "pp": lay.pp, "dp": lay.dp, "cp": lay.cp,
+        "ep": lay.ep, "micro_batch_size": lay.micro_batch_size, "global_batch_size": lay.global_batch_size,
+        "grad_accum": lay.grad_accum, "recompute": lay.recompute, "sequence_parallel": lay.sequence_parallel,
+        "zero_stage": lay.zero_stage, "offload": lay.offload,
+        "memory_per_card_gib": round(lay.memory.total, 2), "usable_gib": lay.usable_gb,
+        "budget_gib": round(lay.budget_gb, 2),
+        "memory_breakdown_gib": {k: round(v, 2) for k, v in lay.memory.items()},
+        "num_layer_list": list(lay.layers_per_stage), "source": lay.source,
+    }
+
+
+def _layout_settings(lay: Layout) -> dict:
+    """Only where set, so that the plan.json of a job without them stays as it was."""
+    return {**({"usable_cap": lay.usable_cap} if lay.usable_cap else {}),
+            **({"parallel_optimizer": {"optimizer_weight_shard_size": lay.optimizer_shard,
+                                       "states_split": dict(zip(("dense", "expert"), lay.states_split))}}
+               if lay.states_split is not None else {})}
+
+
+@dataclass(frozen=True)
+class Role:
+    """One role of a framework's plan (contract.py RoleKind: train; actor, rollout, reference, critic; serve): its
+    own layout, memory estimate and time. Colocated roles share the framework's cards in turns; the others have
+    their own."""
+
+    kind: str
+    layout: Layout
+    estimate: Estimate
+    colocated: bool = True
+    choice: str = ""  # why this layout, against the runner-up
+
+    def to_json(self) -> dict:
+        return {**_layout_json(self.layout), "colocated": self.colocated, "estimate": _estimate_json(self.estimate),
+                "choice": self.choice, **_layout_settings(self.layout)}
+
+
 @dataclass(frozen=True)
 class FrameworkPlan:
+    """One framework's plan: its roles (the first is the one its recipe's global batch and files follow: `train`
+    for a training framework), the minimum cards and the facts its renderer reads. `layout`, `estimate` and
+    `choice` are that first role's."""
+
     name: str
     label: str
-    layout: Layout
+    roles: dict[str, Role]
     min_cards: MinCards
-    estimate: Estimate
     forced: bool = False  # --force accepted fewer cards than the table's minimum
     info: dict = field(default_factory=dict)  # the framework's facts about this model (frameworks.yaml)
     upstream: str | None = None  # the upstream file a renderer follows
     flash_attn: str | None = None  # the attention kernel setting its config names (LLaMA-Factory flash_attn)
-    choice: str = ""  # why this layout, against the runner-up
+
+    @property
+    def primary(self) -> Role:
+        return next(iter(self.roles.values()))
+
+    @property
+    def layout(self) -> Layout:
+        return self.primary.layout
+
+    @property
+    def estimate(self) -> Estimate:
+        return self.primary.estimate
+
+    @property
+    def choice(self) -> str:
+        return self.primary.choice
+
+    @property
+    def cards(self) -> int:
+        """The framework's cards: colocated roles take turns on the same cards (the peak over the phases); a role
+        on cards of its own adds them."""
+        shared = [role.layout.cards for role in self.roles.values() if role.colocated]
+        return max(shared, default=0) + sum(role.layout.cards for role in self.roles.values() if not role.colocated)
+
+    @property
+    def nodes(self) -> int:
+        """Nodes, counted as the cards are: the colocated roles' peak plus the nodes of each role on its own."""
+        shared = [role.layout.nodes for role in self.roles.values() if role.colocated]
+        return max(shared, default=0) + sum(role.layout.nodes for role in self.roles.values() if not role.colocated)
+
+    def with_primary(self, **changes) -> FrameworkPlan:
+        """This plan with its first role changed (its layout, estimate or choice)."""
+        kind = self.primary.kind
+        return replace(self, roles={**self.roles, kind: replace(self.primary, **changes)})
 
     def to_json(self) -> dict:
-        lay = self.layout
         return {
-            "cards": lay.cards, "nodes": lay.nodes, "tp": lay.tp, "pp": lay.pp, "dp": lay.dp, "cp": lay.cp,
-            "ep": lay.ep, "micro_batch_size": lay.micro_batch_size, "global_batch_size": lay.global_batch_size,
-            "grad_accum": lay.grad_accum, "recompute": lay.recompute, "sequence_parallel": lay.sequence_parallel,
-            "zero_stage": lay.zero_stage, "offload": lay.offload,
-            "memory_per_card_gib": round(lay.memory.total, 2), "usable_gib": lay.usable_gb,
-            "budget_gib": round(lay.budget_gb, 2),
-            "memory_breakdown_gib": {k: round(v, 2) for k, v in lay.memory.items()},
-            "num_layer_list": list(lay.layers_per_stage), "source": lay.source,
+            **_layout_json(self.layout), "cards": self.cards, "nodes": self.nodes,
             "min_cards": {"value": self.min_cards.value, "source": self.min_cards.source, "case": self.min_cards.case},
             "estimate": _estimate_json(self.estimate), "forced": self.forced, "upstream": self.upstream,
             "flash_attn": self.flash_attn, "choice": self.choice,
-            # Only where set, so that the plan.json of a job without them stays as it was.
-            **({"usable_cap": lay.usable_cap} if lay.usable_cap else {}),
-            **({"parallel_optimizer": {"optimizer_weight_shard_size": lay.optimizer_shard,
-                                       "states_split": dict(zip(("dense", "expert"), lay.states_split))}}
-               if lay.states_split is not None else {}),
+            **_layout_settings(self.layout),
+            "roles": {kind: role.to_json() for kind, role in self.roles.items()},
         }
 
 
@@ -216,15 +279,20 @@ class Plan:
     @property
     def main(self) -> FrameworkPlan:
         """The framework that needs the most cards (ties: the first); its numbers are the plan's top level."""
-        return max(self.frameworks.values(), key=lambda f: f.layout.cards)
+        return max(self.frameworks.values(), key=lambda f: f.cards)
 
     @property
     def cards(self) -> int:
-        return self.main.layout.cards
+        return self.main.cards
+
+    @property
+    def several_roles(self) -> bool:
+        """Whether a framework runs more than one role (PLAN.md and `plan` then show each role's layout)."""
+        return any(len(fp.roles) > 1 for fp in self.frameworks.values())
 
     @property
     def nodes(self) -> int:
-        return self.main.layout.nodes
+        return self.main.nodes
 
     def to_json(self) -> dict:
         slowest = max(self.frameworks.values(), key=lambda f: f.estimate.time_hours or 0.0)

@@ -60,7 +60,8 @@ def default_row(defaults: RecipeDefaults, key: str, model: Model) -> dict:
 
 def training(spec: Spec, model: Model, defaults: RecipeDefaults, global_batch: int, samples: int | None,
              step_seconds: float, thinking_template: bool, accelerator: str) -> Training:
-    """Resolve the recipe once the global batch and the slowest framework's step time are known."""
+    """Resolve the recipe once the global batch and the slowest framework's step time are known; `thinking_template`:
+    a planned framework applies Qwen3's chat template (the resolver refuses train.enable_thinking without one)."""
     given, origin = spec.train, dict[str, str]()
     lr = _pick(given, "learning_rate", default_row(defaults, "learning_rate", model), origin)
     share = default_row(defaults, "min_learning_rate_share", model)
@@ -127,18 +128,9 @@ def training(spec: Spec, model: Model, defaults: RecipeDefaults, global_batch: i
     clip = float(_pick(given, "max_grad_norm", defaults.common["max_grad_norm"], origin))
     if "enable_thinking" in given and spec.method == "pretrain":
         raise SpecError.at("train.enable_thinking", "pretraining reads plain text, no chat template; leave it out")
-    if "enable_thinking" in given and not thinking_template:
-        raise SpecError.at("train.enable_thinking", f"applies to Qwen3's chat template only, which no planned "
-                                                    f"framework applies to {model.name} (LLaMA-Factory's template "
-                                                    f"qwen3, MindSpeed-LLM's prompt type qwen3; MindFormers writes "
-                                                    f"the Alpaca prompt); leave it out")
     thinking = None
     if thinking_template and spec.method != "pretrain":
-        thinking = given.get("enable_thinking", True)
-        origin["enable_thinking"] = "given" if "enable_thinking" in given else \
-            ("default: LLaMA-Factory 0.9.5 hparams/data_args.py l. 124-127 enable_thinking True; MindSpeed-LLM's "
-             "preprocess_data.py gets it too (its own None puts the empty thought in the prompt, unlearned: "
-             "tasks/preprocess/templates.py l. 358-364)")
+        thinking = _pick(given, "enable_thinking", defaults.common["enable_thinking"], origin)
     lora = adapter(spec, defaults, origin)
     placeholders = {}
     for key in PLACEHOLDER_KEYS if steps is None else ():

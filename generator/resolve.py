@@ -2,7 +2,8 @@
 counts, layouts.py the layout search.
 
 Order of decisions, per framework:
-1. minimum cards: the table row (or seed-003 preset for MindFormers), else the memory model;
+1. minimum cards: the table row (or a validated seed-003 preset, where the plugin puts them first), else the memory
+   model;
 2. time budget: N = Tok / (Time x TPS x eff), above 8 rounded up to a multiple of 8, never below the minimum;
 3. card count: whole nodes above one node, die pairs on snt9b23; the memory model may raise it;
 4. layout: a validated preset when one matches exactly, else a search over TP / PP / CP / EP, micro batch and
@@ -20,6 +21,8 @@ from .cards import auto_cards, explicit_cards, minimum_cards, valid_counts
 from .context import Context
 from .dataset import DataShape, data_format, data_shape
 from .errors import Problem, SpecError
+from .frameworks import plugin_of
+from .frameworks.contract import PathDefault, Planning, RoleDef, RoleKind
 from .layouts import (
     MAX_BUBBLE,
     NoFit,
@@ -29,9 +32,8 @@ from .layouts import (
     rate,
     smallest_fit,
 )
-from .memory import GIB
 from .nofit import way_out
-from .plan import Estimate, FrameworkPlan, Layout, MinCards, PathValue, Plan, Rejected
+from .plan import Estimate, FrameworkPlan, Layout, MinCards, PathValue, Plan, Rejected, Role
 from .recipe import adapter, batch_target, schedule_warnings, training
 from .spec import Spec
 from .tables import Model, RecipeDefaults, Tables
@@ -39,9 +41,8 @@ from .throughput import Throughput, cards_for_budget, hours
 from .training import Training
 
 MAX_BUDGET_COUNTS = 64  # card counts tried for a time budget before the last is kept (with its warning)
-# The model facts (frameworks.yaml) that name a framework's chat template: LLaMA-Factory's template, MindSpeed-LLM's
-# prompt_type. Qwen3's ("qwen3" in both) has the thinking switch, whichever framework applies it.
-THINKING_TEMPLATE_FACTS = ("template", "prompt_type")
+# The chat template (a plugin's chat_template_fact) that has the thinking switch, whichever framework applies it.
+THINKING_TEMPLATE = "qwen3"
 DEFAULT_MASTER_PORT = 50001  # seed 003's example port; MindFormers suggests 50000-65535
 # Seed 001's rule of thumb for LoRA/SFT data set size, by model size (billions of parameters -> samples).
 DATASET_ADVICE = ((10, 20_000, "7B"), (20, 40_000, "14B"), (50, 80_000, "32B"), (float("inf"), 150_000, "72B"))
@@ -61,14 +62,14 @@ def resolve(spec: Spec, tables: Tables, force: bool = False) -> Plan:
     if spec.quantization_bit is not None and spec.quantization_bit not in hw.quantization_bits:
         raise SpecError.at("quantization_bit", f"{spec.quantization_bit}-bit bases are not offered on {hw.name}; "
                                                f"choose {' or '.join(map(str, hw.quantization_bits))} (seed 001: "
-                                               f"int8 misbehaves on 910B; LLaMA-Factory's Ascend example is 4-bit)")
+                                               f"int8 misbehaves on 910B; the Ascend QLoRA example is 4-bit)")
     names, notes = _frameworks(spec, tables, model)
     notes[:0] = [alias] if alias else []
     hf_id = tables.weights(spec.model)
     if hf_id != model.hf_id:
         notes.append(f"model: {hf_id} is the base model: trained from its own weights, planned with the {model.name} "
                      f"row's shape (that of {model.hf_id}, the same architecture); fine-tuning formats samples with "
-                     f"the family's chat template, as LLaMA-Factory does for a base model")
+                     f"the family's chat template, the one its instruct model was tuned with")
     lora = adapter(spec, tables.recipes[spec.method])
     _check_layout_keys(spec, names)
     data = data_shape(spec, model)
@@ -86,8 +87,8 @@ def resolve(spec: Spec, tables: Tables, force: bool = False) -> Plan:
         if batch % (lay.micro_batch_size * lay.dp):  # another micro batch is needed: search again at this batch
             results[name] = _resolve_framework(replace(ctx, spec=replace(spec, global_batch_size=batch)), tables)
         fplan, fw_rejected, fw_notes, fw_warnings = results[name]
-        plans[name] = _with_choice(replace(ctx, spec=replace(spec, global_batch_size=batch)),
-                                   _with_global_batch(ctx, fplan, batch))
+        at_batch = replace(ctx, spec=replace(spec, global_batch_size=batch))
+        plans[name] = _with_choice(at_batch, _with_global_batch(ctx, fplan, batch))
         lay = plans[name].layout
         kept = "validated preset" if lay.preset_level else "pinned layout" if lay.source == "pinned" else None
         if kept and lay.pp > 1 and (lay.pp - 1) / lay.grad_accum > MAX_BUBBLE:
@@ -97,25 +98,26 @@ def resolve(spec: Spec, tables: Tables, force: bool = False) -> Plan:
         rejected.extend(fw_rejected)
         notes.extend(f"{name}: {n}" for n in fw_notes)
         warnings.extend(f"{name}: {w}" for w in fw_warnings)
-    recipe, recipes = _recipe(spec, model, tables, plans, batch)
+        plans[name] = _with_roles(at_batch, tables, plans[name], notes, warnings, rejected)
+    planning = {name: plugin_of(tables.frameworks[name]).planning for name in plans}
+    recipe, recipes = _recipe(spec, model, tables, plans, planning, batch)
     if batch_origin:  # the batch was not the recipe's round number: say what it is
         recipe = replace(recipe, origin={**recipe.origin, "global_batch_size": batch_origin})
         recipes = {name: replace(own, origin={**own.origin, "global_batch_size": batch_origin})
                    for name, own in recipes.items()}
     warnings.extend(schedule_warnings(recipe, tables.recipes[spec.method]))
-    notes.extend(_general_notes(spec, model, plans))
-    warnings.extend(_unshared_storage_warnings(spec, plans))
-    if recipe.enable_thinking is not None and "mindformers" in plans:
-        notes.append("mindformers: its AlpacaInstructDataHandler writes samples in the Alpaca prompt, not Qwen3's chat "
-                     "template (dataset/handler/alpaca_handler.py l. 36-51, MindFormers 2.1.0), so "
-                     "train.enable_thinking applies to the other frameworks only")
-    fixed = _fixed_steps_note(spec, plans, recipe)
+    notes.extend(_general_notes(spec, model, tables, plans, planning))
+    warnings.extend(_unshared_storage_warnings(spec, plans, planning))
+    if recipe.enable_thinking is not None:
+        notes.extend(f"{name}: {own.thinking_note}" for name, own in planning.items() if own.thinking_note)
+    fixed = _fixed_steps_note(spec, planning, recipe)
     if fixed:
         notes.append(fixed)
-    kept = _checkpoints_kept(spec, model, plans, recipe)
-    if kept:
-        (warnings if "keep_checkpoints" in spec.train else notes).append(kept)
-    paths = _paths(spec, model, hf_id, plans, data)
+    for own in planning.values():
+        kept = own.checkpoint_note(spec, model, recipe)
+        if kept:
+            (warnings if "keep_checkpoints" in spec.train else notes).append(kept)
+    paths = _paths(spec, model, hf_id, plans, planning, data)
     placeholders = sorted(k for k, v in paths.items() if v.placeholder)
     if placeholders:
         notes.append(f"paths not given in the spec, written as placeholders to edit before launch: "
@@ -213,44 +215,99 @@ def _with_global_batch(ctx: Context, fp: FrameworkPlan, batch: int) -> Framework
     if fp.layout.global_batch_size == batch:
         return fp
     layout = replace(fp.layout, global_batch_size=batch)
-    return replace(fp, layout=layout, estimate=_estimate(ctx, layout, fp.estimate.budget_cards))
+    return fp.with_primary(layout=layout, estimate=_estimate(ctx, layout, fp.estimate.budget_cards))
 
 
 def _with_choice(ctx: Context, fp: FrameworkPlan) -> FrameworkPlan:
-    """`fp` with why its layout was chosen: against the runner-up among the layouts that fit at its cards and
-    global batch (the search's ranking), or what the search would have chosen instead of a preset or pins."""
-    fitting = candidates(ctx, fp.layout.cards)[0] if not ctx.pinned else []
-    lay, speed = fp.layout, fp.estimate.tokens_per_card_s
+    """`fp` with why its first role's layout was chosen."""
+    return fp.with_primary(choice=_choice(ctx, fp.layout, fp.estimate))
+
+
+def _choice(ctx: Context, lay: Layout, est: Estimate) -> str:
+    """Why `lay` was chosen: against the runner-up among the layouts that fit at its cards and global batch (the
+    search's ranking), or what the search would have chosen instead of a preset or pins."""
+    fitting = candidates(ctx, lay.cards)[0] if not ctx.pinned else []
+    speed = est.tokens_per_card_s
     others = [other for other in fitting if other.describe() != lay.describe()]
     if lay.source == "pinned":
-        return replace(fp, choice="Pinned in the spec's layout section.")
+        return "Pinned in the spec's layout section."
     if lay.preset_level:
         text = "The validated seed-003 preset, kept because it ran on real hardware."
         if fitting and fitting[0].describe() != lay.describe():
             text += (f" The search's fastest at these cards would be {fitting[0].describe()} "
                      f"({rate(ctx, fitting[0]).tokens_per_card_s:.0f} against {speed:.0f} tokens/s per card).")
-        return replace(fp, choice=text)
+        return text
     if not others:
-        return replace(fp, choice=f"The only layout that fits on {lay.cards} card(s).")
+        return f"The only layout that fits on {lay.cards} card(s)."
     runner = others[0]
     runner_rate = rate(ctx, runner).tokens_per_card_s
     if runner_rate >= speed * 0.9999:
-        return replace(fp, choice=f"{len(fitting)} layouts fit on {lay.cards} card(s) at the same estimated rate "
-                                  f"({speed:.0f} tokens/s per card); this one communicates and recomputes least. "
-                                  f"Runner-up: {runner.describe()} ({runner.memory.total:.1f} GiB per card).")
-    return replace(fp, choice=f"The fastest of {len(fitting)} layouts that fit on {lay.cards} card(s) by the step "
-                              f"model: {speed:.0f} tokens/s per card. Runner-up: {runner.describe()}, "
-                              f"{runner_rate:.0f} tokens/s per card ({1 - runner_rate / speed:.0%} slower, "
-                              f"{runner.memory.total:.1f} GiB per card).")
+        return (f"{len(fitting)} layouts fit on {lay.cards} card(s) at the same estimated rate "
+                f"({speed:.0f} tokens/s per card); this one communicates and recomputes least. "
+                f"Runner-up: {runner.describe()} ({runner.memory.total:.1f} GiB per card).")
+    return (f"The fastest of {len(fitting)} layouts that fit on {lay.cards} card(s) by the step "
+            f"model: {speed:.0f} tokens/s per card. Runner-up: {runner.describe()}, "
+            f"{runner_rate:.0f} tokens/s per card ({1 - runner_rate / speed:.0%} slower, "
+            f"{runner.memory.total:.1f} GiB per card).")
+
+
+def _with_roles(ctx: Context, tables: Tables, fp: FrameworkPlan, notes: list[str], warnings: list[str],
+                rejected: list[Rejected]) -> FrameworkPlan:
+    """`fp` (its first role planned) with the other roles its plugin runs the method with, each laid out in its
+    own search space at the plan's global batch: a colocated role on the framework's cards (when one needs more,
+    every colocated role moves to the peak), a role of its own on the fewest cards where it fits."""
+    defs = ctx.planning.roles(ctx.spec.method)[1:]
+    if not defs:
+        return fp
+    name = ctx.fw.name
+
+    def laid_out(role: RoleDef, cards: int | None) -> tuple[Layout, Estimate]:
+        at = replace(ctx, role=role.kind)
+        cards = cards or smallest_fit(at)
+        at = replace(at, spec=replace(at.spec, cards=cards))
+        own_notes: list[str] = []
+        own_warnings: list[str] = []
+        layout, own_rejected = choose_layout(at, tables, cards, own_notes, own_warnings)
+        notes.extend(f"{name} {role.kind.value}: {note}" for note in own_notes)
+        warnings.extend(f"{name} {role.kind.value}: {warning}" for warning in own_warnings)
+        rejected.extend(replace(r, layout=f"{role.kind.value}: {r.layout}") for r in own_rejected)
+        return layout, _estimate(at, layout, None)
+
+    needs = {role.kind.value: smallest_fit(replace(ctx, role=role.kind)) for role in defs if role.colocated}
+    peak = max([fp.layout.cards, *needs.values()])
+    if peak > fp.layout.cards and ctx.spec.cards is not None:  # the spec's count: refused, or kept under --force
+        largest = max(needs, key=lambda kind: needs[kind])
+        if not ctx.force:
+            raise SpecError.at("cards", f"{ctx.spec.cards} cards: {name}'s {largest} role shares them with "
+                                        f"{fp.primary.kind} and fits on no fewer than {peak}; use {peak}, or --force "
+                                        f"to try anyway")
+        peak = fp.layout.cards
+    if peak > fp.layout.cards:  # the first role moves to the cards the largest colocated role needs
+        notes.append(f"{name}: {peak} cards, the peak its colocated roles need ({fp.layout.cards} for "
+                     f"{fp.primary.kind})")
+        layout, estimate = laid_out(RoleDef(RoleKind(fp.primary.kind)), peak)
+        fp = fp.with_primary(layout=layout, estimate=estimate,
+                             choice=_choice(replace(ctx, spec=replace(ctx.spec, cards=peak)), layout, estimate))
+    roles = dict(fp.roles)
+    for role in defs:
+        layout, estimate = laid_out(role, peak if role.colocated else None)
+        roles[role.kind.value] = Role(role.kind.value, layout, estimate, role.colocated,
+                                      _choice(replace(ctx, role=role.kind), layout, estimate))
+    return replace(fp, roles=roles)
 
 
 def _recipe(spec: Spec, model: Model, tables: Tables, plans: dict[str, FrameworkPlan],
-            batch: int) -> tuple[Training, dict[str, Training]]:
+            planning: dict[str, Planning], batch: int) -> tuple[Training, dict[str, Training]]:
     """The method's training recipe and the one each framework trains with (its own defaults where recipes.yaml
     gives them), with checkpoint intervals timed on the slowest framework's step."""
     step_seconds = max(batch * spec.seq_len / (fp.estimate.tokens_per_card_s * fp.layout.cards)
                        for fp in plans.values())
-    thinking = any(fp.info.get(fact) == "qwen3" for fp in plans.values() for fact in THINKING_TEMPLATE_FACTS)
+    thinking = any(own.chat_template_fact and plans[name].info.get(own.chat_template_fact) == THINKING_TEMPLATE
+                   for name, own in planning.items())
+    if "enable_thinking" in spec.train and spec.method != "pretrain" and not thinking:
+        how = "; ".join(plugin_of(row).planning.thinking_template for row in tables.frameworks.values())
+        raise SpecError.at("train.enable_thinking", f"applies to Qwen3's chat template only, which no planned "
+                                                    f"framework applies to {model.name} ({how}); leave it out")
     defaults = tables.recipes[spec.method]
 
     def resolved(chosen: RecipeDefaults) -> Training:
@@ -259,22 +316,15 @@ def _recipe(spec: Spec, model: Model, tables: Tables, plans: dict[str, Framework
 
     recipes = {name: resolved(defaults.for_framework(name)) for name in plans}
     # What a framework's pinned version cannot express, refused rather than written differently.
-    floorless = sorted(name for name, r in recipes.items() if name in ("llama-factory", "mindformers")
+    floorless = sorted(name for name, r in recipes.items() if planning[name].linear_decay_source
                        and r.lr_schedule == "linear" and r.min_learning_rate > 0)
     if floorless:
+        sources = ", ".join(planning[name].linear_decay_source or "" for name in floorless)
         raise SpecError.at("train.min_learning_rate", f"{', '.join(floorless)}' linear schedule decays to 0 "
-                                                      f"(transformers get_linear_schedule_with_warmup, MindFormers "
-                                                      f"LinearWithWarmUpLR); give 0, or lr_schedule cosine")
-    megatron = recipes.get("mindspeed-llm")
-    placeholder = megatron.placeholders.get("placeholder_steps") if megatron else None
-    if megatron and placeholder is not None and (megatron.warmup_steps or 0) >= placeholder:
-        raise SpecError.at("train.warmup_steps", f"{megatron.warmup_steps}: without a data size or train.steps, "
-                                                 f"MindSpeed-LLM trains the placeholder {placeholder} "
-                                                 f"iterations; give data.samples (or total_tokens) or train.steps")
-    if megatron and megatron.adapter is not None and megatron.adapter.dropout > 0:
-        raise SpecError.at("lora.dropout", f"{megatron.adapter.dropout:g}: MindSpeed-LLM 2.2.0 builds its adapters "
-                                           f"with dropout 0 and has no flag for it; give 0, or leave mindspeed-llm "
-                                           f"out")
+                                                      f"({sources}); give 0, or lr_schedule cosine")
+    problems = [problem for name, own in recipes.items() for problem in planning[name].recipe_refusals(own)]
+    if problems:
+        raise SpecError(problems)
     return resolved(defaults), recipes
 
 
@@ -455,16 +505,11 @@ def _resolve_framework(ctx: Context, tables: Tables):
     upstream = info.get("pretrain" if ctx.spec.method == "pretrain" else "finetune")
     # What upstream's file sets that this plan does not follow, and why (frameworks.yaml).
     notes.extend(f"upstream {upstream} {text}" for text in info.get("departures", ()))
-    if ctx.fw.deepspeed and ctx.hw.accelerator == "npu":  # seed 001 ran LLaMA-Factory on 910B
-        unsharded = ctx.model.params * 2 / GIB
-        how = f"DeepSpeed {layout.deepspeed_label} on {layout.cards} card(s)"
-        notes.append(f"seed 001 check: the bf16 weights alone need {unsharded:.1f} GiB on one card without sharding "
-                     f"({'over' if unsharded > ctx.usable_gb else 'within'} the {ctx.usable_gb:g} GiB usable); "
-                     f"{how} needs {layout.memory.total:.1f} GiB per card, {layout.memory_share:.0%} of it")
-    if ctx.fw.flash_attn and ctx.hw.accelerator == "gpu":
-        notes.append(f"flash_attn: {ctx.fw.flash_attn} needs the flash-attn package on the GPU nodes; without it "
-                     f"LLaMA-Factory warns and falls back to PyTorch attention, and activations outgrow this plan")
-    fplan = FrameworkPlan(name=ctx.fw.name, label=ctx.fw.label, layout=layout, min_cards=minimum, estimate=est,
+    notes.extend(ctx.planning.layout_notes(ctx, layout))
+    first = ctx.planning.roles(ctx.spec.method)[0]
+    fplan = FrameworkPlan(name=ctx.fw.name, label=ctx.fw.label,
+                          roles={first.kind.value: Role(first.kind.value, layout, est, first.colocated)},
+                          min_cards=minimum,
                           forced=forced, info=info, upstream=upstream, flash_attn=ctx.fw.flash_attn)
     return fplan, rejected, notes, warnings
 
@@ -473,7 +518,8 @@ def _resolve_framework(ctx: Context, tables: Tables):
 # Plan-wide notes and paths
 
 
-def _general_notes(spec: Spec, model: Model, plans: dict[str, FrameworkPlan]) -> list[str]:
+def _general_notes(spec: Spec, model: Model, tables: Tables, plans: dict[str, FrameworkPlan],
+                   planning: dict[str, Planning]) -> list[str]:
     notes = []
     if spec.samples is not None and spec.method != "pretrain":
         size_b = model.params / 1e9
@@ -484,14 +530,17 @@ def _general_notes(spec: Spec, model: Model, plans: dict[str, FrameworkPlan]) ->
                 notes.append(f"data: {spec.samples} samples; seed 001's rule of thumb for a ~{label} model is about "
                              f"{advice} good samples ({ratio:.1f}x that){more}")
                 break
-    if "mindformers" in plans and spec.epochs != int(spec.epochs) and spec.samples_per_epoch is None:
-        notes.append(f"mindformers counts whole epochs: runner_config.epochs is {math.ceil(spec.epochs)} for the "
-                     f"spec's {spec.epochs:g}")
+    if spec.epochs != int(spec.epochs) and spec.samples_per_epoch is None:
+        notes.extend(f"{name} counts whole epochs: {own.whole_epochs_key} is {math.ceil(spec.epochs)} for the "
+                     f"spec's {spec.epochs:g}" for name, own in planning.items() if own.whole_epochs_key)
     if spec.method == "pretrain":
-        notes.append("continued pretraining: every framework starts from the HuggingFace weights in paths.model_dir "
-                     "(MindSpeed-LLM after convert_ckpt.sh, MindFormers through pretrained_model_dir, LLaMA-Factory "
-                     "model_name_or_path), so the recipe's defaults are each framework's continued-pretraining "
-                     "ones; gen-launch does not plan pretraining from random weights")
+        # Every framework of the tables, by name from the last (the order this note has always had).
+        starts = [plugin_of(row).planning.pretrain_weights
+                  for _, row in sorted(tables.frameworks.items(), reverse=True)]
+        notes.append(f"continued pretraining: every framework starts from the HuggingFace weights in "
+                     f"paths.model_dir ({', '.join(start for start in starts if start)}), so the recipe's defaults "
+                     f"are each framework's continued-pretraining ones; gen-launch does not plan pretraining from "
+                     f"random weights")
     multi = [name for name, fp in plans.items() if fp.layout.nodes > 1]
     if multi and spec.master_addr is None:
         notes.append(f"multi-node ({', '.join(multi)}) without cluster.master_addr: the launch scripts take "
@@ -499,21 +548,16 @@ def _general_notes(spec: Spec, model: Model, plans: dict[str, FrameworkPlan]) ->
     if multi and spec.shared_storage:
         notes.append("multi-node: output_dir must be on storage shared by every node (cluster.shared_storage: true, "
                      "the default this plan assumes; set it false where each node has its own disk)")
-    elif "mindspeed-llm" in multi:
-        notes.append("mindspeed-llm: output_dir is not shared (cluster.shared_storage: false): --no-shared-storage "
-                     "has one rank per node build the dataset index (blended_megatron_dataset_builder.py l. 26-35); "
-                     "every node needs the data and the converted weights at the same paths")
+    elif multi:
+        notes.extend(f"{name}: {planning[name].unshared_storage_note}" for name in multi
+                     if planning[name].unshared_storage_note)
     return notes
 
 
-# How a framework is told the plan's step count, where it stops there whatever the data holds.
-FIXED_STEPS = {"llama-factory": "LLaMA-Factory max_steps", "mindspeed-llm": "MindSpeed-LLM --train-iters"}
-
-
-def _fixed_steps_note(spec: Spec, plans: dict[str, FrameworkPlan], recipe: Training) -> str | None:
+def _fixed_steps_note(spec: Spec, planning: dict[str, Planning], recipe: Training) -> str | None:
     """Steps derived from the spec's data size are written as a count, not as epochs: a data file of another size
-    then trains more or fewer passes, silently."""
-    fixed = [FIXED_STEPS[name] for name in plans if name in FIXED_STEPS]
+    then trains more or fewer passes, silently. A plugin's fixed_steps names the setting that takes the count."""
+    fixed = [own.fixed_steps for own in planning.values() if own.fixed_steps]
     if not fixed or not recipe.origin.get("steps", "").startswith("derived"):
         return None
     rows = spec.samples is not None and spec.method != "pretrain"
@@ -522,62 +566,32 @@ def _fixed_steps_note(spec: Spec, plans: dict[str, FrameworkPlan], recipe: Train
             + ("; gen-launch validate counts the file's rows where it is there" if rows else ""))
 
 
-def _unshared_storage_warnings(spec: Spec, plans: dict[str, FrameworkPlan]) -> list[str]:
+def _unshared_storage_warnings(spec: Spec, plans: dict[str, FrameworkPlan],
+                               planning: dict[str, Planning]) -> list[str]:
     """Frameworks that cannot run across nodes without shared storage (cluster.shared_storage: false)."""
     if spec.shared_storage:
         return []
-    multi = [name for name, fp in plans.items() if fp.layout.nodes > 1]
-    why = {"mindformers": "MindFormers refuses to slice the weights (auto_trans_ckpt) into an output_dir that not "
-                          "every node reads unless SHARED_PATHS names it (trainer/trainer.py l. 1487-1499)",
-           "llama-factory": "transformers saves checkpoints on the first node only (save_on_each_node false), so "
-                            "the other nodes cannot resume"}
-    return [f"{name}: cluster.shared_storage is false: {why[name]}" for name in multi if name in why]
+    return [f"{name}: cluster.shared_storage is false: {planning[name].unshared_storage_refusal}"
+            for name, fp in plans.items() if fp.layout.nodes > 1 and planning[name].unshared_storage_refusal]
 
 
-# Bytes per parameter of one MindSpeed-LLM checkpoint: bf16 weights, plus the distributed optimizer's fp32 master
-# weights and two Adam moments when every weight trains; LoRA saves the frozen model with its small adapters.
-CHECKPOINT_BYTES_PER_PARAM = {"full": 2 + 12, "pretrain": 2 + 12, "lora": 2}
-
-
-def _checkpoints_kept(spec: Spec, model: Model, plans: dict[str, FrameworkPlan], recipe: Training) -> str | None:
-    """MindSpeed-LLM keeps every checkpoint it saves: Megatron core_v0.12.1 has no keep-N option (arguments.py
-    _add_checkpointing_args, l. 1880-1991), so the disk a run fills is stated when it keeps more than
-    train.keep_checkpoints."""
-    if "mindspeed-llm" not in plans or recipe.steps is None:
-        return None
-    count = math.ceil(recipe.steps / recipe.save_every_steps)  # and one at the end (training.py)
-    if count <= recipe.keep_checkpoints:
-        return None
-    one = model.params * CHECKPOINT_BYTES_PER_PARAM[spec.method] / 2 ** 30
-    return (f"mindspeed-llm keeps every checkpoint (Megatron has no keep-N option): {count} checkpoints of about "
-            f"{one:,.0f} GiB, {count * one / 1024:,.1f} TiB in all, in its save folder; "
-            f"train.keep_checkpoints ({recipe.keep_checkpoints}) limits the other frameworks only. Delete old "
-            f"iter_* folders as the run goes, or raise train.save_every_steps")
-
-
-def _paths(spec: Spec, model: Model, hf_id: str, plans: dict[str, FrameworkPlan],
+def _paths(spec: Spec, model: Model, hf_id: str, plans: dict[str, FrameworkPlan], planning: dict[str, Planning],
            data: DataShape) -> dict[str, PathValue]:
     given = spec.paths
     output = given.get("output_dir", f"/path/to/output/{spec.job}")
     defaults = {
-        "model_dir": f"/path/to/{hf_id.split('/')[-1]}",
+        "model_dir": PathDefault(f"/path/to/{hf_id.split('/')[-1]}"),
         # Every framework reads the raw file: JSON lines with a "text" field for pretraining (each framework's
         # preprocessing tokenises it), the fine-tuning format otherwise.
-        "dataset": f"/path/to/data/train.{'jsonl' if data.format in ('text', 'sharegpt') else 'json'}",
-        "output_dir": output,
+        "dataset": PathDefault(f"/path/to/data/train.{'jsonl' if data.format in ('text', 'sharegpt') else 'json'}"),
+        "output_dir": PathDefault(output),
     }
-    if "mindformers" in plans:
-        defaults["mindformers_dir"] = "/path/to/mindformers"
-    if "mindspeed-llm" in plans:
-        lay = plans["mindspeed-llm"].layout
-        defaults["mindspeed_llm_dir"] = "/path/to/MindSpeed-LLM"
-        # The converted weights' per-rank layout must match training's TP/PP (and EP: expert shards are saved per
-        # EP rank, mp_rank_TT_PPP_EEE), so the default folder names them.
-        ep = f"_ep{lay.ep}" if model.is_moe else ""
-        defaults["mcore_ckpt_dir"] = f"{output.rstrip('/')}/mcore_tp{lay.tp}_pp{lay.pp}{ep}"
+    for name, own in planning.items():
+        defaults.update(own.path_defaults(output, model, plans[name].layout))
     if "images" in data.columns:
         # Upstream keeps the images beside the data file (data/mllm_demo.json -> data/mllm_demo_data/).
-        defaults["media_dir"] = given.get("dataset", defaults["dataset"]).rsplit("/", 1)[0] or "/"
+        defaults["media_dir"] = PathDefault(given.get("dataset", defaults["dataset"].value).rsplit("/", 1)[0] or "/",
+                                            derived_from="dataset")
     elif "media_dir" in given:
         raise SpecError.at("paths.media_dir", "the data has no images column (paths.dataset_columns), so no "
                                               "framework reads media_dir")
@@ -586,37 +600,40 @@ def _paths(spec: Spec, model: Model, hf_id: str, plans: dict[str, FrameworkPlan]
         if key in given:
             paths[key] = PathValue(given[key], False)
         else:
-            derived = (key == "mcore_ckpt_dir" and "output_dir" in given) or (key == "media_dir" and "dataset" in given)
-            paths[key] = PathValue(default, not derived)
+            paths[key] = PathValue(default.value, default.derived_from is None or default.derived_from not in given)
     return paths
-
 
 
 @dataclass(frozen=True)
 class Candidate:
-    """A layout that fits at the plan's card count, its estimated rate, and whether the plan chose it."""
+    """A layout that fits one role at the plan's card count, its estimated rate, and whether the plan chose it."""
 
     layout: Layout
     rate: Throughput
     chosen: bool
+    role: str = RoleKind.TRAIN.value
 
     def to_json(self) -> dict:
         return {"layout": self.layout.describe(), "memory_per_card_gib": round(self.layout.memory.total, 2),
-                "tokens_per_card_s": round(self.rate.tokens_per_card_s, 1), "chosen": self.chosen}
+                "tokens_per_card_s": round(self.rate.tokens_per_card_s, 1), "chosen": self.chosen, "role": self.role}
 
 
 def candidate_layouts(spec: Spec, tables: Tables, plan: Plan) -> dict[str, list[Candidate]]:
-    """Every layout that fits each planned framework at the plan's card count and global batch, in the search's
-    order of preference (the plan's own first, unless a preset chose it), with its estimated rate."""
+    """Every layout that fits each role of each planned framework at the role's card count and the plan's global
+    batch, role by role in the search's order of preference (the plan's own first, unless a preset chose it),
+    with its estimated rate."""
     model, hw = tables.model(spec.model), tables.hardware_row(spec.hardware)
     at_batch = replace(spec, global_batch_size=plan.train.global_batch_size)
-    out = {}
+    out: dict[str, list[Candidate]] = {}
     for name, fp in plan.frameworks.items():
         ctx = Context(at_batch, model, hw, tables.frameworks[name], False, adapter(spec, tables.recipes[spec.method]),
                       tables.recipes[spec.method])
-        fitting, _, _ = candidates(ctx, fp.layout.cards)
-        out[name] = [Candidate(layout, rate(ctx, layout), layout.describe() == fp.layout.describe())
-                     for layout in fitting]
+        out[name] = []
+        for kind, role in fp.roles.items():
+            at = replace(ctx, role=RoleKind(kind))
+            fitting, _, _ = candidates(at, role.layout.cards)
+            out[name].extend(Candidate(layout, rate(at, layout), layout.describe() == role.layout.describe(), kind)
+                             for layout in fitting)
     return out
 
 

@@ -23,10 +23,8 @@ import jsonschema
 import yaml
 
 from .errors import Problem, SpecError, invisible, show, show_name
+from .frameworks import registry
 from .resources import resource_dir
-
-PATH_KEYS = ("model_dir", "dataset", "output_dir", "mindformers_dir", "mindspeed_llm_dir", "mcore_ckpt_dir",
-             "media_dir")
 
 
 @dataclass(frozen=True)
@@ -272,12 +270,23 @@ def _validator() -> jsonschema.protocols.Validator:
     return _Validator(schema)
 
 
+def _schema() -> dict:
+    schema = _validator().schema
+    assert isinstance(schema, dict)  # job.schema.json is an object (jsonschema also allows a boolean schema)
+    return schema
+
+
+def path_keys() -> tuple[str, ...]:
+    """The `paths:` keys that hold paths: the core's and those the framework plugins read (their Planning.path_keys;
+    tests/test_roles.py checks the schema lists every plugin's)."""
+    paths = _schema()["properties"]["paths"]["properties"]
+    return tuple(key for key, prop in paths.items() if prop.get("$ref") == "#/$defs/path")
+
+
 def schema_rule(section: str, key: str) -> tuple[str, str]:
     """(pattern, hint) of the schema's `section.key` string: launch.sh tests the same value given at run time with
     the same pattern (bash's [[ =~ ]] reads it as a POSIX extended regular expression)."""
-    schema = _validator().schema
-    assert isinstance(schema, dict)  # job.schema.json is an object (jsonschema also allows a boolean schema)
-    prop = schema["properties"][section]["properties"][key]
+    prop = _schema()["properties"][section]["properties"][key]
     return prop["pattern"], prop["x-hint"]
 
 
@@ -436,7 +445,8 @@ def _unclear_paths(data: Any) -> Iterator[Problem]:
     BLANK), so the path names a folder other than the one a reader sees. Control and format characters are
     _unusable_values' to report."""
     paths = data.get("paths") if isinstance(data, dict) else None
-    given = {key: paths[key] for key in PATH_KEYS if isinstance(paths.get(key), str)} if isinstance(paths, dict) else {}
+    given = {key: paths[key] for key in path_keys() if isinstance(paths.get(key), str)} \
+        if isinstance(paths, dict) else {}
     for key, value in given.items():
         odd = next((ch for ch in value if _unclear(ch)), None)
         if odd is not None:
@@ -459,8 +469,13 @@ def _key_path(parts) -> str:
     return ".".join(show_name(p) if isinstance(p, str) else str(p) for p in parts) or "(top level)"
 
 
-# Keys an earlier version read, and where they live now.
-MOVED = {"layout.llama-factory.lora_rank": "has moved to lora.rank (one adapter shape for every framework)"}
+def _moved(path: list) -> str | None:
+    """Where a key an earlier version read lives now: a framework's pins (layout.<framework>.<key>) ask its plugin
+    (Planning.moved_pins)."""
+    if len(path) == 3 and path[0] == "layout":
+        found = registry().get(path[1])
+        return None if found is None else found.planning.moved_pins.get(path[2])
+    return None
 
 _TYPE_WORDS = {"integer": "a whole number", "number": "a number", "string": "a string", "object": "a mapping",
                "array": "a list", "boolean": "true or false"}
@@ -484,7 +499,7 @@ def _describe(error: jsonschema.ValidationError) -> list[Problem]:
         allowed = ", ".join(sorted(schema.get("properties", {})))
         extra = sorted(k for k in value if k not in schema.get("properties", {}))
         return [Problem(_key_path([*error.absolute_path, k]),
-                        MOVED.get(_key_path([*error.absolute_path, k]), f"unknown key; allowed here: {allowed}"))
+                        _moved([*error.absolute_path, k]) or f"unknown key; allowed here: {allowed}")
                 for k in extra]
     if kind == "required":
         missing = [k for k in validator_value if k not in value]

@@ -340,7 +340,7 @@ ADAPTER_KEYS = ("rank", "alpha", "dropout", "targets")
 # resolver puts it on the plan as a placeholder).
 PLACEHOLDER_KEYS = ("placeholder_steps", "placeholder_samples")
 COMMON_KEYS = ("seed", "keep_checkpoints", "resume", "save_every_hours", "optimizer", "adam_betas", "max_grad_norm",
-               "min_steps")
+               "min_steps", "enable_thinking")
 
 
 @dataclass(frozen=True)
@@ -531,8 +531,8 @@ def _check_registry(tables: Tables) -> None:
         if fw.memory not in tuple(MemoryScheme):
             raise TableError(f"frameworks.yaml {fw.name}: memory {fw.memory!r} is not a scheme the memory model "
                              f"knows ({', '.join(MemoryScheme)})")
-        # presets-then-<column>: MindFormers' presets, then that column (cards.py)
-        sources = {r.framework for r in tables.min_cards} | {"presets-then-mindspeed-llm"}
+        # A column of the minimum-card table (a plugin may put validated presets first: its presets_first)
+        sources = {r.framework for r in tables.min_cards}
         check_choice(f"frameworks.yaml {fw.name}", "min_cards_from", fw.min_cards_from, sorted(sources))
         for model in tables.models:
             if not tables.supports(fw.name, model) or fw.refusal(model):

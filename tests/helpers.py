@@ -230,3 +230,14 @@ def _json_or_text(value: str):
         return json.loads(value)
     except json.JSONDecodeError:
         return value
+
+
+def install_plugin(folder, monkeypatch, module: str, source: str) -> None:
+    """A framework plugin module `module` (its text `source`) importable for this test only: written to `folder`,
+    which goes on sys.path; a frameworks.yaml row names it in `plugin:`."""
+    import sys
+    import textwrap
+
+    (folder / f"{module}.py").write_text(textwrap.dedent(source), encoding="utf-8")
+    monkeypatch.syspath_prepend(str(folder))
+    monkeypatch.delitem(sys.modules, module, raising=False)

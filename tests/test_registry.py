@@ -17,6 +17,7 @@ from pathlib import Path
 import pytest
 import yaml
 from click.testing import CliRunner
+from helpers import install_plugin
 
 import generator
 from generator import frameworks as frameworks_module
@@ -47,6 +48,24 @@ TOY_ROW = """
     support: listed
     models:
       qwen3-8b: {chat: qwen3, decoder: qwen3}
+"""
+# The toy's planning side: the generic plugin's, with the ZeRO stages its memory scheme shards by.
+TOY_PLUGIN = """
+from generator.frameworks.base import DefaultPlanning
+from generator.frameworks.contract import Plugin
+from generator.frameworks.llama_factory.planning import ZERO_STAGES
+
+
+class Planning(DefaultPlanning):
+    def space(self, role):
+        return ZERO_STAGES
+
+
+class Output:
+    pass
+
+
+PLUGIN = Plugin("toy", planning=Planning(), output=Output())
 """
 TOY_TRAIN = "lr: {{ lr | yaml }}\nglobal_batch: {{ batch }}\nzero: {{ zero | yaml }}\nchat: {{ chat | yaml }}\n"
 TOY_SECTION = "Toy trains {{ plan.model }} on {{ cards }} card(s).\n"
@@ -121,6 +140,7 @@ def toy(tmp_path, monkeypatch):
     monkeypatch.syspath_prepend(str(plugins))
     monkeypatch.delitem(sys.modules, "toy_plugin", raising=False)
     folders = {"schemas": schemas, "templates": templates}
+    install_plugin(tmp_path, monkeypatch, "toy_plugin", TOY_PLUGIN)
     monkeypatch.setattr(tables_module, "DATA_DIR", data)
     monkeypatch.setattr(spec_module, "resource_dir", folders.__getitem__)
     monkeypatch.setattr(render_module, "resource_dir", folders.__getitem__)
@@ -132,7 +152,7 @@ def toy(tmp_path, monkeypatch):
 def _clear_caches():
     tables_module.load_tables.cache_clear()
     spec_module._validator.cache_clear()
-    frameworks_module.registry.cache_clear()
+    frameworks_module._load.cache_clear()
 
 
 def _spec(tmp_path, **extra):
@@ -296,9 +316,6 @@ def test_the_plugins_validate_options_are_distinct():
 FRAMEWORK_NAMES = re.compile(r"mind-?formers|mind-?speed|llama[-_ ]?factory", re.I)
 CORE = sorted(p.relative_to(Path(generator.__file__).parent).as_posix()
               for p in Path(generator.__file__).parent.rglob("*.py") if "frameworks" not in p.parts)
-# The planning side's modules still name frameworks until their move into the plugins lands (issue 24): strict, so
-# a module that no longer does fails here until it leaves this list.
-STILL_NAMING = {"cards.py", "layouts.py", "recipe.py", "resolve.py", "spec.py", "tables.py"}
 
 
 def code_words(source: str) -> list[tuple[int, str]]:
@@ -323,8 +340,7 @@ def test_code_words_leave_out_comments_and_docstrings_only():
     assert [word for _, word in code_words(source) if FRAMEWORK_NAMES.search(word)] == ['"mindspeed-llm"']
 
 
-@pytest.mark.parametrize("module", [pytest.param(m, marks=pytest.mark.xfail(strict=True, reason="planning side"))
-                                    if m in STILL_NAMING else m for m in CORE])
+@pytest.mark.parametrize("module", CORE)
 def test_the_core_names_no_framework(module):
     source = (Path(generator.__file__).parent / module).read_text(encoding="utf-8")
     named = [f"l. {line}: {word}" for line, word in code_words(source) if FRAMEWORK_NAMES.search(word)]

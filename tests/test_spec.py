@@ -271,3 +271,14 @@ def test_thousands_of_list_items_validate_in_well_under_a_second():
     start = time.monotonic()
     assert _spec_error_paths(BASE.encode() + f"frameworks: [{items}]\n".encode())
     assert time.monotonic() - start < 5
+
+
+def test_a_pin_an_earlier_version_read_says_where_it_moved():
+    # The framework's plugin names its moved pins (Planning.moved_pins); another framework's same key is unknown.
+    base = {"job": "j", "model": "qwen3-8b", "method": "lora", "seq_len": 4096, "hardware": "snt9b"}
+    with pytest.raises(SpecError) as caught:
+        parse_spec(yaml.safe_dump({**base, "layout": {"llama-factory": {"lora_rank": 8},
+                                                      "mindspeed-llm": {"lora_rank": 8}}}).encode())
+    said = {p.path: p.message for p in caught.value.problems}
+    assert said["layout.llama-factory.lora_rank"] == "has moved to lora.rank (one adapter shape for every framework)"
+    assert said["layout.mindspeed-llm.lora_rank"].startswith("unknown key; allowed here:")

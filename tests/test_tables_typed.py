@@ -44,9 +44,8 @@ BAD_EDITS = {
         "frameworks.yaml", "support: listed ", "support: all ",
         "frameworks.yaml mindformers: support 'all' is not one of listed, table"),
     "min-cards-from": (
-        "frameworks.yaml", "min_cards_from: presets-then-mindspeed-llm", "min_cards_from: presets",
-        ("frameworks.yaml mindformers: min_cards_from 'presets' is not one of llama-factory, "
-        "mindspeed-llm, presets-then-mindspeed-llm")),
+        "frameworks.yaml", "min_cards_from: mindspeed-llm       # after", "min_cards_from: presets  # after",
+        "frameworks.yaml mindformers: min_cards_from 'presets' is not one of llama-factory, mindspeed-llm"),
     "ep-divides": (
         "frameworks.yaml", "ep_divides: [dp, cp]", "ep_divides: [dp, pp]",
         "frameworks.yaml mindspeed-llm: ep_divides 'pp' is not one of dp, tp, cp"),

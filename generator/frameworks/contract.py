@@ -14,15 +14,21 @@ templates under templates/<name>/. `tests/test_registry.py` runs the contract te
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from enum import Enum
 from typing import TYPE_CHECKING, Protocol
 
-if TYPE_CHECKING:
+if TYPE_CHECKING:  # the core's types, which import nothing from here at run time
     import jinja2
 
     from ..checks.job import Job, Result
-    from ..plan import Plan
+    from ..context import Context
+    from ..errors import Problem
+    from ..plan import Layout, Plan
+    from ..spec import Spec
+    from ..tables import Model
+    from ..training import Training
 
 
 class RoleKind(str, Enum):
@@ -46,11 +52,143 @@ class RoleDef:
     colocated: bool = True
 
 
+@dataclass(frozen=True)
+class Structure:
+    """How one candidate layout splits the model, before micro batch and recompute: model-parallel sizes, or a
+    ZeRO stage (zero_stage None with tp..ep 1: plain data parallel, or one card)."""
+
+    tp: int = 1
+    pp: int = 1
+    cp: int = 1
+    ep: int = 1
+    zero_stage: int | None = None
+    offload: bool = False
+
+
+class SearchSpace(Protocol):
+    """Which layouts a role's search tries: the structures the framework can express, in its order of preference,
+    and the recompute settings."""
+
+    def structures(self, ctx: Context, cards: int) -> list[Structure]:
+        """Every structure to try at `cards` (the spec's pins kept)."""
+        ...
+
+    def recomputes(self, ctx: Context) -> list[str]:
+        """Recompute settings to try, least recompute first."""
+        ...
+
+    def label(self, structure: Structure) -> str:
+        """The structure as the rejected list names it."""
+        ...
+
+
+@dataclass(frozen=True)
+class PathDefault:
+    """A path the framework reads, as the plan writes it when the spec does not give it: a placeholder to edit, or
+    derived from the spec's `derived_from` path when the spec gives that one."""
+
+    value: str
+    derived_from: str | None = None
+
+
 class Planning(Protocol):
-    """The resolver's side of a framework (filled in by the plugin; see the module docstring)."""
+    """The resolver's side of a framework. `DefaultPlanning` answers for a framework with nothing to add; a plugin
+    subclasses it and states what its framework does differently, each rule with its upstream source."""
+
+    # Facts, read-only: a plugin states them as class attributes (DefaultPlanning gives the defaults).
+    @property
+    def path_keys(self) -> tuple[str, ...]:
+        """Paths.<key> the framework reads beyond the core's (the schema lists them)."""
+        ...
+
+    @property
+    def moved_pins(self) -> Mapping[str, str]:
+        """Layout.<framework>.<key> an earlier version read -> where it lives now."""
+        ...
+
+    @property
+    def chat_template_fact(self) -> str | None:
+        """Its model fact naming the chat template (Qwen3's "qwen3" has a thinking switch)."""
+        ...
+
+    @property
+    def thinking_template(self) -> str:
+        """How it formats Qwen3's samples, for the refusal of train.enable_thinking."""
+        ...
+
+    @property
+    def thinking_note(self) -> str | None:
+        """Why train.enable_thinking does not apply to it, when it does not."""
+        ...
+
+    @property
+    def pretrain_weights(self) -> str:
+        """How its continued pretraining loads the HuggingFace weights."""
+        ...
+
+    @property
+    def presets_first(self) -> bool:
+        """Validated seed-003 presets set its minimum cards before the minimum-card table."""
+        ...
+
+    @property
+    def min_cards_stand_in(self) -> str:
+        """The note when no preset matches and its row's min_cards_from column stands in."""
+        ...
+
+    @property
+    def preset_source(self) -> str:
+        """How notes name its validated presets."""
+        ...
+
+    @property
+    def linear_decay_source(self) -> str | None:
+        """Its linear schedule decays to 0 (the upstream scheduler): a floor is refused."""
+        ...
+
+    @property
+    def fixed_steps(self) -> str | None:
+        """The setting that stops it at the plan's step count whatever the data holds."""
+        ...
+
+    @property
+    def whole_epochs_key(self) -> str | None:
+        """The setting that counts whole epochs only (a fraction is rounded up)."""
+        ...
+
+    @property
+    def unshared_storage_refusal(self) -> str | None:
+        """Why it cannot run across nodes without shared storage (a warning)."""
+        ...
+
+    @property
+    def unshared_storage_note(self) -> str | None:
+        """What it does across nodes without shared storage (a note)."""
+        ...
 
     def roles(self, method: str) -> tuple[RoleDef, ...]:
-        """The roles `method` runs with, in the order the plan shows them."""
+        """The roles `method` runs with, in the order the plan shows them; the first is the one the recipe's
+        global batch and the framework's files follow."""
+        ...
+
+    def space(self, role: RoleKind) -> SearchSpace:
+        """The search space of `role`'s layout."""
+        ...
+
+    def recipe_refusals(self, recipe: Training) -> list[Problem]:
+        """What the pinned version cannot express of `recipe` (the recipe it trains with), at the spec key."""
+        ...
+
+    def layout_notes(self, ctx: Context, layout: Layout) -> list[str]:
+        """Notes on the chosen layout of the role that sets the cards."""
+        ...
+
+    def checkpoint_note(self, spec: Spec, model: Model, recipe: Training) -> str | None:
+        """What keeping its checkpoints costs where it does not honour train.keep_checkpoints (None: it does)."""
+        ...
+
+    def path_defaults(self, output_dir: str, model: Model, layout: Layout) -> dict[str, PathDefault]:
+        """Its paths beyond the core's, as written when the spec leaves them out (`path_keys`, in that order)."""
         ...
 
 

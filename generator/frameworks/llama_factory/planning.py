@@ -1,13 +1,70 @@
-"""llama-factory: the resolver's side of the plugin."""
+"""llama-factory: the resolver's side of the plugin (contract: generator/frameworks/contract.py Planning)."""
 
 from __future__ import annotations
 
-from ..contract import RoleDef, RoleKind
+from ...context import Context
+from ...memory import GIB
+from ...plan import Layout, deepspeed_words
+from ..base import DefaultPlanning
+from ..contract import RoleKind, SearchSpace, Structure
 
 
-class Planning:
-    def roles(self, method: str) -> tuple[RoleDef, ...]:
-        return (RoleDef(RoleKind.TRAIN),)
+class ZeroStages:
+    """LLaMA-Factory's DeepSpeed choices, lightest first, as upstream's examples/deepspeed files offer them
+    (LLaMA-Factory 0.9.5 ds_z0/ds_z2/ds_z3/ds_z3_offload_config.json): one card runs without DeepSpeed (as seed
+    002's single-card runs); more cards replicate the model (ZeRO-0: plain data parallel), shard the gradients and
+    optimizer states (ZeRO-2), then the weights too (ZeRO-3; not for an 8-bit base, which LLaMA-Factory refuses
+    under ZeRO-3), and move bf16 weights and states to CPU memory (ZeRO-3 offload). A pinned `offload` keeps only
+    the matching choices. No tensor or pipeline parallelism: every card holds whole layers."""
+
+    def structures(self, ctx: Context, cards: int) -> list[Structure]:
+        bits, pinned = ctx.spec.quantization_bit, ctx.pins.offload
+        stages: list[tuple[int | None, bool]] = [(None, False)] if cards == 1 else [(0, False), (2, False)]
+        if cards > 1 and bits != 8:
+            stages.append((3, False))
+        if bits is None:
+            stages.append((3, True))
+        return [Structure(zero_stage=stage, offload=offload) for stage, offload in stages
+                if pinned is None or offload == pinned]
+
+    def recomputes(self, ctx: Context) -> list[str]:
+        # Gradient checkpointing is on or off in the HuggingFace code: no selective setting.
+        return [ctx.pins.recompute] if ctx.pins.recompute else ["none", "full"]
+
+    def label(self, structure: Structure) -> str:
+        return f"DeepSpeed {deepspeed_words(structure.zero_stage, structure.offload)}"
+
+
+ZERO_STAGES = ZeroStages()
+
+
+class Planning(DefaultPlanning):
+    moved_pins = {"lora_rank": "has moved to lora.rank (one adapter shape for every framework)"}
+    chat_template_fact = "template"
+    thinking_template = "LLaMA-Factory's template qwen3"
+    pretrain_weights = "LLaMA-Factory model_name_or_path"
+    linear_decay_source = "transformers get_linear_schedule_with_warmup"
+    fixed_steps = "LLaMA-Factory max_steps"
+    unshared_storage_refusal = ("transformers saves checkpoints on the first node only (save_on_each_node false), "
+                                "so the other nodes cannot resume")
+
+    def space(self, role: RoleKind) -> SearchSpace:
+        return ZERO_STAGES
+
+    def layout_notes(self, ctx: Context, layout: Layout) -> list[str]:
+        notes = []
+        if ctx.hw.accelerator == "npu":  # seed 001 ran LLaMA-Factory on 910B
+            unsharded = ctx.model.params * 2 / GIB
+            how = f"DeepSpeed {layout.deepspeed_label} on {layout.cards} card(s)"
+            notes.append(f"seed 001 check: the bf16 weights alone need {unsharded:.1f} GiB on one card without "
+                         f"sharding ({'over' if unsharded > ctx.usable_gb else 'within'} the "
+                         f"{ctx.usable_gb:g} GiB usable); {how} needs {layout.memory.total:.1f} GiB per card, "
+                         f"{layout.memory_share:.0%} of it")
+        if ctx.fw.flash_attn and ctx.hw.accelerator == "gpu":
+            notes.append(f"flash_attn: {ctx.fw.flash_attn} needs the flash-attn package on the GPU nodes; without "
+                         f"it LLaMA-Factory warns and falls back to PyTorch attention, and activations outgrow this "
+                         f"plan")
+        return notes
 
 
 PLANNING = Planning()

@@ -1,0 +1,54 @@
+"""What a framework plugin's planning side answers when the framework adds nothing of its own
+(contract.py Planning): one `train` role on the model-parallel grid, no refusals, notes or paths of its own."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from ..context import Context
+from ..errors import Problem
+from ..plan import Layout
+from ..spaces import GridSpace
+from ..spec import Spec
+from ..tables import Model
+from ..training import Training
+from .contract import PathDefault, RoleDef, RoleKind, SearchSpace
+
+GRID = GridSpace()
+
+
+class DefaultPlanning:
+    """A framework that trains one role on the model-parallel grid and adds nothing to the plan."""
+
+    path_keys: tuple[str, ...] = ()
+    moved_pins: Mapping[str, str] = {}
+    chat_template_fact: str | None = None
+    thinking_template: str = ""
+    thinking_note: str | None = None
+    pretrain_weights: str = ""
+    presets_first = False
+    min_cards_stand_in = ""
+    preset_source = ""
+    linear_decay_source: str | None = None
+    fixed_steps: str | None = None
+    whole_epochs_key: str | None = None
+    unshared_storage_refusal: str | None = None
+    unshared_storage_note: str | None = None
+
+    def roles(self, method: str) -> tuple[RoleDef, ...]:
+        return (RoleDef(RoleKind.TRAIN),)
+
+    def space(self, role: RoleKind) -> SearchSpace:
+        return GRID
+
+    def recipe_refusals(self, recipe: Training) -> list[Problem]:
+        return []
+
+    def layout_notes(self, ctx: Context, layout: Layout) -> list[str]:
+        return []
+
+    def checkpoint_note(self, spec: Spec, model: Model, recipe: Training) -> str | None:
+        return None
+
+    def path_defaults(self, output_dir: str, model: Model, layout: Layout) -> dict[str, PathDefault]:
+        return {}

@@ -1,0 +1,213 @@
+"""Issue 24: a framework's plan holds roles, each with its own layout, memory estimate and time; colocated roles
+take turns on the same cards, so the framework's cards are the peak over them. Proved with a toy framework added
+through the CLI as data (a frameworks.yaml row in a copied data folder), a plugin module (two roles of different
+TP) and templates, rendered, and read back from plan.json, PLAN.md and `plan`."""
+
+from __future__ import annotations
+
+import json
+import shutil
+
+import pytest
+import yaml
+from click.testing import CliRunner
+from helpers import install_plugin
+
+from generator import render as render_module
+from generator import resources
+from generator import spec as spec_module
+from generator import tables as tables_module
+from generator.cli import main
+from generator.frameworks import registry
+
+DUO_ROW = """
+  - name: duo
+    plugin: duo_roles_plugin
+    label: "Duo 1.0 (an actor and a rollout engine, for the roles test)"
+    memory: megatron-distopt
+    methods: [full]
+    dataset_formats: [alpaca]
+    overhead_gb: 3.0
+    throughput: {model: mfu, mfu: {pretrain: 0.3, full: 0.3, lora: 0.3, qlora: 0.3, moe: 0.2}, source: "a test"}
+    min_cards_from: llama-factory  # a column without Qwen3-14B: the memory model decides
+    support: listed
+    models:
+      qwen3-14b: {}
+"""
+# The actor trains on the model-parallel grid at TP 1; the rollout engine serves the same weights at TP 2, without
+# pipeline stages; both on the same cards in turns.
+DUO_PLUGIN = """
+from generator.frameworks.base import DefaultPlanning
+from generator.frameworks.contract import Plugin, RoleDef, RoleKind
+from generator.spaces import GridSpace
+
+ACTOR, ROLLOUT = GridSpace(tp_choices=(1,)), GridSpace(tp_choices=(2,), pp_choices=(1,))
+
+
+class Planning(DefaultPlanning):
+    def roles(self, method):
+        return (RoleDef(RoleKind.ACTOR), RoleDef(RoleKind.ROLLOUT))
+
+    def space(self, role):
+        return ROLLOUT if role is RoleKind.ROLLOUT else ACTOR
+
+
+class Output:
+    pass
+
+
+PLUGIN = Plugin("duo", planning=Planning(), output=Output())
+"""
+DUO_TRAIN = ("{% for kind, role in roles.items() %}{{ kind }}: {tp: {{ role.layout.tp }}, pp: {{ role.layout.pp }}, "
+             "cards: {{ role.layout.cards }}}\n{% endfor %}")
+DUO_SECTION = "Duo runs {{ roles | join(' and ') }} on {{ cards }} card(s).\n"
+
+
+def duo_render(plan, env):
+    fp = plan.frameworks["duo"]
+    return {"duo/roles.yaml": env.get_template("duo/roles.yaml.j2").render(roles=fp.roles)}
+
+
+def duo_section(plan, env):
+    fp = plan.frameworks["duo"]
+    return env.get_template("duo/plan_section.md.j2").render(roles=list(fp.roles), cards=fp.cards)
+
+
+@pytest.fixture
+def duo(tmp_path, monkeypatch):
+    """Copies of data, schema and templates with the duo framework added; its plugin on sys.path."""
+    data, schemas, templates = tmp_path / "data", tmp_path / "schemas", tmp_path / "templates"
+    shutil.copytree(tables_module.DATA_DIR, data)
+    shutil.copytree(resources.resource_dir("schemas"), schemas)
+    shutil.copytree(resources.resource_dir("templates"), templates)
+    frameworks = data / "frameworks.yaml"
+    frameworks.write_text(frameworks.read_text(encoding="utf-8") + DUO_ROW, encoding="utf-8")
+    hardware = data / "hardware.yaml"
+    listed = "frameworks: [mindformers, mindspeed-llm, llama-factory]"
+    hardware.write_text(hardware.read_text(encoding="utf-8").replace(listed, listed[:-1] + ", duo]", 1),
+                        encoding="utf-8")
+    schema_file = schemas / "job.schema.json"
+    schema = json.loads(schema_file.read_text(encoding="utf-8"))
+    schema["properties"]["frameworks"]["items"]["enum"].append("duo")
+    schema["properties"]["layout"]["properties"]["duo"] = {"$ref": "#/$defs/pins"}
+    schema_file.write_text(json.dumps(schema), encoding="utf-8")
+    (templates / "duo").mkdir()
+    (templates / "duo" / "roles.yaml.j2").write_text(DUO_TRAIN, encoding="utf-8")
+    (templates / "duo" / "plan_section.md.j2").write_text(DUO_SECTION, encoding="utf-8")
+    install_plugin(tmp_path, monkeypatch, "duo_roles_plugin", DUO_PLUGIN)
+    folders = {"schemas": schemas, "templates": templates}
+    monkeypatch.setattr(tables_module, "DATA_DIR", data)
+    monkeypatch.setattr(spec_module, "resource_dir", folders.__getitem__)
+    monkeypatch.setattr(render_module, "resource_dir", folders.__getitem__)
+    monkeypatch.setitem(render_module.FRAMEWORK_RENDERERS, "duo", (duo_render, duo_section))
+    tables_module.load_tables.cache_clear()
+    spec_module._validator.cache_clear()
+    yield tmp_path
+    tables_module.load_tables.cache_clear()
+    spec_module._validator.cache_clear()
+
+
+def _spec(folder, **extra):
+    spec = {"job": "duojob", "model": "qwen3-14b", "method": "full", "seq_len": 4096, "hardware": "snt9b",
+            "frameworks": ["duo"], "data": {"samples": 20000, "tokens_per_sample": 1024}, **extra}
+    path = folder / "spec.yaml"
+    path.write_text(yaml.safe_dump(spec), encoding="utf-8")
+    return path
+
+
+def test_two_colocated_roles_each_with_its_own_layout_on_the_peak_cards(duo):
+    out = duo / "out"
+    result = CliRunner().invoke(main, ["render", str(_spec(duo)), "-o", str(out)])
+    assert result.exit_code == 0, result.output + result.stderr
+    job = out / "duojob"
+    plan = json.loads((job / "plan.json").read_text(encoding="utf-8"))
+    fw = plan["frameworks"]["duo"]
+    actor, rollout = fw["roles"]["actor"], fw["roles"]["rollout"]
+    assert list(fw["roles"]) == ["actor", "rollout"]
+    # Each role its own TP, memory estimate and rate.
+    assert (actor["tp"], rollout["tp"], rollout["pp"]) == (1, 2, 1)
+    assert actor["memory_per_card_gib"] != rollout["memory_per_card_gib"]
+    assert all(role["memory_per_card_gib"] <= role["budget_gib"] for role in (actor, rollout))
+    assert actor["estimate"]["tokens_per_card_s"] > 0 and rollout["estimate"]["tokens_per_card_s"] > 0
+    # Colocated: one card count, the peak of what each role needs alone, and the plan's.
+    assert actor["colocated"] and rollout["colocated"]
+    assert actor["cards"] == rollout["cards"] == fw["cards"] == plan["cards"]
+    # The framework's top-level layout keys are its first role's (what renderers read).
+    assert (fw["tp"], fw["pp"], fw["memory_per_card_gib"]) == (actor["tp"], actor["pp"],
+                                                                actor["memory_per_card_gib"])
+    # The framework's own file and PLAN.md show both roles.
+    roles = yaml.safe_load((job / "duo" / "roles.yaml").read_text(encoding="utf-8"))
+    assert roles == {"actor": {"tp": 1, "pp": actor["pp"], "cards": fw["cards"]},
+                     "rollout": {"tp": 2, "pp": 1, "cards": fw["cards"]}}
+    text = (job / "PLAN.md").read_text(encoding="utf-8")
+    assert f"Duo runs actor and rollout on {fw['cards']} card(s)." in text
+    for kind, role in (("actor", actor), ("rollout", rollout)):
+        assert (f"| duo | {kind} | {fw['cards']} | yes | {role['tp']} | {role['pp']} | {role['dp']} | "
+                f"{role['cp']} | {role['ep']} | {role['micro_batch_size']} | {role['recompute']} | - | "
+                f"{role['memory_per_card_gib']:.1f} of 58 |") in text
+
+
+def test_the_cards_are_the_peak_the_largest_role_needs(duo):
+    # Alone, the actor (TP 1, any PP) fits Qwen3-14B on 8 cards; the rollout engine (TP 2, no PP) needs 32, where
+    # the memory model finds its weights, gradients and states small enough. Colocated, both run on 32.
+    result = CliRunner().invoke(main, ["plan", str(_spec(duo)), "--json"])
+    assert result.exit_code == 0, result.stderr
+    plan = json.loads(result.stdout)
+    fw = plan["frameworks"]["duo"]
+    assert "duo: 32 cards, the peak its colocated roles need (8 for actor)" in plan["notes"]
+    assert fw["cards"] == plan["cards"] == fw["roles"]["actor"]["cards"] == fw["roles"]["rollout"]["cards"] == 32
+    assert (fw["roles"]["rollout"]["tp"], fw["roles"]["rollout"]["dp"]) == (2, 16)
+    assert fw["min_cards"]["value"] == 8  # the first role's own minimum (the memory model's)
+
+
+def test_a_card_count_too_small_for_a_colocated_role_is_refused(duo):
+    result = CliRunner().invoke(main, ["plan", str(_spec(duo, cards=8))])
+    assert result.exit_code == 2 and "cards: 8 cards: duo's rollout role shares them with actor and fits on no " \
+        "fewer than 32; use 32, or --force to try anyway" in result.stderr
+    forced = CliRunner().invoke(main, ["plan", str(_spec(duo, cards=8)), "--json", "--force"])
+    assert forced.exit_code == 0, forced.stderr
+    plan = json.loads(forced.stdout)
+    assert plan["cards"] == plan["frameworks"]["duo"]["roles"]["rollout"]["cards"] == 8
+    assert any(warning.startswith("duo rollout: layout tp=2 pp=1") for warning in plan["warnings"])
+
+
+def test_a_role_on_cards_of_its_own_adds_them(duo, monkeypatch):
+    # The same roles, the rollout engine on cards of its own: the actor keeps its 8, the rollout takes 32, the
+    # framework 40 (5 nodes).
+    frameworks = duo / "data" / "frameworks.yaml"
+    frameworks.write_text(frameworks.read_text(encoding="utf-8").replace("plugin: duo_roles_plugin",
+                                                                         "plugin: duo_split_plugin"), encoding="utf-8")
+    install_plugin(duo, monkeypatch, "duo_split_plugin",
+                   DUO_PLUGIN.replace("RoleDef(RoleKind.ROLLOUT)", "RoleDef(RoleKind.ROLLOUT, colocated=False)"))
+    tables_module.load_tables.cache_clear()
+    result = CliRunner().invoke(main, ["plan", str(_spec(duo)), "--json"])
+    assert result.exit_code == 0, result.stderr
+    plan = json.loads(result.stdout)
+    fw = plan["frameworks"]["duo"]
+    actor, rollout = fw["roles"]["actor"], fw["roles"]["rollout"]
+    assert (actor["cards"], actor["colocated"], rollout["cards"], rollout["colocated"]) == (8, True, 32, False)
+    assert fw["cards"] == plan["cards"] == 40 and fw["nodes"] == plan["nodes"] == 5
+    assert not any("the peak its colocated roles need" in note for note in plan["notes"])
+
+
+def test_plan_and_candidates_show_each_role(duo):
+    result = CliRunner().invoke(main, ["plan", str(_spec(duo)), "--candidates"])
+    assert result.exit_code == 0, result.stderr
+    assert "roles (colocated roles take turns" in result.stdout
+    roles = [line.split() for line in result.stdout.split("roles (", 1)[1].splitlines() if line.startswith("duo ")]
+    assert [row[:5] for row in roles[:2]] == [["duo", "actor", "32", "yes", "1"], ["duo", "rollout", "32", "yes", "2"]]
+    assert "duo actor (" in result.stdout and "duo rollout (" in result.stdout
+    data = json.loads(CliRunner().invoke(main, ["plan", str(_spec(duo)), "--json", "--candidates"]).stdout)
+    by_role = {kind: [row for row in data["candidates"]["duo"] if row["role"] == kind] for kind in ("actor", "rollout")}
+    assert all(row["layout"].startswith("tp=1 ") for row in by_role["actor"])
+    assert by_role["rollout"] and all(row["layout"].startswith("tp=2 pp=1 ") for row in by_role["rollout"])
+    assert [sum(row["chosen"] for row in rows) for rows in by_role.values()] == [1, 1]
+
+
+def test_every_plugin_declares_its_paths_in_the_schema():
+    # The contract: the paths a plugin writes defaults for are paths.<key> the spec may give (schema), and each
+    # training framework's first role is `train`.
+    keys = spec_module.path_keys()
+    for name, found in registry().items():
+        assert set(found.planning.path_keys) <= set(keys), name
+        assert found.planning.roles("full")[0].kind.value == "train", name
