@@ -50,23 +50,6 @@ TOY_ROW = """
       qwen3-8b: {chat: qwen3, decoder: qwen3}
 """
 # The toy's planning side: the generic plugin's, with the ZeRO stages its memory scheme shards by.
-TOY_PLUGIN = """
-from generator.frameworks.base import DefaultPlanning
-from generator.frameworks.contract import Plugin
-from generator.frameworks.llama_factory.planning import ZERO_STAGES
-
-
-class Planning(DefaultPlanning):
-    def space(self, role):
-        return ZERO_STAGES
-
-
-class Output:
-    pass
-
-
-PLUGIN = Plugin("toy", planning=Planning(), output=Output())
-"""
 TOY_TRAIN = "lr: {{ lr | yaml }}\nglobal_batch: {{ batch }}\nzero: {{ zero | yaml }}\nchat: {{ chat | yaml }}\n"
 TOY_SECTION = "Toy trains {{ plan.model }} on {{ cards }} card(s).\n"
 
@@ -77,12 +60,14 @@ TOY_PLUGIN = """
 import yaml
 
 from generator.checks.job import Result, yaml_mapping
-from generator.frameworks.contract import Plugin, RoleDef, RoleKind
+from generator.frameworks.base import DefaultPlanning
+from generator.frameworks.contract import Plugin
+from generator.frameworks.llama_factory.planning import ZERO_STAGES
 
 
-class Planning:
-    def roles(self, method):
-        return (RoleDef(RoleKind.TRAIN),)
+class Planning(DefaultPlanning):
+    def space(self, role):
+        return ZERO_STAGES
 
 
 class Output:
@@ -136,11 +121,8 @@ def toy(tmp_path, monkeypatch):
     (templates / "toy" / "plan_section.md.j2").write_text(TOY_SECTION, encoding="utf-8")
     plugins = tmp_path / "plugins"
     plugins.mkdir()
-    (plugins / "toy_plugin.py").write_text(TOY_PLUGIN, encoding="utf-8")
-    monkeypatch.syspath_prepend(str(plugins))
-    monkeypatch.delitem(sys.modules, "toy_plugin", raising=False)
+    install_plugin(plugins, monkeypatch, "toy_plugin", TOY_PLUGIN)
     folders = {"schemas": schemas, "templates": templates}
-    install_plugin(tmp_path, monkeypatch, "toy_plugin", TOY_PLUGIN)
     monkeypatch.setattr(tables_module, "DATA_DIR", data)
     monkeypatch.setattr(spec_module, "resource_dir", folders.__getitem__)
     monkeypatch.setattr(render_module, "resource_dir", folders.__getitem__)

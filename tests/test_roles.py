@@ -53,7 +53,19 @@ class Planning(DefaultPlanning):
 
 
 class Output:
-    pass
+    options = ()
+    launchers = ()
+
+    def render(self, plan, env):
+        fp = plan.frameworks["duo"]
+        return {"duo/roles.yaml": env.get_template("duo/roles.yaml.j2").render(roles=fp.roles)}
+
+    def plan_section(self, plan, env):
+        fp = plan.frameworks["duo"]
+        return env.get_template("duo/plan_section.md.j2").render(roles=list(fp.roles), cards=fp.cards)
+
+    def check(self, job, path):
+        return None
 
 
 PLUGIN = Plugin("duo", planning=Planning(), output=Output())
@@ -61,16 +73,6 @@ PLUGIN = Plugin("duo", planning=Planning(), output=Output())
 DUO_TRAIN = ("{% for kind, role in roles.items() %}{{ kind }}: {tp: {{ role.layout.tp }}, pp: {{ role.layout.pp }}, "
              "cards: {{ role.layout.cards }}}\n{% endfor %}")
 DUO_SECTION = "Duo runs {{ roles | join(' and ') }} on {{ cards }} card(s).\n"
-
-
-def duo_render(plan, env):
-    fp = plan.frameworks["duo"]
-    return {"duo/roles.yaml": env.get_template("duo/roles.yaml.j2").render(roles=fp.roles)}
-
-
-def duo_section(plan, env):
-    fp = plan.frameworks["duo"]
-    return env.get_template("duo/plan_section.md.j2").render(roles=list(fp.roles), cards=fp.cards)
 
 
 @pytest.fixture
@@ -99,7 +101,6 @@ def duo(tmp_path, monkeypatch):
     monkeypatch.setattr(tables_module, "DATA_DIR", data)
     monkeypatch.setattr(spec_module, "resource_dir", folders.__getitem__)
     monkeypatch.setattr(render_module, "resource_dir", folders.__getitem__)
-    monkeypatch.setitem(render_module.FRAMEWORK_RENDERERS, "duo", (duo_render, duo_section))
     tables_module.load_tables.cache_clear()
     spec_module._validator.cache_clear()
     yield tmp_path

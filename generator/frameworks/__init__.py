@@ -7,13 +7,21 @@ import importlib
 from functools import cache
 
 from ..errors import TableError
-from ..tables import Framework, load_tables
+from ..tables import Framework, Tables, load_tables
 from .contract import Plugin
 
 
+_BUILT: dict[int, tuple[Tables, dict[str, Plugin]]] = {}  # the registry of the tables last loaded
+
+
 def registry() -> dict[str, Plugin]:
-    """Every framework of the tables, by name, in the tables' order."""
-    return {name: plugin_of(row) for name, row in load_tables().frameworks.items()}
+    """Every framework of the tables, by name, in the tables' order: one dict for as long as the same tables are
+    loaded (tables loaded anew, as tests with other data do, get their own)."""
+    tables = load_tables()
+    built = _BUILT.get(0)
+    if built is None or built[0] is not tables:
+        built = _BUILT[0] = (tables, {name: plugin_of(row) for name, row in tables.frameworks.items()})
+    return built[1]
 
 
 def plugin(name: str) -> Plugin:
