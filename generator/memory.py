@@ -22,7 +22,8 @@ Conventions (bf16 compute everywhere, flash attention, so no s^2 attention score
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Callable
+from dataclasses import dataclass, replace
 
 from .parallel import Parallel
 from .tables import Model, trains_adapters
@@ -42,16 +43,40 @@ class MemoryBreakdown:
     logits: float
     overhead: float
     stage: int = 0  # the pipeline stage the numbers are for
+    extra: tuple[tuple[str, float], ...] = ()  # the TERMS' items: (name, GiB)
 
     @property
     def total(self) -> float:
         return (self.weights + self.gradients + self.optimizer + self.adapters + self.activations + self.logits
-                + self.overhead)
+                + self.overhead + sum(gib for _, gib in self.extra))
 
     def items(self) -> list[tuple[str, float]]:
         return [("weights", self.weights), ("gradients", self.gradients), ("optimizer states", self.optimizer),
                 ("LoRA adapters (weights, grads, Adam)", self.adapters), ("activations", self.activations),
-                ("logits", self.logits), ("runtime overhead", self.overhead)]
+                ("logits", self.logits), ("runtime overhead", self.overhead), *self.extra]
+
+
+@dataclass(frozen=True)
+class Term:
+    """One more item of every estimate: its name (the key in plan.json's memory_breakdown_gib and the row in
+    PLAN.md) and its bytes per card, from what the estimate knows: (model, method, memory scheme, layout, seq_len,
+    pipeline stage). Counted in the total, so in every fit decision."""
+
+    name: str
+    bytes_per_card: Callable[[Model, str, str, Parallel, int, int], float]
+
+
+# Items beyond the built-in ones, in the order the breakdown lists them (README "Extending": add a memory term).
+TERMS: tuple[Term, ...] = ()
+
+
+def _with_terms(breakdown: MemoryBreakdown, model: Model, method: str, scheme: str, shape: Parallel,
+                seq_len: int) -> MemoryBreakdown:
+    if not TERMS:
+        return breakdown
+    return replace(breakdown, extra=tuple(
+        (term.name, term.bytes_per_card(model, method, scheme, shape, seq_len, breakdown.stage) / GIB)
+        for term in TERMS))
 
 
 def layer_activation_bytes(model: Model, seq: int, micro: int, tp: int, sp: bool, recompute: str) -> tuple[float, float]:
@@ -103,9 +128,11 @@ def estimate(model: Model, method: str, scheme: str, shape: Parallel, seq_len: i
     if scheme == "deepspeed":
         if activations is None:
             raise ValueError("the deepspeed scheme counts measured activations: pass the decoder's coefficients")
-        return _deepspeed(model, method, shape, seq_len, lora_rank, overhead_gb, quant_bits, activations, kbit_fp32)
-    return max((_megatron_stage(model, method, scheme, shape, seq_len, lora_rank, overhead_gb, stage)
-                for stage in range(shape.pp)), key=lambda m: m.total)
+        return _with_terms(_deepspeed(model, method, shape, seq_len, lora_rank, overhead_gb, quant_bits, activations,
+                                      kbit_fp32), model, method, scheme, shape, seq_len)
+    return max((_with_terms(_megatron_stage(model, method, scheme, shape, seq_len, lora_rank, overhead_gb, stage),
+                            model, method, scheme, shape, seq_len) for stage in range(shape.pp)),
+               key=lambda m: m.total)
 
 
 def _megatron_stage(model: Model, method: str, scheme: str, shape: Parallel, seq_len: int, lora_rank: int,
