@@ -307,7 +307,7 @@ def test_a_memory_term_moves_the_fit_decision(repo, tmp_path, monkeypatch):
 
 def test_readme_states_the_footprints():
     readme = (REPO / "README.md").read_text(encoding="utf-8")
-    section = readme[readme.index("\n## Extending\n"):readme.index("\n## Development\n")]
+    section = " ".join(readme[readme.index("\n## Extending\n"):readme.index("\n## Development\n")].split())
     for test, (files, lines) in FOOTPRINTS.items():
-        assert f"{files} files, {lines} lines, tested by `tests/test_extending.py::{test}`" in section \
-            or f"{files} file, {lines} lines, tested by `tests/test_extending.py::{test}`" in section, test
+        stated = f"{files} file{'s' if files > 1 else ''}, {lines} lines, tested by `tests/test_extending.py::{test}`"
+        assert stated in section, stated
