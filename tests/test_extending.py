@@ -178,8 +178,9 @@ def test_add_a_model(repo, tmp_path):
     assert train["template"] == "qwen" and train["model_name_or_path"] == "/data/models/m"
     # Without a min_cards.csv row the memory model decides the cards; MindFormers has no upstream config for it.
     assert "mindformers" not in cli("plan", str(spec)).output
-    result = cli("validate", str(job))
-    assert "problem" not in result.output, result.output
+    result = cli("validate", str(job)).output
+    assert "problem" not in result and "ok  mindspeed-llm/launch.sh" in result and \
+        "ok  llama-factory/train.yaml" in result, result
 
 
 def test_a_model_row_missing_a_fact_is_a_table_error(repo, tmp_path):
