@@ -45,6 +45,28 @@ class Context:
         return self.fw.activations[self.info["decoder"]]
 
     @property
+    def usable_gb(self) -> float:
+        """What a card may use: the hardware's usable memory, or less where the framework's upstream config for this
+        model caps it (MindFormers' context.max_device_memory, which the plan then writes)."""
+        cap = self.info.get("max_device_memory")
+        return min(self.hw.usable_gb, cap["gb"]) if cap else self.hw.usable_gb
+
+    @property
+    def usable_cap(self) -> str:
+        """The upstream setting that caps usable_gb below the hardware's, in words; empty where none does."""
+        cap = self.info.get("max_device_memory")
+        if cap and cap["gb"] < self.hw.usable_gb:
+            return f"max_device_memory {cap['gb']:g}GB of upstream's {cap['source']}"
+        return ""
+
+    @property
+    def optimizer_shard(self) -> int | None:
+        """MindSpore's optimizer_weight_shard_size where the model's upstream recipe turns the parallel optimizer on
+        (-1: each parameter's whole data-parallel group); None where it stays off."""
+        config = self.info.get("parallel_optimizer")
+        return None if config is None else config.get("optimizer_weight_shard_size", -1)
+
+    @property
     def mtp_layers(self) -> int:
         """Multi-token-prediction layers this framework trains (MindFormers keeps DeepSeek-V3's from its
         config.json; MindSpeed-LLM's fine-tuning recipes leave them out)."""

@@ -386,9 +386,11 @@ def _layout(ctx: Context, shape: Parallel, source: str) -> Layout:
     """`shape` with its memory estimate, as the plan states it."""
     rank = ctx.adapter.rank if ctx.adapter else 0
     memory = estimate(ctx.model, ctx.spec.method, ctx.fw.memory, shape, ctx.spec.seq_len, rank,
-                      ctx.fw.overhead_gb, ctx.spec.quantization_bit, ctx.activations, ctx.fw.kbit_fp32)
+                      ctx.fw.overhead_gb, ctx.spec.quantization_bit, ctx.activations, ctx.fw.kbit_fp32,
+                      ctx.optimizer_shard)
     return Layout(**{f.name: getattr(shape, f.name) for f in fields(Parallel)}, framework=ctx.fw.name, memory=memory,
-                  usable_gb=ctx.hw.usable_gb, deepspeed=ctx.fw.deepspeed, source=source)
+                  usable_gb=ctx.usable_gb, usable_cap=ctx.usable_cap, optimizer_shard=ctx.optimizer_shard,
+                  deepspeed=ctx.fw.deepspeed, source=source)
 
 
 def smallest_fit(ctx: Context) -> int:
@@ -402,7 +404,7 @@ def smallest_fit(ctx: Context) -> int:
     if found is None:
         raise NoFit("model", f"no {ctx.fw.name} layout fits {ctx.model.name} {ctx.spec.method} at seq_len "
                              f"{ctx.spec.seq_len} on {ctx.hw.name}", ctx, largest)
-    budget = ctx.hw.usable_gb * (1.0 - HEADROOM) * GIB
+    budget = ctx.usable_gb * (1.0 - HEADROOM) * GIB
     floor = math.ceil(ctx.model.params * STATE_BYTES[(ctx.fw.memory, trains_adapters(ctx.spec.method))] / budget)
     if found.offload:  # nothing fits on the device alone: the fewest cards with CPU offload
         return _fewest(free, floor, largest)

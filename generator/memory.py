@@ -121,22 +121,35 @@ def hf_step_bytes(activations: dict, model: Model, method: str, recompute: str, 
 
 def estimate(model: Model, method: str, scheme: str, shape: Parallel, seq_len: int, lora_rank: int,
              overhead_gb: float, quant_bits: int | None = None, activations: dict | None = None,
-             kbit_fp32: bool = False) -> MemoryBreakdown:
+             kbit_fp32: bool = False, optimizer_shard: int | None = None) -> MemoryBreakdown:
     """Memory per card for `shape`; the worst pipeline stage. `activations`: the decoder's measured coefficients
     (hf_activations.yaml), which the deepspeed scheme (HuggingFace code) counts; `kbit_fp32`: that code upcasts
-    a k-bit model's unquantized parameters to fp32."""
+    a k-bit model's unquantized parameters to fp32; `optimizer_shard`: MindSpore's parallel optimizer is on with
+    this optimizer_weight_shard_size (-1: each parameter's whole data-parallel group), megatron-fp32 only."""
     if scheme == "deepspeed":
         if activations is None:
             raise ValueError("the deepspeed scheme counts measured activations: pass the decoder's coefficients")
         return _with_terms(_deepspeed(model, method, shape, seq_len, lora_rank, overhead_gb, quant_bits, activations,
                                       kbit_fp32), model, method, scheme, shape, seq_len)
-    return max((_with_terms(_megatron_stage(model, method, scheme, shape, seq_len, lora_rank, overhead_gb, stage),
-                            model, method, scheme, shape, seq_len) for stage in range(shape.pp)),
-               key=lambda m: m.total)
+    return max((_with_terms(_megatron_stage(model, method, scheme, shape, seq_len, lora_rank, overhead_gb, stage,
+                                            optimizer_shard), model, method, scheme, shape, seq_len)
+                for stage in range(shape.pp)), key=lambda m: m.total)
+
+
+def optimizer_shard_groups(shape: Parallel, shard_size: int) -> tuple[int, int]:
+    """(dense, expert): how many ways MindSpore's parallel optimizer splits the AdamW states of a non-expert and of
+    an expert parameter. Each parameter is split over the cards of its stage that hold the same slice of it (its
+    data-parallel group: TensorLayout::GenerateOptShardSliceShape multiplies the device dimensions its tensor map
+    leaves out): DP x CP for the TP-split dense weights, DP x CP x TP / EP for the EP-split experts (as
+    `expert_dp` below). optimizer_weight_shard_size caps the group where it divides it, and does not take effect
+    where it does not (MindSpore 2.10.0 context.py l. 1099-1105); -1 takes the whole group."""
+    def capped(group: int) -> int:
+        return shard_size if shard_size != -1 and group % shard_size == 0 else group
+    return capped(shape.dp * shape.cp), capped(max(1, shape.cards // (shape.pp * shape.ep)))
 
 
 def _megatron_stage(model: Model, method: str, scheme: str, shape: Parallel, seq_len: int, lora_rank: int,
-                    overhead_gb: float, stage: int) -> MemoryBreakdown:
+                    overhead_gb: float, stage: int, optimizer_shard: int | None = None) -> MemoryBreakdown:
     first, last = stage == 0, stage == shape.pp - 1
     # An MTP layer is a decoder layer (plus a 2h x h projection) with its own logits, after the last layer.
     mtp = shape.mtp_layers if last else 0
@@ -162,6 +175,14 @@ def _megatron_stage(model: Model, method: str, scheme: str, shape: Parallel, seq
         adapters = layers * model.lora_params_per_layer(lora_rank) / shape.tp * 16.0
     elif scheme == "megatron-fp32":
         weights, grads, optimizer, adapters = params * 4.0, params * 4.0, params * 8.0, 0.0
+        if optimizer_shard is not None:
+            # MindSpore's parallel optimizer (optimizer_level level1, its default) stores each weight and its AdamW
+            # states as 1/group slices, but keeps the weights all-gathered in forward until backward (only level3
+            # frees them, context.py l. 1107-1116), and gradient_accumulation_shard False keeps whole accumulated
+            # gradients (l. 1082-1091): only the states shrink. Parameters under parallel_optimizer_threshold (64 KB:
+            # the norms) stay whole, a few MB this leaves out.
+            dense_group, expert_group = optimizer_shard_groups(shape, optimizer_shard)
+            optimizer = 8.0 * (dense / dense_group + experts / expert_group)
     else:  # megatron-distopt: bf16 weights, fp32 main grads, fp32 master + Adam sharded
         weights, grads = params * 2.0, params * 4.0
         optimizer = 12.0 * (dense / (shape.dp * shape.cp) + experts / expert_dp)

@@ -8,7 +8,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 
 from .dataset import DataShape
-from .memory import MemoryBreakdown
+from .memory import MemoryBreakdown, optimizer_shard_groups
 from .parallel import Parallel
 from .recipe import Training, plan_json
 from .tables import Model
@@ -59,6 +59,8 @@ class Layout(Parallel):
     framework: str
     memory: MemoryBreakdown
     usable_gb: float
+    usable_cap: str = ""  # the upstream setting that caps usable_gb below the hardware's (empty: none does)
+    optimizer_shard: int | None = None  # MindSpore's optimizer_weight_shard_size when its parallel optimizer is on
     deepspeed: bool = False  # the framework trains through DeepSpeed (LLaMA-Factory), so zero_stage applies
     source: str = "search"  # "preset: validated (...)" | "search" | "pinned"
     preset_level: str | None = None
@@ -72,6 +74,11 @@ class Layout(Parallel):
     def deepspeed_label(self) -> str:
         """The DeepSpeed setting in words, one spelling everywhere: "ZeRO-3 + offload", "none", or "-" (Megatron)."""
         return deepspeed_words(self.zero_stage, self.offload) if self.deepspeed else "-"
+
+    @property
+    def states_split(self) -> tuple[int, int] | None:
+        """(dense, expert): how many ways the parallel optimizer splits the AdamW states; None where it is off."""
+        return None if self.optimizer_shard is None else optimizer_shard_groups(self, self.optimizer_shard)
 
     @property
     def memory_share(self) -> float:
@@ -122,6 +129,11 @@ class FrameworkPlan:
             "min_cards": {"value": self.min_cards.value, "source": self.min_cards.source, "case": self.min_cards.case},
             "estimate": _estimate_json(self.estimate), "forced": self.forced, "upstream": self.upstream,
             "flash_attn": self.flash_attn, "choice": self.choice,
+            # Only where set, so that the plan.json of a job without them stays as it was.
+            **({"usable_cap": lay.usable_cap} if lay.usable_cap else {}),
+            **({"parallel_optimizer": {"optimizer_weight_shard_size": lay.optimizer_shard,
+                                       "states_split": dict(zip(("dense", "expert"), lay.states_split))}}
+               if lay.states_split is not None else {}),
         }
 
 

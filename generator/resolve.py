@@ -457,11 +457,13 @@ def _resolve_framework(ctx: Context, tables: Tables):
                         f"on {layout.cards} cards")
     info = ctx.fw.models.get(ctx.model.name) or {}
     upstream = info.get("pretrain" if ctx.spec.method == "pretrain" else "finetune")
+    # What upstream's file sets that this plan does not follow, and why (frameworks.yaml).
+    notes.extend(f"upstream {upstream} {text}" for text in info.get("departures", ()))
     if ctx.fw.deepspeed and ctx.hw.accelerator == "npu":  # seed 001 ran LLaMA-Factory on 910B
         unsharded = ctx.model.params * 2 / GIB
         how = f"DeepSpeed {layout.deepspeed_label} on {layout.cards} card(s)"
         notes.append(f"seed 001 check: the bf16 weights alone need {unsharded:.1f} GiB on one card without sharding "
-                     f"({'over' if unsharded > ctx.hw.usable_gb else 'within'} the {ctx.hw.usable_gb:g} GiB usable); "
+                     f"({'over' if unsharded > ctx.usable_gb else 'within'} the {ctx.usable_gb:g} GiB usable); "
                      f"{how} needs {layout.memory.total:.1f} GiB per card, {layout.memory_share:.0%} of it")
     if ctx.fw.flash_attn and ctx.hw.accelerator == "gpu":
         notes.append(f"flash_attn: {ctx.fw.flash_attn} needs the flash-attn package on the GPU nodes; without it "

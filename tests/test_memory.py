@@ -153,3 +153,36 @@ def test_deepseek_dense_layers_weigh_on_the_stage_that_holds_them():
     # LoRA keeps the bf16 base: 2 bytes per parameter held (layers, the stage's share of experts, the embedding).
     want = 2.0 * (held + experts + model.embedding_params) / GIB
     assert first.weights == pytest.approx(want, rel=0.005)
+
+
+@pytest.mark.parametrize("dp,ep,shard,want", [
+    (32, 128, 256, (32, 2)),    # 256 divides neither group: it does not take effect (context.py l. 1099-1105)
+    (32, 128, -1, (32, 2)),     # -1: each parameter's whole data-parallel group
+    (32, 128, 8, (8, 2)),       # 8 divides DP 32: groups of 8; not the experts' 2
+    (4, 32, 256, (4, 1)),       # upstream's 256-card layout: dp 4, ep 32 = dp x tp, experts not repeated
+])
+def test_parallel_optimizer_groups(dp, ep, shard, want):
+    from generator.memory import optimizer_shard_groups
+    tp, pp = 8, 2
+    layout = Parallel(cards=dp * tp * pp, cards_per_node=8, tp=tp, pp=pp, ep=ep, global_batch_size=dp * 4,
+                      num_layer_list=(31, 30))
+    assert optimizer_shard_groups(layout, shard) == want
+
+
+def test_mindspore_parallel_optimizer_splits_only_the_states():
+    # Issue 23 item 13: upstream's DeepSeek-V3 671B recipe turns MindSpore's parallel optimizer on; the fp32 AdamW
+    # states (8 B per parameter) of the stage's dense weights split over DP, the experts' over DP x TP / EP.
+    from generator.memory import _megatron_stage
+    model = MODELS["deepseek-v3"]
+    layout = Parallel(cards=512, cards_per_node=8, tp=8, pp=2, ep=128, micro_batch_size=1, global_batch_size=128,
+                      num_layer_list=(31, 30), mtp_layers=1)
+    on = _megatron_stage(model, "full", "megatron-fp32", layout, 4096, 8, 3.0, 0, optimizer_shard=256)
+    off = _megatron_stage(model, "full", "megatron-fp32", layout, 4096, 8, 3.0, 0)
+    # Stage 0 holds layers 0-30 (3 dense, 28 MoE) and the embedding, TP-split; 28 layers of experts over EP 128.
+    dense = (3 * _deepseek_v3_layer_params(True) + 28 * _deepseek_v3_layer_params(False)
+             + model.embedding_params) / 8
+    experts = 28 * model.expert_params_per_layer / 128
+    assert on.optimizer * GIB == pytest.approx(8.0 * (dense / 32 + experts / 2), rel=0.005)
+    assert off.optimizer * GIB == pytest.approx(8.0 * (dense + experts), rel=0.005)
+    # Weights stay gathered from forward to backward (optimizer_level level1), gradients whole.
+    assert (on.weights, on.gradients) == (off.weights, off.gradients)

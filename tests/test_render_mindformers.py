@@ -61,7 +61,8 @@ def test_train_yaml_obeys_mindformers_rules(case, tmp_path):
         assert all(model.layers // pc["pipeline_stage"] + o >= 1 for o in offset)
     else:
         assert offset == 0 and model.layers % pc["pipeline_stage"] == 0
-    assert doc["context"]["max_device_memory"] == "58GB"
+    # The plan's usable memory: the card's 58GB, or less where the model's upstream recipe caps it (DeepSeek-V3: 56GB).
+    assert doc["context"]["max_device_memory"] == f"{lay.usable_gb:g}GB" and lay.usable_gb <= 58
     assert rc["recompute"] == (lay.recompute == "full")
     # Global batch: batch_size x micro_batch_num x GA x dp (MindFormers base_trainer) equals the plan's.
     rcfg = doc["runner_config"]
@@ -509,3 +510,60 @@ def test_deepseek_v3_follows_the_671b_recipe(method):
     assert "configs/deepseek3/finetune_deepseek3_671b.yaml" in files["mindformers/train.yaml"].split("\n", 3)[1]
     assert mindformers_problems(yaml.safe_load(files["mindformers/train.yaml"]),
                                 plan.frameworks["mindformers"].layout.cards, plan.shape) == []
+
+
+def test_deepseek_v3_memory_and_parallel_keys_follow_the_671b_recipe():
+    # Item 13: the layout and memory keys followed neither upstream's 671B recipe nor its memory cap: max_device_memory
+    # was the card's 58GB against the recipe's 56GB, and the parallel optimizer was off, its states unsharded.
+    plan, files = render_job(T, model="deepseek-v3", method="full", frameworks=["mindformers"], cards=512,
+                             data={"samples": 50000, "tokens_per_sample": 1024})
+    ours = yaml.safe_load(files["mindformers/train.yaml"])
+    theirs = upstream("configs__deepseek3__finetune_deepseek3_671b.yaml")
+    assert mindformers_problems(ours, 512, plan.shape) == []
+    # The same as upstream: the memory cap and pool block (l. 90-91), the parallel optimizer (l. 116, 123-126), and
+    # the parallel context around them.
+    for key in ("max_device_memory", "mempool_block_size", "mode", "memory_optimize_level"):
+        assert ours["context"][key] == theirs["context"][key], key
+    for key in ("enable_parallel_optimizer", "parallel_optimizer_config", "parallel_mode", "enable_alltoall",
+                "search_mode"):
+        assert ours["parallel"][key] == theirs["parallel"][key], key
+    # The cap is the plan's budget too: it never plans more than the file lets MindSpore use.
+    fw = json.loads(files["plan.json"])["frameworks"]["mindformers"]
+    assert f"{fw['usable_gib']}GB" == theirs["context"]["max_device_memory"]
+    assert fw["memory_per_card_gib"] <= fw["budget_gib"] == pytest.approx(fw["usable_gib"] * 0.9)
+    assert "l. 90" in fw["usable_cap"]
+    # The plan's own: the layout for 512 cards (upstream's is 256), so DP, EP, micro batches and the layer split
+    # differ; the states split over each weight's data-parallel group, as the memory model counts them.
+    lay = plan.frameworks["mindformers"].layout
+    assert ours["parallel_config"]["data_parallel"] == lay.dp != theirs["parallel_config"]["data_parallel"]
+    assert fw["parallel_optimizer"] == {"optimizer_weight_shard_size": 256,
+                                        "states_split": {"dense": lay.dp * lay.cp,
+                                                         "expert": lay.dp * lay.cp * lay.tp // lay.ep}}
+    # Not followed, and PLAN.md says so with the reason: the interleaved seqpipe pipeline and optimizer swap.
+    assert "pipeline_config" not in ours["parallel"] and "pp_interleave_num" not in ours["model"]["model_config"]
+    assert theirs["parallel"]["pipeline_config"]["pipeline_interleave"] and theirs["optimizer"]["swap"]
+    assert "swap" not in ours["optimizer"]
+    text = " ".join(files["PLAN.md"].split())
+    assert "interleaves its pipeline (pp_interleave_num 2 with the seqpipe scheduler" in text
+    assert "keeps the AdamW states in host memory" in text and "does not set" in text
+    assert "splits them over each weight's data-parallel group" in text
+
+
+def test_models_without_an_upstream_memory_cap_keep_the_cards_own():
+    _, files = render_job(T, model="qwen3-8b", method="full", frameworks=["mindformers"])
+    doc = yaml.safe_load(files["mindformers/train.yaml"])
+    usable = T.hardware["snt9b"].usable_gb
+    assert doc["context"]["max_device_memory"] == f"{usable:g}GB" and "mempool_block_size" not in doc["context"]
+    assert doc["parallel"]["enable_parallel_optimizer"] is False and "parallel_optimizer_config" not in doc["parallel"]
+    fw = json.loads(files["plan.json"])["frameworks"]["mindformers"]
+    assert "usable_cap" not in fw and "parallel_optimizer" not in fw
+
+
+def test_parallel_optimizer_config_keys_are_mindspores():
+    # MindSpore's set_auto_parallel_context refuses any other key (_auto_parallel_context.py l. 1041-1048); the
+    # deepseek-v3 plan writes upstream's three.
+    plan, files = render_job(T, model="deepseek-v3", method="full", frameworks=["mindformers"], cards=512)
+    doc = yaml.safe_load(files["mindformers/train.yaml"])
+    assert mindformers_problems(doc, 512, plan.shape) == []
+    doc["parallel"]["parallel_optimizer_config"]["optimizer_shard_size"] = 8
+    assert any("(N10;" in p for p in mindformers_problems(doc, 512, plan.shape))

@@ -35,6 +35,10 @@ MINDFORMERS_STRICT = {
     "runner_config": {"batch_size", "epochs", "sink_mode", "sink_size", "gradient_accumulation_steps", "num_classes",
                       "stop_step"},
 }
+# parallel.parallel_optimizer_config: the keys MindSpore's set_auto_parallel_context takes; any other raises
+# ValueError "Unknown config" (MindSpore 2.10.0 parallel/_auto_parallel_context.py l. 1041-1048).
+PARALLEL_OPTIMIZER_KEYS = {"gradient_accumulation_shard", "parallel_optimizer_threshold", "optimizer_weight_shard_size",
+                           "optimizer_level"}
 MAX_DEVICE_MEMORY = re.compile(r"^([1-9][0-9]*(\.)?[0-9]*GB|0\.[0-9]*GB)$")
 
 
@@ -159,6 +163,10 @@ RULES: tuple[Rule, ...] = (
          lambda v: not v.parallel and (v.doc.get("runner_config") or {}).get("gradient_accumulation_steps", 1) > 1),
     Rule("N8", "trainer/base_trainer.py l. 544-545", "micro_batch_interleave_num > 1 is refused with use_legacy: False",
          lambda v: v.doc.get("use_legacy") is False and v.doc.get("micro_batch_interleave_num", 1) > 1),
+    Rule("N10", "MindSpore 2.10.0 parallel/_auto_parallel_context.py l. 1041-1048", "parallel."
+         f"parallel_optimizer_config takes only {', '.join(sorted(PARALLEL_OPTIMIZER_KEYS))}",
+         lambda v: bool(set((v.doc.get("parallel") or {}).get("parallel_optimizer_config") or {})
+                        - PARALLEL_OPTIMIZER_KEYS)),
     Rule("N9", "parallel_core/training_graph/transformer/moe/ffn.py l. 90-94", "stand-alone MoE needs "
          "moe_token_dispatcher_type: alltoall", lambda v: v.model.is_moe and not v.parallel
          and v.mc.get("moe_token_dispatcher_type") != "alltoall"),

@@ -187,6 +187,10 @@ def yaml_context(plan: Plan, fp: FrameworkPlan) -> dict:
         "create_attention_mask": info.get("attention_mask", False),
         "seq_len": plan.seq_len,
         "max_device_memory": f"{lay.usable_gb:g}GB",
+        # Where the plan follows an upstream cap, the block size upstream sets with it (the 671B recipe l. 91).
+        "mempool_block_size": f"{lay.usable_gb:g}GB" if "max_device_memory" in info else None,
+        # MindSpore's parallel optimizer as upstream's recipe configures it; the memory model counts its shards.
+        "parallel_optimizer": info.get("parallel_optimizer") if lay.optimizer_shard is not None else None,
         "parallel_speed_up_json_path": info.get("speed_up_json"),
         "data_parallel": lay.dp, "model_parallel": lay.tp, "context_parallel": lay.cp, "pipeline_stage": lay.pp,
         "expert_parallel": lay.ep, "moe": plan.shape.is_moe,
