@@ -406,8 +406,9 @@ def main() -> None:
                     linear, quadratic = per_layer(widths(model), arch, method == "lora", gc)
                     kept.writerow(row + [f"{linear:.1f}", f"{quadratic:.4f}"])
                     for seq in STEP_SEQS:
+                        hub_loss = HUB_LOSS.get(info["decoder"])
                         peaks.writerow(row + [seq] + [step_bytes(widths(model), arch, layers, seq, method == "lora",
-                                                                 gc, model.vocab, hub_loss=HUB_LOSS.get(info["decoder"]))
+                                                                 gc, model.vocab, hub_loss=hub_loss)
                                                       for layers in (2, 3)])
             print(f"measured {name}", file=sys.stderr)
 

@@ -25,6 +25,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
 
 import folder_ops as F  # noqa: E402
 import stray_ops as S  # noqa: E402
+
 from generator.jobdir import remove_tree  # noqa: E402
 
 BASE = {"job": "t", "model": "qwen3-8b", "method": "lora", "seq_len": 4096, "hardware": "snt9b",
@@ -80,7 +81,8 @@ def hostile_files(root: Path) -> tuple[int, list[str]]:
     laughs = "a: &a [x, x, x, x, x, x, x, x, x, x]\n" + "".join(
         f"{chr(98 + i)}: &{chr(98 + i)} [" + ", ".join(["*" + chr(97 + i)] * 10) + "]\n" for i in range(8))
     texts = {"deep": "x: " + "[" * 100_000 + "]" * 100_000, "laughs": laughs, "merge": "a: &x {b: 1}\nc: {<<: *x}\n",
-             "list-key": "? [a]\n: 1\n", "big": "k: 1\n" * 400_000, "keys": "".join(f"k{i}: 1\n" for i in range(40_000)),
+             "list-key": "? [a]\n: 1\n", "big": "k: 1\n" * 400_000,
+             "keys": "".join(f"k{i}: 1\n" for i in range(40_000)),
              "binary": "\x00\x01\xff", "bom": "\ufeffjob: t\n", "tab": "job:\tt\n", "anchors-loop": "a: &a [*a]\n"}
     paths = [fifo, Path("/dev/zero"), Path("/dev/null"), root]
     for name, text in texts.items():

@@ -95,8 +95,9 @@ def round_up(hw: Hardware, n: int, key: str = "cards") -> int:
     return found
 
 
-def explicit_cards(ctx: Context, minimum: MinCards, notes: list[str]) -> int:
-    cards, hw = ctx.spec.cards, ctx.hw
+def explicit_cards(ctx: Context, cards: int, minimum: MinCards, notes: list[str]) -> int:
+    """`cards`: the spec's own count, checked against the platform and the minimum."""
+    hw = ctx.hw
     if cards % hw.parallel_unit:
         raise SpecError.at("cards", f"{cards} is odd: {hw.name} uses dies in pairs (2 dies is the smallest "
                                     f"parallel unit); use {cards + 1}")

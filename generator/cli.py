@@ -1,9 +1,9 @@
 """The gen-launch command line: parse, call spec -> plan -> files, print, exit.
 
-Exit status: 0 ok; 1 `check` found drift or `validate` a problem; 2 bad spec or arguments, a pinned layout that breaks a rule, no layout
-that fits, a refusal; 3 `--strict` and the plan warns; 4 `validate` could not run a check because the
-environment is broken (a package that is installed but does not import); 5 a data table under generator/data/ lacks
-a fact a framework needs (after an edit to it).
+Exit status: 0 ok; 1 `check` found drift or `validate` a problem; 2 bad spec or arguments, a pinned layout that breaks a
+rule, no layout that fits, a refusal; 3 `--strict` and the plan warns; 4 `validate` could not run a check because the
+environment is broken (a package that is installed but does not import); 5 a data table under generator/data/ lacks a
+fact a framework needs (after an edit to it).
 """
 
 from __future__ import annotations
@@ -251,8 +251,8 @@ def render(spec: str, overrides: tuple[str, ...], out_dir: Path, force: bool, ov
     a folder rendered from another spec file with the same job name, is refused unless --overwrite, which moves
     the old folder aside whole (not a copy) as OUT/<job>+backup-<time>. plan.json and PLAN.md record the spec
     file, the --set overrides in order and --force; a re-render without --set applies the recorded ones. One
-    line per path on stdout: create, overwrite, identical, mode (executable bit restored), remove, edited, stray; the plan's summary (as
-    `gen-launch plan` prints it) goes to stderr.
+    line per path on stdout: create, overwrite, identical, mode (executable bit restored), remove, edited, stray;
+    the plan's summary (as `gen-launch plan` prints it) goes to stderr.
 
     \b
     Example:
@@ -382,8 +382,8 @@ def _init_schema(folder: Path) -> None:
     path = folder / SCHEMA_NAME
     if path.exists() or path.is_symlink():
         if not current(path):
-            click.echo(f"note: {show_path(path)} is not this gen-launch's schema; refresh it with: gen-launch schema -o "
-                       f"{show_path(quote(str(folder)))}", err=True)
+            click.echo(f"note: {show_path(path)} is not this gen-launch's schema; refresh it with: "
+                       f"gen-launch schema -o {show_path(quote(str(folder)))}", err=True)
         return
     _write_schema(folder, "init")
 

@@ -39,7 +39,7 @@ class SpecError(UserError):
         self.problems = sorted(problems, key=lambda p: (p.path, p.message))
 
     @classmethod
-    def at(cls, path: str, message: str) -> "SpecError":
+    def at(cls, path: str, message: str) -> SpecError:
         return cls([Problem(path, message)])
 
     def lines(self, source: str) -> list[str]:

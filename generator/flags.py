@@ -13,8 +13,9 @@ import argparse
 import ast
 import json
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
-from functools import lru_cache
+from functools import cache
 
 from .resources import DATA_DIR
 
@@ -69,7 +70,8 @@ def _bool_type(text: str) -> bool:
 
 
 def _enable_thinking(text: str) -> bool | None:
-    # preprocess_data.py l. 154 and features_manager/dataset/dataset.py l. 19 (2.2.0): lambda x: {'true': True, 'false': False, 'none': None}[x.lower()].
+    # preprocess_data.py l. 154 and features_manager/dataset/dataset.py l. 19 (2.2.0):
+    # lambda x: {'true': True, 'false': False, 'none': None}[x.lower()].
     return {"true": True, "false": False, "none": None}[text.lower()]
 
 
@@ -83,9 +85,10 @@ def _attention_backend(text: str) -> str:
     return f"<AttnBackend.{text}>"
 
 
-CONVERTERS = {"int": int, "float": float, "str": str, "bool": _bool_type, "moe_freq_type": _moe_freq_type,
-              "loads": json.loads, "enable_thinking": _enable_thinking, "attention_backend": _attention_backend,
-              "parse_list_for_virtual_optimizer": str}
+CONVERTERS: dict[str, Callable[[str], object]] = {
+    "int": int, "float": float, "str": str, "bool": _bool_type, "moe_freq_type": _moe_freq_type, "loads": json.loads,
+    "enable_thinking": _enable_thinking, "attention_backend": _attention_backend,
+    "parse_list_for_virtual_optimizer": str}
 # The tables write upstream's lambdas as `<lambda>`; which function each is follows from the flag's dest.
 LAMBDAS = {"attention_backend": "attention_backend", "enable_thinking": "enable_thinking"}
 
@@ -104,7 +107,7 @@ def _default(text: str):
         return text
 
 
-@lru_cache(maxsize=None)
+@cache
 def declarations(table: str) -> dict[str, Flag]:
     """flag -> Flag for one program's pinned parser (aliases map to the same Flag)."""
     text = (DATA_DIR / TABLES[table]).read_text(encoding="utf-8")
@@ -129,7 +132,7 @@ class _Parser(argparse.ArgumentParser):
         raise ParseError(message)
 
 
-@lru_cache(maxsize=None)
+@cache
 def parser(table: str) -> argparse.ArgumentParser:
     """An argparse parser with the pinned program's flags, types, choices and value counts (allow_abbrev off, as
     Megatron's parse_args and MindSpeed-LLM's tools build theirs)."""

@@ -20,7 +20,7 @@ import stat
 import tempfile
 import time
 from collections.abc import Container, Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
@@ -368,10 +368,8 @@ def _swap(new: Path, job_dir: Path) -> None:
 
 def _discard(folder: Path) -> None:
     """Remove a folder render made (or the old job folder after a swap); one that resists stays for `check`."""
-    try:
+    with suppress(OSError):
         remove_tree(folder)
-    except OSError:
-        pass
 
 
 def replace(files: dict[str, str], out_dir: Path, job: str, backup: bool) -> Path | None:

@@ -6,12 +6,13 @@ from __future__ import annotations
 
 import math
 from dataclasses import fields, replace
+from enum import Enum
 from itertools import product
 
 from .cards import MAX_SEARCH_CARDS, preset_for, round_up, valid_counts
 from .context import Context
 from .errors import Problem, SpecError
-from .memory import GIB, estimate
+from .memory import GIB, MemoryJob, estimate
 from .parallel import Parallel
 from .plan import HEADROOM, Layout, Rejected, deepspeed_words
 from .recipe import batch_target
@@ -29,6 +30,14 @@ MAX_RAISE = 4  # the memory model may raise the table's card count up to this fa
 # 1F1B pipeline bubble = (PP - 1) / micro batches per step (Narayanan et al. 2021, "Efficient Large-Scale Language
 # Model Training on GPU Clusters", section 2.2.1). The search rejects layouts that idle more than this share.
 MAX_BUBBLE = 0.25
+
+
+class Cause(Enum):
+    """Why a structure's settings did not fit; the rejection shows the last message, but a memory message never
+    replaces a batch one (the batch is the cause to fix first)."""
+
+    BATCH = "batch"
+    MEMORY = "memory"
 
 
 class NoFit(SpecError):
@@ -77,7 +86,7 @@ def choose_layout(ctx: Context, tables: Tables, cards: int, notes: list[str], wa
                         f"headroom)")
         return closest, rejected
     if ctx.spec.global_batch_size is not None:
-        _untileable_batch(ctx, cards)
+        _untileable_batch(ctx, cards, ctx.spec.global_batch_size)
     detail = (f"; the smallest estimate is {closest.memory.total:.1f} GiB per card ({closest.describe()}) > "
               f"{closest.budget_gb:.1f} GiB budget" if closest is not None else "")
     counts = f"{cards} to {tried}" if tried > cards else f"{cards}"
@@ -111,12 +120,12 @@ def _pinned_does_not_fit(ctx: Context, cards: int, closest: Layout) -> None:
                        f"headroom); {nearest}. Change the pins, or --force to keep them")
 
 
-def _untileable_batch(ctx: Context, cards: int) -> None:
-    """When a layout fits `cards` but not the spec's global batch, say which global batches that layout takes."""
+def _untileable_batch(ctx: Context, cards: int, wanted: int) -> None:
+    """When a layout fits `cards` but not the spec's global batch (`wanted`), say which global batches that layout
+    takes."""
     free, _, _ = search(replace(ctx, spec=replace(ctx.spec, global_batch_size=None), free_batch=True), cards)
     if free is None:
         return
-    wanted = ctx.spec.global_batch_size
     step = free.micro_batch_size * free.dp
     least = step * (free.pp if free.pp > 1 else 1)
     below, above = wanted // step * step, -(-wanted // step) * step
@@ -250,7 +259,7 @@ def candidates(ctx: Context, cards: int) -> tuple[list[Layout], Layout | None, l
         eps = [pins.ep] if pins.ep else ([1] if not model.is_moe else
                                          [e for e in (1, 2, 4, 8, 16, 32, 64, 128, 256) if e <= cards])
         # Only combinations that can tile the cards are candidates, unless a pin makes them the user's choice.
-        structures = [(tp, pp, cp, ep, False) for tp, pp, cp, ep in product(tps, pps, cps, eps)
+        structures = [(tp, pp, cp, ep, (None, False)) for tp, pp, cp, ep in product(tps, pps, cps, eps)
                       if cards % (tp * pp * cp) == 0 or ctx.pinned]
         recomputes = [pins.recompute] if pins.recompute else list(RECOMPUTE)
     mbs_options = [pins.micro_batch_size] if pins.micro_batch_size else \
@@ -261,7 +270,7 @@ def candidates(ctx: Context, cards: int) -> tuple[list[Layout], Layout | None, l
     rejected: list[Rejected] = []
     closest: Layout | None = None
     for order, (tp, pp, cp, ep, stage) in enumerate(structures):
-        zero_stage, offload = stage if ctx.fw.deepspeed else (None, False)
+        zero_stage, offload = stage
         label = _label(ctx, tp, pp, cp, ep, stage)
         broken = _structure_problems(ctx, cards, tp, pp, cp, ep)
         if broken:
@@ -269,12 +278,12 @@ def candidates(ctx: Context, cards: int) -> tuple[list[Layout], Layout | None, l
             continue
         dp = cards // (tp * pp * cp)
         best_here: Layout | None = None
-        reason = None
+        reason: tuple[Cause, str] | None = None  # the last setting's, except that memory never hides a batch cause
         for rc_rank, recompute in enumerate(recomputes):
             for mbs in mbs_options:
                 gbs, why = _global_batch(ctx, mbs, dp, pp, cards)
                 if why:
-                    reason = why
+                    reason = Cause.BATCH, why
                     continue
                 shape = Parallel(cards=cards, cards_per_node=ctx.hw.cards_per_node, tp=tp, pp=pp, cp=cp, ep=ep,
                                  micro_batch_size=mbs, global_batch_size=gbs, recompute=recompute,
@@ -291,12 +300,12 @@ def candidates(ctx: Context, cards: int) -> tuple[list[Layout], Layout | None, l
                     key = (tp, pp, cp, ep, offload, rc_rank, order, -mbs)
                     fitting.append((key, layout))
                     best_here = best_here or layout
-                elif reason is None or "memory" in reason:
-                    reason = (f"memory: {layout.memory.total:.1f} GiB per card > {layout.budget_gb:.1f} GiB budget "
-                              f"(usable {layout.usable_gb:g} less {HEADROOM:.0%}; tried up to recompute={recompute}, "
-                              f"mbs={mbs})")
+                elif reason is None or reason[0] is Cause.MEMORY:
+                    reason = Cause.MEMORY, (f"memory: {layout.memory.total:.1f} GiB per card > "
+                                            f"{layout.budget_gb:.1f} GiB budget (usable {layout.usable_gb:g} less "
+                                            f"{HEADROOM:.0%}; tried up to recompute={recompute}, mbs={mbs})")
         if best_here is None:
-            rejected.append(Rejected(ctx.fw.name, label, reason or "no setting fits"))
+            rejected.append(Rejected(ctx.fw.name, label, reason[1] if reason else "no setting fits"))
     # Fastest first by the framework's rate model (the step model's time per sample at these cards); ties (the MFU
     # model, a measured rate) by less communication: smaller TP, PP, CP, EP, then less recompute, larger micro batch.
     ranked = sorted(fitting, key=lambda item: (-round(rate(ctx, item[1]).tokens_per_card_s, 6), item[0]))
@@ -309,7 +318,7 @@ def rate(ctx: Context, layout: Layout | None) -> Throughput:
                       layout)
 
 
-def _label(ctx: Context, tp: int, pp: int, cp: int, ep: int, stage) -> str:
+def _label(ctx: Context, tp: int, pp: int, cp: int, ep: int, stage: tuple[int | None, bool]) -> str:
     if ctx.fw.deepspeed:
         return f"DeepSpeed {deepspeed_words(*stage)}"
     parts = [f"tp={tp}", f"pp={pp}"]
@@ -385,9 +394,9 @@ def _global_batch(ctx: Context, mbs: int, dp: int, pp: int, cards: int) -> tuple
 def _layout(ctx: Context, shape: Parallel, source: str) -> Layout:
     """`shape` with its memory estimate, as the plan states it."""
     rank = ctx.adapter.rank if ctx.adapter else 0
-    memory = estimate(ctx.model, ctx.spec.method, ctx.fw.memory, shape, ctx.spec.seq_len, rank,
-                      ctx.fw.overhead_gb, ctx.spec.quantization_bit, ctx.activations, ctx.fw.kbit_fp32,
-                      ctx.optimizer_shard)
+    job = MemoryJob(ctx.model, ctx.spec.method, ctx.fw.memory, ctx.spec.seq_len, rank, ctx.fw.overhead_gb,
+                    ctx.spec.quantization_bit, ctx.activations, ctx.fw.kbit_fp32, ctx.optimizer_shard)
+    memory = estimate(job, shape)
     return Layout(**{f.name: getattr(shape, f.name) for f in fields(Parallel)}, framework=ctx.fw.name, memory=memory,
                   usable_gb=ctx.usable_gb, usable_cap=ctx.usable_cap, optimizer_shard=ctx.optimizer_shard,
                   deepspeed=ctx.fw.deepspeed, source=source)

@@ -56,30 +56,8 @@ class MemoryBreakdown:
                 ("logits", self.logits), ("runtime overhead", self.overhead), *self.extra]
 
 
-@dataclass(frozen=True)
-class Term:
-    """One more item of every estimate: its name (the key in plan.json's memory_breakdown_gib and the row in
-    PLAN.md) and its bytes per card, from what the estimate knows: (model, method, memory scheme, layout, seq_len,
-    pipeline stage). Counted in the total, so in every fit decision."""
-
-    name: str
-    bytes_per_card: Callable[[Model, str, str, Parallel, int, int], float]
-
-
-# Items beyond the built-in ones, in the order the breakdown lists them (README "Extending": add a memory term).
-TERMS: tuple[Term, ...] = ()
-
-
-def _with_terms(breakdown: MemoryBreakdown, model: Model, method: str, scheme: str, shape: Parallel,
-                seq_len: int) -> MemoryBreakdown:
-    if not TERMS:
-        return breakdown
-    return replace(breakdown, extra=tuple(
-        (term.name, term.bytes_per_card(model, method, scheme, shape, seq_len, breakdown.stage) / GIB)
-        for term in TERMS))
-
-
-def layer_activation_bytes(model: Model, seq: int, micro: int, tp: int, sp: bool, recompute: str) -> tuple[float, float]:
+def layer_activation_bytes(model: Model, seq: int, micro: int, tp: int, sp: bool,
+                           recompute: str) -> tuple[float, float]:
     """(bytes kept per layer between forward and backward, bytes of one layer's working set) for one micro batch."""
     sbh = seq * micro * model.hidden
     ffn = model.ffn if not model.is_moe else model.moe_ffn * (model.topk + model.shared_experts)
@@ -119,21 +97,53 @@ def hf_step_bytes(activations: dict, model: Model, method: str, recompute: str, 
     return model.layers * kept + max(0.0, working - logits), logits
 
 
-def estimate(model: Model, method: str, scheme: str, shape: Parallel, seq_len: int, lora_rank: int,
-             overhead_gb: float, quant_bits: int | None = None, activations: dict | None = None,
-             kbit_fp32: bool = False, optimizer_shard: int | None = None) -> MemoryBreakdown:
-    """Memory per card for `shape`; the worst pipeline stage. `activations`: the decoder's measured coefficients
-    (hf_activations.yaml), which the deepspeed scheme (HuggingFace code) counts; `kbit_fp32`: that code upcasts
-    a k-bit model's unquantized parameters to fp32; `optimizer_shard`: MindSpore's parallel optimizer is on with
-    this optimizer_weight_shard_size (-1: each parameter's whole data-parallel group), megatron-fp32 only."""
-    if scheme == "deepspeed":
-        if activations is None:
+@dataclass(frozen=True)
+class MemoryJob:
+    """What the memory model needs about the job and its framework; the layout comes separately (a Parallel)."""
+
+    model: Model
+    method: str
+    scheme: str  # the framework's memory scheme: deepspeed, megatron-distopt or megatron-fp32 (frameworks.yaml)
+    seq_len: int
+    lora_rank: int  # 0 when the method trains no adapters
+    overhead_gb: float  # the framework's runtime overhead per card
+    quant_bits: int | None = None  # QLoRA's base-weight bits
+    activations: dict | None = None  # the decoder's measured coefficients (hf_activations.yaml): deepspeed counts them
+    kbit_fp32: bool = False  # the HuggingFace code upcasts a k-bit model's unquantized parameters to fp32
+    # MindSpore's parallel optimizer is on with this optimizer_weight_shard_size (-1: each parameter's whole
+    # data-parallel group); megatron-fp32 only
+    optimizer_shard: int | None = None
+
+
+@dataclass(frozen=True)
+class Term:
+    """One more item of every estimate: its name (the key in plan.json's memory_breakdown_gib and the row in
+    PLAN.md) and its bytes per card for a job, a layout and a pipeline stage. Counted in the total, so in every fit
+    decision."""
+
+    name: str
+    bytes_per_card: Callable[[MemoryJob, Parallel, int], float]
+
+
+# Items beyond the built-in ones, in the order the breakdown lists them (README "Extending": add a memory term).
+TERMS: tuple[Term, ...] = ()
+
+
+def _with_terms(breakdown: MemoryBreakdown, job: MemoryJob, shape: Parallel) -> MemoryBreakdown:
+    if not TERMS:  # as shipped: the breakdown as it is
+        return breakdown
+    return replace(breakdown, extra=tuple((term.name, term.bytes_per_card(job, shape, breakdown.stage) / GIB)
+                                          for term in TERMS))
+
+
+def estimate(job: MemoryJob, shape: Parallel) -> MemoryBreakdown:
+    """Memory per card for `shape`; the worst pipeline stage."""
+    if job.scheme == "deepspeed":
+        if job.activations is None:
             raise ValueError("the deepspeed scheme counts measured activations: pass the decoder's coefficients")
-        return _with_terms(_deepspeed(model, method, shape, seq_len, lora_rank, overhead_gb, quant_bits, activations,
-                                      kbit_fp32), model, method, scheme, shape, seq_len)
-    return max((_with_terms(_megatron_stage(model, method, scheme, shape, seq_len, lora_rank, overhead_gb, stage,
-                                            optimizer_shard), model, method, scheme, shape, seq_len)
-                for stage in range(shape.pp)), key=lambda m: m.total)
+        return _with_terms(_deepspeed(job, shape, job.activations), job, shape)
+    return max((_with_terms(_megatron_stage(job, shape, stage), job, shape) for stage in range(shape.pp)),
+               key=lambda m: m.total)
 
 
 def optimizer_shard_groups(shape: Parallel, shard_size: int) -> tuple[int, int]:
@@ -148,8 +158,8 @@ def optimizer_shard_groups(shape: Parallel, shard_size: int) -> tuple[int, int]:
     return capped(shape.dp * shape.cp), capped(max(1, shape.cards // (shape.pp * shape.ep)))
 
 
-def _megatron_stage(model: Model, method: str, scheme: str, shape: Parallel, seq_len: int, lora_rank: int,
-                    overhead_gb: float, stage: int, optimizer_shard: int | None = None) -> MemoryBreakdown:
+def _megatron_stage(job: MemoryJob, shape: Parallel, stage: int) -> MemoryBreakdown:
+    model, method, scheme, lora_rank = job.model, job.method, job.scheme, job.lora_rank
     first, last = stage == 0, stage == shape.pp - 1
     # An MTP layer is a decoder layer (plus a 2h x h projection) with its own logits, after the last layer.
     mtp = shape.mtp_layers if last else 0
@@ -175,19 +185,19 @@ def _megatron_stage(model: Model, method: str, scheme: str, shape: Parallel, seq
         adapters = layers * model.lora_params_per_layer(lora_rank) / shape.tp * 16.0
     elif scheme == "megatron-fp32":
         weights, grads, optimizer, adapters = params * 4.0, params * 4.0, params * 8.0, 0.0
-        if optimizer_shard is not None:
+        if job.optimizer_shard is not None:
             # MindSpore's parallel optimizer (optimizer_level level1, its default) stores each weight and its AdamW
             # states as 1/group slices, but keeps the weights all-gathered in forward until backward (only level3
             # frees them, context.py l. 1107-1116), and gradient_accumulation_shard False keeps whole accumulated
             # gradients (l. 1082-1091): only the states shrink. Parameters under parallel_optimizer_threshold (64 KB:
             # the norms) stay whole, a few MB this leaves out.
-            dense_group, expert_group = optimizer_shard_groups(shape, optimizer_shard)
+            dense_group, expert_group = optimizer_shard_groups(shape, job.optimizer_shard)
             optimizer = 8.0 * (dense / dense_group + experts / expert_group)
     else:  # megatron-distopt: bf16 weights, fp32 main grads, fp32 master + Adam sharded
         weights, grads = params * 2.0, params * 4.0
         optimizer = 12.0 * (dense / (shape.dp * shape.cp) + experts / expert_dp)
         adapters = 0.0
-    seq = seq_len // shape.cp
+    seq = job.seq_len // shape.cp
     kept, working = layer_activation_bytes(model, seq, shape.micro_batch_size, shape.tp, shape.sequence_parallel,
                                            shape.recompute)
     # Megatron's 1F1B warms up min(PP - stage - 1, micro batches) (core_v0.12.1 schedules.py l. 1782-1787)
@@ -196,7 +206,7 @@ def _megatron_stage(model: Model, method: str, scheme: str, shape: Parallel, seq
     logits = (1 + mtp) * seq * shape.micro_batch_size * model.vocab * 4.0 / shape.tp if last else 0.0
     return MemoryBreakdown(weights=weights / GIB, gradients=grads / GIB, optimizer=optimizer / GIB,
                            adapters=adapters / GIB, activations=activations / GIB, logits=logits / GIB,
-                           overhead=overhead_gb, stage=stage)
+                           overhead=job.overhead_gb, stage=stage)
 
 
 # LLaMA-Factory (HuggingFace Trainer + DeepSpeed), calibrated against seed 002's measured peaks (tests/data/
@@ -217,11 +227,11 @@ def _trained(model: Model) -> int:
     return model.params - model.vision_params
 
 
-def _deepspeed(model: Model, method: str, shape: Parallel, seq_len: int, lora_rank: int, overhead_gb: float,
-               quant_bits: int | None, activations: dict, kbit_fp32: bool) -> MemoryBreakdown:
+def _deepspeed(job: MemoryJob, shape: Parallel, activations: dict) -> MemoryBreakdown:
     """LLaMA-Factory: no DeepSpeed (zero_stage None), ZeRO-2 (optimizer and gradients sharded) or ZeRO-3
     (everything sharded; DeepSpeed's estimate_zero3_model_states_mem_needs: 18 B/param over the world plus 4 x the
-    largest layer being gathered), optionally with ZeRO-3 offload."""
+    largest layer being gathered), optionally with ZeRO-3 offload. `activations`: job.activations, known set."""
+    model, method, quant_bits, kbit_fp32 = job.model, job.method, job.quant_bits, job.kbit_fp32
     world = shape.cards
     stage = shape.zero_stage or 0
     gathered = 4.0 * model.largest_layer_params if stage == 3 else 0.0
@@ -233,7 +243,7 @@ def _deepspeed(model: Model, method: str, shape: Parallel, seq_len: int, lora_ra
         else:
             frozen = 2.0 * model.params
         weights = (frozen / world if stage == 3 else frozen) + gathered
-        lora = model.layers * model.lora_params_per_layer(lora_rank)
+        lora = model.layers * model.lora_params_per_layer(job.lora_rank)
         adapters = lora * (ADAPTER_WEIGHT_BYTES / (world if stage == 3 else 1)
                            + ADAPTER_STATE_BYTES / (world if stage >= 2 else 1))
     elif shape.offload:
@@ -246,8 +256,8 @@ def _deepspeed(model: Model, method: str, shape: Parallel, seq_len: int, lora_ra
         optimizer = 12.0 * _trained(model) / (world if stage >= 1 else 1)
     # Without DeepSpeed the Trainer runs the model under autocast, which computes the loss in fp32.
     fp32_loss = shape.zero_stage is None or bool(quant_bits and kbit_fp32)
-    kept_all, logits = hf_step_bytes(activations, model, method, shape.recompute, seq_len, shape.micro_batch_size,
-                                     fp32_loss)
+    kept_all, logits = hf_step_bytes(activations, model, method, shape.recompute, job.seq_len,
+                                     shape.micro_batch_size, fp32_loss)
     return MemoryBreakdown(weights=weights / GIB, gradients=grads / GIB, optimizer=optimizer / GIB,
                            adapters=adapters / GIB, activations=kept_all / GIB, logits=logits / GIB,
-                           overhead=overhead_gb)
+                           overhead=job.overhead_gb)

@@ -125,7 +125,7 @@ class FrameworkPlan:
             "memory_per_card_gib": round(lay.memory.total, 2), "usable_gib": lay.usable_gb,
             "budget_gib": round(lay.budget_gb, 2),
             "memory_breakdown_gib": {k: round(v, 2) for k, v in lay.memory.items()},
-            "num_layer_list": list(lay.num_layer_list), "source": lay.source,
+            "num_layer_list": list(lay.layers_per_stage), "source": lay.source,
             "min_cards": {"value": self.min_cards.value, "source": self.min_cards.source, "case": self.min_cards.case},
             "estimate": _estimate_json(self.estimate), "forced": self.forced, "upstream": self.upstream,
             "flash_attn": self.flash_attn, "choice": self.choice,

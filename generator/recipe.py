@@ -112,7 +112,7 @@ def default_row(defaults: RecipeDefaults, key: str, model: Model) -> dict:
 def training(spec: Spec, model: Model, defaults: RecipeDefaults, global_batch: int, samples: int | None,
              step_seconds: float, thinking_template: bool, accelerator: str) -> Training:
     """Resolve the recipe once the global batch and the slowest framework's step time are known."""
-    given, origin = spec.train, {}
+    given, origin = spec.train, dict[str, str]()
     lr = _pick(given, "learning_rate", default_row(defaults, "learning_rate", model), origin)
     share = default_row(defaults, "min_learning_rate_share", model)
     if "min_learning_rate" in given:
@@ -174,7 +174,7 @@ def training(spec: Spec, model: Model, defaults: RecipeDefaults, global_batch: i
     optimizer_row = optimizer_row.get(accelerator, optimizer_row)  # a row per accelerator (recipes.yaml qlora)
     optimizer = optimizer_row["value"]
     origin["optimizer"] = f"default: {optimizer_row['source']}"
-    betas = tuple(float(b) for b in _pick(given, "adam_betas", defaults.common["adam_betas"], origin))
+    beta1, beta2 = (float(b) for b in _pick(given, "adam_betas", defaults.common["adam_betas"], origin))  # schema: 2
     clip = float(_pick(given, "max_grad_norm", defaults.common["max_grad_norm"], origin))
     if "enable_thinking" in given and spec.method == "pretrain":
         raise SpecError.at("train.enable_thinking", "pretraining reads plain text, no chat template; leave it out")
@@ -195,7 +195,7 @@ def training(spec: Spec, model: Model, defaults: RecipeDefaults, global_batch: i
                     warmup_ratio=None if warmup_ratio is None else float(warmup_ratio), warmup_steps=warmup_steps,
                     weight_decay=float(weight_decay), global_batch_size=global_batch, steps=steps,
                     epochs=None if epochs is None else float(epochs), save_every_steps=save_every,
-                    keep_checkpoints=keep, resume=resume, seed=seed, optimizer=optimizer, adam_betas=betas,
+                    keep_checkpoints=keep, resume=resume, seed=seed, optimizer=optimizer, adam_betas=(beta1, beta2),
                     max_grad_norm=clip, adapter=lora,
                     enable_thinking=thinking, origin=origin)
 

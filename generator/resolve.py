@@ -290,7 +290,8 @@ def _frameworks(spec: Spec, tables: Tables, model: Model) -> tuple[list[str], li
         refusals = {name: _job_refusal(tables, name, model, spec) for name in supported}
         chosen = [name for name, refusal in refusals.items() if refusal is None]
         if not chosen:
-            reasons = "; ".join(refusals.values()) or f"{model.name} is not supported by any framework in the tables"
+            reasons = "; ".join(refusal for refusal in refusals.values() if refusal) or \
+                f"{model.name} is not supported by any framework in the tables"
             raise SpecError.at("model", reasons)
         return chosen, [f"{name} left out: {refusal}" for name, refusal in refusals.items() if refusal]
     problems = []
@@ -301,8 +302,8 @@ def _frameworks(spec: Spec, tables: Tables, model: Model) -> tuple[list[str], li
                 if fw.support == "listed" else ""
             problems.append(Problem(f"frameworks.{i}", f"{name} does not support {model.name}{own}; frameworks that "
                                                        f"do: {', '.join(supported) or 'none'}"))
-        elif _job_refusal(tables, name, model, spec):
-            problems.append(Problem(f"frameworks.{i}", _job_refusal(tables, name, model, spec)))
+        elif refusal := _job_refusal(tables, name, model, spec):
+            problems.append(Problem(f"frameworks.{i}", refusal))
     if problems:
         raise SpecError(problems)
     return [name for name in tables.frameworks if name in spec.frameworks], []
@@ -339,20 +340,19 @@ def _check_layout_keys(spec: Spec, names: list[str]) -> None:
 # One framework
 
 
-def _fewest_cards_for_budget(ctx: Context, tables: Tables, minimum: MinCards, ideal: int, notes: list[str],
-                             warnings: list[str]) -> tuple[Layout, list[Rejected]]:
+def _fewest_cards_for_budget(ctx: Context, tables: Tables, minimum: MinCards, ideal: int, tokens: float,
+                             budget: float, notes: list[str], warnings: list[str]) -> tuple[Layout, list[Rejected]]:
     """From the count the ideal rate needs (at least the minimum), each count the platform allows in turn, until
     the fastest layout that fits there meets the time budget; a count where nothing fits, or the pins do not
     tile, is passed over, and so is one where no layout tiles the defaulted global batch, unless no count does.
     Notes say the count before the one chosen and why it fell short."""
-    budget = ctx.spec.time_budget_hours
     start = auto_cards(ctx, minimum, ideal, notes)
     passed: list[int] = []
-    found = _budget_counts(ctx, tables, start, lambda layout: not _moves_batch(ctx, layout), passed)
+    found = _budget_counts(ctx, tables, start, tokens, budget, lambda layout: not _moves_batch(ctx, layout), passed)
     if found is None or not found[2]:
         # Meeting the budget outweighs keeping the batch: a count that moves it (the plan warns) is taken when none
         # that keeps it meets the budget.
-        moved = _budget_counts(ctx, tables, start, lambda layout: True, [])
+        moved = _budget_counts(ctx, tables, start, tokens, budget, lambda layout: True, [])
         found = moved if found is None or (moved is not None and moved[2]) else found
     if found is None:
         raise NoFit("time_budget_hours", f"no {ctx.fw.name} layout fits from {start} cards up", ctx, start)
@@ -370,11 +370,11 @@ def _fewest_cards_for_budget(ctx: Context, tables: Tables, minimum: MinCards, id
     return layout, rejected
 
 
-def _budget_counts(ctx: Context, tables: Tables, start: int, keep, passed: list[int]):
+def _budget_counts(ctx: Context, tables: Tables, start: int, tokens: float, budget: float, keep, passed: list[int]):
     """The budget search over counts from `start`: ((layout, rejected, notes, warnings) of the count taken, the
     last count that fell short as (cards, layout, hours), whether the budget is met), or None when no count gives
     a layout `keep` accepts; `passed` collects the counts whose layout it did not."""
-    tokens, budget, eff = ctx.spec.train_tokens, ctx.spec.time_budget_hours, ctx.spec.scaling_efficiency
+    eff = ctx.spec.scaling_efficiency
     short = None
     met = False
     last = None
@@ -428,17 +428,18 @@ def _resolve_framework(ctx: Context, tables: Tables):
     budget = ctx.spec.time_budget_hours if tokens is not None and ctx.spec.cards is None else None
     budget_cards = None
     if ctx.spec.cards is not None:
-        cards = explicit_cards(ctx, minimum, notes)
+        cards = explicit_cards(ctx, ctx.spec.cards, minimum, notes)
         forced = cards < minimum.value
         layout, rejected = choose_layout(ctx, tables, cards, notes, warnings)
-    elif budget is None:
+    elif tokens is None or budget is None:  # (budget is None whenever tokens is)
         layout, rejected = choose_layout(ctx, tables, auto_cards(ctx, minimum, None, notes), notes, warnings)
     else:
         # The fewest cards whose fastest layout meets the budget. One card's compute-bound rate sizes the first
         # count (no layout is faster per card); communication and the pipeline bubble can only add cards.
         budget_cards = cards_for_budget(tokens, budget, rate(ctx, None).tokens_per_card_s,
                                         ctx.spec.scaling_efficiency)
-        layout, rejected = _fewest_cards_for_budget(ctx, tables, minimum, budget_cards, notes, warnings)
+        layout, rejected = _fewest_cards_for_budget(ctx, tables, minimum, budget_cards, tokens, budget, notes,
+                                                    warnings)
     if layout.cards == 1 and not ctx.fw.one_card_accumulation:
         notes.append(f"one card: no gradient accumulation ({ctx.fw.one_card_rule}), so the global batch is the "
                      f"micro batch, {layout.global_batch_size}")
@@ -484,8 +485,9 @@ def _general_notes(spec: Spec, model: Model, plans: dict[str, FrameworkPlan]) ->
         for limit, advice, label in DATASET_ADVICE:
             if size_b <= limit:
                 ratio = spec.samples / advice
+                more = "; quality matters more than count" if ratio > 2 else ""
                 notes.append(f"data: {spec.samples} samples; seed 001's rule of thumb for a ~{label} model is about "
-                             f"{advice} good samples ({ratio:.1f}x that){'; quality matters more than count' if ratio > 2 else ''}")
+                             f"{advice} good samples ({ratio:.1f}x that){more}")
                 break
     if "mindformers" in plans and spec.epochs != int(spec.epochs) and spec.samples_per_epoch is None:
         notes.append(f"mindformers counts whole epochs: runner_config.epochs is {math.ceil(spec.epochs)} for the "
@@ -544,7 +546,8 @@ CHECKPOINT_BYTES_PER_PARAM = {"full": 2 + 12, "pretrain": 2 + 12, "lora": 2}
 
 def _checkpoints_kept(spec: Spec, model: Model, plans: dict[str, FrameworkPlan], recipe: Training) -> str | None:
     """MindSpeed-LLM keeps every checkpoint it saves: Megatron core_v0.12.1 has no keep-N option (arguments.py
-    _add_checkpointing_args, l. 1880-1991), so the disk a run fills is stated when it keeps more than train.keep_checkpoints."""
+    _add_checkpointing_args, l. 1880-1991), so the disk a run fills is stated when it keeps more than
+    train.keep_checkpoints."""
     if "mindspeed-llm" not in plans or recipe.steps is None:
         return None
     count = math.ceil(recipe.steps / recipe.save_every_steps)  # and one at the end (training.py)
@@ -631,7 +634,7 @@ def minimum_table(tables: Tables, seq_len: int) -> list[dict]:
         for name in tables.frameworks:
             if not tables.supports(name, model.name):
                 continue
-            cells = {}
+            cells: dict[str, int | str] = {}
             refused = tables.frameworks[name].refusal(model.name) is not None  # the pinned version cannot train it
             for method in ("full", "lora"):
                 for hw in (h for h in tables.hardware.values() if h.accelerator == "npu"):

@@ -13,10 +13,11 @@ import os
 import re
 import stat
 import unicodedata
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 import jsonschema
 import yaml
@@ -117,7 +118,7 @@ _EXPLICIT = {f"{_YAML}null": (_IMPLICIT["null"][0], "null, ~ or nothing"),
              f"{_YAML}int": (_INT, "a whole number: ASCII digits with an optional sign, 0o... or 0x..."),
              f"{_YAML}float": (rf"{_FLOAT}|[-+]?[0-9]+", ("a number: ASCII digits with an optional sign, decimal "
                                                         "point and exponent, .inf or .nan"))}
-_COLLECTIONS = {yaml.SequenceNode: f"{_YAML}seq", yaml.MappingNode: f"{_YAML}map"}
+_COLLECTIONS: dict[type[yaml.Node], str] = {yaml.SequenceNode: f"{_YAML}seq", yaml.MappingNode: f"{_YAML}map"}
 
 
 class _Refused(Exception):
@@ -274,7 +275,9 @@ def _validator() -> jsonschema.protocols.Validator:
 def schema_rule(section: str, key: str) -> tuple[str, str]:
     """(pattern, hint) of the schema's `section.key` string: launch.sh tests the same value given at run time with
     the same pattern (bash's [[ =~ ]] reads it as a POSIX extended regular expression)."""
-    prop = _validator().schema["properties"][section]["properties"][key]
+    schema = _validator().schema
+    assert isinstance(schema, dict)  # job.schema.json is an object (jsonschema also allows a boolean schema)
+    prop = schema["properties"][section]["properties"][key]
     return prop["pattern"], prop["x-hint"]
 
 
@@ -466,9 +469,14 @@ _TYPE_WORDS = {"integer": "a whole number", "number": "a number", "string": "a s
 def _describe(error: jsonschema.ValidationError) -> list[Problem]:
     """Turn one jsonschema error into plain sentences at the offending key."""
     path = _key_path(error.absolute_path)
-    kind, schema, value = error.validator, error.schema, error.instance
-    hint = schema.get("x-hint") if isinstance(schema, dict) else None
-    if kind == "not" and isinstance(schema, dict) and "x-key" in schema:
+    kind = error.validator
+    # jsonschema types the instance, the failing subschema and the keyword's value as possibly unset; every error
+    # iter_errors yields has all three, and this schema's subschemas are all mappings.
+    value: Any = error.instance
+    schema: dict[str, Any] = error.schema if isinstance(error.schema, dict) else {}
+    validator_value: Any = error.validator_value
+    hint = schema.get("x-hint")
+    if kind == "not" and "x-key" in schema:
         # `required` holds for anything but a mapping, so `not required` fails on a wrong type: the type error says it
         return [Problem(_key_path([*error.absolute_path, schema["x-key"]]), schema["x-hint"])] \
             if isinstance(value, dict) else []
@@ -479,11 +487,11 @@ def _describe(error: jsonschema.ValidationError) -> list[Problem]:
                         MOVED.get(_key_path([*error.absolute_path, k]), f"unknown key; allowed here: {allowed}"))
                 for k in extra]
     if kind == "required":
-        missing = [k for k in error.validator_value if k not in value]
+        missing = [k for k in validator_value if k not in value]
         return [Problem(_key_path([*error.absolute_path, k]), "is required but missing") for k in missing]
     if kind == "dependentRequired":
         return [Problem(_key_path([*error.absolute_path, need]), f"is required when {key} is given")
-                for key, needs in error.validator_value.items() if key in value
+                for key, needs in validator_value.items() if key in value
                 for need in needs if need not in value]
     if kind in ("oneOf", "anyOf") and hint:
         return [Problem(path, f"{show(value)} is not valid: {hint}")]
@@ -491,36 +499,35 @@ def _describe(error: jsonschema.ValidationError) -> list[Problem]:
         best = jsonschema.exceptions.best_match(error.context or [])
         if best is None:
             return [Problem(path, f"{show(value)} is not valid here")]
-        extra = len(error.context) - 1
+        others = len(error.context) - 1
         found = _describe(best)
-        if extra > 0:
-            found = [Problem(p.path, f"{p.message} (and {extra} other way(s) it could be valid)") for p in found]
+        if others > 0:
+            found = [Problem(p.path, f"{p.message} (and {others} other way(s) it could be valid)") for p in found]
         return found
     if kind == "enum":
         return [Problem(path, f"{show(value)} is not allowed; choose one of: "
-                              f"{', '.join(str(v) for v in error.validator_value)}")]
+                              f"{', '.join(str(v) for v in validator_value)}")]
     if kind == "const":
-        return [Problem(path, f"{show(value)} is not allowed; expected {show(error.validator_value)}")]
+        return [Problem(path, f"{show(value)} is not allowed; expected {show(validator_value)}")]
     if kind == "type":
-        wanted = error.validator_value
-        wanted = [wanted] if isinstance(wanted, str) else wanted
+        wanted = [validator_value] if isinstance(validator_value, str) else validator_value
         words = " or ".join(_TYPE_WORDS.get(w, w) for w in wanted)
         return [Problem(path, f"expected {words}, got {show(value)}{_number_hint(value, wanted)}")]
     if hint:
         return [Problem(path, f"{show(value)} is not valid: {hint}")]
     if kind == "pattern":
-        return [Problem(path, f"{show(value)} does not match the pattern {error.validator_value}")]
+        return [Problem(path, f"{show(value)} does not match the pattern {validator_value}")]
     if kind == "multipleOf":
-        return [Problem(path, f"{show(value)} is not a multiple of {error.validator_value}")]
+        return [Problem(path, f"{show(value)} is not a multiple of {validator_value}")]
     if kind in ("minimum", "exclusiveMinimum", "maximum", "exclusiveMaximum"):
         words = {"minimum": "at least", "exclusiveMinimum": "greater than", "maximum": "at most",
                  "exclusiveMaximum": "less than"}[kind]
-        return [Problem(path, f"{show(value)} is out of range: must be {words} {error.validator_value}")]
+        return [Problem(path, f"{show(value)} is out of range: must be {words} {validator_value}")]
     if kind in ("minLength", "maxLength"):
         words = "at least" if kind == "minLength" else "at most"
-        return [Problem(path, f"{show(value)} must be {words} {error.validator_value} characters long")]
+        return [Problem(path, f"{show(value)} must be {words} {validator_value} characters long")]
     if kind == "minItems":
-        return [Problem(path, f"must list at least {error.validator_value} item(s)")]
+        return [Problem(path, f"must list at least {validator_value} item(s)")]
     if kind == "uniqueItems":
         return [Problem(path, "lists the same item twice")]
     if kind == "not":

@@ -411,7 +411,8 @@ class Tables:
         """Look a model up by canonical name or HF id (case-insensitive); unknown -> SpecError at `model`."""
         if name.lower() not in self.aliases:
             self._refuse_base(name)
-        return self.models[_known(name, self.aliases, str.lower, "model", "a known model", "gen-launch models lists them")]
+        return self.models[_known(name, self.aliases, str.lower, "model", "a known model",
+                                  "gen-launch models lists them")]
 
     def _refuse_base(self, name: str) -> None:
         """A '-Base' id without a row (Qwen3's, DeepSeek-V3's) is refused in its own words: a did-you-mean would
@@ -436,7 +437,8 @@ class Tables:
         why = self.unplanned_hardware.get(hardware_key(name))
         if why is not None:
             raise SpecError.at("hardware", f"{show(name)} is not planned: {why}")
-        return self.hardware[_known(name, self.hardware_names, hardware_key, "hardware", "a known hardware row or alias",
+        return self.hardware[_known(name, self.hardware_names, hardware_key, "hardware",
+                                    "a known hardware row or alias",
                                     f"rows: {', '.join(self.hardware)}; aliases: generator/data/hardware.yaml")]
 
     def hardware_alias(self, name: str) -> str | None:
@@ -483,7 +485,7 @@ def _has_activations(activations: dict, decoder: str) -> bool:
         and {"bf16", "fp32"} <= set(sets.get("logit_bytes") or {})
 
 
-def _check_registry(tables: "Tables") -> None:
+def _check_registry(tables: Tables) -> None:
     """What a renderer or the resolver would otherwise find missing at render time: every model a framework
     supports (its own rows, or a min_cards.csv row) has the facts that framework needs about it, every min_cards
     row names a known model and framework, and every hardware row has what its frameworks' time model reads."""
@@ -518,11 +520,11 @@ def _check_registry(tables: "Tables") -> None:
                              f"({', '.join(METHODS)})")
     for hw in tables.hardware.values():
         for name in hw.frameworks:
-            fw = tables.frameworks.get(name)
-            if fw is None:
+            listed = tables.frameworks.get(name)
+            if listed is None:
                 raise TableError(f"hardware.yaml {hw.name}: unknown framework {name!r}")
             step_inputs = (hw.link_gb_s, hw.scaleout_gb_s, hw.attention_efficiency)
-            if fw.throughput.get("model") == "step" and None in step_inputs:
+            if listed.throughput.get("model") == "step" and None in step_inputs:
                 raise TableError(f"hardware.yaml {hw.name}: {name} times jobs with the step model, which needs "
                                  f"link_gb_s, scaleout_gb_s and attention_efficiency")
 

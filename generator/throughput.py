@@ -23,9 +23,12 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import TypeVar
 
 from .parallel import Parallel
 from .tables import Framework, Hardware, Model, trains_adapters
+
+T = TypeVar("T")
 
 BF16_BYTES = 2
 # FlashAttention-2 (Dao 2023, arXiv:2307.08691, abstract and s4.1): the backward pass reaches 63% of A100 peak where
@@ -70,10 +73,19 @@ class StepTime:
         return {k: v / self.total for k, v in parts.items() if v > 0}
 
 
+def _step_input(hardware: Hardware, key: str, value: T | None) -> T:
+    """A hardware fact only the step-time model reads (optional in hardware.yaml; the tables check that every row a
+    step-model framework runs on has it)."""
+    if value is None:
+        raise ValueError(f"hardware.yaml {hardware.name}: the step-time model needs {key}")
+    return value
+
+
 def attention_efficiency(hardware: Hardware, length: int) -> float:
     """The fused attention kernel's forward efficiency at `length`, interpolated in log2(length) between the
     measured lengths (clamped at both ends), then blended with the backward pass (twice the forward's work)."""
-    curve = sorted((int(k), float(v)) for k, v in hardware.attention_efficiency.items())
+    measured = _step_input(hardware, "attention_efficiency", hardware.attention_efficiency)
+    curve = sorted((int(k), float(v)) for k, v in measured.items())
     x = math.log2(max(length, 1))
     forward = curve[0][1] if x <= math.log2(curve[0][0]) else curve[-1][1]
     for (l0, e0), (l1, e1) in zip(curve, curve[1:]):
@@ -107,11 +119,13 @@ def step_time(model: Model, method: str, seq_len: int, par: Parallel, hardware: 
         # backward; recompute runs the forward ones again. Expert MLPs sharded by TP move top-k copies of each token.
         pairs = layers + (layers - moe_layers) + moe_layers * max(model.topk, 1)
         collectives = 2 * pairs * (2 + par.forward_twice)
-        tp_comm = collectives * activation * (par.tp - 1) / par.tp / (hardware.link_gb_s * 1e9)
+        link = _step_input(hardware, "link_gb_s", hardware.link_gb_s)
+        tp_comm = collectives * activation * (par.tp - 1) / par.tp / (link * 1e9)
     ep_comm = 0.0
     if par.ep > 1 and model.is_moe:
         # Dispatch and combine, forward and backward, each moving top-k copies of this card's tokens.
-        rate = hardware.link_gb_s if par.tp * par.ep <= par.cards_per_node else hardware.scaleout_gb_s
+        rate = _step_input(hardware, "link_gb_s", hardware.link_gb_s) if par.tp * par.ep <= par.cards_per_node \
+            else _step_input(hardware, "scaleout_gb_s", hardware.scaleout_gb_s)
         ep_comm = moe_layers * 4 * activation / par.tp * model.topk * (par.ep - 1) / par.ep / (rate * 1e9)
     micro = par.grad_accum
     bubble_share = (par.pp - 1) / (micro * par.vpp)  # 1F1B: (pp - 1) idle slots per step, fewer with VPP

@@ -127,6 +127,8 @@ def _cards(plan: dict | None, framework: str) -> int | None:
 
 
 def _layout_value(plan: dict | None, framework: str, key: str) -> int | None:
+    if plan is None:
+        return None
     try:
         return int(plan["frameworks"][framework][key])
     except (KeyError, TypeError, ValueError):
@@ -217,9 +219,9 @@ def _mindspeed_job(folder: Path, model) -> dict[str, list[str]]:
             problems["launch.sh"] += mindspeed_llm.data_problems(train, words)
     if "convert_ckpt.sh" in texts:
         arrays = bash_arrays(texts["convert_ckpt.sh"])
-        lines = {label: (script, array) for label, script, array in _python_lines(texts["convert_ckpt.sh"])}
+        by_label = {label: (script, array) for label, script, array in _python_lines(texts["convert_ckpt.sh"])}
         for direction in ("hf2mcore", "mcore2hf"):
-            script, array = lines.get(direction, ("", ""))
+            script, array = by_label.get(direction, ("", ""))
             if array != f"{direction.upper()}_ARGS":
                 problems["convert_ckpt.sh"].append(f'{direction}: expected `python SCRIPT "${{{direction.upper()}'
                                                    f'_ARGS[@]}}"`')

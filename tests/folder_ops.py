@@ -12,7 +12,7 @@ import signal
 import stat
 import time
 from contextlib import contextmanager
-from functools import lru_cache
+from functools import cache
 from pathlib import Path
 
 import yaml
@@ -40,7 +40,7 @@ def write_spec(folder: Path, spec: dict, name: str = "job.yaml") -> Path:
     return path
 
 
-def cli(*args) -> "CliRunner.Result":
+def cli(*args) -> CliRunner.Result:
     with no_hang():
         return CliRunner().invoke(main, [str(a) for a in args])
 
@@ -137,7 +137,7 @@ SPECS = {
 }
 
 
-@lru_cache(maxsize=None)
+@cache
 def files_of(name: str) -> dict[str, str]:
     """What `render OUT/../job.yaml -o OUT` writes for SPECS[name] (plan.json records the spec file)."""
     spec = parse_spec(_spec_text(SPECS[name]).encode())  # the bytes write_spec writes: the spec's sha256 is theirs

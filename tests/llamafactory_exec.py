@@ -14,6 +14,7 @@ import signal
 import subprocess
 import sys
 import time
+from contextlib import suppress
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -277,10 +278,8 @@ def _kill_tree(root: int) -> None:
         tree |= below
         grew = bool(below)
     for pid in tree:
-        try:
+        with suppress(ProcessLookupError):
             os.kill(pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
 
 
 RESUME_OVERRIDES = [word for word in CPU_OVERRIDES if not word.startswith(("max_steps=", "save_steps="))] + \

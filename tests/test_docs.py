@@ -34,7 +34,7 @@ def rendered_readme(text: str) -> str:
     for marker, args in BLOCKS.items():
         pattern = re.compile(rf"(\$ gen-launch {re.escape(' '.join(args))}\n)(.*?)(\n```)", re.S)
         body = _output(args).rstrip("\n")
-        text, count = pattern.subn(lambda m: m.group(1) + body + m.group(3), text)
+        text, count = pattern.subn(lambda m, body=body: m.group(1) + body + m.group(3), text)
         assert count == 1, f"README block for {marker} not found"
     return text
 

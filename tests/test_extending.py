@@ -254,7 +254,7 @@ TERM_SOURCE = '''\
 BUFFER_BYTES = 1 << 30
 
 
-def _group_buffers(model, method, scheme, shape, seq_len, stage):
+def _group_buffers(job: MemoryJob, shape: Parallel, stage: int) -> float:
     """A buffer per communication group (of more than one card) the card joins."""
     groups = sum(1 for size in (shape.tp, shape.pp, shape.dp, shape.cp, shape.ep) if size > 1)
     return groups * BUFFER_BYTES

@@ -162,7 +162,8 @@ def _literal_words(script: str) -> list[str]:
     wanted = [line for line in script.splitlines() if line.startswith("refuse_placeholder ")]
     arrays = re.findall(r"^[A-Z0-9_]+=\(\n.*?^\)", script, re.S | re.M)
     program = "refuse_placeholder() { printf '%s\\0' \"$2\"; }\n" + "\n".join(wanted) + "\n" + "\n".join(arrays) + \
-        "\nfor name in $(compgen -A variable | grep '_ARGS$'); do declare -n a=$name; printf '%s\\0' \"${a[@]}\"; done\n"
+        "\nfor name in $(compgen -A variable | grep '_ARGS$'); do declare -n a=$name; " \
+        "printf '%s\\0' \"${a[@]}\"; done\n"
     out = subprocess.run(["bash", "-c", program], capture_output=True, check=True).stdout
     return out.decode("utf-8", "surrogateescape").split("\0")
 

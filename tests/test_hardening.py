@@ -231,7 +231,8 @@ def test_launch_refuses_an_option_like_master_addr_from_the_environment(tmp_path
     for value in ("--nnodes", "-x"):
         env = {**os.environ, "MASTER_ADDR": value}
         result = subprocess.run(["bash", str(script), "1"], env=env, capture_output=True, text=True)
-        assert result.returncode == 2 and "MASTER_ADDR: must be a host name or IPv4 address" in result.stderr, result.stderr
+        assert result.returncode == 2, result.stderr
+        assert "MASTER_ADDR: must be a host name or IPv4 address" in result.stderr, result.stderr
 
 
 # 14 -----------------------------------------------------------------------------------------------------------------

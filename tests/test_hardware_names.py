@@ -50,8 +50,8 @@ def test_the_row_name_itself_adds_no_note(tmp_path):
 def test_an_unknown_name_gets_did_you_mean(tmp_path, name, hint):
     spec, result = plan(tmp_path, name)
     assert result.exit_code == 2 and "Traceback" not in result.output
-    assert result.stderr.startswith(f"Error: {spec}: hardware: '{name}' is not a known hardware row or alias{hint and '; '}"
-                                    f"{hint} (rows: snt9b, snt9b23, "), result.stderr
+    assert result.stderr.startswith(f"Error: {spec}: hardware: '{name}' is not a known hardware row or alias"
+                                    f"{hint and '; '}{hint} (rows: snt9b, snt9b23, "), result.stderr
 
 
 def test_a_name_no_row_plans_is_refused_with_the_reason(tmp_path):

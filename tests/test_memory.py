@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 
-from generator.memory import GIB, estimate, layer_activation_bytes
+from generator.memory import GIB, MemoryJob, estimate, layer_activation_bytes
 from generator.parallel import Parallel
 from generator.tables import load_tables
 
@@ -22,7 +24,8 @@ def test_zero3_model_states_match_deepspeed_worked_example():
     # Reference llamafactory_deepspeed.md s5: N = 8.19e9, L = 151936 x 4096, 2 x 8 devices, no offload:
     # DeepSpeed's estimate_zero3_model_states_mem_needs gives 10.90 GiB per device.
     qwen3_8b = MODELS["qwen3-8b"]
-    mem = estimate(qwen3_8b, "full", "deepspeed", shape(cards=16, zero_stage=3), 4096, 8, 0.0, activations=QWEN3)
+    mem = estimate(MemoryJob(qwen3_8b, "full", "deepspeed", 4096, 8, 0.0, activations=QWEN3),
+                   shape(cards=16, zero_stage=3))
     states = mem.weights + mem.gradients + mem.optimizer
     assert states == pytest.approx(10.90, abs=0.15)
 
@@ -40,18 +43,19 @@ def test_recompute_and_sequence_parallel_shrink_activations():
 
 def test_tensor_and_pipeline_parallel_shrink_weights():
     model = MODELS["qwen3-32b"]
-    one = estimate(model, "full", "megatron-distopt", shape(cards=16, num_layer_list=(64,)), 4096, 16, 3.0)
-    tp4 = estimate(model, "full", "megatron-distopt", shape(cards=16, tp=4, num_layer_list=(64,)), 4096, 16, 3.0)
-    pp4 = estimate(model, "full", "megatron-distopt", shape(cards=16, pp=4, num_layer_list=(16,) * 4),
-                   4096, 16, 3.0)
+    job = MemoryJob(model, "full", "megatron-distopt", 4096, 16, 3.0)
+    one = estimate(job, shape(cards=16, num_layer_list=(64,)))
+    tp4 = estimate(job, shape(cards=16, tp=4, num_layer_list=(64,)))
+    pp4 = estimate(job, shape(cards=16, pp=4, num_layer_list=(16,) * 4))
     assert tp4.weights == pytest.approx(one.weights / 4, rel=0.01)
     assert pp4.weights < one.weights / 3
 
 
 def test_distributed_optimizer_shards_over_dp():
     model = MODELS["qwen3-8b"]
-    dp1 = estimate(model, "full", "megatron-distopt", shape(cards=8, tp=8), 4096, 16, 3.0)
-    dp8 = estimate(model, "full", "megatron-distopt", shape(cards=64, tp=8), 4096, 16, 3.0)
+    job = MemoryJob(model, "full", "megatron-distopt", 4096, 16, 3.0)
+    dp1 = estimate(job, shape(cards=8, tp=8))
+    dp8 = estimate(job, shape(cards=64, tp=8))
     assert dp8.optimizer == pytest.approx(dp1.optimizer / 8, rel=0.01)
     assert dp8.weights == pytest.approx(dp1.weights)
 
@@ -61,25 +65,26 @@ def test_distributed_optimizer_shards_over_dp_and_cp():
     # with_context_parallel=True) (optimizer/__init__.py l. 550-552): CP ranks hold different shards too.
     model = MODELS["qwen2.5-14b"]
     layers = (model.layers,)
-    cp4 = estimate(model, "full", "megatron-distopt", shape(cards=16, tp=4, cp=4, num_layer_list=layers), 32768,
-                   16, 3.0)
-    dp4 = estimate(model, "full", "megatron-distopt", shape(cards=16, tp=4, num_layer_list=layers), 32768, 16, 3.0)
+    job = MemoryJob(model, "full", "megatron-distopt", 32768, 16, 3.0)
+    cp4 = estimate(job, shape(cards=16, tp=4, cp=4, num_layer_list=layers))
+    dp4 = estimate(job, shape(cards=16, tp=4, num_layer_list=layers))
     assert cp4.optimizer == pytest.approx(dp4.optimizer)
     assert cp4.optimizer * GIB == pytest.approx(12.0 * model.params / 16, rel=0.01)
 
 
 def test_lora_keeps_frozen_weights_only():
     model = MODELS["qwen3-32b"]
-    full = estimate(model, "full", "megatron-fp32", shape(cards=8, tp=8, num_layer_list=(64,)), 4096, 8, 3.0)
-    lora = estimate(model, "lora", "megatron-fp32", shape(cards=8, tp=8, num_layer_list=(64,)), 4096, 8, 3.0)
+    layout = shape(cards=8, tp=8, num_layer_list=(64,))
+    full = estimate(MemoryJob(model, "full", "megatron-fp32", 4096, 8, 3.0), layout)
+    lora = estimate(MemoryJob(model, "lora", "megatron-fp32", 4096, 8, 3.0), layout)
     assert lora.gradients == 0 and lora.optimizer == 0 and 0 < lora.adapters < 1
     assert lora.weights == pytest.approx(full.weights)  # MindFormers keeps fp32 params (params_dtype float32)
 
 
 def test_first_pipeline_stage_holds_pp_micro_batches():
     model = MODELS["qwen3-32b"]
-    mem = estimate(model, "full", "megatron-fp32", shape(cards=16, tp=4, pp=4, num_layer_list=(16,) * 4),
-                   4096, 8, 3.0)
+    mem = estimate(MemoryJob(model, "full", "megatron-fp32", 4096, 8, 3.0),
+                   shape(cards=16, tp=4, pp=4, num_layer_list=(16,) * 4))
     kept, working = layer_activation_bytes(model, 4096, 1, 4, False, "none")
     assert mem.stage == 0
     assert mem.activations == pytest.approx((16 * kept * 4 + working) / GIB)
@@ -87,9 +92,9 @@ def test_first_pipeline_stage_holds_pp_micro_batches():
 
 def test_offload_moves_states_off_the_card():
     model = MODELS["qwen3-32b"]
-    on = estimate(model, "full", "deepspeed", shape(cards=8, zero_stage=3), 4096, 8, 3.0, activations=QWEN3)
-    off = estimate(model, "full", "deepspeed", shape(cards=8, zero_stage=3, offload=True), 4096, 8, 3.0,
-                   activations=QWEN3)
+    job = MemoryJob(model, "full", "deepspeed", 4096, 8, 3.0, activations=QWEN3)
+    on = estimate(job, shape(cards=8, zero_stage=3))
+    off = estimate(job, shape(cards=8, zero_stage=3, offload=True))
     assert off.total < on.total - 50
 
 
@@ -121,9 +126,9 @@ def test_seed_001_lora_without_sharding_on_one_910b_card():
 def test_the_loss_runs_in_fp32_under_autocast_or_an_upcast_head(zero_stage, quant, kbit_fp32, per_logit):
     baichuan = load_tables().frameworks["llama-factory"].activations["baichuan"]
     model = MODELS["baichuan2-7b"]
-    mem = estimate(model, "qlora" if quant else "lora", "deepspeed",
-                   shape(cards=1, num_layer_list=(32,), zero_stage=zero_stage, recompute="full"), 1024, 8, 0.0,
-                   quant, baichuan, kbit_fp32)
+    mem = estimate(MemoryJob(model, "qlora" if quant else "lora", "deepspeed", 1024, 8, 0.0, quant, baichuan,
+                             kbit_fp32),
+                   shape(cards=1, num_layer_list=(32,), zero_stage=zero_stage, recompute="full"))
     assert mem.logits * GIB == pytest.approx(per_logit * 1024 * model.vocab)  # one sequence of 1024 tokens
 
 
@@ -147,7 +152,7 @@ def test_deepseek_dense_layers_weigh_on_the_stage_that_holds_them():
         assert model.layer_params_at(index) == pytest.approx(_deepseek_v3_layer_params(dense), rel=0.005)
     shape = Parallel(cards=64, cards_per_node=8, tp=1, pp=8, ep=8, micro_batch_size=1, global_batch_size=64,
                      recompute="full", num_layer_list=(7, 8, 8, 8, 8, 8, 7, 7), mtp_layers=1)
-    first = _megatron_stage(model, "lora", "megatron-distopt", shape, 4096, 8, 3.0, 0)
+    first = _megatron_stage(MemoryJob(model, "lora", "megatron-distopt", 4096, 8, 3.0), shape, 0)
     held = 3 * _deepseek_v3_layer_params(True) + 4 * _deepseek_v3_layer_params(False)
     experts = 4 * model.expert_params_per_layer / 8
     # LoRA keeps the bf16 base: 2 bytes per parameter held (layers, the stage's share of experts, the embedding).
@@ -176,8 +181,9 @@ def test_mindspore_parallel_optimizer_splits_only_the_states():
     model = MODELS["deepseek-v3"]
     layout = Parallel(cards=512, cards_per_node=8, tp=8, pp=2, ep=128, micro_batch_size=1, global_batch_size=128,
                       num_layer_list=(31, 30), mtp_layers=1)
-    on = _megatron_stage(model, "full", "megatron-fp32", layout, 4096, 8, 3.0, 0, optimizer_shard=256)
-    off = _megatron_stage(model, "full", "megatron-fp32", layout, 4096, 8, 3.0, 0)
+    job = MemoryJob(model, "full", "megatron-fp32", 4096, 8, 3.0)
+    on = _megatron_stage(replace(job, optimizer_shard=256), layout, 0)
+    off = _megatron_stage(job, layout, 0)
     # Stage 0 holds layers 0-30 (3 dense, 28 MoE) and the embedding, TP-split; 28 layers of experts over EP 128.
     dense = (3 * _deepseek_v3_layer_params(True) + 28 * _deepseek_v3_layer_params(False)
              + model.embedding_params) / 8

@@ -50,6 +50,7 @@ def test_when_more_cards_help_the_count_that_fits_is_named(spec_file):
     spec = spec_file({**QWEN3_32K, "seq_len": 16384, "frameworks": ["llama-factory"]})
     result = run("plan", spec)
     assert result.exit_code == 2
-    cards = int(re.search(r"More cards help: .* fits on (\d+) cards .*; set cards: \1$", result.stderr.strip()).group(1))
+    help_line = re.search(r"More cards help: .* fits on (\d+) cards .*; set cards: \1$", result.stderr.strip())
+    cards = int(help_line.group(1))
     assert "leave llama-factory out" not in result.stderr  # nothing plans without the only framework listed
     assert run("plan", spec, "--set", f"cards={cards}").exit_code == 0

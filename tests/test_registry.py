@@ -60,7 +60,8 @@ def toy(tmp_path, monkeypatch):
     frameworks.write_text(frameworks.read_text(encoding="utf-8") + TOY_ROW, encoding="utf-8")
     hardware = data / "hardware.yaml"
     hardware.write_text(hardware.read_text(encoding="utf-8").replace(
-        "frameworks: [mindformers, mindspeed-llm, llama-factory]", "frameworks: [mindformers, mindspeed-llm, llama-factory, toy]", 1),
+        "frameworks: [mindformers, mindspeed-llm, llama-factory]",
+        "frameworks: [mindformers, mindspeed-llm, llama-factory, toy]", 1),
         encoding="utf-8")
     schema_file = schemas / "job.schema.json"
     schema = json.loads(schema_file.read_text(encoding="utf-8"))

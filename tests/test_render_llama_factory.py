@@ -54,8 +54,10 @@ def test_yaml_and_deepspeed_json_agree(case, tmp_path):
     plan, files = render_job(T, model=model, method=method, seq_len=seq, hardware=hw, frameworks=["llama-factory"])
     lay = plan.frameworks["llama-factory"].layout
     train, ds = load_pair(files)
-    assert llamafactory_problems(train, ds, lay.cards, lay.global_batch_size) == []  # names, types, batch arithmetic, no max_samples
-    assert not [f for f in files if f.endswith(".json") and "ds_z" in f and f != f"llama-factory/{train.get('deepspeed')}"]
+    # names, types, batch arithmetic, no max_samples
+    assert llamafactory_problems(train, ds, lay.cards, lay.global_batch_size) == []
+    own = f"llama-factory/{train.get('deepspeed')}"
+    assert not [f for f in files if f.endswith(".json") and "ds_z" in f and f != own]
     if ds is None:  # one card runs without DeepSpeed (seed 002's single-GPU rows)
         assert lay.cards == 1 and lay.zero_stage is None
         assert "| none |" in files["PLAN.md"]  # said in words, not the Megatron frameworks' "-"
@@ -177,7 +179,8 @@ def test_dataset_info_registers_only_the_columns_the_data_has():
     entry = dataset_entry(model="qwen3-8b", method="lora", paths={"dataset": "/d/a b.json"})
     assert entry == {"file_name": "/d/a b.json",
                      "columns": {"prompt": "instruction", "query": "input", "response": "output"}}
-    entry = dataset_entry(model="qwen3-8b", method="lora", paths={"dataset": "/d/c.jsonl", "dataset_format": "sharegpt"})
+    entry = dataset_entry(model="qwen3-8b", method="lora",
+                          paths={"dataset": "/d/c.jsonl", "dataset_format": "sharegpt"})
     assert entry == {"file_name": "/d/c.jsonl", "formatting": "sharegpt", "columns": {"messages": "conversations"}}
     entry = dataset_entry(model="qwen3-8b", method="lora",
                           paths={"dataset": "/d/a.json", "dataset_columns": ["history", "system"]})
@@ -287,7 +290,8 @@ def test_launch_runs_llamafactory_from_its_folder_with_the_right_environment(tmp
     record = tmp_path / "record.json"
     (bindir / "llamafactory-cli").write_text(
         "#!/usr/bin/env python3\nimport json, os, sys\n"
-        f"json.dump({{'argv': sys.argv[1:], 'cwd': os.getcwd(), 'env': dict(os.environ)}}, open({str(record)!r}, 'w'))\n")
+        f"json.dump({{'argv': sys.argv[1:], 'cwd': os.getcwd(), 'env': dict(os.environ)}}, "
+        f"open({str(record)!r}, 'w'))\n")
     (bindir / "llamafactory-cli").chmod(0o755)
     plan, files = render_job(T, model="qwen2.5-32b", method="full", frameworks=["llama-factory"], cards=16,
                              paths={"model_dir": "/m", "dataset": "/d x.json", "output_dir": str(tmp_path / "o")})

@@ -331,12 +331,12 @@ def test_deepseek_mtp_layer_is_counted_on_the_last_stage():
     from dataclasses import replace
 
     from generator.layouts import split_layers
-    from generator.memory import estimate
+    from generator.memory import MemoryJob, estimate
     assert lay.mtp_layers == 1
-    chosen = estimate(plan.shape, "lora", "megatron-fp32", lay, 4096, plan.train.adapter.rank, 3.0)
+    job = MemoryJob(plan.shape, "lora", "megatron-fp32", 4096, plan.train.adapter.rank, 3.0)
+    chosen = estimate(job, lay)
     # The split that ignores MTP leaves the last stage a full share of layers plus the MTP layer: the heaviest.
-    naive = estimate(plan.shape, "lora", "megatron-fp32",
-                     replace(lay, num_layer_list=split_layers(61, lay.pp)), 4096, plan.train.adapter.rank, 3.0)
+    naive = estimate(job, replace(lay, num_layer_list=split_layers(61, lay.pp)))
     assert naive.stage == lay.pp - 1 and naive.total > chosen.total
 
 

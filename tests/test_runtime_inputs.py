@@ -83,7 +83,8 @@ def stage(root: Path, framework: str, cards: int = 16, out: Path | None = None, 
         tool.chmod(0o755)
     (checkout / "scripts" / "msrun_launcher.sh").write_text(MSRUN_LAUNCHER)
     (weights / "latest_checkpointed_iteration.txt").write_text("release")  # the converted weights
-    paths = {"model_dir": "/m", "dataset": "/d.json", "output_dir": str(out or root / "out"), "mindformers_dir": str(checkout),
+    paths = {"model_dir": "/m", "dataset": "/d.json", "output_dir": str(out or root / "out"),
+             "mindformers_dir": str(checkout),
              "mindspeed_llm_dir": str(root / "mindspeed"), "mcore_ckpt_dir": str(weights)}
     model = "debug-tiny" if cards == 1 else "qwen3-8b"
     fields = {"model": model, "method": "full", "cards": cards, "global_batch_size": 16, "train": {"steps": 300},
@@ -620,7 +621,8 @@ def test_logs_are_written_through_no_planted_link(tmp_path, planted):
     link.symlink_to(victim / "train_node0.log" if where.endswith(".log") else victim)
     result = s.run("0")
     assert result.returncode == 2 and "found a symbolic link" in result.stderr and not s.calls(), result.stderr
-    assert [p.name for p in victim.iterdir()] == ["train_node0.log"] and (victim / "train_node0.log").read_text() == "keep"
+    assert [p.name for p in victim.iterdir()] == ["train_node0.log"]
+    assert (victim / "train_node0.log").read_text() == "keep"
 
 
 @pytest.mark.parametrize("framework", FRAMEWORKS)

@@ -142,7 +142,8 @@ def _nested(kind: str, depth: int) -> str:
 
 
 @examples(40)
-@given(kind=st.sampled_from(["list", "mapping"]), depth=st.integers(1, 3000) | st.sampled_from([15, 16, 17]), via=st.sampled_from(["file", "set"]))
+@given(kind=st.sampled_from(["list", "mapping"]), depth=st.integers(1, 3000) | st.sampled_from([15, 16, 17]),
+       via=st.sampled_from(["file", "set"]))
 def test_deep_values_are_refused_with_a_message_from_the_file_and_from_set(tmp_path_factory, kind, depth, via):
     # A deep --set value was a RecursionError (the same value in the file was refused).
     value = _nested(kind, depth)

@@ -10,8 +10,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "bench"))
 
 import spec_sweep
 
-# Each framework; dense and MoE; LoRA, QLoRA, full and pretraining; 1 to 16 cards (one with --force); snt9b, snt9b23 and a GPU; the
-# MindFormers Mcore (HFDataLoader, Megatron data) and research (MindDataset) layouts.
+# Each framework; dense and MoE; LoRA, QLoRA, full and pretraining; 1 to 16 cards (one with --force); snt9b, snt9b23
+# and a GPU; the MindFormers Mcore (HFDataLoader, Megatron data) and research (MindDataset) layouts.
 COVERING = ("mf-qwen3moe-30b-full-16", "mf-qwen3-0.6b-full-1", "mf-qwen3-14b-pretrain-16", "mf-qwen2.5-7b-lora-8",
             "ms-qwen3moe-30b-lora-16", "ms-qwen3-8b-pretrain-16-a3", "lf-qwen3-8b-lora-2-4090",
             "lf-qwen2.5-7b-qlora-1-snt9b", "ms-qwen3-1.7b-full-1")

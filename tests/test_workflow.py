@@ -368,7 +368,8 @@ def test_a_new_set_says_which_recorded_options_it_drops(tmp_path):
     again = run(*with_sets("render", spec, "-o", out, sets=SETS[:1]))
     assert again.exit_code == 0
     assert (f"replacing the options {out / JOB / 'plan.json'} records, --set=cards=32 "
-            f"--set=train.learning_rate=2.0e-5 --force, with --set=train.seed=7; give all of them again") in again.stderr
+            f"--set=train.learning_rate=2.0e-5 --force, with --set=train.seed=7; give all of them again") \
+        in again.stderr
     kept = run(*with_sets("render", spec, "-o", out, "--force", sets=SETS))
     assert kept.exit_code == 0 and "replacing" not in kept.stderr
 

@@ -127,7 +127,7 @@ RULES: tuple[Rule, ...] = (
          "at least pipeline_stage", lambda v: v.size("pipeline_stage") > 1 and
          v.size("micro_batch_num") < v.size("pipeline_stage")),
     Rule("V8", "parallel_core/model_parallel_config.py l. 144-145", "use_seq_parallel needs model_parallel > 1",
-         lambda v: v.parallel and v.pc.get("use_seq_parallel") and v.size("model_parallel") == 1),
+         lambda v: bool(v.parallel and v.pc.get("use_seq_parallel") and v.size("model_parallel") == 1)),
     Rule("V9", "tools/check_rules.py l. 207-210", "context_parallel > 1 needs model_config.use_flash_attention: True",
          lambda v: v.size("context_parallel") > 1 and v.mc.get("use_flash_attention") is not True),
     Rule("V12", "parallel_core/training_graph/transformer/utils.py l. 569-603", "offset must have one entry per "
@@ -143,8 +143,8 @@ RULES: tuple[Rule, ...] = (
     Rule("V25", "parallel_core/transformer_config.py l. 652-653", "seq_length must be the same everywhere in the file",
          lambda v: len({int(s) for s in re.findall(r"seq_length': (\d+)", str(v.doc))}) > 1),
     Rule("V27", "trainer/trainer.py l. 1493-1502", "auto_trans_ckpt or resume_training needs load_checkpoint or "
-         "pretrained_model_dir", lambda v: (v.doc.get("auto_trans_ckpt") or v.doc.get("resume_training"))
-         and not v.checkpoint),
+         "pretrained_model_dir", lambda v: bool((v.doc.get("auto_trans_ckpt") or v.doc.get("resume_training"))
+                                               and not v.checkpoint)),
     Rule("N1", "parallel_core/training_graph/transformer/moe/ffn.py l. 189-195", "expert_parallel must divide "
          "data_parallel x model_parallel (context_parallel does not count)",
          lambda v: v.model.is_moe and (v.size("data_parallel") * v.size("model_parallel"))

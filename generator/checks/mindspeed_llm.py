@@ -185,7 +185,8 @@ def export_problems(train_argv: list[str], program: str, argv: list[str]) -> lis
         pairs += [("lora_r", "lora_r"), ("lora_alpha", "lora_alpha")]
     for mine, theirs in pairs:
         if getattr(train, mine) != getattr(back, theirs):
-            problems.append(f"mcore2hf uses {theirs}={getattr(back, theirs)} but training {mine}={getattr(train, mine)}")
+            problems.append(f"mcore2hf uses {theirs}={getattr(back, theirs)} but training "
+                            f"{mine}={getattr(train, mine)}")
     if back.load_dir != wanted_load:
         problems.append(f"mcore2hf loads {back.load_dir}; training's result is in {wanted_load}")
     return problems

@@ -1,7 +1,8 @@
 """Plan -> {relative path: text}, then write (the whole folder, swapped in atomically) or check against disk.
 
 Every framework renderer is a pair of functions registered in FRAMEWORK_RENDERERS: `(plan, env) -> {relative path:
-text}` for its folder and `(plan, env) -> markdown` for its section of PLAN.md, which the core renderer writes last. This module adds the provenance header to each file (in the file format's comment syntax)
+text}` for its folder and `(plan, env) -> markdown` for its section of PLAN.md, which the core renderer writes last.
+This module adds the provenance header to each file (in the file format's comment syntax)
 and a MANIFEST listing every file with its sha256: JSON cannot carry a comment, and the hashes let `render` tell
 a file edited by hand from one it wrote itself.
 """
@@ -155,8 +156,8 @@ def write(files: dict[str, str], out_dir: Path, job: str, overwrite: bool, spec_
     folder aside beside it. `dry_run`: the same refusals, then the changes a write would make, writing nothing."""
     job_dir = out_dir / job
     if job_dir.is_symlink():
-        raise UserError(f"{show_path(job_dir)} is a symbolic link; render writes only into a real folder (remove the link, or "
-                        f"point -o at the folder it links to)")
+        raise UserError(f"{show_path(job_dir)} is a symbolic link; render writes only into a real folder (remove the "
+                        f"link, or point -o at the folder it links to)")
     if job_dir.exists() and not job_dir.is_dir():
         raise UserError(f"{show_path(job_dir)} exists and is not a folder; remove it or choose another -o")
     try:
@@ -191,14 +192,16 @@ def _writable(out_dir: Path) -> None:
 def _refusals(files: dict[str, str], job_dir: Path, overwrite: bool,
               spec_file: str | None) -> tuple[list[Change], bool]:
     """What replacing `job_dir` would change, and whether the old folder must be kept (moved aside) first (it
-    holds something render did not write, or another spec's job); raises the refusal when that needs `overwrite` and it is not given."""
+    holds something render did not write, or another spec's job); raises the refusal when that needs `overwrite`
+    and it is not given."""
     changes = compare(files, job_dir)
     kept = [show_path(c.path) for c in changes if c.action in REFUSED]
     other = _other_spec(job_dir, spec_file)
     if other and not overwrite:
-        raise UserError(f"{show_path(job_dir)} was rendered from another spec file, {show(other)}, not {show(spec_file)} (both "
-                        f"name job {job_dir.name}): give this spec another job name, or, if the spec moved or you "
-                        f"mean to replace that job, render with --overwrite (it moves the old folder aside whole first)")
+        raise UserError(f"{show_path(job_dir)} was rendered from another spec file, {show(other)}, not "
+                        f"{show(spec_file)} (both name job {job_dir.name}): give this spec another job name, or, if "
+                        f"the spec moved or you mean to replace that job, render with --overwrite (it moves the old "
+                        f"folder aside whole first)")
     if kept and not overwrite:
         shown = ", ".join(kept[:MAX_LISTED]) + (f" and {len(kept) - MAX_LISTED} more"
                                                 if len(kept) > MAX_LISTED else "")

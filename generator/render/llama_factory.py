@@ -1,8 +1,10 @@
-"""LLaMA-Factory: train.yaml, the DeepSpeed JSON it points at (upstream's examples/deepspeed), dataset_info.json, launch.sh, commands.txt."""
+"""LLaMA-Factory: train.yaml, the DeepSpeed JSON it points at (upstream's examples/deepspeed), dataset_info.json,
+launch.sh, commands.txt."""
 
 from __future__ import annotations
 
 import json
+from typing import Any
 
 import jinja2
 
@@ -30,7 +32,7 @@ UPSTREAM_EXAMPLE: dict[str, str | dict[str, str]] = {
 # LLaMA-Factory's dataset_info.json vocabulary (data/README.md and data/dataset_info.json at v0.9.5): each format's
 # required columns; the optional ones (system, history, tools, images) are registered only when the data has them,
 # because a registered column is read from every row (data/converter.py: KeyError on a row without it).
-DATASET_ENTRY = {
+DATASET_ENTRY: dict[str, dict[str, Any]] = {
     "alpaca": {"columns": {"prompt": "instruction", "query": "input", "response": "output"}},
     "sharegpt": {"formatting": "sharegpt", "columns": {"messages": "conversations"}},
     # upstream's mllm_demo entry: OpenAI-style messages
@@ -55,12 +57,12 @@ def deepspeed_file(fp: FrameworkPlan) -> str | None:
 
 
 def deepspeed_config(fp: FrameworkPlan) -> dict:
-    """Upstream's examples/deepspeed ds_z0 / ds_z2 / ds_z3(_offload) config, "auto" where upstream has it. The batch, clipping
-    and precision keys stay "auto" on purpose: transformers' HfTrainerDeepSpeedConfig fills them from train.yaml at
-    the world size the job really starts with (integrations/deepspeed.py, trainer_config_process), so the YAML is
-    their one source. A value written here is a second copy that can only disagree: a job started on fewer nodes, a
-    YAML edited by hand, or bf16 switched off raises "DeepSpeed config values that mismatch" after the model has
-    loaded. `gen-launch validate` fills them the same way at the planned world size and checks the result against
+    """Upstream's examples/deepspeed ds_z0 / ds_z2 / ds_z3(_offload) config, "auto" where upstream has it. The batch,
+    clipping and precision keys stay "auto" on purpose: transformers' HfTrainerDeepSpeedConfig fills them from
+    train.yaml at the world size the job really starts with (integrations/deepspeed.py, trainer_config_process), so the
+    YAML is their one source. A value written here is a second copy that can only disagree: a job started on fewer
+    nodes, a YAML edited by hand, or bf16 switched off raises "DeepSpeed config values that mismatch" after the model
+    has loaded. `gen-launch validate` fills them the same way at the planned world size and checks the result against
     the plan."""
     lay = fp.layout
     zero: dict = {"stage": lay.zero_stage}

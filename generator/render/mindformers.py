@@ -241,7 +241,8 @@ def render(plan: Plan, env: jinja2.Environment) -> dict[str, str]:
         mindformers_dir=plan.paths["mindformers_dir"].value,
         device_num_per_node=lay.cards_per_node if lay.cards_per_node != 8 else None,
         single_card=lay.cards == 1, task_args=task_args(plan, fp), worker_num=lay.cards, cards=lay.cards,
-        local_worker=lay.local_cards, log_dir=log_dir(plan), log_folders=parents(log_dir(plan)), cluster_time_out=CLUSTER_TIME_OUT, join=JOIN,
+        local_worker=lay.local_cards, log_dir=log_dir(plan), log_folders=parents(log_dir(plan)),
+        cluster_time_out=CLUSTER_TIME_OUT, join=JOIN,
         stop_step=length(plan, fp).stop_step, output_dir=plan.output_dir(NAME),
         checkpoint_dir=f"{plan.output_dir(NAME)}/checkpoint", finished_marker=f"{plan.output_dir(NAME)}/FINISHED",
         resume=plan.train.resume)
@@ -260,4 +261,5 @@ def plan_section(plan: Plan, env: jinja2.Environment) -> str:
     fp = plan.frameworks[NAME]
     return env.get_template("mindformers/plan_section.md.j2").render(
         plan=plan, fp=fp, lines=command_lines(plan, fp),
-        auto_trans=_auto_trans(plan, fp), data=data_source(plan, fp), run=length(plan, fp), preprocess=bool(data_steps(plan, fp)))
+        auto_trans=_auto_trans(plan, fp), data=data_source(plan, fp), run=length(plan, fp),
+        preprocess=bool(data_steps(plan, fp)))

@@ -59,7 +59,7 @@ def parallel_flags(plan: Plan, fp: FrameworkPlan) -> Flags:
     """The layout flags training and weight conversion must share (the saved per-rank layout must match)."""
     lay = fp.layout
     return [("--tensor-model-parallel-size", lay.tp), ("--pipeline-model-parallel-size", lay.pp),
-            ("--num-layer-list", ",".join(map(str, lay.num_layer_list)) if lay.uneven_layers else None),
+            ("--num-layer-list", ",".join(map(str, lay.layers_per_stage)) if lay.uneven_layers else None),
             ("--expert-model-parallel-size", lay.ep if plan.shape.is_moe else None)]
 
 
@@ -161,7 +161,10 @@ def resume_flags(plan: Plan) -> list[tuple[str, list[str]]]:
 
 def lora_flags(plan: Plan) -> Flags:
     lora = plan.train.adapter
-    return [("--lora-r", lora.rank), ("--lora-alpha", lora.alpha), ("--lora-target-modules", LORA_TARGETS[lora.targets])]
+    if lora is None:
+        raise ValueError("lora_flags needs a plan that trains adapters")
+    return [("--lora-r", lora.rank), ("--lora-alpha", lora.alpha),
+            ("--lora-target-modules", LORA_TARGETS[lora.targets])]
 
 
 def convert_flags(plan: Plan, fp: FrameworkPlan) -> dict[str, tuple[str, list[tuple[str, list[str]]]]]:
@@ -172,7 +175,7 @@ def convert_flags(plan: Plan, fp: FrameworkPlan) -> dict[str, tuple[str, list[tu
     hf = plan.paths["model_dir"].value
     trained = load if plan.method == "lora" else save
     lora_back: Flags = [("--lora-load", save), *lora_flags(plan)] if plan.method == "lora" else []
-    layer_list = ",".join(map(str, lay.num_layer_list)) if lay.uneven_layers else None
+    layer_list = ",".join(map(str, lay.layers_per_stage)) if lay.uneven_layers else None
     if info.get("converter") == "deepseek3":
         # examples/mcore/deepseek3: grouped GEMM in both directions, as training uses it (the weight layout must
         # match); a LoRA run's checkpoint holds base + adapters, which the merge reads from --load-dir alone
@@ -281,7 +284,8 @@ def render(plan: Plan, env: jinja2.Environment) -> dict[str, str]:
         start=start_flags(plan), resume=resume_flags(plan) if plan.train.resume else None, iters=train_iters(plan))
     convert = env.get_template("mindspeed-llm/convert_ckpt.sh.j2").render(
         **common, job=plan.job, directions=convert_flags(plan, fp), lora=plan.method == "lora",
-        notes=checkpoint_notes(plan, fp), used_paths=[(k, plan.paths[k].value) for k in ("model_dir", "mcore_ckpt_dir")])
+        notes=checkpoint_notes(plan, fp),
+        used_paths=[(k, plan.paths[k].value) for k in ("model_dir", "mcore_ckpt_dir")])
     preprocess = env.get_template("mindspeed-llm/preprocess_data.sh.j2").render(
         **common, job=plan.job, flags=preprocess_flags(plan, fp), prefix_dir=f"{plan.output_dir(NAME)}/data",
         pretrain=plan.method == "pretrain",
