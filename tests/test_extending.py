@@ -28,7 +28,7 @@ REPO = Path(__file__).resolve().parent.parent
 
 # test -> (files edited, lines added). README "Extending" states each as "N files, M lines".
 FOOTPRINTS = {
-    "test_add_a_model": (2, 4),
+    "test_add_a_model": (2, 5),
     "test_add_a_hardware_type": (2, 16),
     "test_add_a_memory_term": (1, 10),
 }
@@ -139,7 +139,8 @@ def plan_json(spec: Path) -> dict:
 # num_attention_heads 16, num_key_value_heads 2, vocab_size 151936, max_position_embeddings 32768,
 # tie_word_embeddings true, rope_theta 1e6, rms_norm_eps 1e-6; Qwen2 has q/k/v biases).
 MODEL_ROW = """\
-  - {name: qwen2.5-3b, hf_id: Qwen/Qwen2.5-3B-Instruct, layers: 36, hidden: 2048, ffn: 11008, heads: 16, kv_heads: 2, vocab: 151936, max_positions: 32768, tied: true, qkv_bias: true,
+  - {name: qwen2.5-3b, hf_id: Qwen/Qwen2.5-3B-Instruct, layers: 36, hidden: 2048, ffn: 11008, heads: 16, kv_heads: 2,
+     vocab: 151936, max_positions: 32768, tied: true, qkv_bias: true,
      source: "https://huggingface.co/Qwen/Qwen2.5-3B-Instruct/blob/main/config.json"}
 """
 QWEN25_15B_ROW = "Qwen/Qwen2.5-1.5B-Instruct/blob/main/config.json\"}\n"
