@@ -16,6 +16,19 @@ from pathlib import Path
 import yaml
 
 from .errors import SpecError, TableError, show
+from .facts import (
+    Accelerator,
+    Column,
+    Confidence,
+    EpDimension,
+    MemoryScheme,
+    Support,
+    ThroughputModel,
+    check_choice,
+    check_share,
+    parse_columns,
+    typed,
+)
 from .resources import DATA_DIR
 
 METHODS = ("full", "lora", "qlora", "pretrain")
@@ -28,6 +41,8 @@ def trains_adapters(method: str) -> bool:
 
 @dataclass(frozen=True)
 class Model:
+    """One models.yaml row; its types, ranges and defaults are the file's `columns:` block."""
+
     name: str
     hf_id: str
     source: str
@@ -38,21 +53,21 @@ class Model:
     kv_heads: int
     vocab: int
     max_positions: int
-    head_dim: int | None = None
-    tied: bool = False
-    qk_norm: bool = False
-    qkv_bias: bool = False
-    rope_base: float = 1.0e6
-    norm_eps: float = 1.0e-6
-    experts: int = 0
-    topk: int = 0
-    moe_ffn: int = 0
-    shared_experts: int = 0
-    first_dense: int = 0
-    params_b: float | None = None
-    vision_params_b: float = 0.0
-    gated_mlp: bool = True
-    mtp_layers: int = 0  # multi-token-prediction layers after the last decoder layer (num_nextn_predict_layers)
+    head_dim: int | None
+    tied: bool
+    qk_norm: bool
+    qkv_bias: bool
+    rope_base: float
+    norm_eps: float
+    experts: int
+    topk: int
+    moe_ffn: int
+    shared_experts: int
+    first_dense: int
+    params_b: float | None
+    vision_params_b: float
+    gated_mlp: bool
+    mtp_layers: int  # multi-token-prediction layers after the last decoder layer (num_nextn_predict_layers)
 
     @property
     def kv_channels(self) -> int:
@@ -183,6 +198,8 @@ class Model:
 
 @dataclass(frozen=True)
 class Hardware:
+    """One hardware.yaml row; its types, ranges and defaults are the file's `columns:` block."""
+
     name: str
     label: str
     cards_per_node: int
@@ -195,10 +212,10 @@ class Hardware:
     quantization_bits: tuple[int, ...]
     source: str
     # Step-model inputs (generator/throughput.py); None on hardware planned with an MFU instead (GPUs).
-    link_gb_s: float | None = None  # rate of a ring collective inside a node, per card
-    scaleout_gb_s: float | None = None  # per card, between nodes
-    attention_efficiency: dict | None = None  # fused attention forward: sequence length -> share of peak
-    aliases: tuple[dict, ...] = ()  # {name, source}: other names a spec may give for this row
+    link_gb_s: float | None  # rate of a ring collective inside a node, per card
+    scaleout_gb_s: float | None  # per card, between nodes
+    attention_efficiency: dict | None  # fused attention forward: sequence length -> share of peak
+    aliases: tuple[dict, ...]  # {name, source}: other names a spec may give for this row
 
 
 def hardware_key(name: str) -> str:
@@ -239,6 +256,8 @@ class Framework:
     # runs fewer, with a larger bubble)
     pipeline_micro_rule: str = ""
     model_facts: tuple[str, ...] = ()  # keys every supported model's row must have (its renderer reads them)
+    # The facts a model row may give (frameworks.yaml model_columns), typed; without it, rows are not typed
+    model_columns: dict[str, Column] = field(default_factory=dict)
     templates: tuple[str, ...] | None = None  # chat templates the pinned version registers (every row's must be one)
     flash_attn: str | None = None  # the attention kernel setting written into its config (the memory model's)
     # decoder -> {"full"|"lora": {"none"|"full": coefficients}, "working": the same, "logit_bytes": {"bf16"|"fp32"}}:
@@ -252,7 +271,13 @@ class Framework:
     @property
     def deepspeed(self) -> bool:
         """Shards with DeepSpeed ZeRO (its layouts vary the ZeRO stage, not TP/PP/CP)."""
-        return self.memory == "deepspeed"
+        return self.memory == MemoryScheme.DEEPSPEED
+
+    def value_facts(self, column: str, value: str) -> dict:
+        """The facts model_columns gives for one value of a closed column (a research family's data columns)."""
+        values = self.model_columns[column].values
+        assert isinstance(values, dict), f"{self.name} model_columns.{column} maps no values to facts"
+        return values[value]
 
     def refusal(self, model: str) -> str | None:
         """Why the pinned version cannot train `model` (its row's `refuse`), or None."""
@@ -311,8 +336,6 @@ class Preset:
 RECIPE_KEYS = ("learning_rate", "min_learning_rate_share", "lr_schedule", "warmup_ratio", "weight_decay",
                "global_batch_size")
 ADAPTER_KEYS = ("rank", "alpha", "dropout", "targets")
-# How a framework stores model states per card; the memory model has one branch per scheme (memory.py).
-MEMORY_SCHEMES = ("megatron-fp32", "megatron-distopt", "deepspeed")
 COMMON_KEYS = ("seed", "keep_checkpoints", "resume", "save_every_hours", "optimizer", "adam_betas", "max_grad_norm",
                "min_steps")
 
@@ -333,7 +356,7 @@ class RecipeDefaults:
                               {**self.common, **{k: v for k, v in own.items() if k in self.common}})
 
 
-ACCELERATORS = ("npu", "gpu")
+ACCELERATORS = tuple(a.value for a in Accelerator)
 
 
 def _check_recipe_row(where: str, row) -> None:
@@ -454,7 +477,8 @@ class Tables:
         if model in fw.models:
             return True
         # A row with '-' cells still names the model: '-' gives no count, it does not refuse (min_cards_notes.md).
-        return fw.support == "table" and any(r.model == model and r.framework == framework for r in self.min_cards)
+        return fw.support == Support.TABLE and any(r.model == model and r.framework == framework
+                                                   for r in self.min_cards)
 
     def rows_for(self, model: str, framework: str) -> list[MinCardsRow]:
         return [r for r in self.min_cards if r.model == model and r.framework == framework]
@@ -501,9 +525,12 @@ def _check_registry(tables: Tables) -> None:
         if fw.deepspeed and fw.activations is None:
             raise TableError(f"frameworks.yaml {fw.name}: the deepspeed memory scheme counts measured activations; "
                              f"give activations_file")
-        if fw.memory not in MEMORY_SCHEMES:
+        if fw.memory not in tuple(MemoryScheme):
             raise TableError(f"frameworks.yaml {fw.name}: memory {fw.memory!r} is not a scheme the memory model "
-                             f"knows ({', '.join(MEMORY_SCHEMES)})")
+                             f"knows ({', '.join(MemoryScheme)})")
+        # presets-then-<column>: MindFormers' presets, then that column (cards.py)
+        sources = {r.framework for r in tables.min_cards} | {"presets-then-mindspeed-llm"}
+        check_choice(f"frameworks.yaml {fw.name}", "min_cards_from", fw.min_cards_from, sorted(sources))
         for model in tables.models:
             if not tables.supports(fw.name, model) or fw.refusal(model):
                 continue
@@ -515,16 +542,13 @@ def _check_registry(tables: Tables) -> None:
             if missing:
                 raise TableError(f"frameworks.yaml {fw.name}: {model} is supported (a min_cards.csv row or its own "
                                  f"row) but its row lacks {', '.join(missing)}; add them, or a `refuse` reason")
-        if fw.throughput.get("model") == "mfu" and not set(METHODS) <= set(fw.throughput.get("mfu", {})):
-            raise TableError(f"frameworks.yaml {fw.name}: throughput.mfu needs a share for every method "
-                             f"({', '.join(METHODS)})")
     for hw in tables.hardware.values():
         for name in hw.frameworks:
             listed = tables.frameworks.get(name)
             if listed is None:
                 raise TableError(f"hardware.yaml {hw.name}: unknown framework {name!r}")
             step_inputs = (hw.link_gb_s, hw.scaleout_gb_s, hw.attention_efficiency)
-            if listed.throughput.get("model") == "step" and None in step_inputs:
+            if listed.throughput["model"] == ThroughputModel.STEP and None in step_inputs:
                 raise TableError(f"hardware.yaml {hw.name}: {name} times jobs with the step model, which needs "
                                  f"link_gb_s, scaleout_gb_s and attention_efficiency")
 
@@ -558,12 +582,25 @@ def _load_min_cards(path: Path) -> tuple[MinCardsRow, ...]:
         lines = [(n, line) for n, line in enumerate(handle, start=1) if not line.startswith("#")]
     reader = csv.DictReader(line for _, line in lines)
     for (number, _), rec in zip(lines[1:], reader):
-        cards = {hw: (None if rec[hw].strip() == "-" else int(rec[hw])) for hw in ("snt9b", "snt9b23")}
+        where = f"min_cards.csv line {number}"
+        cards = {hw: (None if rec[hw].strip() == "-" else _count(where, hw, rec[hw])) for hw in ("snt9b", "snt9b23")}
+        methods = tuple(rec["strategy"].split("/"))
+        for method in methods:
+            check_choice(where, "strategy", method, METHODS)
+        check_choice(where, "confidence", rec["confidence"], Confidence)
         rows.append(MinCardsRow(
-            model=rec["model"], methods=tuple(rec["strategy"].split("/")),
-            seq_lens=tuple(int(s) for s in rec["seq_len"].split("/")), framework=rec["framework"],
+            model=rec["model"], methods=methods,
+            seq_lens=tuple(_count(where, "seq_len", s) for s in rec["seq_len"].split("/")), framework=rec["framework"],
             cards=cards, confidence=rec["confidence"], line=number))
     return tuple(rows)
+
+
+def _count(where: str, key: str, cell: str | None) -> int:
+    """A card count or a sequence length: a positive integer."""
+    text = (cell or "").strip()
+    if not text.isdigit() or int(text) == 0:
+        raise TableError(f"{where}: {key} {cell!r} must be a positive integer" + (" or -" if key != "seq_len" else ""))
+    return int(text)
 
 
 def _load_names(name: str) -> tuple[str, ...]:
@@ -583,12 +620,98 @@ def _check_templates(fw: Framework) -> None:
                              f"by the pinned version (and the row gives no `refuse` reason)")
 
 
+def _check_model(where: str, model: Model) -> None:
+    """What the resolver relies on beyond each column's range: GQA groups whole heads, head_dim = hidden / heads
+    where no head_dim is given, and a MoE row routes to at least one of its experts with a sized expert MLP."""
+    if model.heads % model.kv_heads:
+        raise TableError(f"{where}: heads {model.heads} must be a multiple of kv_heads {model.kv_heads}")
+    if model.head_dim is None and model.hidden % model.heads:
+        raise TableError(f"{where}: hidden {model.hidden} must be a multiple of heads {model.heads}, or give head_dim")
+    if model.is_moe and not (0 < model.topk <= model.experts and model.moe_ffn > 0):
+        raise TableError(f"{where}: a MoE row (experts {model.experts}) needs 0 < topk <= experts and moe_ffn > 0")
+    if not model.is_moe and (model.topk or model.moe_ffn or model.shared_experts or model.first_dense):
+        raise TableError(f"{where}: topk, moe_ffn, shared_experts and first_dense need experts > 0")
+    if model.first_dense >= model.layers:
+        raise TableError(f"{where}: first_dense {model.first_dense} must be below layers {model.layers}")
+
+
+def _check_hardware(where: str, hw: Hardware) -> None:
+    """A process cannot use more than the card holds; attention shares are fractions of the peak (the step model
+    divides by them)."""
+    if hw.usable_gb > hw.memory_gb:
+        raise TableError(f"{where}: usable_gb {hw.usable_gb} must be at most memory_gb {hw.memory_gb}")
+    for length, share in (hw.attention_efficiency or {}).items():
+        if isinstance(length, bool) or not isinstance(length, int) or length <= 0:
+            raise TableError(f"{where}: attention_efficiency key {length!r} must be a positive sequence length")
+        check_share(where, f"attention_efficiency[{length}]", share)
+
+
+# throughput.mfu's keys: one share per method, and `moe` for full training and pretraining of MoE models
+# (throughput.py picks it there)
+MFU_KEYS = (*METHODS, "moe")
+
+
+def _check_throughput(where: str, throughput) -> None:
+    """The time model's inputs (throughput.py): the step model's matmul efficiency, or an MFU per MFU_KEYS; each a
+    share of the peak, with its source."""
+    if not isinstance(throughput, dict):
+        raise TableError(f"{where}: throughput must be a mapping (model, source and its numbers)")
+    check_choice(where, "throughput.model", throughput.get("model"), ThroughputModel)
+    step = throughput["model"] == ThroughputModel.STEP
+    keys = ["model", "gemm_efficiency" if step else "mfu", "source"]
+    if set(throughput) != set(keys):
+        raise TableError(f"{where}: throughput model {throughput['model']} takes {', '.join(keys)}, not "
+                         f"{', '.join(throughput)}")
+    if not isinstance(throughput["source"], str) or not throughput["source"]:
+        raise TableError(f"{where}: throughput.source must name where its numbers come from")
+    if step:
+        check_share(where, "throughput.gemm_efficiency", throughput["gemm_efficiency"])
+        return
+    mfu = throughput["mfu"]
+    if not isinstance(mfu, dict) or set(mfu) != set(MFU_KEYS):
+        raise TableError(f"{where}: throughput.mfu needs a share for each of {', '.join(MFU_KEYS)}, and no other")
+    for key, share in mfu.items():
+        check_share(where, f"throughput.mfu.{key}", share)
+
+
+def _load_framework(r: dict) -> Framework:
+    """One frameworks.yaml row: its closed vocabularies and numbers checked, its model rows typed by its
+    model_columns (whose required columns are the facts every supported model's row must give)."""
+    where = f"frameworks.yaml {r.get('name')}"
+    r = dict(r)
+    templates = _load_names(r.pop("templates_file")) if "templates_file" in r else None
+    activations = _load_yaml(r.pop("activations_file"))["decoders"] if "activations_file" in r else None
+    columns = parse_columns(f"{where} model_columns", r.pop("model_columns")) if "model_columns" in r else {}
+    if columns and "model_facts" in r:
+        raise TableError(f"{where}: give model_facts or model_columns (whose required columns are the facts), "
+                         f"not both")
+    facts = tuple(c.name for c in columns.values() if c.required) if columns else tuple(r.get("model_facts", ()))
+    check_choice(where, "support", r.get("support"), Support)
+    for method in r.get("methods", ()):
+        check_choice(where, "methods", method, METHODS)
+    for size in r.get("ep_divides", ()):
+        check_choice(where, "ep_divides", size, EpDimension)
+    _check_throughput(where, r.get("throughput"))
+    if not isinstance(r.get("overhead_gb"), int | float) or r["overhead_gb"] < 0:
+        raise TableError(f"{where}: overhead_gb {r.get('overhead_gb')!r} must be a number >= 0")
+    for model, info in (r.get("models") or {}).items():
+        if columns:
+            typed(f"{where} {model}", info or {}, columns, defaults=False, complete=not (info or {}).get("refuse"))
+    return _typed_row(Framework, {**r, "methods": tuple(r["methods"]), "dataset_formats": tuple(r["dataset_formats"]),
+                                  "ep_divides": tuple(r.get("ep_divides", ())), "model_facts": facts,
+                                  "model_columns": columns, "templates": templates, "activations": activations},
+                      where)
+
+
 @lru_cache(maxsize=1)
 def load_tables() -> Tables:
     models_doc = _load_yaml("models.yaml")
+    model_columns = parse_columns("models.yaml columns", models_doc.get("columns"))
     models = {}
     for row in models_doc["models"]:
-        model = _typed_row(Model, row, f"models.yaml {row.get('name')}")
+        where = f"models.yaml {row.get('name')}"
+        model = _typed_row(Model, typed(where, row, model_columns), where)
+        _check_model(where, model)
         models[model.name] = model
     aliases, base_ids = {}, {}
     for model in models.values():
@@ -601,21 +724,21 @@ def load_tables() -> Tables:
             aliases[base.lower()] = model.name
             base_ids[base.lower()] = base
     hardware_doc = _load_yaml("hardware.yaml")
-    hardware = {r["name"]: _typed_row(Hardware, {**r, "frameworks": tuple(r["frameworks"]),
-                                                 "quantization_bits": tuple(r["quantization_bits"]),
-                                                 "aliases": tuple(r.get("aliases", ()))}, "hardware.yaml")
-                for r in hardware_doc["hardware"]}
+    hardware_columns = parse_columns("hardware.yaml columns", hardware_doc.get("columns"))
+    hardware = {}
+    for r in hardware_doc["hardware"]:
+        where = f"hardware.yaml {r.get('name')}"
+        r = typed(where, r, hardware_columns)
+        hw = _typed_row(Hardware, {**r, "frameworks": tuple(r["frameworks"]),
+                                   "quantization_bits": tuple(r["quantization_bits"]),
+                                   "aliases": tuple(r["aliases"])}, where)
+        _check_hardware(where, hw)
+        hardware[hw.name] = hw
     frameworks = {}
     for r in _load_yaml("frameworks.yaml")["frameworks"]:
-        templates = _load_names(r.pop("templates_file")) if "templates_file" in r else None
-        activations = _load_yaml(r.pop("activations_file"))["decoders"] if "activations_file" in r else None
-        frameworks[r["name"]] = _typed_row(Framework, {**r, "methods": tuple(r["methods"]),
-                                                       "dataset_formats": tuple(r["dataset_formats"]),
-                                                       "ep_divides": tuple(r.get("ep_divides", ())),
-                                                       "model_facts": tuple(r.get("model_facts", ())),
-                                                       "templates": templates, "activations": activations},
-                                           "frameworks.yaml")
-        _check_templates(frameworks[r["name"]])
+        fw = _load_framework(r)
+        _check_templates(fw)
+        frameworks[fw.name] = fw
     presets_doc = _load_yaml("presets.yaml")
     presets = tuple(
         _typed_row(Preset, {**presets_doc["defaults"], **p, "methods": tuple(p["methods"]),

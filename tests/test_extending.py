@@ -194,7 +194,7 @@ def test_a_model_row_missing_a_fact_is_a_table_error(repo, tmp_path):
     repo.edit("generator/data/frameworks.yaml", add_qwen25_3b_rows_only,
               add_qwen25_3b_rows_only + "      qwen2.5-3b: {model_type_hf: llama2}\n")
     result = cli("models", code=5)
-    assert "frameworks.yaml mindspeed-llm: qwen2.5-3b" in result.stderr and "prompt_type" in result.stderr
+    assert "frameworks.yaml mindspeed-llm qwen2.5-3b: prompt_type is missing" in result.stderr
 
 
 # --- Add a hardware type ----------------------------------------------------------------------------------------

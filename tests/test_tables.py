@@ -40,12 +40,12 @@ def test_moe_active_parameters():
     assert TABLES.models["deepseek-v3"].active_params / 1e9 == pytest.approx(37, rel=0.05)
 
 
-def test_every_min_cards_row_names_a_known_model_and_framework():
-    for row in TABLES.min_cards:
-        assert row.model in TABLES.models, f"min_cards.csv line {row.line}: unknown model {row.model}"
-        assert row.framework in TABLES.frameworks
-        assert set(row.methods) <= {"full", "lora"}
-        assert all(v is None or v > 0 for v in row.cards.values())
+@pytest.mark.parametrize("row", TABLES.min_cards, ids=lambda r: f"line{r.line}-{r.model}-{r.framework}")
+def test_every_min_cards_row_names_a_known_model_and_framework(row):
+    assert row.model in TABLES.models, f"min_cards.csv line {row.line}: unknown model {row.model}"
+    assert row.framework in TABLES.frameworks
+    assert set(row.methods) <= {"full", "lora"}
+    assert all(v is None or v > 0 for v in row.cards.values())
 
 
 def test_min_cards_table_has_every_row_of_the_shared_csv():
@@ -56,25 +56,31 @@ def test_min_cards_table_has_every_row_of_the_shared_csv():
         "llama3.1-8b", ("full",), (4096, 8192), {"snt9b": 4, "snt9b23": 8})
 
 
-def test_presets_refer_to_known_models_and_are_consistent():
-    for p in TABLES.presets:
-        model = TABLES.models[p.model]
-        assert p.dp * p.tp * p.pp == p.cards
-        assert model.heads % p.tp == 0 and model.kv_heads % p.tp == 0
-        assert p.micro_batch_num >= p.pp
-        if p.num_layer_list:
-            assert len(p.num_layer_list) == p.pp and sum(p.num_layer_list) == model.layers
+@pytest.mark.parametrize("p", TABLES.presets, ids=lambda p: f"{p.framework}-{p.model}-{p.hardware}-{p.cards}")
+def test_presets_refer_to_known_models_and_are_consistent(p):
+    model = TABLES.models[p.model]
+    assert p.dp * p.tp * p.pp == p.cards
+    assert model.heads % p.tp == 0 and model.kv_heads % p.tp == 0
+    assert p.micro_batch_num >= p.pp
+    if p.num_layer_list:
+        assert len(p.num_layer_list) == p.pp and sum(p.num_layer_list) == model.layers
 
 
 def test_hardware_rows():
     assert TABLES.hardware["snt9b"].cards_per_node == 8 and TABLES.hardware["snt9b"].parallel_unit == 1
     assert TABLES.hardware["snt9b23"].cards_per_node == 16 and TABLES.hardware["snt9b23"].parallel_unit == 2
-    for hw in TABLES.hardware.values():
-        assert hw.usable_gb <= hw.memory_gb and hw.peak_tflops_bf16 > 0 and hw.source
-        assert hw.accelerator in ("npu", "gpu") and set(hw.frameworks) <= set(TABLES.frameworks)
-        # NVIDIA GPUs serve LLaMA-Factory only; Ascend NPUs keep headroom for the runtime (max_device_memory).
-        assert (hw.accelerator == "gpu") == (hw.frameworks == ("llama-factory",))
-        assert hw.accelerator == "gpu" or hw.usable_gb < hw.memory_gb
+
+
+@pytest.mark.parametrize("hw", TABLES.hardware.values(), ids=lambda h: h.name)
+def test_hardware_row_invariants(hw):
+    assert hw.usable_gb <= hw.memory_gb and hw.peak_tflops_bf16 > 0 and hw.source
+    assert hw.accelerator in ("npu", "gpu") and set(hw.frameworks) <= set(TABLES.frameworks)
+    # NVIDIA GPUs serve LLaMA-Factory only; Ascend NPUs keep headroom for the runtime (max_device_memory).
+    assert (hw.accelerator == "gpu") == (hw.frameworks == ("llama-factory",))
+    assert hw.accelerator == "gpu" or hw.usable_gb < hw.memory_gb
+    # Whole parallel units fill a node; the step model's inputs come together or not at all.
+    assert hw.cards_per_node % hw.parallel_unit == 0
+    assert (hw.link_gb_s is None) == (hw.scaleout_gb_s is None) == (hw.attention_efficiency is None)
 
 
 def test_lookup_by_hf_id_and_suggestion():
@@ -97,16 +103,16 @@ def test_framework_support():
 REGISTRY_EDITS = [
     ("min_cards.csv", "mixtral-8x7b,full,4096/8192,mindspeed-llm,16,-,medium\n",
      "mixtral-8x7b,full,4096/8192,mindspeed-llm,16,-,medium\nmixtral-8x7b,full,4096/8192,llama-factory,16,-,low\n",
-     "frameworks.yaml llama-factory: mixtral-8x7b is supported (a min_cards.csv row or its own row) but its row "
-     "lacks template"),
-    ("hardware.yaml", "  - name: snt9b\n", "  - name: snt9c\n    label: a new NPU\n    cards_per_node: 8\n"
+     ("frameworks.yaml llama-factory: mixtral-8x7b is supported (a min_cards.csv row or its own row) but its row "
+     "lacks template")),
+    ("hardware.yaml", "  - name: snt9b\n", ("  - name: snt9c\n    label: a new NPU\n    cards_per_node: 8\n"
      "    parallel_unit: 1\n    memory_gb: 64.0\n    usable_gb: 58.0\n    peak_tflops_bf16: 300.0\n"
      "    accelerator: npu\n    frameworks: [mindspeed-llm]\n    quantization_bits: [4]\n    source: a test\n"
-     "  - name: snt9b\n",
-     "hardware.yaml snt9c: mindspeed-llm times jobs with the step model, which needs link_gb_s, scaleout_gb_s and "
-     "attention_efficiency"),
+     "  - name: snt9b\n"),
+     ("hardware.yaml snt9c: mindspeed-llm times jobs with the step model, which needs link_gb_s, scaleout_gb_s and "
+     "attention_efficiency")),
     ("models.yaml", "{name: qwen3-8b, hf_id: Qwen/Qwen3-8B, layers: 36, ", "{name: qwen3-8b, hf_id: Qwen/Qwen3-8B, ",
-     "models.yaml qwen3-8b: missing layers"),
+     "models.yaml qwen3-8b: layers is missing"),
     ("min_cards.csv", "mixtral-8x7b,full,4096/8192,mindspeed-llm,16,-,medium\n",
      "mixtral-8x8b,full,4096/8192,mindspeed-llm,16,-,medium\n",
      "min_cards.csv line 86: model 'mixtral-8x8b' has no row in models.yaml"),

@@ -8,19 +8,13 @@ from dataclasses import dataclass
 import jinja2
 
 from ..plan import FrameworkPlan, Plan
+from ..tables import load_tables
 from .common import command_lines, commands_txt, launch_context
 
 NAME = "mindformers"
-# Mcore data columns (configs/qwen3/*.yaml); legacy research columns per family (research/*/finetune_*.yaml).
+# Mcore data columns (configs/qwen3/*.yaml); the research families' own (input_columns, conversion scripts) are
+# data: frameworks.yaml mindformers model_columns.family, checked when the tables load.
 MCORE_COLUMNS = ["input_ids", "labels", "loss_mask", "position_ids"]
-RESEARCH_COLUMNS = {"llama3_1": ["input_ids", "labels"], "qwen2_5": ["input_ids", "target_ids", "attention_mask"]}
-# The plan's LoRA targets as pet_config target_modules, per layout: Mcore linear names (configs/qwen3/README.md);
-# the legacy research LlamaForCausalLM's (qkv_concat and ffn_concat default False: llama_transformer.py l. 233-303,
-# llama_layer.py l. 350-388 of the 2.1.0 wheel).
-LORA_TARGETS = {
-    "mcore": {"all": ".*linear_qkv|.*linear_proj|.*linear_fc1|.*linear_fc2", "attention": ".*linear_qkv|.*linear_proj"},
-    "research": {"all": ".*wq|.*wk|.*wv|.*wo|.*w1|.*w2|.*w3", "attention": ".*wq|.*wk|.*wv|.*wo"},
-}
 # The plan's schedule as MindFormers lr_schedule types (core/lr/lr_schedule.py).
 LR_SCHEDULE = {"cosine": "CosineWithWarmUpLR", "linear": "LinearWithWarmUpLR", "constant": "ConstantWarmUpLR"}
 PRETRAIN_SAMPLES_PLACEHOLDER = 8000  # upstream pretrain_qwen3_32b_4k.yaml's `sizes`, when the spec has no data size
@@ -29,6 +23,16 @@ CLUSTER_TIME_OUT = 7200  # seconds msrun waits for every node (upstream's value)
 # process_entity/_api.py l. 272-276); with False it returns once they are spawned, and launch.sh could not tell a
 # finished run from a started one.
 JOIN = "True"
+
+
+def family_facts(family: str) -> dict:
+    """A research family's input columns, alpaca converter and tokenizer files (frameworks.yaml)."""
+    return load_tables().frameworks[NAME].value_facts("family", family)
+
+
+def layout_facts(layout: str) -> dict:
+    """A layout's LoRA target_modules per adapter target (frameworks.yaml)."""
+    return load_tables().frameworks[NAME].value_facts("layout", layout)
 
 
 def run_mode(fp: FrameworkPlan) -> str:
@@ -148,13 +152,11 @@ def data_steps(plan: Plan, fp: FrameworkPlan) -> list[tuple[str, list[tuple[str,
     if fp.info["layout"] != "research":
         return []
     family, converted = fp.info["family"], f"{prefix}-conversation.json"
+    facts = family_facts(family)
     # research/<family>/README.md: alpaca -> conversation JSON, then MindRecord padded to seq_length + 1 tokens
     # (qwen2_5_preprocess.py l. 154, llama3_1_preprocess.py l. 218), so it must be built at this job's seq_len.
-    converter = {"qwen2_5": "research/qwen2_5/alpaca_converter.py",
-                 "llama3_1": "mindformers/tools/dataset_preprocess/llama/alpaca_converter.py"}[family]
-    tokenizer = {"qwen2_5": [("--vocab_file", f"{model_dir}/vocab.json"), ("--merges_file", f"{model_dir}/merges.txt")],
-                 "llama3_1": [("--model_file", f"{model_dir}/original/tokenizer.model")]}[family]
-    return [(converter, [("--data_path", plan.paths["dataset"].value), ("--output_path", converted)]),
+    tokenizer = [(flag, f"{model_dir}/{name}") for flag, name in facts["tokenizer"].items()]
+    return [(facts["converter"], [("--data_path", plan.paths["dataset"].value), ("--output_path", converted)]),
             (f"research/{family}/{family}_preprocess.py",
              [("--dataset_type", "qa"), ("--input_glob", converted), *tokenizer,
               ("--seq_length", str(plan.seq_len)), ("--output_file", f"{prefix}.mindrecord")])]
@@ -183,7 +185,7 @@ def yaml_context(plan: Plan, fp: FrameworkPlan) -> dict:
         "micro_batch_num": lay.grad_accum if pipelined else 1,
         "gradient_accumulation_steps": 1 if pipelined else lay.grad_accum,
         "learning_rate": plan.train.learning_rate,
-        "input_columns": RESEARCH_COLUMNS[info["family"]] if research else MCORE_COLUMNS,
+        "input_columns": family_facts(info["family"])["input_columns"] if research else MCORE_COLUMNS,
         "create_attention_mask": info.get("attention_mask", False),
         "seq_len": plan.seq_len,
         "max_device_memory": f"{lay.usable_gb:g}GB",
@@ -202,7 +204,7 @@ def yaml_context(plan: Plan, fp: FrameworkPlan) -> dict:
         "untie": not plan.shape.tied,
         "lora": None if plan.train.adapter is None else {
             "rank": plan.train.adapter.rank, "alpha": plan.train.adapter.alpha, "dropout": plan.train.adapter.dropout,
-            "target_modules": LORA_TARGETS[info["layout"]][plan.train.adapter.targets]},
+            "target_modules": layout_facts(info["layout"])["lora_targets"][plan.train.adapter.targets]},
         # Pretraining writes the expert shape (upstream's qwen3_moe keys, the checkpoint's values). The router is
         # always the checkpoint's: every job loads the HF weights, and the YAML overrides config.json
         # (models/build_config.py l. 125-136 of the 2.1.0 wheel), so upstream's from-scratch norm_topk_prob False,
