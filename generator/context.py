@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .recipe import Adapter
 from .spec import Pins, Spec
 from .tables import Framework, Hardware, Model, RecipeDefaults
+from .training import Adapter
 
 
 @dataclass(frozen=True)

@@ -10,8 +10,8 @@ from dataclasses import dataclass, field, replace
 from .dataset import DataShape
 from .memory import MemoryBreakdown, optimizer_shard_groups
 from .parallel import Parallel
-from .recipe import Training, plan_json
 from .tables import Model
+from .training import Training, plan_json
 
 # The search only accepts layouts whose estimate leaves this share of the usable memory free: the estimate is a
 # model, not a measurement, and a job that OOMs after the checkpoint has loaded costs far more than one more node.

@@ -6,64 +6,13 @@ value came from, and every renderer writes these values in its framework's own t
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
 
 from .errors import SpecError
 from .spec import Spec
-from .tables import Model, RecipeDefaults, trains_adapters
+from .tables import PLACEHOLDER_KEYS, Model, RecipeDefaults, trains_adapters
+from .training import Adapter, Training
 
 SECONDS_PER_HOUR = 3600.0
-# Steps a framework that needs a count is given when the spec has no data size and no train.steps: upstream
-# MindSpeed-LLM's `--train-iters 2000` (2.2.0 examples/mcore/baichuan2/tune_baichuan2_13b_full_ptd.sh l. 58 and others).
-PLACEHOLDER_STEPS = 2000
-
-
-@dataclass(frozen=True)
-class Adapter:
-    """The LoRA shape every framework trains."""
-
-    rank: int
-    alpha: float
-    dropout: float
-    targets: str  # "all" (attention and MLP linear layers) | "attention"
-
-    @property
-    def scale(self) -> float:
-        return self.alpha / self.rank
-
-
-@dataclass(frozen=True)
-class Training:
-    learning_rate: float
-    min_learning_rate: float
-    lr_schedule: str  # "cosine" | "linear" | "constant"
-    warmup_ratio: float | None  # the share, when the warmup was given (or defaulted) as one
-    warmup_steps: int | None  # exact steps; None when the step count is unknown (the ratio then applies)
-    weight_decay: float
-    global_batch_size: int
-    steps: int | None  # optimizer steps; None without a data size or train.steps
-    epochs: float | None  # passes over the data; None when steps were given without a data size
-    save_every_steps: int
-    keep_checkpoints: int
-    resume: bool
-    seed: int
-    optimizer: str  # "adamw" | "paged_adamw_32bit"
-    adam_betas: tuple[float, float]
-    max_grad_norm: float  # gradient clipping
-    adapter: Adapter | None
-    enable_thinking: bool | None  # Qwen3 chat template only
-    origin: dict[str, str] = field(default_factory=dict)  # key -> "given" | "default: <source>" | "derived: <how>"
-
-    def to_json(self) -> dict:
-        values = {k: getattr(self, k) for k in ("learning_rate", "min_learning_rate", "lr_schedule", "warmup_ratio",
-                                                 "warmup_steps", "weight_decay", "global_batch_size", "steps",
-                                                 "epochs", "save_every_steps", "keep_checkpoints", "resume", "seed",
-                                                 "optimizer", "adam_betas", "max_grad_norm", "enable_thinking")}
-        values["adam_betas"] = list(self.adam_betas)
-        if self.adapter is not None:
-            values["lora"] = {"rank": self.adapter.rank, "alpha": self.adapter.alpha,
-                              "dropout": self.adapter.dropout, "targets": self.adapter.targets}
-        return {**values, "origin": dict(sorted(self.origin.items()))}
 
 
 def _pick(given: dict, key: str, default: dict, origin: dict, name: str | None = None):
@@ -191,13 +140,19 @@ def training(spec: Spec, model: Model, defaults: RecipeDefaults, global_batch: i
              "preprocess_data.py gets it too (its own None puts the empty thought in the prompt, unlearned: "
              "tasks/preprocess/templates.py l. 358-364)")
     lora = adapter(spec, defaults, origin)
+    placeholders = {}
+    for key in PLACEHOLDER_KEYS if steps is None else ():
+        if key in defaults.values:
+            placeholders[key] = defaults.values[key]["value"]
+            origin[key] = (f"placeholder: the spec gives no data size and no train.steps "
+                           f"({defaults.values[key]['source']})")
     return Training(learning_rate=float(lr), min_learning_rate=float(min_lr), lr_schedule=schedule,
                     warmup_ratio=None if warmup_ratio is None else float(warmup_ratio), warmup_steps=warmup_steps,
                     weight_decay=float(weight_decay), global_batch_size=global_batch, steps=steps,
                     epochs=None if epochs is None else float(epochs), save_every_steps=save_every,
                     keep_checkpoints=keep, resume=resume, seed=seed, optimizer=optimizer, adam_betas=(beta1, beta2),
                     max_grad_norm=clip, adapter=lora,
-                    enable_thinking=thinking, origin=origin)
+                    enable_thinking=thinking, origin=origin, placeholders=placeholders)
 
 
 def batch_target(defaults: RecipeDefaults, spec: Spec) -> tuple[int, str]:
@@ -235,59 +190,3 @@ def schedule_warnings(t: Training, defaults: RecipeDefaults) -> list[str]:
         out.append(f"warmup covers {t.warmup_steps} of the {t.steps} steps: the learning rate spends most of the run "
                    f"rising; lower train.warmup_steps (or warmup_ratio) or train longer")
     return out
-
-
-LABELS = {"learning_rate": "learning rate (peak)", "min_learning_rate": "min learning rate",
-          "lr_schedule": "schedule", "warmup_ratio": "warmup ratio", "warmup_steps": "warmup steps",
-          "weight_decay": "weight decay", "global_batch_size": "global batch (samples)", "steps": "steps",
-          "epochs": "epochs", "save_every_steps": "checkpoint every (steps)", "keep_checkpoints": "checkpoints kept",
-          "resume": "resume on relaunch", "seed": "seed", "optimizer": "optimizer", "adam_betas": "Adam betas",
-          "max_grad_norm": "gradient clipping", "enable_thinking": "Qwen3 thinking",
-          "lora.rank": "LoRA rank", "lora.alpha": "LoRA alpha", "lora.dropout": "LoRA dropout",
-          "lora.targets": "LoRA targets"}
-
-
-def _stated(t: Training) -> dict[str, tuple[str, str]]:
-    """key -> (value as the plan writes it, where it came from), for every value the plan states."""
-    values = t.to_json()
-    lora = values.pop("lora", {})
-    flat = {**values, **{f"lora.{k}": v for k, v in lora.items()}}
-    out = {}
-    for key in LABELS:
-        value = flat.get(key)
-        if value is None and key not in t.origin:
-            continue
-        text = "unknown" if value is None else (f"{value:g}" if isinstance(value, float) else str(value).lower()
-                                                 if isinstance(value, bool) else str(value))
-        out[key] = (text, t.origin.get(key, ""))
-    return out
-
-
-def rows(recipes: dict[str, Training]) -> list[tuple[str, str, str]]:
-    """(label, value, where it came from) for every value the plan states, in a fixed order: one row where every
-    framework trains with the same value, else one per value, its source naming the frameworks that use it."""
-    stated = {name: _stated(t) for name, t in recipes.items()}
-    out = []
-    for key, label in LABELS.items():
-        groups: dict[tuple[str, str], list[str]] = {}
-        for name, values in stated.items():
-            if key in values:
-                groups.setdefault(values[key], []).append(name)
-        for i, ((text, origin), names) in enumerate(groups.items()):
-            out.append(("" if i else label, text, origin if len(groups) == 1 else f"{', '.join(names)}: {origin}"))
-    return out
-
-
-def plan_json(recipes: dict[str, Training]) -> dict:
-    """plan.json's recipe: the values every framework trains with, and under by_framework each framework's own
-    where they differ (with their origins)."""
-    each = {name: t.to_json() for name, t in recipes.items()}
-    origins = {name: values.pop("origin") for name, values in each.items()}
-    first, first_origin = next(iter(each.values())), next(iter(origins.values()))
-    shared = {k: v for k, v in first.items() if all(values.get(k) == v for values in each.values())}
-    shared_origin = {k: v for k, v in first_origin.items() if all(o.get(k) == v for o in origins.values())}
-    by_framework = {name: {**{k: v for k, v in values.items() if k not in shared},
-                           "origin": {k: v for k, v in origins[name].items() if k not in shared_origin}}
-                    for name, values in each.items()}
-    return {**shared, "origin": shared_origin,
-            "by_framework": {name: own for name, own in by_framework.items() if len(own) > 1 or own["origin"]}}

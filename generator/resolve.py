@@ -32,17 +32,11 @@ from .layouts import (
 from .memory import GIB
 from .nofit import way_out
 from .plan import Estimate, FrameworkPlan, Layout, MinCards, PathValue, Plan, Rejected
-from .recipe import (
-    PLACEHOLDER_STEPS,
-    Training,
-    adapter,
-    batch_target,
-    schedule_warnings,
-    training,
-)
+from .recipe import adapter, batch_target, schedule_warnings, training
 from .spec import Spec
 from .tables import Model, RecipeDefaults, Tables
 from .throughput import Throughput, cards_for_budget, hours
+from .training import Training
 
 MAX_BUDGET_COUNTS = 64  # card counts tried for a time budget before the last is kept (with its warning)
 # The model facts (frameworks.yaml) that name a framework's chat template: LLaMA-Factory's template, MindSpeed-LLM's
@@ -272,9 +266,10 @@ def _recipe(spec: Spec, model: Model, tables: Tables, plans: dict[str, Framework
                                                       f"(transformers get_linear_schedule_with_warmup, MindFormers "
                                                       f"LinearWithWarmUpLR); give 0, or lr_schedule cosine")
     megatron = recipes.get("mindspeed-llm")
-    if megatron and megatron.steps is None and (megatron.warmup_steps or 0) >= PLACEHOLDER_STEPS:
+    placeholder = megatron.placeholders.get("placeholder_steps") if megatron else None
+    if megatron and placeholder is not None and (megatron.warmup_steps or 0) >= placeholder:
         raise SpecError.at("train.warmup_steps", f"{megatron.warmup_steps}: without a data size or train.steps, "
-                                                 f"MindSpeed-LLM trains the placeholder {PLACEHOLDER_STEPS} "
+                                                 f"MindSpeed-LLM trains the placeholder {placeholder} "
                                                  f"iterations; give data.samples (or total_tokens) or train.steps")
     if megatron and megatron.adapter is not None and megatron.adapter.dropout > 0:
         raise SpecError.at("lora.dropout", f"{megatron.adapter.dropout:g}: MindSpeed-LLM 2.2.0 builds its adapters "

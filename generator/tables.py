@@ -336,6 +336,9 @@ class Preset:
 RECIPE_KEYS = ("learning_rate", "min_learning_rate_share", "lr_schedule", "warmup_ratio", "weight_decay",
                "global_batch_size")
 ADAPTER_KEYS = ("rank", "alpha", "dropout", "targets")
+# A framework's own rows only: the length it writes when the spec gives no data size and no train.steps (the
+# resolver puts it on the plan as a placeholder).
+PLACEHOLDER_KEYS = ("placeholder_steps", "placeholder_samples")
 COMMON_KEYS = ("seed", "keep_checkpoints", "resume", "save_every_hours", "optimizer", "adam_betas", "max_grad_norm",
                "min_steps")
 
@@ -401,7 +404,7 @@ def _framework_rows(frameworks: dict, method: str) -> dict[str, dict]:
     for name, sections in frameworks.items():
         rows = {**(sections.get("every_method") or {}), **(sections.get(method) or {})}
         for key, row in rows.items():
-            if key not in RECIPE_KEYS + COMMON_KEYS:
+            if key not in RECIPE_KEYS + COMMON_KEYS + PLACEHOLDER_KEYS:
                 raise TableError(f"recipes.yaml frameworks.{name}: {key} is not a recipe key")
             _check_recipe_row(f"frameworks.{name}.{key}", row)
         out[name] = rows

@@ -191,3 +191,42 @@ def hf_deepspeed(ds: dict, train: dict, world: int, hidden: int) -> dict:
     config.trainer_config_process(Args())
     config.trainer_config_finalize(Args(), Model(), 1000)
     return config.config
+
+
+# run_mindformer.py's own options among the words a MindFormers launch.sh passes (2.1.0 l. 89-222).
+RUN_MINDFORMER_OPTIONS = {"--config", "--run_mode", "--use_parallel", "--auto_trans_ckpt", "--resume_training",
+                          "--load_checkpoint"}
+
+
+def mindformers_run_config(words: list[str]) -> dict:
+    """The config run_mindformer.py trains with, from the words after it: --config's YAML with every word it does
+    not know set over it as 2.1.0 does (l. 224-229: split on each "="; l. 341-352: a dotted key whose parents
+    exist; tools/utils.py parse_value: int, float, True/False, JSON, else the text)."""
+    import yaml
+
+    words = words[words.index("run_mindformer.py") + 1:] if "run_mindformer.py" in words else list(words)
+    with open(words[words.index("--config") + 1], encoding="utf-8") as config:
+        doc = yaml.safe_load(config)
+    rest, i = [], 0
+    while i < len(words):
+        if words[i] in RUN_MINDFORMER_OPTIONS:
+            i += 2
+            continue
+        rest.extend(words[i].split("="))
+        i += 1
+    assert len(rest) % 2 == 0, f"run_mindformer.py refuses words not in pairs: {rest}"
+    for key, value in zip(rest[::2], rest[1::2]):
+        assert key.startswith("--"), key
+        *parents, leaf = key[2:].split(".")
+        node = doc
+        for name in parents:
+            node = node[name]
+        node[leaf] = value == "True" if value in ("True", "False") else _json_or_text(value)
+    return doc
+
+
+def _json_or_text(value: str):
+    try:
+        return json.loads(value)
+    except json.JSONDecodeError:
+        return value

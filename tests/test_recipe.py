@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 import yaml
-from helpers import make_spec, render_job
+from helpers import make_spec, mindformers_run_config, render_job
 
 from generator import flags
 from generator.checks.shell import bash_arrays
@@ -335,8 +335,9 @@ def test_mindformers_relaunch_resumes_from_its_checkpoint_folder(tmp_path, cards
 @pytest.mark.parametrize("cards", [16, 1])
 def test_a_mindformers_relaunch_trains_only_the_steps_that_remain(tmp_path, cards):
     # TrainCallBack counts from each launch (MindSpore's cur_step_num starts at 0 on a resume), so the relaunch
-    # after step 100 of 300 runs a copy of train.yaml with stop_step 200; at step 300 the run is finished. msrun
-    # joins its workers, so "exit 0" is the run's end, not its start (MindSpore _api.py l. 272-276).
+    # after step 100 of 300 passes train.yaml's callbacks with stop_step 200 as --callbacks (run_mindformer.py sets
+    # it over the config); train.yaml is never rewritten (issue 24). At step 300 the run is finished. msrun joins
+    # its workers, so "exit 0" is the run's end, not its start (MindSpore _api.py l. 272-276).
     out, mf, bin_dir = tmp_path / "out", *_stand_ins(tmp_path)
     plan, files = render_job(T, model="qwen3-8b" if cards > 1 else "debug-tiny", method="full", cards=cards,
                              frameworks=["mindformers"], cluster={"master_addr": "127.0.0.1"}, global_batch_size=16,
@@ -361,11 +362,11 @@ def test_a_mindformers_relaunch_trains_only_the_steps_that_remain(tmp_path, card
             assert run.returncode == 2 and "holds a finished run (step 300 of 300)" in run.stderr, run.stderr
             continue
         words = run.stdout.splitlines()
-        config = Path(words[words.index("--config") + 1])
-        assert config == out / "mindformers" / "train.resume.node0.yaml"
-        resumed = yaml.safe_load(config.read_text())
+        assert Path(words[words.index("--config") + 1]) == job / "train.yaml"
+        resumed = mindformers_run_config(words)
         assert _stop_step(resumed) == left and resumed["lr_schedule"]["total_steps"] == 300
-        assert _stop_step(yaml.safe_load((job / "train.yaml").read_text())) == 300  # the job's file as rendered
+        assert (job / "train.yaml").read_text() == files["mindformers/train.yaml"]  # the job's file as rendered
+        assert sorted(p.name for p in (out / "mindformers").iterdir()) == ["SPEC_SHA256", "checkpoint"]
 
 
 def test_llama_factory_without_resume_refuses_old_checkpoints(tmp_path):

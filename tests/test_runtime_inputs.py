@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 import yaml
-from helpers import check_script, make_spec, render_job
+from helpers import check_script, make_spec, mindformers_run_config, render_job
 from hypothesis import HealthCheck, assume, example, given, settings
 from hypothesis import strategies as st
 
@@ -28,8 +28,8 @@ FRAMEWORKS = ("mindformers", "mindspeed-llm", "llama-factory")
 EXAMPLES = settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 KEPT_ENV = ("MASTER_ADDR", "MASTER_PORT", "NODE_RANK", "NNODES", "ASCEND_RT_VISIBLE_DEVICES")
 
-# Stand-ins. Each records {"program", "argv", "env"} as a JSON line in $RECORD; python3 (launch.sh reading JSON or
-# writing the resume config) stays the real interpreter, `python` (MindFormers on one card) is recorded.
+# Stand-ins. Each records {"program", "argv", "env"} as a JSON line in $RECORD; python3 (launch.sh reading JSON and
+# YAML) stays the real interpreter, `python` (MindFormers on one card) is recorded.
 RECORDER = """#!/usr/bin/env python3
 import json, os, sys
 with open(os.environ["RECORD"], "a") as out:
@@ -230,15 +230,16 @@ def saved(s: Stage, step: int, ranks: int = 1) -> Path:
     return s.output / "checkpoint" / "rank_0"
 
 
-def stop_step(config: Path) -> int:
-    doc = yaml.safe_load(config.read_text())
+def stop_step(argv: list[str]) -> int:
+    """The TrainCallBack's stop_step of the run MindFormers starts with these words."""
+    doc = mindformers_run_config(argv)
     return next(c["stop_step"] for c in doc["callbacks"] if c["type"] == "TrainCallBack")
 
 
 @pytest.mark.parametrize("reindented", [False, True])
 def test_a_one_card_mindformers_relaunch_resumes_with_the_steps_that_remain(tmp_path, reindented):
-    # The rule refuses only what is not a count: a valid relaunch resumes. The copy of the config is made by YAML's
-    # reader and writer, not a sed on one indentation (issue 24), so it holds whatever the layout.
+    # The rule refuses only what is not a count: a valid relaunch resumes. The steps left reach MindFormers as
+    # --callbacks, read from train.yaml by YAML's reader, not a sed on one indentation (issue 24): whatever the layout.
     s = stage(tmp_path / "s", "mindformers", cards=1)
     if reindented:
         train = s.folder / "train.yaml"
@@ -249,7 +250,7 @@ def test_a_one_card_mindformers_relaunch_resumes_with_the_steps_that_remain(tmp_
     argv = s.calls()[0]["argv"]
     loaded = Path(argv[argv.index("--load_checkpoint") + 1])
     assert loaded.is_symlink() and loaded.resolve() == rank0 / "c_rank_0-120_1.safetensors"
-    assert stop_step(Path(argv[argv.index("--config") + 1])) == 180
+    assert stop_step(argv) == 180 and Path(argv[argv.index("--config") + 1]) == s.folder / "train.yaml"
 
 
 @EXAMPLES
@@ -488,23 +489,24 @@ def test_llama_factory_refuses_overrides_of_what_launch_checks(tmp_path, word):
 
 
 # 4 --------------------------------------------------------------------------------------------------------------
-def test_mindformers_nodes_resume_from_their_own_config(tmp_path):
+def test_mindformers_nodes_resume_with_the_steps_left_and_no_file_written(tmp_path):
     s = stage(tmp_path / "s", "mindformers", cluster={"master_addr": "10.0.0.1"})
     saved(s, 100, ranks=16)
-    # Both nodes at once, as a relaunch starts them: each writes and reads its own file, renamed into place whole.
+    before = sorted(s.output.rglob("*"))
+    rendered = (s.folder / "train.yaml").read_bytes()
+    # Both nodes at once, as a relaunch starts them: each passes the steps left on its command line (issue 24).
     running = [subprocess.Popen(["bash", str(s.folder / "launch.sh"), str(rank)], env=s.env, stdout=subprocess.PIPE,
                                 stderr=subprocess.PIPE, text=True) for rank in (0, 1)]
     for p in running:
         p.communicate()
     assert [p.returncode for p in running] == [0, 0]
-    configs = {}
+    assert len(s.calls()) == 2
     for call in s.calls():
         argv = call["argv"]
-        rank = dict(w[2:].split("=", 1) for w in argv if w.startswith("--") and "=" in w)["node_rank"]
-        configs[rank] = Path(argv[argv.index("--config") + 1])
-    assert configs == {str(r): s.output / f"train.resume.node{r}.yaml" for r in (0, 1)}
-    assert [stop_step(config) for config in configs.values()] == [200, 200]
-    assert not list(s.output.glob("*.tmp"))
+        assert Path(argv[argv.index("--config") + 1]) == s.folder / "train.yaml"
+        assert stop_step(argv) == 200
+    assert (s.folder / "train.yaml").read_bytes() == rendered
+    assert sorted(p for p in s.output.rglob("*") if p.name not in ("SPEC_SHA256", "FINISHED")) == before  # no config
 
 
 # 5 --------------------------------------------------------------------------------------------------------------
@@ -582,30 +584,6 @@ def test_launch_scripts_pass_bash_and_shellcheck(tmp_path, framework, resume, ca
 
 
 # Review of issue 22 -----------------------------------------------------------------------------------------------
-def next_pids(count: int) -> range:
-    """The process ids the next `count` processes are likely to get (Linux hands them out in order)."""
-    last = int(subprocess.run(["sh", "-c", "echo $$"], capture_output=True, text=True, check=True).stdout)
-    return range(last + 1, last + 1 + count)
-
-
-def test_mindformers_resume_config_is_written_through_no_planted_link(tmp_path):
-    s = stage(tmp_path / "s", "mindformers", cluster={"master_addr": "10.0.0.1"})
-    saved(s, 100, ranks=16)
-    victim = tmp_path / "victim"
-    victim.write_text("keep")
-    config = s.output / "train.resume.node1.yaml"
-    for pid in next_pids(3000):  # links where a temporary name made of the process id would be
-        (s.output / f"{config.name}.{pid}.tmp").symlink_to(victim)
-    result = s.run("1")
-    assert result.returncode == 0, result.stderr
-    assert victim.read_text() == "keep" and not config.is_symlink() and stop_step(config) == 200
-    config.unlink()
-    config.symlink_to(victim)  # a link at the final name would be passed as --config
-    result = s.run("1")
-    assert result.returncode == 2 and "found a symbolic link" in result.stderr and not s.calls(), result.stderr
-    assert victim.read_text() == "keep"
-
-
 @pytest.mark.parametrize("planted", ["mindspeed-llm:logs", "mindspeed-llm:logs/train_node0.log",
                                      "mindformers:output", "mindformers:output/msrun_log",
                                      "mindformers:output/msrun_log/t", "mindformers:output/msrun_log/t/worker_0.log"])

@@ -33,10 +33,10 @@ from ..jobdir import (
     replace,
 )
 from ..plan import Plan
-from ..recipe import rows as recipe_rows
 from ..record import PLAN_JSON, RecordError, read_record
 from ..resources import resource_dir
 from ..shell import quote
+from ..training import rows as recipe_rows
 from ..yamlvalue import yaml_value
 from . import core, llama_factory, mindformers, mindspeed_llm
 from .common import FILES_DIGEST

@@ -4,6 +4,8 @@ and commands.txt, whose line for each node runs that node's launch.sh, so every 
 
 from __future__ import annotations
 
+from functools import partial
+
 import jinja2
 
 from ..plan import FrameworkPlan, Plan
@@ -43,7 +45,8 @@ def launch_context(plan: Plan, fp: FrameworkPlan, path_keys: list[str], override
     return {
         "nodes": fp.layout.nodes,
         "master_addr": address,
-        "max_args": 1 if address else 2,  # NODE_RANK, and MASTER_ADDR when the spec has none
+        "usage": launch_usage(plan, fp, "launch.sh", overrides_to is not None),
+        "max_args": len(launch_args(plan, fp)),
         "master_port": plan.master_port,
         "address_rule": rule,
         "address_hint": hint,
@@ -66,13 +69,39 @@ def launch_context(plan: Plan, fp: FrameworkPlan, path_keys: list[str], override
     }
 
 
+def launch_args(plan: Plan, fp: FrameworkPlan) -> list[str]:
+    """launch.sh's arguments in order: the node's rank, and node 0's address when the spec has none (launch.sh then
+    takes it, or MASTER_ADDR from the environment). launch.sh's usage line and argument count, commands.txt and
+    PLAN.md's launch commands are all built from these, here."""
+    return ["NODE_RANK"] if master_addr(plan, fp) else ["NODE_RANK", "MASTER_ADDR"]
+
+
+def launch_usage(plan: Plan, fp: FrameworkPlan, script: str, overrides: bool = False) -> str:
+    """How `script` (a framework's launch.sh) is run: `bash launch.sh NODE_RANK [MASTER_ADDR] [-- OVERRIDE ...]`."""
+    first, *optional = launch_args(plan, fp)
+    return " ".join([f"bash {script}", first, *(f"[{word}]" for word in optional),
+                     *(["[-- OVERRIDE ...]"] if overrides else [])])
+
+
+def launch_command(plan: Plan, fp: FrameworkPlan, script: str, node: str) -> str:
+    """The command that runs `script` on node `node` (a rank, or the word PLAN.md puts for one)."""
+    values = {"NODE_RANK": node, "MASTER_ADDR": '"$MASTER_ADDR"'}
+    return " ".join([f"bash {script}", *(values[word] for word in launch_args(plan, fp))])
+
+
 def command_lines(plan: Plan, fp: FrameworkPlan) -> list[str]:
-    """commands.txt: node N runs this folder's launch.sh with rank N (and MASTER_ADDR when the spec has no address,
-    as launch.sh then takes it), so the lines make every check launch.sh makes and cannot drift from it."""
-    address = "" if master_addr(plan, fp) else ' "$MASTER_ADDR"'
-    return [f'bash "${{JOB_DIR:?}}/launch.sh" {rank}{address}' for rank in range(fp.layout.nodes)]
+    """commands.txt: node N runs this folder's launch.sh with rank N, so the lines make every check launch.sh makes
+    and cannot drift from it."""
+    return [launch_command(plan, fp, '"${JOB_DIR:?}/launch.sh"', str(rank)) for rank in range(fp.layout.nodes)]
 
 
 def commands_txt(plan: Plan, fp: FrameworkPlan, env: jinja2.Environment, framework: str) -> str:
     return env.get_template("commands.txt.j2").render(framework=framework, lines=command_lines(plan, fp),
                                                        master_addr=master_addr(plan, fp))
+
+
+def section_context(plan: Plan, fp: FrameworkPlan, folder: str, overrides: bool = False) -> dict:
+    """What a framework's PLAN.md section shows of its launch: the usage, `launch(node)` (the command for a node, run
+    from the job folder) and commands.txt's lines."""
+    return {"usage": launch_usage(plan, fp, "launch.sh", overrides), "lines": command_lines(plan, fp),
+            "launch": partial(launch_command, plan, fp, f"{folder}/launch.sh")}

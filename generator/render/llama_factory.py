@@ -9,7 +9,7 @@ from typing import Any
 import jinja2
 
 from ..plan import FrameworkPlan, Plan
-from .common import command_lines, commands_txt, launch_context
+from .common import commands_txt, launch_context, section_context
 
 NAME = "llama-factory"
 AUTO = "auto"  # a DeepSpeed key transformers fills from TrainingArguments
@@ -166,4 +166,4 @@ def plan_section(plan: Plan, env: jinja2.Environment) -> str:
     fp = plan.frameworks[NAME]
     return env.get_template("llama-factory/plan_section.md.j2").render(
         plan=plan, fp=fp, deepspeed=deepspeed_file(fp), upstream_example=upstream_example(plan),
-        lines=command_lines(plan, fp))
+        **section_context(plan, fp, NAME, overrides=True))

@@ -9,7 +9,7 @@ import jinja2
 
 from ..plan import FrameworkPlan, Plan
 from ..tables import load_tables
-from .common import command_lines, commands_txt, launch_context
+from .common import commands_txt, launch_context, section_context
 
 NAME = "mindformers"
 # Mcore data columns (configs/qwen3/*.yaml); the research families' own (input_columns, conversion scripts) are
@@ -17,8 +17,9 @@ NAME = "mindformers"
 MCORE_COLUMNS = ["input_ids", "labels", "loss_mask", "position_ids"]
 # The plan's schedule as MindFormers lr_schedule types (core/lr/lr_schedule.py).
 LR_SCHEDULE = {"cosine": "CosineWithWarmUpLR", "linear": "LinearWithWarmUpLR", "constant": "ConstantWarmUpLR"}
-PRETRAIN_SAMPLES_PLACEHOLDER = 8000  # upstream pretrain_qwen3_32b_4k.yaml's `sizes`, when the spec has no data size
-CLUSTER_TIME_OUT = 7200  # seconds msrun waits for every node (upstream's value)
+# Seconds msrun waits for every node: a fixed upstream value, scripts/msrun_launcher.sh's default and
+# configs/qwen3/README.md's multi-node example (`... output/msrun_log False 7200`).
+CLUSTER_TIME_OUT = 7200
 # msrun waits for its workers and fails when one does only with --join True (MindSpore parallel/cluster/
 # process_entity/_api.py l. 272-276); with False it returns once they are spawned, and launch.sh could not tell a
 # finished run from a started one.
@@ -214,9 +215,15 @@ def yaml_context(plan: Plan, fp: FrameworkPlan) -> dict:
         "moe_balancing": "gbs_aux_loss" if plan.method == "pretrain" else "seq_aux_loss",
         "moe_aux_loss_coeff": info.get("moe_aux_loss_coeff", 0.001),  # Qwen3-MoE's upstream configs: 0.001
         "print_separate_loss": plan.shape.is_moe, "topk_bias_callback": info.get("topk_bias_callback", False),
-        "train_samples": PRETRAIN_SAMPLES_PLACEHOLDER if t.steps is None else t.steps * t.global_batch_size,
+        "train_samples": pretrain_samples(plan) if plan.method == "pretrain" else None,
         "train_samples_placeholder": t.steps is None,
     }
+
+
+def pretrain_samples(plan: Plan) -> int:
+    """Pretraining's dataset `sizes`: one pass is the plan's steps; without them, the resolver's placeholder."""
+    t = plan.train
+    return t.placeholders["placeholder_samples"] if t.steps is None else t.steps * t.global_batch_size
 
 
 def log_dir(plan: Plan) -> str:
@@ -244,8 +251,7 @@ def render(plan: Plan, env: jinja2.Environment) -> dict[str, str]:
         device_num_per_node=lay.cards_per_node if lay.cards_per_node != 8 else None,
         single_card=lay.cards == 1, task_args=task_args(plan, fp), worker_num=lay.cards, cards=lay.cards,
         local_worker=lay.local_cards, log_dir=log_dir(plan), log_folders=parents(log_dir(plan)),
-        cluster_time_out=CLUSTER_TIME_OUT, join=JOIN,
-        stop_step=length(plan, fp).stop_step, output_dir=plan.output_dir(NAME),
+        cluster_time_out=CLUSTER_TIME_OUT, join=JOIN, stop_step=length(plan, fp).stop_step,
         checkpoint_dir=f"{plan.output_dir(NAME)}/checkpoint", finished_marker=f"{plan.output_dir(NAME)}/FINISHED",
         resume=plan.train.resume)
     files = {"mindformers/train.yaml": yaml_text, "mindformers/launch.sh": launch,
@@ -262,6 +268,6 @@ def render(plan: Plan, env: jinja2.Environment) -> dict[str, str]:
 def plan_section(plan: Plan, env: jinja2.Environment) -> str:
     fp = plan.frameworks[NAME]
     return env.get_template("mindformers/plan_section.md.j2").render(
-        plan=plan, fp=fp, lines=command_lines(plan, fp),
+        plan=plan, fp=fp, **section_context(plan, fp, NAME),
         auto_trans=_auto_trans(plan, fp), data=data_source(plan, fp), run=length(plan, fp),
         preprocess=bool(data_steps(plan, fp)))

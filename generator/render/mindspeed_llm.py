@@ -12,8 +12,7 @@ import jinja2
 
 from ..flags import Flags, typed
 from ..plan import FrameworkPlan, Plan
-from ..recipe import PLACEHOLDER_STEPS
-from .common import command_lines, commands_txt, launch_context
+from .common import commands_txt, launch_context, section_context
 
 NAME = "mindspeed-llm"
 VERSION = "MindSpeed-LLM 2.2.0 / MindSpeed 2.2.0_core_r0.12.1 / Megatron core_v0.12.1"
@@ -25,7 +24,9 @@ HANDLER = {"alpaca": "AlpacaStyleInstructionHandler", "sharegpt": "SharegptStyle
 
 
 def train_iters(plan: Plan) -> int:
-    return plan.train.steps or PLACEHOLDER_STEPS
+    """The plan's steps, or when it has none the placeholder the resolver gave MindSpeed-LLM (plan.json says so)."""
+    t = plan.train
+    return t.steps if t.steps is not None else t.placeholders["placeholder_steps"]
 
 
 def checkpoint_dirs(plan: Plan) -> tuple[str, str]:
@@ -301,4 +302,4 @@ def plan_section(plan: Plan, env: jinja2.Environment) -> str:
         plan=plan, fp=fp, version=VERSION, iters=train_iters(plan), iters_placeholder=plan.train.steps is None,
         load=checkpoint_dirs(plan)[0], save=checkpoint_dirs(plan)[1], prefix=data_prefix(plan),
         packed=packed(plan, fp), notes=checkpoint_notes(plan, fp),
-        lines=command_lines(plan, fp))
+        **section_context(plan, fp, NAME))
