@@ -22,7 +22,8 @@ Conventions (bf16 compute everywhere, flash attention, so no s^2 attention score
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Callable
+from dataclasses import dataclass, replace
 
 from .parallel import Parallel
 from .tables import Model, trains_adapters
@@ -42,16 +43,17 @@ class MemoryBreakdown:
     logits: float
     overhead: float
     stage: int = 0  # the pipeline stage the numbers are for
+    extra: tuple[tuple[str, float], ...] = ()  # the TERMS' items: (name, GiB)
 
     @property
     def total(self) -> float:
         return (self.weights + self.gradients + self.optimizer + self.adapters + self.activations + self.logits
-                + self.overhead)
+                + self.overhead + sum(gib for _, gib in self.extra))
 
     def items(self) -> list[tuple[str, float]]:
         return [("weights", self.weights), ("gradients", self.gradients), ("optimizer states", self.optimizer),
                 ("LoRA adapters (weights, grads, Adam)", self.adapters), ("activations", self.activations),
-                ("logits", self.logits), ("runtime overhead", self.overhead)]
+                ("logits", self.logits), ("runtime overhead", self.overhead), *self.extra]
 
 
 def layer_activation_bytes(model: Model, seq: int, micro: int, tp: int, sp: bool,
@@ -113,13 +115,35 @@ class MemoryJob:
     optimizer_shard: int | None = None
 
 
+@dataclass(frozen=True)
+class Term:
+    """One more item of every estimate: its name (the key in plan.json's memory_breakdown_gib and the row in
+    PLAN.md) and its bytes per card for a job, a layout and a pipeline stage. Counted in the total, so in every fit
+    decision."""
+
+    name: str
+    bytes_per_card: Callable[[MemoryJob, Parallel, int], float]
+
+
+# Items beyond the built-in ones, in the order the breakdown lists them (README "Extending": add a memory term).
+TERMS: tuple[Term, ...] = ()
+
+
+def _with_terms(breakdown: MemoryBreakdown, job: MemoryJob, shape: Parallel) -> MemoryBreakdown:
+    if not TERMS:  # as shipped: the breakdown as it is
+        return breakdown
+    return replace(breakdown, extra=tuple((term.name, term.bytes_per_card(job, shape, breakdown.stage) / GIB)
+                                          for term in TERMS))
+
+
 def estimate(job: MemoryJob, shape: Parallel) -> MemoryBreakdown:
     """Memory per card for `shape`; the worst pipeline stage."""
     if job.scheme == "deepspeed":
         if job.activations is None:
             raise ValueError("the deepspeed scheme counts measured activations: pass the decoder's coefficients")
-        return _deepspeed(job, shape, job.activations)
-    return max((_megatron_stage(job, shape, stage) for stage in range(shape.pp)), key=lambda m: m.total)
+        return _with_terms(_deepspeed(job, shape, job.activations), job, shape)
+    return max((_with_terms(_megatron_stage(job, shape, stage), job, shape) for stage in range(shape.pp)),
+               key=lambda m: m.total)
 
 
 def optimizer_shard_groups(shape: Parallel, shard_size: int) -> tuple[int, int]:

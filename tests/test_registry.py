@@ -49,7 +49,6 @@ TOY_ROW = """
     models:
       qwen3-8b: {chat: qwen3, decoder: qwen3}
 """
-# The toy's planning side: the generic plugin's, with the ZeRO stages its memory scheme shards by.
 TOY_TRAIN = "lr: {{ lr | yaml }}\nglobal_batch: {{ batch }}\nzero: {{ zero | yaml }}\nchat: {{ chat | yaml }}\n"
 TOY_SECTION = "Toy trains {{ plan.model }} on {{ cards }} card(s).\n"
 
