@@ -10,7 +10,6 @@ from ..errors import TableError
 from ..tables import Framework, Tables, load_tables
 from .contract import Plugin
 
-
 _BUILT: dict[int, tuple[Tables, dict[str, Plugin]]] = {}  # the registry of the tables last loaded
 
 
