@@ -336,7 +336,7 @@ FRAMEWORK_ROW = """\
     models:
       qwen3-8b: {chat: qwen3, decoder: qwen3}
 """
-PLUGIN_MODULE = '''"""Toy: the generic planning side (one train role) on DeepSpeed's ZeRO stages; its files are one YAML."""
+PLUGIN_MODULE = '''"""Toy: the generic planning side (one train role) on ZeRO stages; its files are one YAML."""
 
 from generator.checks.job import Result, yaml_mapping
 from generator.frameworks.base import DefaultPlanning
