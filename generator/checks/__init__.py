@@ -13,8 +13,8 @@ def child_answer(python: str, code: str, args: list[str], cwd: Path, env: dict |
     on sys.path, so nothing in `cwd` is imported), `stdin` as its standard input. Its answer is the JSON object on
     the last line it prints; a str says why there is none (it could not start, ran out of time or died)."""
     try:
-        result = subprocess.run([python, "-I", "-c", code, *args], cwd=cwd, capture_output=True, text=True,
-                                env=env, timeout=timeout, input=stdin)
+        result = subprocess.run([python, "-I", "-c", code, *args], check=False, cwd=cwd, capture_output=True,
+                                text=True, env=env, timeout=timeout, input=stdin)
     except (OSError, subprocess.TimeoutExpired) as exc:
         return f"cannot run {python}: {exc}"
     lines = result.stdout.strip().splitlines()

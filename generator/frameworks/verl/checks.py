@@ -108,8 +108,8 @@ def verl_checks(cases: list[tuple[str, list[str]]], python: str | None = None) -
             raise ValueError(f"a verl check takes an entry of {sorted(ENTRIES)} and override strings: {entry!r}")
     python = python or verl_python()
     if python is None:
-        return [("env", "verl's environment is not installed: bash scripts/install.sh verl "
-                        "(or set GEN_LAUNCH_VERL_PYTHON)")] * len(cases)
+        missing = "verl's environment is not installed: bash scripts/install.sh verl (or set GEN_LAUNCH_VERL_PYTHON)"
+        return [("env", missing)] * len(cases)
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}
     stdin = json.dumps([{"entry": entry, "overrides": overrides} for entry, overrides in cases])
     with tempfile.TemporaryDirectory() as scratch:
