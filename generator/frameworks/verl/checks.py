@@ -37,9 +37,9 @@ ENTRIES: dict[str, tuple[Path | None, str]] = {
     "dapo": (DATA_DIR / "verl_0.7.0", "dapo_trainer"),
 }
 
-# Runs in the verl interpreter, started with -I. Argument: the DAPO config folder. Standard input: a JSON list of
-# {"entry", "overrides"}; overrides are data (Hydra's override grammar parses them), never evaluated as Python.
-# The first step only imports: a failure there is the environment's, not the overrides'.
+# Runs in the verl interpreter, started with -I. Standard input: a JSON list of {"folder" (null: verl's own
+# verl/trainer/config), "name", "overrides"}; overrides are data (Hydra's override grammar parses them), never
+# evaluated as Python. The first step only imports: a failure there is the environment's, not the overrides'.
 VERL_CHECK = """
 import json, os, sys
 try:
@@ -53,13 +53,12 @@ except Exception as exc:
     sys.exit(0)
 root = os.path.dirname(os.path.dirname(os.path.abspath(verl.__file__)))
 os.chdir(root)  # dapo_trainer.yaml's searchpath file://verl/trainer/config is relative, as in verl's clone
-folders = {"ppo": os.path.join(root, "verl", "trainer", "config"), "dapo": sys.argv[1]}
-names = {"ppo": "ppo_trainer", "dapo": "dapo_trainer"}
 
 
-def check(entry, overrides):
-    with initialize_config_dir(config_dir=folders[entry], version_base=None):
-        config = compose(config_name=names[entry], overrides=overrides)
+def check(folder, name, overrides):
+    with initialize_config_dir(config_dir=folder or os.path.join(root, "verl", "trainer", "config"),
+                               version_base=None):
+        config = compose(config_name=name, overrides=overrides)
     OmegaConf.resolve(config)
     # main_ppo.py l.138 / l.252 (main_dapo.py l.148): the reference policy is a worker when KL is used;
     # need_reference_policy (ppo/utils.py l.72-76) asks that worker mapping.
@@ -77,7 +76,7 @@ def why(exc):
 verdicts = []
 for case in json.load(sys.stdin):
     try:
-        check(case["entry"], case["overrides"])
+        check(case["folder"], case["name"], case["overrides"])
         verdicts.append(["ok", ""])
     except Exception as exc:
         verdicts.append(["problem", why(exc)])
@@ -100,8 +99,8 @@ def verl_python() -> str | None:
 
 def verl_checks(cases: list[tuple[str, list[str]]], python: str | None = None) -> list[tuple[str, str]]:
     """verl's own verdict on each (entry, overrides) case: ("ok" | "problem" | "env", detail), "problem" with verl's
-    (or Hydra's) error text, one line, no traceback. All cases run in one child, so verl's imports (~15 s on two
-    cores) are paid once. "env": the verl interpreter is missing or does not import, which says nothing about the
+    (or Hydra's) error text, one line, no traceback. All cases run in one child, so its start (verl's imports,
+    ~20 s on two cores) is paid once and each case adds about a second. "env": the verl interpreter is missing or does not import, which says nothing about the
     overrides."""
     for entry, overrides in cases:
         if entry not in ENTRIES or not all(isinstance(item, str) for item in overrides):
@@ -111,10 +110,11 @@ def verl_checks(cases: list[tuple[str, list[str]]], python: str | None = None) -
         missing = "verl's environment is not installed: bash scripts/install.sh verl (or set GEN_LAUNCH_VERL_PYTHON)"
         return [("env", missing)] * len(cases)
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}
-    stdin = json.dumps([{"entry": entry, "overrides": overrides} for entry, overrides in cases])
+    configs = [ENTRIES[entry] for entry, _ in cases]
+    stdin = json.dumps([{"folder": None if folder is None else str(folder), "name": name, "overrides": overrides}
+                        for (folder, name), (_, overrides) in zip(configs, cases, strict=True)])
     with tempfile.TemporaryDirectory() as scratch:
-        answer = child_answer(python, VERL_CHECK, [str(ENTRIES["dapo"][0])], Path(scratch), env,
-                              timeout=120 + 30 * len(cases), stdin=stdin)
+        answer = child_answer(python, VERL_CHECK, [], Path(scratch), env, timeout=120 + 30 * len(cases), stdin=stdin)
     if isinstance(answer, str):
         return [("env", answer)] * len(cases)
     verdicts = answer.get("verdicts")
