@@ -1,6 +1,10 @@
 #!/usr/bin/env bash
 # Install gen-launch from this clone, with an optional extra, and leave an environment whose packages import.
-# Usage: bash scripts/install.sh [validate|test]
+# Usage: bash scripts/install.sh [validate|test|verl]
+#
+# verl: only builds .venv-verl/ in this clone, the interpreter in which verl 0.7.0's own config code checks Hydra
+# overrides (generator/frameworks/verl/checks.py), from the pinned list scripts/verl-requirements.txt; verl's
+# requirements (vllm, ray[default], wandb, ...) are not followed. No pip cache is written outside the clone.
 #
 # LLaMA-Factory 0.9.5 requires torchvision and torchaudio (it imports them only for image, video and audio data).
 # PyPI's wheels of them for torch 2.13 are CUDA builds: beside a CPU torch they fail to import and take
@@ -8,10 +12,17 @@
 set -euo pipefail
 cd -- "$(dirname -- "${BASH_SOURCE[0]}")/.."
 case "$#:${1:-}" in
+  1:verl)
+    rm -rf .venv-verl
+    python3 -m venv .venv-verl
+    .venv-verl/bin/python -m pip install --no-cache-dir --no-deps -r scripts/verl-requirements.txt
+    .venv-verl/bin/python -c "import hydra, verl.utils.config, verl.workers.config, verl.trainer.ppo.utils"
+    exit 0
+    ;;
   0:) target=. ;;
   1:validate | 1:test) target=".[$1]" ;;
   *)
-    echo "usage: bash scripts/install.sh [validate|test]" >&2
+    echo "usage: bash scripts/install.sh [validate|test|verl]" >&2
     exit 2
     ;;
 esac

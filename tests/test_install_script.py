@@ -52,7 +52,7 @@ def test_plain_install_removes_nothing(tmp_path):
     assert not [call for call in calls if "uninstall" in call]
 
 
-@pytest.mark.parametrize("extra", ["tests", "validate test", "--user"])
+@pytest.mark.parametrize("extra", ["tests", "validate test", "verl test", "--user"])
 def test_refuses_an_unknown_extra(tmp_path, extra):
     status, calls = run_install(tmp_path, *extra.split())
     assert status == 2

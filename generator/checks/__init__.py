@@ -9,21 +9,36 @@ import subprocess
 from pathlib import Path
 
 
-def run_isolated(python: str, code: str, args: list[str], cwd: Path, env: dict | None = None,
-                 timeout: int = 300) -> tuple[str, str]:
+def child_answer(python: str, code: str, args: list[str], cwd: Path, env: dict | None = None, timeout: int = 300,
+                 stdin: str | None = None) -> dict | str:
     """Run a framework's own code in a child interpreter started with -I (no working directory or PYTHON* variables
-    on sys.path, so nothing in `cwd` is imported). `code` prints one JSON line {"status", "detail"}: "ok",
-    "problem" (the framework refuses the file) or "env" (its packages do not import). A child that dies before
-    answering is the environment's fault too."""
+    on sys.path, so nothing in `cwd` is imported), `stdin` as its standard input. Its answer is the JSON object on
+    the last line it prints; a str says why there is none (it could not start, ran out of time or died)."""
     try:
-        result = subprocess.run([python, "-I", "-c", code, *args], cwd=cwd, capture_output=True, text=True,
-                                env=env, timeout=timeout)
+        result = subprocess.run([python, "-I", "-c", code, *args], check=False, cwd=cwd, capture_output=True,
+                                text=True, env=env, timeout=timeout, input=stdin)
     except (OSError, subprocess.TimeoutExpired) as exc:
-        return "env", f"cannot run {python}: {exc}"
+        return f"cannot run {python}: {exc}"
     lines = result.stdout.strip().splitlines()
     try:
-        verdict = json.loads(lines[-1])
-        return verdict["status"], verdict["detail"]
-    except (IndexError, ValueError, KeyError, TypeError):
-        tail = [line for line in result.stderr.strip().splitlines() if line.strip()][-1:]
-        return "env", f"the check's interpreter died (exit {result.returncode}): {' '.join(tail)}"
+        answer = json.loads(lines[-1])
+    except (IndexError, ValueError):
+        answer = None
+    if isinstance(answer, dict):
+        return answer
+    tail = [line for line in result.stderr.strip().splitlines() if line.strip()][-1:]
+    return f"the check's interpreter died (exit {result.returncode}): {' '.join(tail)}"
+
+
+def run_isolated(python: str, code: str, args: list[str], cwd: Path, env: dict | None = None,
+                 timeout: int = 300) -> tuple[str, str]:
+    """child_answer for a check whose `code` prints one JSON line {"status", "detail"}: "ok", "problem" (the
+    framework refuses the file) or "env" (its packages do not import). A child that dies before answering is the
+    environment's fault too."""
+    answer = child_answer(python, code, args, cwd, env, timeout)
+    if isinstance(answer, str):
+        return "env", answer
+    try:
+        return answer["status"], answer["detail"]
+    except KeyError:
+        return "env", f"the check's interpreter answered without a status: {json.dumps(answer)[:200]}"

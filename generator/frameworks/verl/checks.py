@@ -1,0 +1,132 @@
+"""verl 0.7.0's own config code on a set of Hydra overrides, run in its own interpreter (.venv-verl/, built by
+`bash scripts/install.sh verl`), CPU only: no device, no model weights, no network.
+
+What runs is what `python3 -m verl.trainer.main_ppo OVERRIDES` does before it starts a worker (verl 0.7.0
+verl/trainer/main_ppo.py l.35 @hydra.main, l.275 OmegaConf.resolve, l.292-296 validate_config), then the rollout
+config dataclass its workers build:
+- Hydra composes the overrides onto verl's config (a misspelt key: "Key ... is not in struct", since only `+key=`
+  adds one);
+- verl/utils/config.py validate_config (l.74-200): train_batch_size x rollout.n divisible by the device count
+  without dynamic batch (l.88-113), ref / rollout log-prob micro batches (l.117-181), the actor's dataclass
+  (l.151-152; workers/config/actor.py l.172-234: loss_agg_mode, mini batch <= train batch, micro batches; FSDP
+  l.296-303: ulysses SP > 1 needs model.use_remove_padding), the critic's where there is one (l.184-186,
+  workers/config/critic.py), sampling at validation needs a temperature > 0 (l.196-199);
+- verl/workers/config/rollout.py RolloutConfig (pipeline_model_parallel_size > 1 is not implemented for vllm /
+  sglang, l.243-246).
+DAPO's recipe (recipe/dapo/main_dapo.py at v0.7.0) composes dapo_trainer.yaml and builds the same workers but does
+not call validate_config itself: its overrides get the same checks here, since the worker configs are the same.
+
+A critic (PPO, `algorithm.adv_estimator=gae`) is built from its model folder: verl's HFModelConfig reads config.json
+and the tokenizer from critic.model.path (and the tokenizer from actor_rollout_ref.model.path), so those must name a
+folder on this machine for the check to pass."""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from pathlib import Path
+
+from ...checks import child_answer
+from ...resources import DATA_DIR
+
+# entry -> the config folder (None: verl's own verl/trainer/config) and the config name its main composes
+# (verl/trainer/main_ppo.py l.35; recipe/dapo/main_dapo.py l.32, its config copied into generator/data).
+ENTRIES: dict[str, tuple[Path | None, str]] = {
+    "ppo": (None, "ppo_trainer"),
+    "dapo": (DATA_DIR / "verl_0.7.0", "dapo_trainer"),
+}
+
+# Runs in the verl interpreter, started with -I. Standard input: a JSON list of {"folder" (null: verl's own
+# verl/trainer/config), "name", "overrides"}; overrides are data (Hydra's override grammar parses them), never
+# evaluated as Python. The first step only imports: a failure there is the environment's, not the overrides'.
+VERL_CHECK = """
+import json, os, sys
+try:
+    import verl
+    from hydra import compose, initialize_config_dir
+    from omegaconf import OmegaConf
+    from verl.trainer.ppo.utils import need_critic
+    from verl.utils.config import omega_conf_to_dataclass, validate_config
+except Exception as exc:
+    print(json.dumps({"status": "env", "detail": f"{type(exc).__name__}: {exc}"}))
+    sys.exit(0)
+root = os.path.dirname(os.path.dirname(os.path.abspath(verl.__file__)))
+os.chdir(root)  # dapo_trainer.yaml's searchpath file://verl/trainer/config is relative, as in verl's clone
+
+
+def check(folder, name, overrides):
+    with initialize_config_dir(config_dir=folder or os.path.join(root, "verl", "trainer", "config"),
+                               version_base=None):
+        config = compose(config_name=name, overrides=overrides)
+    OmegaConf.resolve(config)
+    # main_ppo.py l.138 / l.252 (main_dapo.py l.148): the reference policy is a worker when KL is used;
+    # need_reference_policy (ppo/utils.py l.72-76) asks that worker mapping.
+    use_ref = bool(config.algorithm.use_kl_in_reward or config.actor_rollout_ref.actor.use_kl_loss)
+    validate_config(config, use_reference_policy=use_ref, use_critic=need_critic(config))
+    omega_conf_to_dataclass(config.actor_rollout_ref.rollout)
+
+
+def why(exc):
+    while exc.__cause__ is not None:  # Hydra wraps the config's own error (InstantiationException, override errors)
+        exc = exc.__cause__
+    return f"{type(exc).__name__}: {' '.join(str(exc).split())}"
+
+
+verdicts = []
+for case in json.load(sys.stdin):
+    try:
+        check(case["folder"], case["name"], case["overrides"])
+        verdicts.append(["ok", ""])
+    except Exception as exc:
+        verdicts.append(["problem", why(exc)])
+print(json.dumps({"status": "ok", "detail": "", "verdicts": verdicts}))
+"""
+
+# verl's messages can carry a whole config section; a verdict keeps this many characters.
+DETAIL_CHARS = 400
+
+
+def verl_python() -> str | None:
+    """The interpreter with verl 0.7.0's config code: GEN_LAUNCH_VERL_PYTHON, else this clone's .venv-verl/ where
+    `bash scripts/install.sh verl` built it; None when neither is there."""
+    named = os.environ.get("GEN_LAUNCH_VERL_PYTHON")
+    if named:
+        return named
+    built = Path(__file__).resolve().parents[3] / ".venv-verl" / "bin" / "python"
+    return str(built) if built.is_file() else None
+
+
+def verl_checks(cases: list[tuple[str, list[str]]], python: str | None = None) -> list[tuple[str, str]]:
+    """verl's own verdict on each (entry, overrides) case: ("ok" | "problem" | "env", detail), "problem" with verl's
+    (or Hydra's) error text, one line, no traceback. All cases run in one child, so its start (verl's imports,
+    ~20 s on two cores) is paid once and each case adds about a second. "env": the verl interpreter is missing or does not import, which says nothing about the
+    overrides."""
+    for entry, overrides in cases:
+        if entry not in ENTRIES or not all(isinstance(item, str) for item in overrides):
+            raise ValueError(f"a verl check takes an entry of {sorted(ENTRIES)} and override strings: {entry!r}")
+    python = python or verl_python()
+    if python is None:
+        missing = "verl's environment is not installed: bash scripts/install.sh verl (or set GEN_LAUNCH_VERL_PYTHON)"
+        return [("env", missing)] * len(cases)
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}
+    configs = [ENTRIES[entry] for entry, _ in cases]
+    stdin = json.dumps([{"folder": None if folder is None else str(folder), "name": name, "overrides": overrides}
+                        for (folder, name), (_, overrides) in zip(configs, cases, strict=True)])
+    with tempfile.TemporaryDirectory() as scratch:
+        answer = child_answer(python, VERL_CHECK, [], Path(scratch), env, timeout=120 + 30 * len(cases), stdin=stdin)
+    if isinstance(answer, str):
+        return [("env", answer)] * len(cases)
+    verdicts = answer.get("verdicts")
+    if answer.get("status") != "ok" or not isinstance(verdicts, list) or len(verdicts) != len(cases):
+        return [("env", str(answer.get("detail") or "the verl check answered no verdicts"))] * len(cases)
+    return [(status, _shorten(detail)) for status, detail in verdicts]
+
+
+def verl_check(overrides: list[str], entry: str = "ppo", python: str | None = None) -> tuple[str, str]:
+    """verl_checks for one set of overrides."""
+    return verl_checks([(entry, overrides)], python)[0]
+
+
+def _shorten(text: str) -> str:
+    return text if len(text) <= DETAIL_CHARS else text[:DETAIL_CHARS - 1] + "…"

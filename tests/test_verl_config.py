@@ -1,0 +1,134 @@
+"""verl 0.7.0's own config code (Hydra compose, validate_config, the rollout dataclass) on upstream's NPU example
+overrides for the seed's models (tests/data/verl/, each with its source), and on each rule broken once. They run in
+.venv-verl/ (`bash scripts/install.sh verl`) or GEN_LAUNCH_VERL_PYTHON, and are skipped without it."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from generator.frameworks.verl.checks import verl_check, verl_checks, verl_python
+
+DATA = Path(__file__).resolve().parent / "data" / "verl"
+needs_verl = pytest.mark.skipif(verl_python() is None, reason="verl's environment is not installed: run "
+                                "`bash scripts/install.sh verl` (or set GEN_LAUNCH_VERL_PYTHON)")
+
+
+def overrides(name: str) -> list[str]:
+    return [line for line in (DATA / f"{name}.txt").read_text(encoding="utf-8").splitlines()
+            if line and not line.startswith("#")]
+
+
+def stand_in_model(folder: Path) -> Path:
+    """What verl's HFModelConfig reads from a critic's model folder (workers/config/model.py l.100-131: config.json,
+    the tokenizer; no weights): a Qwen3 config and a three-word tokenizer, written as JSON."""
+    folder.mkdir()
+    config = {"architectures": ["Qwen3ForCausalLM"], "model_type": "qwen3", "hidden_size": 64,
+              "intermediate_size": 128, "num_hidden_layers": 2, "num_attention_heads": 4, "num_key_value_heads": 2,
+              "head_dim": 16, "vocab_size": 3, "max_position_embeddings": 32768}
+    tokenizer = {"version": "1.0", "truncation": None, "padding": None, "added_tokens": [], "normalizer": None,
+                 "pre_tokenizer": {"type": "Whitespace"}, "post_processor": None, "decoder": None,
+                 "model": {"type": "WordLevel", "vocab": {"<unk>": 0, "<pad>": 1, "<eos>": 2}, "unk_token": "<unk>"}}
+    settings = {"tokenizer_class": "PreTrainedTokenizerFast", "unk_token": "<unk>", "pad_token": "<pad>",
+                "eos_token": "<eos>"}
+    for name, data in (("config.json", config), ("tokenizer.json", tokenizer), ("tokenizer_config.json", settings)):
+        (folder / name).write_text(json.dumps(data), encoding="utf-8")
+    return folder
+
+
+def with_model(items: list[str], folder: Path) -> list[str]:
+    """The PPO example's model paths (a hub name, not on this machine) pointed at a local folder."""
+    keys = ("actor_rollout_ref.model.path=", "critic.model.path=")
+    return [item.split("=", 1)[0] + f"={folder}" if item.startswith(keys) else item for item in items]
+
+
+GRPO = overrides("grpo_qwen3_8b")  # 8 devices, train batch 256 x n 5, mini batch 64
+# Each verl rule broken once on the Qwen3-8B GRPO example, and the words of verl's (or Hydra's) refusal.
+BROKEN = {
+    # verl/utils/config.py l.108-113
+    "batch not divisible": (["data.train_batch_size=100"],
+                            "real_train_batch_size (500) must be divisible by minimal possible batch size (8)"),
+    # verl/workers/config/actor.py l.198-205
+    "mini batch above batch": (["actor_rollout_ref.actor.ppo_mini_batch_size=512"],
+                               "train_batch_size (256) must be >= actor.ppo_mini_batch_size (512)"),
+    # verl/workers/config/actor.py l.296-303
+    "SP without remove-padding": (["actor_rollout_ref.actor.ulysses_sequence_parallel_size=2",
+                                   "actor_rollout_ref.model.use_remove_padding=False"],
+                                  "you must enable `use_remove_padding`"),
+    # Hydra's struct mode: only +key= adds a key
+    "misspelt key": (["actor_rollout_ref.actor.ppo_mini_batchsize=64"], "Key 'ppo_mini_batchsize' is not in struct"),
+    # verl/workers/config/rollout.py l.243-246
+    "rollout pipeline parallel": (["actor_rollout_ref.rollout.pipeline_model_parallel_size=2"],
+                                  "not implemented pipeline_model_parallel_size > 1"),
+}
+
+
+@pytest.fixture(scope="module")
+def scratch(tmp_path_factory) -> Path:
+    return tmp_path_factory.mktemp("verl")
+
+
+@pytest.fixture(scope="module")
+def verdicts(scratch) -> dict[str, tuple[str, str]]:
+    """Every case of this module in one verl child (its imports take ~15 s)."""
+    model = stand_in_model(scratch / "qwen3")
+    cases = {
+        "grpo_qwen3_8b": ("ppo", GRPO),
+        "grpo_qwen2_5_vl_7b": ("ppo", overrides("grpo_qwen2_5_vl_7b")),
+        "ppo_qwen3_8b": ("ppo", with_model(overrides("ppo_qwen3_8b"), model)),
+        "dapo_qwen3_14b_base": ("dapo", overrides("dapo_qwen3_14b_base")),
+        "ppo_qwen3_8b as upstream": ("ppo", overrides("ppo_qwen3_8b")),
+        "dapo keys under ppo": ("ppo", overrides("dapo_qwen3_14b_base")),
+        **{name: ("ppo", GRPO + change) for name, (change, _) in BROKEN.items()},
+        "python in a value": ("ppo", GRPO + [f"""trainer.project_name='__import__("os").system("touch {scratch}/ran")'"""]),
+    }
+    return dict(zip(cases, verl_checks(list(cases.values())), strict=True))
+
+
+@needs_verl
+@pytest.mark.parametrize("example", ["grpo_qwen3_8b", "grpo_qwen2_5_vl_7b", "ppo_qwen3_8b", "dapo_qwen3_14b_base"])
+def test_upstream_examples_pass(verdicts, example):
+    assert verdicts[example] == ("ok", "")
+
+
+@needs_verl
+@pytest.mark.parametrize("rule", BROKEN)
+def test_each_rule_broken_once_is_refused(verdicts, rule):
+    status, detail = verdicts[rule]
+    assert status == "problem"
+    assert BROKEN[rule][1] in detail
+    assert "Traceback" not in detail and "\n" not in detail
+
+
+@needs_verl
+def test_a_critic_needs_its_model_folder_here(verdicts):
+    # The PPO example names its models by hub name: verl's HFModelConfig looks them up, and this check is offline.
+    status, detail = verdicts["ppo_qwen3_8b as upstream"]
+    assert status == "problem"
+    assert "outgoing traffic has been disabled" in detail
+
+
+@needs_verl
+def test_dapo_keys_need_the_dapo_config(verdicts):
+    status, detail = verdicts["dapo keys under ppo"]
+    assert status == "problem"
+    assert "Key 'gen_batch_size' is not in struct" in detail
+
+
+@needs_verl
+def test_overrides_are_data(verdicts, scratch):
+    assert verdicts["python in a value"] == ("ok", "")  # a quoted string to Hydra's override grammar
+    assert not (scratch / "ran").exists()
+
+
+def test_without_verl_the_verdict_is_the_environment(tmp_path):
+    status, detail = verl_check(GRPO, python=str(tmp_path / "no-python"))
+    assert status == "env"
+    assert "cannot run" in detail
+
+
+def test_an_unknown_entry_is_refused():
+    with pytest.raises(ValueError, match="entry"):
+        verl_checks([("sft", GRPO)])
