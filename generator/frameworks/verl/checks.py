@@ -100,8 +100,8 @@ def verl_python() -> str | None:
 def verl_checks(cases: list[tuple[str, list[str]]], python: str | None = None) -> list[tuple[str, str]]:
     """verl's own verdict on each (entry, overrides) case: ("ok" | "problem" | "env", detail), "problem" with verl's
     (or Hydra's) error text, one line, no traceback. All cases run in one child, so its start (verl's imports,
-    ~20 s on two cores) is paid once and each case adds about a second. "env": the verl interpreter is missing or does not import, which says nothing about the
-    overrides."""
+    ~20 s on two cores) is paid once and each case adds about a second. "env": the verl interpreter is missing or
+    does not import, which says nothing about the overrides."""
     for entry, overrides in cases:
         if entry not in ENTRIES or not all(isinstance(item, str) for item in overrides):
             raise ValueError(f"a verl check takes an entry of {sorted(ENTRIES)} and override strings: {entry!r}")
