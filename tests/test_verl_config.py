@@ -85,7 +85,8 @@ def verdicts(scratch) -> dict[str, tuple[str, str]]:
         "ppo_qwen3_8b as upstream": ("ppo", overrides("ppo_qwen3_8b")),
         "dapo keys under ppo": ("ppo", overrides("dapo_qwen3_14b_base")),
         **{name: ("ppo", GRPO + change) for name, (change, _) in BROKEN.items()},
-        "python in a value": ("ppo", GRPO + [f"""trainer.project_name='__import__("os").system("touch {scratch}/ran")'"""]),
+        "python in a value": ("ppo", GRPO + [f"""trainer.project_name='__import__("os").system("touch {scratch}/ran")'"""
+                                              ]),
     }
     return dict(zip(cases, verl_checks(list(cases.values())), strict=True))
 
