@@ -77,6 +77,7 @@ def scratch(tmp_path_factory) -> Path:
 def verdicts(scratch) -> dict[str, tuple[str, str]]:
     """Every case of this module in one verl child (its imports take ~15 s)."""
     model = stand_in_model(scratch / "qwen3")
+    injected = f"""trainer.project_name='__import__("os").system("touch {scratch}/ran")'"""
     cases = {
         "grpo_qwen3_8b": ("ppo", GRPO),
         "grpo_qwen2_5_vl_7b": ("ppo", overrides("grpo_qwen2_5_vl_7b")),
@@ -85,8 +86,7 @@ def verdicts(scratch) -> dict[str, tuple[str, str]]:
         "ppo_qwen3_8b as upstream": ("ppo", overrides("ppo_qwen3_8b")),
         "dapo keys under ppo": ("ppo", overrides("dapo_qwen3_14b_base")),
         **{name: ("ppo", GRPO + change) for name, (change, _) in BROKEN.items()},
-        "python in a value": ("ppo", GRPO + [f"""trainer.project_name='__import__("os").system("touch {scratch}/ran")'"""
-                                              ]),
+        "python in a value": ("ppo", GRPO + [injected]),
     }
     return dict(zip(cases, verl_checks(list(cases.values())), strict=True))
 
