@@ -141,6 +141,24 @@ class Role:
 
 
 @dataclass(frozen=True)
+class RunLength:
+    """How long a framework trains in its own terms, where it counts them itself (MindFormers: whole epochs over
+    packed data): decided by its plugin's Planning.run_length, shown on plan.json as frameworks.<name>.run, and
+    only read by its renderer. `source` says which rule decided the numbers."""
+
+    epochs: int
+    stop_step: int | None  # None: the framework's own count ends the run
+    total_steps: int  # the schedule's length; -1: the framework's own count
+    save_every_steps: int
+    source: str
+    note: str | None = None  # why epochs is an upper bound, or why it counts other steps than the plan's
+
+    def to_json(self) -> dict:
+        return {"epochs": self.epochs, "stop_step": self.stop_step, "total_steps": self.total_steps,
+                "save_every_steps": self.save_every_steps, "source": self.source, "note": self.note}
+
+
+@dataclass(frozen=True)
 class FrameworkPlan:
     """One framework's plan: its roles (the first is the one its recipe's global batch and files follow: `train`
     for a training framework), the minimum cards and the facts its renderer reads. `layout`, `estimate` and
@@ -154,6 +172,7 @@ class FrameworkPlan:
     info: dict = field(default_factory=dict)  # the framework's facts about this model (frameworks.yaml)
     upstream: str | None = None  # the upstream file a renderer follows
     flash_attn: str | None = None  # the attention kernel setting its config names (LLaMA-Factory flash_attn)
+    run: RunLength | None = None  # its own run length, where its plugin decides one (Planning.run_length)
 
     @property
     def primary(self) -> Role:
@@ -197,6 +216,7 @@ class FrameworkPlan:
             "flash_attn": self.flash_attn, "choice": self.choice,
             **_layout_settings(self.layout),
             "roles": {kind: role.to_json() for kind, role in self.roles.items()},
+            "run": None if self.run is None else self.run.to_json(),
         }
 
 

@@ -122,7 +122,7 @@ def resolve(spec: Spec, tables: Tables, force: bool = False) -> Plan:
     if placeholders:
         notes.append(f"paths not given in the spec, written as placeholders to edit before launch: "
                      f"{', '.join(placeholders)}")
-    return Plan(job=spec.job, model=model.name, hf_id=hf_id, method=spec.method, seq_len=spec.seq_len,
+    plan = Plan(job=spec.job, model=model.name, hf_id=hf_id, method=spec.method, seq_len=spec.seq_len,
                 hardware=hw.name, hardware_label=hw.label, accelerator=hw.accelerator, cards_per_node=hw.cards_per_node,
                 frameworks=plans,
                 rejected=tuple(rejected), notes=tuple(notes), warnings=tuple(warnings), paths=paths,
@@ -133,6 +133,9 @@ def resolve(spec: Spec, tables: Tables, force: bool = False) -> Plan:
                 quantization_bit=spec.quantization_bit,
                 train=recipe, recipes=recipes, version=__version__,
                 data_rows=spec.samples if spec.method != "pretrain" else None)
+    # A framework that counts its run in its own terms decides them here, from the finished plan it renders.
+    return replace(plan, frameworks={name: replace(fp, run=planning[name].run_length(plan.for_framework(name), fp))
+                                     for name, fp in plans.items()})
 
 
 def _resolve_fitting(spec: Spec, tables: Tables, contexts: dict[str, Context], notes: list[str],

@@ -567,3 +567,19 @@ def test_parallel_optimizer_config_keys_are_mindspores():
     assert mindformers_problems(doc, 512, plan.shape) == []
     doc["parallel"]["parallel_optimizer_config"]["optimizer_shard_size"] = 8
     assert any("(N10;" in p for p in mindformers_problems(doc, 512, plan.shape))
+
+
+def test_plan_json_holds_the_run_length_train_yaml_writes():
+    # Issue 24: MindFormers' count over packed data (epochs 3, 73243 steps, a checkpoint every 2930) was decided in
+    # its renderer; plan.json said steps 500000 and a checkpoint every 20000 and nothing of MindFormers' own.
+    _, files = render_job(T, model="qwen3-8b", method="lora", frameworks=["mindformers"],
+                          data={"samples": 200000, "tokens_per_sample": 600, "epochs": 2.5})
+    run = json.loads(files["plan.json"])["frameworks"]["mindformers"]["run"]
+    doc = yaml.safe_load(files["mindformers/train.yaml"])
+    stop = next(c["stop_step"] for c in doc["callbacks"] if c["type"] == "TrainCallBack")
+    every = next(c["save_checkpoint_steps"] for c in doc["callbacks"] if c["type"] == "CheckpointMonitor")
+    written = {"epochs": doc["runner_config"]["epochs"], "total_steps": doc["lr_schedule"]["total_steps"],
+               "stop_step": stop, "save_every_steps": every}
+    assert written == {key: run[key] for key in written}
+    assert written["stop_step"] != json.loads(files["plan.json"])["train"]["steps"]  # MindFormers' own count
+    assert "packed data" in run["source"]

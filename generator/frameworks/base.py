@@ -7,7 +7,7 @@ from collections.abc import Mapping
 
 from ..context import Context
 from ..errors import Problem
-from ..plan import Layout
+from ..plan import FrameworkPlan, Layout, Plan, RunLength
 from ..spaces import GridSpace
 from ..spec import Spec
 from ..tables import Model
@@ -52,3 +52,6 @@ class DefaultPlanning:
 
     def path_defaults(self, output_dir: str, model: Model, layout: Layout) -> dict[str, PathDefault]:
         return {}
+
+    def run_length(self, plan: Plan, fp: FrameworkPlan) -> RunLength | None:
+        return None

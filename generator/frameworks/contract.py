@@ -25,7 +25,7 @@ if TYPE_CHECKING:  # the core's types, which import nothing from here at run tim
     from ..checks.job import Job, Result
     from ..context import Context
     from ..errors import Problem
-    from ..plan import Layout, Plan
+    from ..plan import FrameworkPlan, Layout, Plan, RunLength
     from ..spec import Spec
     from ..tables import Model
     from ..training import Training
@@ -189,6 +189,11 @@ class Planning(Protocol):
 
     def path_defaults(self, output_dir: str, model: Model, layout: Layout) -> dict[str, PathDefault]:
         """Its paths beyond the core's, as written when the spec leaves them out (`path_keys`, in that order)."""
+        ...
+
+    def run_length(self, plan: Plan, fp: FrameworkPlan) -> RunLength | None:
+        """How long it trains in its own terms, where it counts them itself (None: the plan's steps as they are);
+        `plan` is as plan.for_framework(<name>) gives it. The resolver keeps it on `fp.run`."""
         ...
 
 

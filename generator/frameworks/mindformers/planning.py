@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from ...plan import Layout
+import math
+
+from ...plan import FrameworkPlan, Layout, Plan, RunLength
 from ...tables import Model
 from ..base import DefaultPlanning
 from ..contract import PathDefault
@@ -28,6 +30,57 @@ class Planning(DefaultPlanning):
 
     def path_defaults(self, output_dir: str, model: Model, layout: Layout) -> dict[str, PathDefault]:
         return {"mindformers_dir": PathDefault("/path/to/mindformers")}
+
+    def run_length(self, plan: Plan, fp: FrameworkPlan) -> RunLength:
+        """How long MindFormers trains, in its own terms. `epochs` are whole passes (MindFormers counts in integers
+        and turns them into steps, trainer/utils.py l. 191-214); `stop_step` ends the run at the plan's steps
+        through the TrainCallBack callback (core/callback/callback.py l. 2781-2797; runner_config.stop_step is read
+        but never added to the callbacks, trainer/base_trainer.py l. 1344-1347); `total_steps` -1 lets the schedule
+        span the steps MindFormers counts in its data (base_trainer.py l. 700-708); `save_every_steps` is the
+        checkpoint interval in those steps."""
+        t, samples, save = plan.train, plan.samples_per_epoch, plan.train.save_every_steps
+        if plan.method == "pretrain":  # `sizes` = steps x global batch: one pass is the plan's steps
+            return RunLength(1, t.steps, t.steps if t.steps is not None else -1, save,
+                             "pretraining: one pass over steps x global batch samples, the plan's steps")
+        if t.steps is None:
+            return RunLength(max(1, int(t.epochs or 1)), None, -1, save,
+                             "no step count: the plan's epochs, rounded down to whole ones, MindFormers' own count")
+        epochs = t.epochs if t.origin.get("steps") != "given" else None  # the spec sized the run by epochs
+        # Mcore fine-tuning packs samples into seq_len sequences (PackingHandler, seed 003): at fewest tokens /
+        # seq_len of them per pass; the research layout keeps one padded sample per row.
+        tokens = plan.tokens_per_epoch if fp.info["layout"] != "research" else None
+        sequences = math.ceil(tokens / plan.seq_len) if tokens else samples
+        if epochs is not None and tokens and sequences:
+            return _packed_epochs(plan, sequences, epochs, t.steps)
+        if epochs is not None and epochs == int(epochs):
+            return RunLength(int(epochs), None, -1, save, "the plan's whole epochs, MindFormers' own count")
+        if sequences:
+            return RunLength(max(1, math.ceil(t.steps * t.global_batch_size / sequences)), t.steps, t.steps, save,
+                             "the plan's steps: enough whole passes over the data, stopped at the plan's steps")
+        return RunLength(t.steps, t.steps, t.steps, save,
+                         "the plan's steps, with no data size: one pass per step at most, stopped at the plan's steps",
+                         f"the spec gives no data size, so epochs {t.steps} is an upper bound (at least one step "
+                         f"per pass)")
+
+
+def _packed_epochs(plan: Plan, sequences: int, epochs: float, plan_steps: int) -> RunLength:
+    """A fine-tune sized by epochs over packed data: MindFormers takes whole global batches of packed sequences
+    (drop_remainder True) per pass, far fewer steps than the plan's count over samples. Whole epochs are left to its
+    own count (packing may make a few more sequences than tokens / seq_len); a fraction of one stops at the share
+    of that count. PLAN.md states the count, and the checkpoint interval keeps the plan's share of the run."""
+    t = plan.train
+    per_pass = max(1, sequences // t.global_batch_size)
+    steps = max(1, math.ceil(epochs * per_pass))
+    every = max(1, round(t.save_every_steps * steps / plan_steps))
+    source = (f"packed data: ceil(tokens / seq_len) = {sequences} sequences, {per_pass} global batches per pass, "
+              f"x {epochs:g} epochs; the checkpoint interval keeps the plan's {t.save_every_steps} of {plan_steps}")
+    note = (f"MindFormers counts its steps over the packed data: at least {sequences} sequences of {plan.seq_len} "
+            f"tokens per pass, {per_pass} steps of {t.global_batch_size}, so about {steps} steps for {epochs:g} "
+            f"epochs where the other frameworks count {plan_steps} over unpacked samples; it saves a checkpoint "
+            f"every {every} of them")
+    if epochs == int(epochs):
+        return RunLength(int(epochs), None, -1, every, source, note)
+    return RunLength(math.ceil(epochs), steps, steps, every, source, note)
 
 
 PLANNING = Planning()

@@ -2,12 +2,9 @@
 
 from __future__ import annotations
 
-import math
-from dataclasses import dataclass
-
 import jinja2
 
-from ...plan import FrameworkPlan, Plan
+from ...plan import FrameworkPlan, Plan, RunLength
 from ...render.common import commands_txt, launch_context, section_context
 from ...tables import load_tables
 
@@ -49,63 +46,14 @@ def task_args(plan: Plan, fp: FrameworkPlan) -> str:
                      "--auto_trans_ckpt", "True" if _auto_trans(plan, fp) else "False"])
 
 
-@dataclass(frozen=True)
-class Length:
-    """How long MindFormers trains, in its own terms. `epochs` are whole passes (MindFormers counts in integers and
-    turns them into steps, trainer/utils.py l. 191-214); `stop_step` ends the run at the plan's steps through the
-    TrainCallBack callback (core/callback/callback.py l. 2781-2797; runner_config.stop_step is read but never added
-    to the callbacks, trainer/base_trainer.py l. 1344-1347); `total_steps` -1 lets the schedule span the steps
-    MindFormers counts in its data (base_trainer.py l. 700-708); `save_every` is the checkpoint interval in those
-    steps."""
-
-    epochs: int
-    stop_step: int | None
-    total_steps: int
-    note: str | None  # why epochs is an upper bound, or why MindFormers counts other steps, for PLAN.md
-    save_every: int
+def fp_run(fp: FrameworkPlan) -> RunLength:
+    """The run length the resolver decided (planning.py Planning.run_length); the renderer only reads it."""
+    if fp.run is None:
+        raise ValueError(f"{NAME}: the plan has no run length; resolve.py decides it")
+    return fp.run
 
 
-def length(plan: Plan, fp: FrameworkPlan) -> Length:
-    t, samples, save = plan.train, plan.samples_per_epoch, plan.train.save_every_steps
-    if plan.method == "pretrain":  # `sizes` = steps x global batch: one pass is the plan's steps
-        return Length(1, t.steps, t.steps if t.steps is not None else -1, None, save)
-    if t.steps is None:
-        return Length(max(1, int(t.epochs or 1)), None, -1, None, save)
-    epochs = t.epochs if t.origin.get("steps") != "given" else None  # the spec sized the run by epochs
-    # Mcore fine-tuning packs samples into seq_len sequences (PackingHandler, seed 003): at fewest tokens / seq_len
-    # of them per pass; the research layout keeps one padded sample per row.
-    tokens = plan.tokens_per_epoch if fp.info["layout"] != "research" else None
-    sequences = math.ceil(tokens / plan.seq_len) if tokens else samples
-    if epochs is not None and tokens and sequences:
-        return _packed_epochs(plan, sequences, epochs, t.steps)
-    if epochs is not None and epochs == int(epochs):
-        return Length(int(epochs), None, -1, None, save)
-    if sequences:
-        return Length(max(1, math.ceil(t.steps * t.global_batch_size / sequences)), t.steps, t.steps, None, save)
-    return Length(t.steps, t.steps, t.steps,
-                  f"the spec gives no data size, so epochs {t.steps} is an upper bound (at least one step per pass)",
-                  save)
-
-
-def _packed_epochs(plan: Plan, sequences: int, epochs: float, plan_steps: int) -> Length:
-    """A fine-tune sized by epochs over packed data: MindFormers takes whole global batches of packed sequences
-    (drop_remainder True) per pass, far fewer steps than the plan's count over samples. Whole epochs are left to its
-    own count (packing may make a few more sequences than tokens / seq_len); a fraction of one stops at the share
-    of that count. PLAN.md states the count, and the checkpoint interval keeps the plan's share of the run."""
-    t = plan.train
-    per_pass = max(1, sequences // t.global_batch_size)
-    steps = max(1, math.ceil(epochs * per_pass))
-    every = max(1, round(t.save_every_steps * steps / plan_steps))
-    note = (f"MindFormers counts its steps over the packed data: at least {sequences} sequences of {plan.seq_len} "
-            f"tokens per pass, {per_pass} steps of {t.global_batch_size}, so about {steps} steps for {epochs:g} "
-            f"epochs where the other frameworks count {plan_steps} over unpacked samples; it saves a checkpoint "
-            f"every {every} of them")
-    if epochs == int(epochs):
-        return Length(int(epochs), None, -1, note, every)
-    return Length(math.ceil(epochs), steps, steps, note, every)
-
-
-def lr_schedule(plan: Plan, run: Length) -> dict:
+def lr_schedule(plan: Plan, run: RunLength) -> dict:
     """The plan's schedule, warmup and length as MindFormers' lr_schedule keys."""
     t = plan.train
     out: dict = {"type": LR_SCHEDULE[t.lr_schedule], "learning_rate": t.learning_rate}
@@ -164,7 +112,7 @@ def data_steps(plan: Plan, fp: FrameworkPlan) -> list[tuple[str, list[tuple[str,
 
 
 def yaml_context(plan: Plan, fp: FrameworkPlan) -> dict:
-    lay, info, t, run = fp.layout, fp.info, plan.train, length(plan, fp)
+    lay, info, t, run = fp.layout, fp.info, plan.train, fp_run(fp)
     research = info["layout"] == "research"
     pipelined = lay.pp > 1
     even = not lay.uneven_layers
@@ -181,7 +129,7 @@ def yaml_context(plan: Plan, fp: FrameworkPlan) -> dict:
         "seed": plan.train.seed, "run_mode": run_mode(fp), "weight_decay": plan.train.weight_decay,
         "adam_betas": list(plan.train.adam_betas), "max_grad_norm": plan.train.max_grad_norm,
         "lr_schedule": lr_schedule(plan, run), "optimizer_learning_rate": info.get("family") == "qwen2_5",
-        "save_every_steps": run.save_every, "keep_checkpoints": plan.train.keep_checkpoints,
+        "save_every_steps": run.save_every_steps, "keep_checkpoints": plan.train.keep_checkpoints,
         # MindFormers accumulates through the pipeline's micro batches when pp > 1, else through the runner.
         "micro_batch_num": lay.grad_accum if pipelined else 1,
         "gradient_accumulation_steps": 1 if pipelined else lay.grad_accum,
@@ -251,7 +199,7 @@ def render(plan: Plan, env: jinja2.Environment) -> dict[str, str]:
         device_num_per_node=lay.cards_per_node if lay.cards_per_node != 8 else None,
         single_card=lay.cards == 1, task_args=task_args(plan, fp), worker_num=lay.cards, cards=lay.cards,
         local_worker=lay.local_cards, log_dir=log_dir(plan), log_folders=parents(log_dir(plan)),
-        cluster_time_out=CLUSTER_TIME_OUT, join=JOIN, stop_step=length(plan, fp).stop_step,
+        cluster_time_out=CLUSTER_TIME_OUT, join=JOIN, stop_step=fp_run(fp).stop_step,
         checkpoint_dir=f"{plan.output_dir(NAME)}/checkpoint", finished_marker=f"{plan.output_dir(NAME)}/FINISHED",
         resume=plan.train.resume)
     files = {"mindformers/train.yaml": yaml_text, "mindformers/launch.sh": launch,
@@ -269,5 +217,5 @@ def plan_section(plan: Plan, env: jinja2.Environment) -> str:
     fp = plan.frameworks[NAME]
     return env.get_template("mindformers/plan_section.md.j2").render(
         plan=plan, fp=fp, **section_context(plan, fp, NAME),
-        auto_trans=_auto_trans(plan, fp), data=data_source(plan, fp), run=length(plan, fp),
+        auto_trans=_auto_trans(plan, fp), data=data_source(plan, fp), run=fp_run(fp),
         preprocess=bool(data_steps(plan, fp)))
