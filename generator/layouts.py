@@ -24,6 +24,7 @@ from .throughput import Throughput, throughput
 # Bytes per parameter of the model states that no layout can avoid, by (memory scheme, LoRA): a lower bound on cards.
 STATE_BYTES = {("megatron-fp32", False): 16, ("megatron-fp32", True): 4, ("megatron-distopt", False): 6,
                ("megatron-distopt", True): 2, ("deepspeed", False): 0, ("deepspeed", True): 0}
+FORWARD_BYTES = 2  # a role that does not train holds only its bf16 weights
 MAX_RAISE = 4  # the memory model may raise the table's card count up to this factor before giving up
 # 1F1B pipeline bubble = (PP - 1) / micro batches per step (Narayanan et al. 2021, "Efficient Large-Scale Language
 # Model Training on GPU Clusters", section 2.2.1). The search rejects layouts that idle more than this share.
@@ -245,7 +246,8 @@ def candidates(ctx: Context, cards: int) -> tuple[list[Layout], Layout | None, l
     pins, model, seq = ctx.pins, ctx.model, ctx.spec.seq_len
     space = ctx.space
     structures = space.structures(ctx, cards)
-    recomputes = space.recomputes(ctx)
+    # A role that only runs forward has no backward to recompute for.
+    recomputes = space.recomputes(ctx) if ctx.role_kind.trains else ["none"]
     mbs_options = [pins.micro_batch_size] if pins.micro_batch_size else \
         ([m for m in (4, 2, 1) if m * seq <= 4096] or [1])
     if no_accumulation(ctx, cards) and ctx.spec.global_batch_size and not pins.micro_batch_size:
@@ -298,7 +300,11 @@ def candidates(ctx: Context, cards: int) -> tuple[list[Layout], Layout | None, l
 
 
 def rate(ctx: Context, layout: Layout | None) -> Throughput:
-    """Tokens/s per card of `layout` (None: before a layout is chosen) by the framework's rate model."""
+    """Tokens/s per card of `layout` (None: before a layout is chosen) by the framework's rate model. A role that
+    does not train has none (0: communication alone ranks its layouts)."""
+    if not ctx.role_kind.trains:
+        return Throughput(0.0, f"not estimated: {ctx.role_kind.value} does not train; gen-launch has no "
+                               f"generation-rate model yet", is_estimate=True)
     return throughput(ctx.model, ctx.spec.method, ctx.spec.seq_len, ctx.fw, ctx.hw, ctx.spec.tokens_per_card_s,
                       layout)
 
@@ -353,7 +359,8 @@ def _layout(ctx: Context, shape: Parallel, source: str) -> Layout:
     """`shape` with its memory estimate, as the plan states it."""
     rank = ctx.adapter.rank if ctx.adapter else 0
     job = MemoryJob(ctx.model, ctx.spec.method, ctx.fw.memory, ctx.spec.seq_len, rank, ctx.fw.overhead_gb,
-                    ctx.spec.quantization_bit, ctx.activations, ctx.fw.kbit_fp32, ctx.optimizer_shard)
+                    ctx.spec.quantization_bit, ctx.activations, ctx.fw.kbit_fp32, ctx.optimizer_shard,
+                    ctx.role_kind.trains)
     memory = estimate(job, shape)
     return Layout(**{f.name: getattr(shape, f.name) for f in fields(Parallel)}, framework=ctx.fw.name, memory=memory,
                   usable_gb=ctx.usable_gb, usable_cap=ctx.usable_cap, optimizer_shard=ctx.optimizer_shard,
@@ -372,7 +379,9 @@ def smallest_fit(ctx: Context) -> int:
         raise NoFit("model", f"no {ctx.fw.name} layout fits {ctx.model.name} {ctx.spec.method} at seq_len "
                              f"{ctx.spec.seq_len} on {ctx.hw.name}", ctx, largest)
     budget = ctx.usable_gb * (1.0 - HEADROOM) * GIB
-    floor = math.ceil(ctx.model.params * STATE_BYTES[(ctx.fw.memory, trains_adapters(ctx.spec.method))] / budget)
+    state_bytes = STATE_BYTES[(ctx.fw.memory, trains_adapters(ctx.spec.method))] if ctx.role_kind.trains else \
+        FORWARD_BYTES
+    floor = math.ceil(ctx.model.params * state_bytes / budget)
     if found.offload:  # nothing fits on the device alone: the fewest cards with CPU offload
         return _fewest(free, floor, largest)
     # CPU offload moves the states to host memory at a large cost in speed: the fewest cards that hold them.

@@ -113,6 +113,7 @@ class MemoryJob:
     # MindSpore's parallel optimizer is on with this optimizer_weight_shard_size (-1: each parameter's whole
     # data-parallel group); megatron-fp32 only
     optimizer_shard: int | None = None
+    trains: bool = True  # False: the role only runs forward (contract.py RoleKind.trains), estimated by `_forward`
 
 
 @dataclass(frozen=True)
@@ -138,6 +139,9 @@ def _with_terms(breakdown: MemoryBreakdown, job: MemoryJob, shape: Parallel) -> 
 
 def estimate(job: MemoryJob, shape: Parallel) -> MemoryBreakdown:
     """Memory per card for `shape`; the worst pipeline stage."""
+    if not job.trains:
+        return max((_with_terms(_forward_stage(job, shape, stage), job, shape) for stage in range(shape.pp)),
+                   key=lambda m: m.total)
     if job.scheme == "deepspeed":
         if job.activations is None:
             raise ValueError("the deepspeed scheme counts measured activations: pass the decoder's coefficients")
@@ -158,8 +162,9 @@ def optimizer_shard_groups(shape: Parallel, shard_size: int) -> tuple[int, int]:
     return capped(shape.dp * shape.cp), capped(max(1, shape.cards // (shape.pp * shape.ep)))
 
 
-def _megatron_stage(job: MemoryJob, shape: Parallel, stage: int) -> MemoryBreakdown:
-    model, method, scheme, lora_rank = job.model, job.method, job.scheme, job.lora_rank
+def _stage_params(model: Model, shape: Parallel, stage: int) -> tuple[float, float, int, int]:
+    """(dense, expert) parameters one card of pipeline stage `stage` holds after TP (and EP for the experts) split
+    them, the layers it holds (MTP included) and its MTP layers."""
     first, last = stage == 0, stage == shape.pp - 1
     # An MTP layer is a decoder layer (plus a 2h x h projection) with its own logits, after the last layer.
     mtp = shape.mtp_layers if last else 0
@@ -174,6 +179,27 @@ def _megatron_stage(job: MemoryJob, shape: Parallel, stage: int) -> MemoryBreakd
              mtp * (model.layer_params_at(model.layers) + 2 * model.hidden * model.hidden)) / shape.tp
     dense += (model.embedding_params / shape.tp) * (int(first) + int(last and (not model.tied or shape.pp > 1)))
     experts = moe_here * model.expert_params_per_layer / shape.ep
+    return dense, experts, layers, mtp
+
+
+def _forward_stage(job: MemoryJob, shape: Parallel, stage: int) -> MemoryBreakdown:
+    """A role that only runs forward (a rollout engine, a reference model, a server) on pipeline stage `stage`:
+    bf16 weights split by TP x PP (and EP for the experts), one layer's working activations at a time (nothing
+    is kept for a backward), the last stage's fp32 logits split over TP, and the runtime overhead."""
+    dense, experts, _, mtp = _stage_params(job.model, shape, stage)
+    seq = job.seq_len // shape.cp
+    working = layer_activation_bytes(job.model, seq, shape.micro_batch_size, shape.tp, shape.sequence_parallel,
+                                     "none")[0]
+    last = stage == shape.pp - 1
+    logits = (1 + mtp) * seq * shape.micro_batch_size * job.model.vocab * 4.0 / shape.tp if last else 0.0
+    return MemoryBreakdown(weights=2.0 * (dense + experts) / GIB, gradients=0.0, optimizer=0.0, adapters=0.0,
+                           activations=working / GIB, logits=logits / GIB, overhead=job.overhead_gb, stage=stage)
+
+
+def _megatron_stage(job: MemoryJob, shape: Parallel, stage: int) -> MemoryBreakdown:
+    model, method, scheme, lora_rank = job.model, job.method, job.scheme, job.lora_rank
+    last = stage == shape.pp - 1
+    dense, experts, layers, mtp = _stage_params(model, shape, stage)
     params = dense + experts
     # Distributed optimizer: dense states over DP x CP (Megatron core_v0.12.1 optimizer/__init__.py l. 550-552:
     # get_data_parallel_group(with_context_parallel=True)); expert states over expert DP = world / (TP x EP x PP)

@@ -134,6 +134,7 @@ class Role:
     estimate: Estimate
     colocated: bool = True
     choice: str = ""  # why this layout, against the runner-up
+    trains: bool = True  # False: it only runs forward, and its estimate has no time (contract.py RoleKind.trains)
 
     def to_json(self) -> dict:
         return {**_layout_json(self.layout), "colocated": self.colocated, "estimate": _estimate_json(self.estimate),
@@ -184,7 +185,13 @@ class FrameworkPlan:
 
     @property
     def estimate(self) -> Estimate:
-        return self.primary.estimate
+        """The first role's estimate; with several training roles, their times added (colocated roles run in
+        turns; a role that does not train has no time in this tool)."""
+        trained = [role.estimate for role in self.roles.values() if role.trains]
+        if len(trained) <= 1:
+            return self.primary.estimate
+        hours = [est.time_hours for est in trained if est.time_hours is not None]
+        return replace(self.primary.estimate, time_hours=sum(hours) if len(hours) == len(trained) else None)
 
     @property
     def choice(self) -> str:

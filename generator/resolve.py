@@ -243,6 +243,10 @@ def _choice(ctx: Context, lay: Layout, est: Estimate) -> str:
     if not others:
         return f"The only layout that fits on {lay.cards} card(s)."
     runner = others[0]
+    if not ctx.role_kind.trains:
+        return (f"{len(fitting)} layouts fit on {lay.cards} card(s); this one communicates least (a role that does "
+                f"not train has no rate model). Runner-up: {runner.describe()} ({runner.memory.total:.1f} GiB per "
+                f"card).")
     runner_rate = rate(ctx, runner).tokens_per_card_s
     if runner_rate >= speed * 0.9999:
         return (f"{len(fitting)} layouts fit on {lay.cards} card(s) at the same estimated rate "
@@ -295,7 +299,7 @@ def _with_roles(ctx: Context, tables: Tables, fp: FrameworkPlan, notes: list[str
     for role in defs:
         layout, estimate = laid_out(role, peak if role.colocated else None)
         roles[role.kind.value] = Role(role.kind.value, layout, estimate, role.colocated,
-                                      _choice(replace(ctx, role=role.kind), layout, estimate))
+                                      _choice(replace(ctx, role=role.kind), layout, estimate), role.kind.trains)
     return replace(fp, roles=roles)
 
 
@@ -456,7 +460,7 @@ def _moves_batch(ctx: Context, layout: Layout) -> bool:
 
 
 def _estimate(ctx: Context, layout: Layout, budget_cards: int | None) -> Estimate:
-    tokens = ctx.spec.train_tokens
+    tokens = ctx.spec.train_tokens if ctx.role_kind.trains else None  # a role that does not train has no time
     tput = rate(ctx, layout)
     return Estimate(total_tokens=tokens, tokens_per_card_s=tput.tokens_per_card_s, tps_source=tput.source,
                     is_estimate=tput.is_estimate, mfu=tput.mfu,
@@ -511,7 +515,8 @@ def _resolve_framework(ctx: Context, tables: Tables):
     notes.extend(ctx.planning.layout_notes(ctx, layout))
     first = ctx.planning.roles(ctx.spec.method)[0]
     fplan = FrameworkPlan(name=ctx.fw.name, label=ctx.fw.label,
-                          roles={first.kind.value: Role(first.kind.value, layout, est, first.colocated)},
+                          roles={first.kind.value: Role(first.kind.value, layout, est, first.colocated,
+                                                         trains=first.kind.trains)},
                           min_cards=minimum,
                           forced=forced, info=info, upstream=upstream, flash_attn=ctx.fw.flash_attn)
     return fplan, rejected, notes, warnings

@@ -241,3 +241,119 @@ def install_plugin(folder, monkeypatch, module: str, source: str) -> None:
     (folder / f"{module}.py").write_text(textwrap.dedent(source), encoding="utf-8")
     monkeypatch.syspath_prepend(str(folder))
     monkeypatch.delitem(sys.modules, module, raising=False)
+
+
+def clear_table_caches() -> None:
+    """Forget the tables, schema validator and plugins loaded from the folders a test replaced."""
+    from generator import frameworks, spec, tables
+
+    tables.load_tables.cache_clear()
+    spec._validator.cache_clear()
+    frameworks._load.cache_clear()
+
+
+def add_framework(folder, monkeypatch, name: str, row: str, module: str, source: str,
+                  templates: dict[str, str]) -> None:
+    """A framework added as a user adds one, for this test only: copies of data, schema and templates under
+    `folder` with its frameworks.yaml `row` (listed on every hardware that lists the bundled three), its name in
+    the schema, its `templates` ({file name under templates/<name>/: text}) and its plugin `module` (its text
+    `source`) on sys.path."""
+    import shutil
+
+    from generator import render, resources, spec, tables
+
+    data, schemas, copied = folder / "data", folder / "schemas", folder / "templates"
+    shutil.copytree(tables.DATA_DIR, data)
+    shutil.copytree(resources.resource_dir("schemas"), schemas)
+    shutil.copytree(resources.resource_dir("templates"), copied)
+    frameworks = data / "frameworks.yaml"
+    frameworks.write_text(frameworks.read_text(encoding="utf-8") + row, encoding="utf-8")
+    hardware = data / "hardware.yaml"
+    listed = "frameworks: [mindformers, mindspeed-llm, llama-factory]"
+    hardware.write_text(hardware.read_text(encoding="utf-8").replace(listed, f"{listed[:-1]}, {name}]", 1),
+                        encoding="utf-8")
+    schema_file = schemas / "job.schema.json"
+    schema = json.loads(schema_file.read_text(encoding="utf-8"))
+    schema["properties"]["frameworks"]["items"]["enum"].append(name)
+    schema["properties"]["layout"]["properties"][name] = {"$ref": "#/$defs/pins"}
+    schema_file.write_text(json.dumps(schema), encoding="utf-8")
+    (copied / name).mkdir()
+    for file, text in templates.items():
+        (copied / name / file).write_text(text, encoding="utf-8")
+    plugins = folder / "plugins"
+    plugins.mkdir()
+    install_plugin(plugins, monkeypatch, module, source)
+    folders = {"schemas": schemas, "templates": copied}
+    monkeypatch.setattr(tables, "DATA_DIR", data)
+    monkeypatch.setattr(spec, "resource_dir", folders.__getitem__)
+    monkeypatch.setattr(render, "resource_dir", folders.__getitem__)
+    clear_table_caches()
+
+
+# The contract test (tests/test_registry.py runs it for every plugin and the toy; tests/test_roles.py for the
+# two-role duo).
+
+def assert_meets_contract(name: str, plugin, tmp_path, monkeypatch) -> None:
+    """`plugin` is the registered plugin of frameworks.yaml's `name` row; it plans, renders files under <name>/
+    and a PLAN.md section for its smallest plan, and validate hands each of its files to its check, which passes."""
+    import sys
+
+    from generator import tables
+    from generator.frameworks import registry
+    from generator.frameworks.contract import Plugin
+    from generator.render import environment, render_files, write
+    from generator.validate import validate
+
+    row = tables.load_tables().frameworks[name]
+    assert plugin.name == name and sys.modules[row.plugin].PLUGIN is plugin
+    assert plugin.planning.roles(row.methods[0])
+    plan = _own_plan(name)
+    own = plan.for_framework(name)
+    files = plugin.output.render(own, environment())
+    assert files and all(path.startswith(f"{name}/") for path in files), sorted(files)
+    assert plugin.output.plan_section(own, environment()).strip()
+    write(render_files(plan), tmp_path, plan.job, overwrite=False)
+    recording = Recording(plugin.output)
+    monkeypatch.setitem(registry(), name, Plugin(name, plugin.planning, recording))
+    results = {r.path: r for r in validate(tmp_path / plan.job)}
+    assert sorted(recording.checked) == sorted(files)
+    bad = [r for path, r in results.items() if path in files and r.status not in ("ok", "skipped")]
+    assert not bad, bad
+
+
+def _own_plan(name: str):
+    """A small plan for the framework `name` alone: its smallest supported model that plans (LoRA where it offers
+    it) on the first hardware that runs it."""
+    from generator import tables as tables_module
+    from generator.errors import UserError
+    from generator.resolve import resolve
+
+    tables = tables_module.load_tables()
+    framework = tables.frameworks[name]
+    models = sorted((m for m in tables.models if tables.supports(name, m)), key=lambda m: tables.model(m).layers
+                    * tables.model(m).hidden ** 2)
+    methods = sorted(framework.methods, key=lambda m: m != "lora")
+    hardware = [hw.name for hw in tables.hardware.values() if name in hw.frameworks]
+    for model in models[:5]:
+        for method in methods:
+            spec = {"job": f"contract-{name}", "model": model, "method": method, "seq_len": 4096,
+                    "hardware": hardware[0], "frameworks": [name]}
+            try:
+                return resolve(parse_spec(json.dumps(spec).encode()), tables)
+            except UserError:
+                continue
+    raise AssertionError(f"{name}: none of its smallest models plans")
+
+
+class Recording:
+    """The plugin's real Output, noting the paths validate hands to its check."""
+
+    def __init__(self, output):
+        self.output, self.checked = output, []
+
+    def __getattr__(self, name):
+        return getattr(self.output, name)
+
+    def check(self, job, path):
+        self.checked.append(path)
+        return self.output.check(job, path)

@@ -9,29 +9,18 @@ from __future__ import annotations
 import io
 import json
 import re
-import shutil
-import sys
 import tokenize
 from pathlib import Path
 
 import pytest
 import yaml
 from click.testing import CliRunner
-from helpers import install_plugin
+from helpers import add_framework, assert_meets_contract, clear_table_caches
 
 import generator
-from generator import frameworks as frameworks_module
-from generator import render as render_module
-from generator import resources
-from generator import spec as spec_module
 from generator import tables as tables_module
 from generator.cli import main
-from generator.errors import UserError
 from generator.frameworks import registry
-from generator.frameworks.contract import Plugin
-from generator.render import environment, render_files, write
-from generator.resolve import resolve
-from generator.validate import validate
 
 TOY_ROW = """
   - name: toy
@@ -99,41 +88,10 @@ PLUGIN = Plugin("toy", planning=Planning(), output=Output())
 @pytest.fixture
 def toy(tmp_path, monkeypatch):
     """Copies of data, schema and templates with the toy framework added; its plugin module on sys.path."""
-    data, schemas, templates = tmp_path / "data", tmp_path / "schemas", tmp_path / "templates"
-    shutil.copytree(tables_module.DATA_DIR, data)
-    shutil.copytree(resources.resource_dir("schemas"), schemas)
-    shutil.copytree(resources.resource_dir("templates"), templates)
-    frameworks = data / "frameworks.yaml"
-    frameworks.write_text(frameworks.read_text(encoding="utf-8") + TOY_ROW, encoding="utf-8")
-    hardware = data / "hardware.yaml"
-    hardware.write_text(hardware.read_text(encoding="utf-8").replace(
-        "frameworks: [mindformers, mindspeed-llm, llama-factory]",
-        "frameworks: [mindformers, mindspeed-llm, llama-factory, toy]", 1),
-        encoding="utf-8")
-    schema_file = schemas / "job.schema.json"
-    schema = json.loads(schema_file.read_text(encoding="utf-8"))
-    schema["properties"]["frameworks"]["items"]["enum"].append("toy")
-    schema["properties"]["layout"]["properties"]["toy"] = {"$ref": "#/$defs/pins"}
-    schema_file.write_text(json.dumps(schema), encoding="utf-8")
-    (templates / "toy").mkdir()
-    (templates / "toy" / "train.yaml.j2").write_text(TOY_TRAIN, encoding="utf-8")
-    (templates / "toy" / "plan_section.md.j2").write_text(TOY_SECTION, encoding="utf-8")
-    plugins = tmp_path / "plugins"
-    plugins.mkdir()
-    install_plugin(plugins, monkeypatch, "toy_plugin", TOY_PLUGIN)
-    folders = {"schemas": schemas, "templates": templates}
-    monkeypatch.setattr(tables_module, "DATA_DIR", data)
-    monkeypatch.setattr(spec_module, "resource_dir", folders.__getitem__)
-    monkeypatch.setattr(render_module, "resource_dir", folders.__getitem__)
-    _clear_caches()
+    add_framework(tmp_path, monkeypatch, "toy", TOY_ROW, "toy_plugin", TOY_PLUGIN,
+                  {"train.yaml.j2": TOY_TRAIN, "plan_section.md.j2": TOY_SECTION})
     yield tmp_path
-    _clear_caches()
-
-
-def _clear_caches():
-    tables_module.load_tables.cache_clear()
-    spec_module._validator.cache_clear()
-    frameworks_module._load.cache_clear()
+    clear_table_caches()
 
 
 def _spec(tmp_path, **extra):
@@ -185,7 +143,7 @@ def test_a_framework_without_a_plugin_is_a_table_error(toy, plugin, message):
     frameworks = toy / "data" / "frameworks.yaml"
     frameworks.write_text(frameworks.read_text(encoding="utf-8").replace("plugin: toy_plugin", f"plugin: {plugin}"),
                           encoding="utf-8")
-    _clear_caches()
+    clear_table_caches()
     result = CliRunner().invoke(main, ["render", str(_spec(toy)), "-o", str(toy / "out")])
     assert result.exit_code == 5 and message in result.stderr, result.output + result.stderr
     assert not (toy / "out").exists()
@@ -221,58 +179,6 @@ def test_a_toy_row_missing_a_fact_fails_when_the_tables_load(toy, old, new, mess
 
 # ----------------------------------------------------------------------------------------------------------------
 # The contract test: every registered plugin (a new one is tested the moment its frameworks.yaml row names it)
-
-
-def _own_plan(name: str):
-    """A small plan for the framework `name` alone: its smallest supported model that plans (LoRA where it offers
-    it) on the first hardware that runs it."""
-    tables = tables_module.load_tables()
-    framework = tables.frameworks[name]
-    models = sorted((m for m in tables.models if tables.supports(name, m)), key=lambda m: tables.model(m).layers
-                    * tables.model(m).hidden ** 2)
-    methods = sorted(framework.methods, key=lambda m: m != "lora")
-    hardware = [hw.name for hw in tables.hardware.values() if name in hw.frameworks]
-    for model in models[:5]:
-        for method in methods:
-            spec = {"job": f"contract-{name}", "model": model, "method": method, "seq_len": 4096,
-                    "hardware": hardware[0], "frameworks": [name]}
-            try:
-                return resolve(spec_module.parse_spec(json.dumps(spec).encode()), tables)
-            except UserError:
-                continue
-    raise AssertionError(f"{name}: none of its smallest models plans")
-
-
-class Recording:
-    """The plugin's real Output, noting the paths validate hands to its check."""
-
-    def __init__(self, output):
-        self.output, self.checked = output, []
-
-    def __getattr__(self, name):
-        return getattr(self.output, name)
-
-    def check(self, job, path):
-        self.checked.append(path)
-        return self.output.check(job, path)
-
-
-def assert_meets_contract(name: str, plugin: Plugin, tmp_path: Path, monkeypatch) -> None:
-    row = tables_module.load_tables().frameworks[name]
-    assert plugin.name == name and sys.modules[row.plugin].PLUGIN is plugin
-    assert plugin.planning.roles(row.methods[0])
-    plan = _own_plan(name)
-    own = plan.for_framework(name)
-    files = plugin.output.render(own, environment())
-    assert files and all(path.startswith(f"{name}/") for path in files), sorted(files)
-    assert plugin.output.plan_section(own, environment()).strip()
-    write(render_files(plan), tmp_path, plan.job, overwrite=False)
-    recording = Recording(plugin.output)
-    monkeypatch.setitem(registry(), name, Plugin(name, plugin.planning, recording))
-    results = {r.path: r for r in validate(tmp_path / plan.job)}
-    assert sorted(recording.checked) == sorted(files)
-    bad = [r for path, r in results.items() if path in files and r.status not in ("ok", "skipped")]
-    assert not bad, bad
 
 
 @pytest.mark.parametrize("name", list(registry()))

@@ -1,20 +1,18 @@
 """Issue 24: a framework's plan holds roles, each with its own layout, memory estimate and time; colocated roles
-take turns on the same cards, so the framework's cards are the peak over them. Proved with a toy framework added
-through the CLI as data (a frameworks.yaml row in a copied data folder), a plugin module (two roles of different
-TP) and templates, rendered, and read back from plan.json, PLAN.md and `plan`."""
+take turns on the same cards, so the framework's cards are the peak over them. A role that does not train (a
+rollout engine) holds its bf16 weights and one forward's working set, and has no time of its own. Proved with a toy
+framework added through the CLI as data (a frameworks.yaml row in a copied data folder), a plugin module (two roles
+of different TP) and templates, rendered, and read back from plan.json, PLAN.md and `plan`."""
 
 from __future__ import annotations
 
 import json
-import shutil
 
 import pytest
 import yaml
 from click.testing import CliRunner
-from helpers import install_plugin
+from helpers import add_framework, assert_meets_contract, clear_table_caches, install_plugin
 
-from generator import render as render_module
-from generator import resources
 from generator import spec as spec_module
 from generator import tables as tables_module
 from generator.cli import main
@@ -34,14 +32,14 @@ DUO_ROW = """
     models:
       qwen3-14b: {}
 """
-# The actor trains on the model-parallel grid at TP 1; the rollout engine serves the same weights at TP 2, without
-# pipeline stages; both on the same cards in turns.
+# The actor trains on the model-parallel grid at TP 1; the other role (the rollout engine; a critic in the variants
+# below) runs at TP 2, without pipeline stages; both on the same cards in turns.
 DUO_PLUGIN = """
 from generator.frameworks.base import DefaultPlanning
 from generator.frameworks.contract import Plugin, RoleDef, RoleKind
 from generator.spaces import GridSpace
 
-ACTOR, ROLLOUT = GridSpace(tp_choices=(1,)), GridSpace(tp_choices=(2,), pp_choices=(1,))
+ACTOR, SECOND = GridSpace(tp_choices=(1,)), GridSpace(tp_choices=(2,), pp_choices=(1,))
 
 
 class Planning(DefaultPlanning):
@@ -49,7 +47,7 @@ class Planning(DefaultPlanning):
         return (RoleDef(RoleKind.ACTOR), RoleDef(RoleKind.ROLLOUT))
 
     def space(self, role):
-        return ROLLOUT if role is RoleKind.ROLLOUT else ACTOR
+        return ACTOR if role is RoleKind.ACTOR else SECOND
 
 
 class Output:
@@ -78,34 +76,10 @@ DUO_SECTION = "Duo runs {{ roles | join(' and ') }} on {{ cards }} card(s).\n"
 @pytest.fixture
 def duo(tmp_path, monkeypatch):
     """Copies of data, schema and templates with the duo framework added; its plugin on sys.path."""
-    data, schemas, templates = tmp_path / "data", tmp_path / "schemas", tmp_path / "templates"
-    shutil.copytree(tables_module.DATA_DIR, data)
-    shutil.copytree(resources.resource_dir("schemas"), schemas)
-    shutil.copytree(resources.resource_dir("templates"), templates)
-    frameworks = data / "frameworks.yaml"
-    frameworks.write_text(frameworks.read_text(encoding="utf-8") + DUO_ROW, encoding="utf-8")
-    hardware = data / "hardware.yaml"
-    listed = "frameworks: [mindformers, mindspeed-llm, llama-factory]"
-    hardware.write_text(hardware.read_text(encoding="utf-8").replace(listed, listed[:-1] + ", duo]", 1),
-                        encoding="utf-8")
-    schema_file = schemas / "job.schema.json"
-    schema = json.loads(schema_file.read_text(encoding="utf-8"))
-    schema["properties"]["frameworks"]["items"]["enum"].append("duo")
-    schema["properties"]["layout"]["properties"]["duo"] = {"$ref": "#/$defs/pins"}
-    schema_file.write_text(json.dumps(schema), encoding="utf-8")
-    (templates / "duo").mkdir()
-    (templates / "duo" / "roles.yaml.j2").write_text(DUO_TRAIN, encoding="utf-8")
-    (templates / "duo" / "plan_section.md.j2").write_text(DUO_SECTION, encoding="utf-8")
-    install_plugin(tmp_path, monkeypatch, "duo_roles_plugin", DUO_PLUGIN)
-    folders = {"schemas": schemas, "templates": templates}
-    monkeypatch.setattr(tables_module, "DATA_DIR", data)
-    monkeypatch.setattr(spec_module, "resource_dir", folders.__getitem__)
-    monkeypatch.setattr(render_module, "resource_dir", folders.__getitem__)
-    tables_module.load_tables.cache_clear()
-    spec_module._validator.cache_clear()
+    add_framework(tmp_path, monkeypatch, "duo", DUO_ROW, "duo_roles_plugin", DUO_PLUGIN,
+                  {"roles.yaml.j2": DUO_TRAIN, "plan_section.md.j2": DUO_SECTION})
     yield tmp_path
-    tables_module.load_tables.cache_clear()
-    spec_module._validator.cache_clear()
+    clear_table_caches()
 
 
 def _spec(folder, **extra):
@@ -114,6 +88,9 @@ def _spec(folder, **extra):
     path = folder / "spec.yaml"
     path.write_text(yaml.safe_dump(spec), encoding="utf-8")
     return path
+
+
+NOT_ESTIMATED = "not estimated: rollout does not train; gen-launch has no generation-rate model yet"
 
 
 def test_two_colocated_roles_each_with_its_own_layout_on_the_peak_cards(duo):
@@ -125,14 +102,19 @@ def test_two_colocated_roles_each_with_its_own_layout_on_the_peak_cards(duo):
     fw = plan["frameworks"]["duo"]
     actor, rollout = fw["roles"]["actor"], fw["roles"]["rollout"]
     assert list(fw["roles"]) == ["actor", "rollout"]
-    # Each role its own TP, memory estimate and rate.
+    # Each role its own TP and memory estimate; only the training role has a rate and a time, so the framework's
+    # time is the actor's.
     assert (actor["tp"], rollout["tp"], rollout["pp"]) == (1, 2, 1)
     assert actor["memory_per_card_gib"] != rollout["memory_per_card_gib"]
     assert all(role["memory_per_card_gib"] <= role["budget_gib"] for role in (actor, rollout))
-    assert actor["estimate"]["tokens_per_card_s"] > 0 and rollout["estimate"]["tokens_per_card_s"] > 0
-    # Colocated: one card count, the peak of what each role needs alone, and the plan's.
+    assert actor["estimate"]["tokens_per_card_s"] > 0 and actor["estimate"]["time_hours"] > 0
+    assert rollout["estimate"] == {"total_tokens": None, "tokens_per_card_s": 0.0, "mfu": None,
+                                   "tps_source": NOT_ESTIMATED, "time_hours": None}
+    assert fw["estimate"] == actor["estimate"]
+    # Colocated: one card count, the peak of what each role needs alone (the actor's 8: the rollout engine holds
+    # no training state), and the plan's.
     assert actor["colocated"] and rollout["colocated"]
-    assert actor["cards"] == rollout["cards"] == fw["cards"] == plan["cards"]
+    assert actor["cards"] == rollout["cards"] == fw["cards"] == plan["cards"] == fw["min_cards"]["value"] == 8
     # The framework's top-level layout keys are its first role's (what renderers read).
     assert (fw["tp"], fw["pp"], fw["memory_per_card_gib"]) == (actor["tp"], actor["pp"],
                                                                 actor["memory_per_card_gib"])
@@ -142,51 +124,80 @@ def test_two_colocated_roles_each_with_its_own_layout_on_the_peak_cards(duo):
                      "rollout": {"tp": 2, "pp": 1, "cards": fw["cards"]}}
     text = (job / "PLAN.md").read_text(encoding="utf-8")
     assert f"Duo runs actor and rollout on {fw['cards']} card(s)." in text
-    for kind, role in (("actor", actor), ("rollout", rollout)):
+    for kind, role, speed in (("actor", actor, f"{actor['estimate']['tokens_per_card_s']:.0f}"),
+                              ("rollout", rollout, NOT_ESTIMATED)):
         assert (f"| duo | {kind} | {fw['cards']} | yes | {role['tp']} | {role['pp']} | {role['dp']} | "
                 f"{role['cp']} | {role['ep']} | {role['micro_batch_size']} | {role['recompute']} | - | "
-                f"{role['memory_per_card_gib']:.1f} of 58 |") in text
+                f"{role['memory_per_card_gib']:.1f} of 58 | {speed} |") in text
 
 
-def test_the_cards_are_the_peak_the_largest_role_needs(duo):
-    # Alone, the actor (TP 1, any PP) fits Qwen3-14B on 8 cards; the rollout engine (TP 2, no PP) needs 32, where
-    # the memory model finds its weights, gradients and states small enough. Colocated, both run on 32.
+def test_a_role_that_does_not_train_holds_weights_and_one_forward(duo):
+    # The rollout engine runs forward only: bf16 weights split by TP x PP, one layer's activations at its micro
+    # batch (nothing kept for a backward, so no recompute), the last stage's fp32 logits and the runtime overhead.
+    plan = json.loads(CliRunner().invoke(main, ["plan", str(_spec(duo)), "--json"]).stdout)
+    rollout = plan["frameworks"]["duo"]["roles"]["rollout"]
+    parts = rollout["memory_breakdown_gib"]
+    assert parts["gradients"] == parts["optimizer states"] == 0.0 and rollout["recompute"] == "none"
+    model = tables_module.load_tables().model("qwen3-14b")
+    tp, pp, tokens = rollout["tp"], rollout["pp"], 4096 * rollout["micro_batch_size"]
+    weights = 2.0 * model.params / (tp * pp)
+    # Sequence parallel (on at TP > 1) splits the norms' 4 hidden-sized tensors; TP splits q, k, v, the attention
+    # output and SwiGLU's 3 F-sized tensors.
+    layer = 2.0 * tokens * (4 * model.hidden + 2 * model.q_dim + 2 * model.kv_dim + 3 * model.ffn) / tp
+    logits = 4.0 * tokens * model.vocab / tp
+    assert rollout["memory_per_card_gib"] == pytest.approx((weights + layer + logits) / 2**30 + 3.0, abs=0.02)
+    assert parts["weights"] == pytest.approx(weights / 2**30, abs=0.01)
+
+
+def _with_roles(duo, monkeypatch, module: str, roles: str) -> None:
+    """The duo framework with `roles` (the plugin's RoleDef expressions after the actor's) in plugin `module`."""
+    frameworks = duo / "data" / "frameworks.yaml"
+    frameworks.write_text(frameworks.read_text(encoding="utf-8").replace("plugin: duo_roles_plugin",
+                                                                         f"plugin: {module}"), encoding="utf-8")
+    install_plugin(duo, monkeypatch, module, DUO_PLUGIN.replace("RoleDef(RoleKind.ROLLOUT)", roles))
+    clear_table_caches()
+
+
+def test_the_cards_are_the_peak_the_largest_role_needs(duo, monkeypatch):
+    # A critic trains: alone, the actor (TP 1, any PP) fits Qwen3-14B on 8 cards; the critic (TP 2, no PP) needs
+    # 32, where the memory model finds its weights, gradients and states small enough. Colocated, both run on 32,
+    # in turns: the framework's time is the two roles' added.
+    _with_roles(duo, monkeypatch, "duo_critic_plugin", "RoleDef(RoleKind.CRITIC)")
     result = CliRunner().invoke(main, ["plan", str(_spec(duo)), "--json"])
     assert result.exit_code == 0, result.stderr
     plan = json.loads(result.stdout)
     fw = plan["frameworks"]["duo"]
+    actor, critic = fw["roles"]["actor"], fw["roles"]["critic"]
     assert "duo: 32 cards, the peak its colocated roles need (8 for actor)" in plan["notes"]
-    assert fw["cards"] == plan["cards"] == fw["roles"]["actor"]["cards"] == fw["roles"]["rollout"]["cards"] == 32
-    assert (fw["roles"]["rollout"]["tp"], fw["roles"]["rollout"]["dp"]) == (2, 16)
+    assert fw["cards"] == plan["cards"] == actor["cards"] == critic["cards"] == 32
+    assert (critic["tp"], critic["dp"]) == (2, 16)
     assert fw["min_cards"]["value"] == 8  # the first role's own minimum (the memory model's)
+    assert critic["memory_breakdown_gib"]["gradients"] > 0 and critic["estimate"]["time_hours"] > 0
+    assert fw["estimate"]["time_hours"] == pytest.approx(actor["estimate"]["time_hours"]
+                                                         + critic["estimate"]["time_hours"], abs=0.01)
 
 
-def test_a_card_count_too_small_for_a_colocated_role_is_refused(duo):
+def test_a_card_count_too_small_for_a_colocated_role_is_refused(duo, monkeypatch):
+    _with_roles(duo, monkeypatch, "duo_critic_plugin", "RoleDef(RoleKind.CRITIC)")
     result = CliRunner().invoke(main, ["plan", str(_spec(duo, cards=8))])
-    assert result.exit_code == 2 and "cards: 8 cards: duo's rollout role shares them with actor and fits on no " \
+    assert result.exit_code == 2 and "cards: 8 cards: duo's critic role shares them with actor and fits on no " \
         "fewer than 32; use 32, or --force to try anyway" in result.stderr
     forced = CliRunner().invoke(main, ["plan", str(_spec(duo, cards=8)), "--json", "--force"])
     assert forced.exit_code == 0, forced.stderr
     plan = json.loads(forced.stdout)
-    assert plan["cards"] == plan["frameworks"]["duo"]["roles"]["rollout"]["cards"] == 8
-    assert any(warning.startswith("duo rollout: layout tp=2 pp=1") for warning in plan["warnings"])
+    assert plan["cards"] == plan["frameworks"]["duo"]["roles"]["critic"]["cards"] == 8
+    assert any(warning.startswith("duo critic: layout tp=2 pp=1") for warning in plan["warnings"])
 
 
 def test_a_role_on_cards_of_its_own_adds_them(duo, monkeypatch):
-    # The same roles, the rollout engine on cards of its own: the actor keeps its 8, the rollout takes 32, the
-    # framework 40 (5 nodes).
-    frameworks = duo / "data" / "frameworks.yaml"
-    frameworks.write_text(frameworks.read_text(encoding="utf-8").replace("plugin: duo_roles_plugin",
-                                                                         "plugin: duo_split_plugin"), encoding="utf-8")
-    install_plugin(duo, monkeypatch, "duo_split_plugin",
-                   DUO_PLUGIN.replace("RoleDef(RoleKind.ROLLOUT)", "RoleDef(RoleKind.ROLLOUT, colocated=False)"))
-    tables_module.load_tables.cache_clear()
+    # The critic on cards of its own: the actor keeps its 8, the critic takes 32, the framework 40 (5 nodes).
+    _with_roles(duo, monkeypatch, "duo_split_plugin", "RoleDef(RoleKind.CRITIC, colocated=False)")
     result = CliRunner().invoke(main, ["plan", str(_spec(duo)), "--json"])
     assert result.exit_code == 0, result.stderr
     plan = json.loads(result.stdout)
     fw = plan["frameworks"]["duo"]
-    actor, rollout = fw["roles"]["actor"], fw["roles"]["rollout"]
-    assert (actor["cards"], actor["colocated"], rollout["cards"], rollout["colocated"]) == (8, True, 32, False)
+    actor, critic = fw["roles"]["actor"], fw["roles"]["critic"]
+    assert (actor["cards"], actor["colocated"], critic["cards"], critic["colocated"]) == (8, True, 32, False)
     assert fw["cards"] == plan["cards"] == 40 and fw["nodes"] == plan["nodes"] == 5
     assert not any("the peak its colocated roles need" in note for note in plan["notes"])
 
@@ -196,13 +207,21 @@ def test_plan_and_candidates_show_each_role(duo):
     assert result.exit_code == 0, result.stderr
     assert "roles (colocated roles take turns" in result.stdout
     roles = [line.split() for line in result.stdout.split("roles (", 1)[1].splitlines() if line.startswith("duo ")]
-    assert [row[:5] for row in roles[:2]] == [["duo", "actor", "32", "yes", "1"], ["duo", "rollout", "32", "yes", "2"]]
+    assert [row[:5] for row in roles[:2]] == [["duo", "actor", "8", "yes", "1"], ["duo", "rollout", "8", "yes", "2"]]
+    assert " ".join(roles[1]).endswith(" not estimated (does not train)")
     assert "duo actor (" in result.stdout and "duo rollout (" in result.stdout
     data = json.loads(CliRunner().invoke(main, ["plan", str(_spec(duo)), "--json", "--candidates"]).stdout)
     by_role = {kind: [row for row in data["candidates"]["duo"] if row["role"] == kind] for kind in ("actor", "rollout")}
     assert all(row["layout"].startswith("tp=1 ") for row in by_role["actor"])
-    assert by_role["rollout"] and all(row["layout"].startswith("tp=2 pp=1 ") for row in by_role["rollout"])
+    # The rollout engine runs no backward: its search offers no recompute.
+    assert by_role["rollout"] and all(row["layout"].startswith("tp=2 pp=1 ") and
+                                      row["layout"].endswith(" recompute=none") and row["tokens_per_card_s"] == 0.0
+                                      for row in by_role["rollout"])
     assert [sum(row["chosen"] for row in rows) for rows in by_role.values()] == [1, 1]
+
+
+def test_the_two_role_plugin_meets_the_contract(duo, monkeypatch):
+    assert_meets_contract("duo", registry()["duo"], duo / "out", monkeypatch)
 
 
 def test_every_plugin_declares_its_paths_in_the_schema():

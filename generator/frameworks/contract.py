@@ -42,6 +42,12 @@ class RoleKind(str, Enum):
     CRITIC = "critic"
     SERVE = "serve"
 
+    @property
+    def trains(self) -> bool:
+        """Whether the role runs backward and an optimizer. A rollout engine, a frozen reference and a server only
+        run forward: no gradients, optimizer states or kept activations (memory.py), and no step-model time."""
+        return self in (RoleKind.TRAIN, RoleKind.ACTOR, RoleKind.CRITIC)
+
 
 @dataclass(frozen=True)
 class RoleDef:
