@@ -191,6 +191,22 @@ def test_a_framework_without_a_plugin_is_a_table_error(toy, plugin, message):
     assert not (toy / "out").exists()
 
 
+@pytest.mark.parametrize("source,error", [
+    ("raise RuntimeError('no NPU here')\n", "RuntimeError: no NPU here"),
+    ("def broken(:\n", "SyntaxError: "),
+])
+@pytest.mark.parametrize("frameworks", [["toy", "llama-factory"], ["llama-factory"]], ids=["listed", "unlisted"])
+def test_a_plugin_that_fails_to_import_is_a_table_error(toy, monkeypatch, source, error, frameworks):
+    # Any error of the module (not only ImportError) is the row's, and every command loads every plugin: a broken
+    # plugin fails a spec that does not list its framework too.
+    install_plugin(toy / "plugins", monkeypatch, "toy_plugin", source)
+    result = CliRunner().invoke(main, ["plan", str(_spec(toy, frameworks=frameworks))])
+    assert result.exit_code == 5, result.output + result.stderr
+    assert result.stderr.startswith(f"Error: frameworks.yaml toy: plugin: toy_plugin does not import ({error}"), \
+        result.stderr
+    assert "Traceback" not in result.output + result.stderr
+
+
 def test_a_plugin_writes_only_into_its_own_folder(toy):
     plugin = toy / "plugins" / "toy_plugin.py"
     plugin.write_text(plugin.read_text(encoding="utf-8").replace('{"toy/train.yaml":', '{"train.yaml":'),
