@@ -19,6 +19,7 @@ import click
 
 from . import __version__
 from .errors import SpecError, UserError, show, show_path
+from .facts import Accelerator
 from .frameworks import registry
 from .jobdir import MANIFEST
 from .plan import MadeFrom, Plan
@@ -331,13 +332,16 @@ def models(seq_len: int, as_json: bool) -> None:
         gen-launch models --seq-len 8192
     """
     try:
-        rows = minimum_table(_tables(), seq_len)
+        tables = _tables()
+        rows = minimum_table(tables, seq_len)
     except UserError as error:
         _fail(error, "generator/data")
     if as_json:
         click.echo(json.dumps(rows, indent=2))
         return
-    click.echo(environment().get_template("models.txt.j2").render(rows=rows, seq_len=seq_len), nl=False)
+    gpu = {name for hw in tables.hardware.values() if hw.accelerator == Accelerator.GPU for name in hw.frameworks}
+    click.echo(environment().get_template("models.txt.j2").render(
+        rows=rows, seq_len=seq_len, gpu_frameworks=[name for name in tables.frameworks if name in gpu]), nl=False)
 
 
 @main.command()
