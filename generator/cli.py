@@ -19,6 +19,7 @@ import click
 
 from . import __version__
 from .errors import SpecError, UserError, show, show_path
+from .facts import Accelerator
 from .frameworks import registry
 from .jobdir import MANIFEST
 from .plan import MadeFrom, Plan
@@ -31,7 +32,7 @@ from .schemafile import SCHEMA_NAME, current, schema_bytes, schema_ref, write_sc
 from .shell import quote
 from .spec import Spec, load_spec
 from .starter import starter_spec
-from .tables import METHODS, load_tables
+from .tables import METHODS, Tables, load_tables
 from .validate import validate as validate_job
 
 CONTEXT_SETTINGS = {"help_option_names": ["-h", "--help"], "max_content_width": 100}
@@ -56,9 +57,16 @@ def _load(spec_path: str, overrides: tuple[str, ...]) -> Spec:
         _fail(error, spec_path)
 
 
+def _tables() -> Tables:
+    """The data tables, with every framework's plugin loaded and checked: a broken plugin is a table error (exit 5)
+    whichever frameworks the spec lists (plugins otherwise load when first asked for)."""
+    registry()
+    return load_tables()
+
+
 def _resolve(spec: Spec, spec_path: str, made: MadeFrom) -> Plan:
     try:
-        return dataclasses.replace(resolve(spec, load_tables(), force=made.force), made_from=made)
+        return dataclasses.replace(resolve(spec, _tables(), force=made.force), made_from=made)
     except UserError as error:
         _fail(error, spec_path)
 
@@ -218,7 +226,7 @@ def plan(spec: str, overrides: tuple[str, ...], as_json: bool, show_candidates: 
     found = {}
     if show_candidates:
         try:
-            found = candidate_layouts(load_spec(spec, overrides), load_tables(), result)
+            found = candidate_layouts(load_spec(spec, overrides), _tables(), result)
         except UserError as error:
             _fail(error, spec)
     if as_json:
@@ -324,13 +332,16 @@ def models(seq_len: int, as_json: bool) -> None:
         gen-launch models --seq-len 8192
     """
     try:
-        rows = minimum_table(load_tables(), seq_len)
+        tables = _tables()
+        rows = minimum_table(tables, seq_len)
     except UserError as error:
         _fail(error, "generator/data")
     if as_json:
         click.echo(json.dumps(rows, indent=2))
         return
-    click.echo(environment().get_template("models.txt.j2").render(rows=rows, seq_len=seq_len), nl=False)
+    gpu = {name for hw in tables.hardware.values() if hw.accelerator == Accelerator.GPU for name in hw.frameworks}
+    click.echo(environment().get_template("models.txt.j2").render(
+        rows=rows, seq_len=seq_len, gpu_frameworks=[name for name in tables.frameworks if name in gpu]), nl=False)
 
 
 @main.command()
@@ -355,7 +366,7 @@ def init(model: str, method: str, hardware: str, out_file: Path | None, schema_d
     spec_dir = out_file.parent if out_file is not None else Path()
     schema_dir = spec_dir if schema_dir is None else schema_dir
     try:
-        tables = load_tables()
+        tables = _tables()
         text = starter_spec(tables, environment(), model, method, hardware, schema_ref(schema_dir, spec_dir))
     except UserError as error:
         _fail(error, "init")

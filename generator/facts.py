@@ -89,9 +89,14 @@ def check_choice(where: str, key: str, value, choices) -> None:
         raise TableError(f"{where}: {key} {value!r} is not one of {allowed(names)}")
 
 
+def is_number(value) -> bool:
+    """An int or a float, and not a bool (which Python counts as an int: `true` is no number of gigabytes)."""
+    return isinstance(value, int | float) and not isinstance(value, bool)
+
+
 def check_share(where: str, key: str, value) -> None:
     """A share of a peak (an efficiency, an MFU): the time model divides by it, and above 1 is beyond the peak."""
-    if isinstance(value, bool) or not isinstance(value, int | float) or not 0 < value <= 1:
+    if not is_number(value) or not 0 < value <= 1:
         raise TableError(f"{where}: {key} {value!r} must be a number in (0, 1]")
 
 

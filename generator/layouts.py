@@ -358,9 +358,10 @@ def _global_batch(ctx: Context, mbs: int, dp: int, pp: int, cards: int) -> tuple
 def _layout(ctx: Context, shape: Parallel, source: str) -> Layout:
     """`shape` with its memory estimate, as the plan states it."""
     rank = ctx.adapter.rank if ctx.adapter else 0
-    job = MemoryJob(ctx.model, ctx.spec.method, ctx.fw.memory, ctx.spec.seq_len, rank, ctx.fw.overhead_gb,
-                    ctx.spec.quantization_bit, ctx.activations, ctx.fw.kbit_fp32, ctx.optimizer_shard,
-                    ctx.role_kind.trains)
+    job = MemoryJob(model=ctx.model, method=ctx.spec.method, scheme=ctx.fw.memory, seq_len=ctx.spec.seq_len,
+                    lora_rank=rank, overhead_gb=ctx.fw.overhead_gb, quant_bits=ctx.spec.quantization_bit,
+                    activations=ctx.activations, kbit_fp32=ctx.fw.kbit_fp32, optimizer_shard=ctx.optimizer_shard,
+                    trains=ctx.role_kind.trains)
     memory = estimate(job, shape)
     return Layout(**{f.name: getattr(shape, f.name) for f in fields(Parallel)}, framework=ctx.fw.name, memory=memory,
                   usable_gb=ctx.usable_gb, usable_cap=ctx.usable_cap, optimizer_shard=ctx.optimizer_shard,

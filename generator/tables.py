@@ -26,6 +26,7 @@ from .facts import (
     ThroughputModel,
     check_choice,
     check_share,
+    is_number,
     parse_columns,
     typed,
 )
@@ -487,6 +488,18 @@ class Tables:
         return [r for r in self.min_cards if r.model == model and r.framework == framework]
 
 
+def _check_preset(preset: Preset, number: int, models: dict, hardware: dict, frameworks: dict) -> Preset:
+    """A preset names a framework, model, methods and hardware row the tables hold: one naming another would never
+    match a job, and be dropped without a word."""
+    where = f"presets.yaml preset {number} ({preset.model} {'/'.join(preset.methods)})"
+    check_choice(where, "framework", preset.framework, frameworks)
+    check_choice(where, "model", preset.model, models)
+    check_choice(where, "hardware", preset.hardware, hardware)
+    for method in preset.methods:
+        check_choice(where, "methods", method, frameworks[preset.framework].methods)
+    return preset
+
+
 def _typed_row(cls, row: dict, where: str):
     names = {f.name for f in fields(cls)}
     unknown = set(row) - names
@@ -579,14 +592,25 @@ def _load_yaml(name: str):
     return yaml.safe_load((DATA_DIR / name).read_text(encoding="utf-8"))
 
 
-def _load_min_cards(path: Path) -> tuple[MinCardsRow, ...]:
+# min_cards.csv's columns besides one per hardware row (the header names those, and hardware.yaml must know them)
+MIN_CARDS_KEYS = ("model", "strategy", "seq_len", "framework", "confidence")
+
+
+def _load_min_cards(path: Path, hardware: dict[str, Hardware]) -> tuple[MinCardsRow, ...]:
     rows = []
     with path.open(encoding="utf-8", newline="") as handle:
         lines = [(n, line) for n, line in enumerate(handle, start=1) if not line.startswith("#")]
     reader = csv.DictReader(line for _, line in lines)
+    header, where = list(reader.fieldnames or ()), f"min_cards.csv line {lines[0][0] if lines else 1}"
+    missing = [key for key in MIN_CARDS_KEYS if key not in header]
+    if missing:
+        raise TableError(f"{where}: the header lacks {', '.join(missing)}")
+    columns = [name for name in header if name not in MIN_CARDS_KEYS]
+    for name in columns:
+        check_choice(where, "hardware column", name, hardware)
     for (number, _), rec in zip(lines[1:], reader):
         where = f"min_cards.csv line {number}"
-        cards = {hw: (None if rec[hw].strip() == "-" else _count(where, hw, rec[hw])) for hw in ("snt9b", "snt9b23")}
+        cards = {hw: (None if (rec[hw] or "").strip() == "-" else _count(where, hw, rec[hw])) for hw in columns}
         methods = tuple(rec["strategy"].split("/"))
         for method in methods:
             check_choice(where, "strategy", method, METHODS)
@@ -695,7 +719,7 @@ def _load_framework(r: dict) -> Framework:
     for size in r.get("ep_divides", ()):
         check_choice(where, "ep_divides", size, EpDimension)
     _check_throughput(where, r.get("throughput"))
-    if not isinstance(r.get("overhead_gb"), int | float) or r["overhead_gb"] < 0:
+    if not is_number(r.get("overhead_gb")) or r["overhead_gb"] < 0:
         raise TableError(f"{where}: overhead_gb {r.get('overhead_gb')!r} must be a number >= 0")
     for model, info in (r.get("models") or {}).items():
         if columns:
@@ -744,12 +768,13 @@ def load_tables() -> Tables:
         frameworks[fw.name] = fw
     presets_doc = _load_yaml("presets.yaml")
     presets = tuple(
-        _typed_row(Preset, {**presets_doc["defaults"], **p, "methods": tuple(p["methods"]),
-                            "num_layer_list": tuple(p["num_layer_list"]) if p.get("num_layer_list") else None},
-                   "presets.yaml")
-        for p in presets_doc["presets"])
+        _check_preset(_typed_row(Preset, {**presets_doc["defaults"], **p, "methods": tuple(p["methods"]),
+                                          "num_layer_list": tuple(p["num_layer_list"]) if p.get("num_layer_list")
+                                          else None}, "presets.yaml"), number, models, hardware, frameworks)
+        for number, p in enumerate(presets_doc["presets"], start=1))
     tables = Tables(models=models, hardware=hardware, frameworks=frameworks,
-                    min_cards=_load_min_cards(DATA_DIR / "min_cards.csv"), presets=presets, recipes=_load_recipes(),
+                    min_cards=_load_min_cards(DATA_DIR / "min_cards.csv", hardware), presets=presets,
+                    recipes=_load_recipes(),
                     aliases=aliases, base_ids=base_ids, hardware_names=_hardware_names(hardware),
                     unplanned_hardware=_unplanned(hardware_doc.get("unplanned", ()), hardware))
     _check_registry(tables)

@@ -67,6 +67,7 @@ LABELS = {"learning_rate": "learning rate (peak)", "min_learning_rate": "min lea
           "lora.rank": "LoRA rank", "lora.alpha": "LoRA alpha", "lora.dropout": "LoRA dropout",
           "lora.targets": "LoRA targets", "placeholder_steps": "steps written (placeholder)",
           "placeholder_samples": "training samples written (placeholder)"}
+LABEL_WIDTH = max(len(label) for label in LABELS.values())  # the plan text's label column: every label fits
 
 
 def _stated(t: Training) -> dict[str, tuple[str, str]]:

@@ -56,6 +56,20 @@ def test_plan_text_and_json():
     assert data["cards"] == 16 and data["frameworks"]["mindformers"]["tp"] == 4
 
 
+def test_plan_text_recipe_rows_line_up(spec_file):
+    # The label column was 26 wide: "steps written (placeholder)" pushed its value one column right.
+    spec = {"job": "j", "model": "qwen3-8b", "method": "lora", "seq_len": 4096, "hardware": "snt9b",
+            "frameworks": ["mindspeed-llm", "llama-factory"]}
+    lines = run("plan", str(spec_file(spec)), catch_exceptions=False).output.splitlines()
+    recipe = lines[lines.index("training recipe (every framework, unless a row names the frameworks that use its "
+                               "value):") + 1:]
+    recipe = recipe[:recipe.index("")]
+    assert any(line.startswith("  steps written (placeholder) ") for line in recipe)
+    # Every value (and a continuation row's) starts in the column of the steps row's value, after a space.
+    column = next(line for line in recipe if line.startswith("  steps ")).index("unknown")
+    assert [line for line in recipe if line[column - 1] != " " or line[column] == " "] == []
+
+
 def test_render_writes_plan_files_with_headers(tmp_path):
     result = run("render", EXAMPLE, "-o", tmp_path, catch_exceptions=False)
     assert result.exit_code == 0, result.output

@@ -161,6 +161,14 @@ def test_the_plan_states_the_disk_mindspeed_checkpoints_fill(spec_file, given):
     assert len(said) == 1 and "10 checkpoints of about 105 GiB, 1.0 TiB" in said[0], said
 
 
+def test_mindspeed_checkpoint_size_is_known_for_every_method():
+    # The checkpoint note's bytes per parameter was a dict of three methods: any other was a KeyError at plan time.
+    from generator.frameworks.mindspeed_llm.planning import checkpoint_bytes_per_param
+    from generator.tables import METHODS
+    assert {method: checkpoint_bytes_per_param(method) for method in METHODS} == \
+        {"full": 14, "lora": 2, "qlora": 2, "pretrain": 14}
+
+
 def test_lora_section_needs_an_adapter_method():
     from generator.errors import SpecError
     from generator.resolve import resolve

@@ -149,6 +149,22 @@ def test_a_framework_without_a_plugin_is_a_table_error(toy, plugin, message):
     assert not (toy / "out").exists()
 
 
+@pytest.mark.parametrize("source,error", [
+    ("raise RuntimeError('no NPU here')\n", "RuntimeError: no NPU here"),
+    ("def broken(:\n", "SyntaxError: "),
+])
+@pytest.mark.parametrize("frameworks", [["toy", "llama-factory"], ["llama-factory"]], ids=["listed", "unlisted"])
+def test_a_plugin_that_fails_to_import_is_a_table_error(toy, monkeypatch, source, error, frameworks):
+    # Any error of the module (not only ImportError) is the row's, and every command loads every plugin: a broken
+    # plugin fails a spec that does not list its framework too.
+    install_plugin(toy / "plugins", monkeypatch, "toy_plugin", source)
+    result = CliRunner().invoke(main, ["plan", str(_spec(toy, frameworks=frameworks))])
+    assert result.exit_code == 5, result.output + result.stderr
+    assert result.stderr.startswith(f"Error: frameworks.yaml toy: plugin: toy_plugin does not import ({error}"), \
+        result.stderr
+    assert "Traceback" not in result.output + result.stderr
+
+
 def test_a_plugin_writes_only_into_its_own_folder(toy):
     plugin = toy / "plugins" / "toy_plugin.py"
     plugin.write_text(plugin.read_text(encoding="utf-8").replace('{"toy/train.yaml":', '{"train.yaml":'),
@@ -200,9 +216,23 @@ def test_the_plugins_validate_options_are_distinct():
 # ----------------------------------------------------------------------------------------------------------------
 # Outside generator/frameworks/, no module names a framework in its code (comments and docstrings may)
 
-FRAMEWORK_NAMES = re.compile(r"mind-?formers|mind-?speed|llama[-_ ]?factory", re.I)
-CORE = sorted(p.relative_to(Path(generator.__file__).parent).as_posix()
-              for p in Path(generator.__file__).parent.rglob("*.py") if "frameworks" not in p.parts)
+# Names of frameworks that are no registry row's: a plugin not yet registered (verl), the libraries and launchers
+# one framework stands on (MindSpore and its msrun, MindSpeed, Megatron-LM). The memory schemes' names (megatron-fp32,
+# deepspeed) are the core's own vocabulary.
+ALIASES = ("verl", "msrun", "mindspore", "mindspeed", "megatron[-_ ]?lm")
+
+
+def framework_names(names) -> re.Pattern:
+    """Every registry name, spelled with -, _, a space or no separator, and the ALIASES."""
+    spelled = ["[-_ ]?".join(map(re.escape, re.split(r"[-_ ]", name))) for name in names]
+    return re.compile("|".join([*spelled, *ALIASES]), re.I)
+
+
+FRAMEWORK_NAMES = framework_names(registry())
+PACKAGE = Path(generator.__file__).parent
+CORE = sorted(p.relative_to(PACKAGE).as_posix() for p in PACKAGE.rglob("*.py") if "frameworks" not in p.parts)
+# The core templates (a framework's own are in templates/<framework>/)
+CORE_TEMPLATES = sorted(p.name for p in (PACKAGE.parent / "templates").glob("*.j2"))
 
 
 def code_words(source: str) -> list[tuple[int, str]]:
@@ -227,8 +257,28 @@ def test_code_words_leave_out_comments_and_docstrings_only():
     assert [word for _, word in code_words(source) if FRAMEWORK_NAMES.search(word)] == ['"mindspeed-llm"']
 
 
+def test_the_names_grep_every_spelling():
+    words = ["LLaMA-Factory", "llamafactory-cli", "llama_factory", "MindSpeed-LLM", "mindspeed_llm", "MindFormers",
+             "verl", "msrun", "MindSpore", "Megatron-LM", "toy"]
+    assert [w for w in words if not framework_names(["llama-factory", "mindspeed-llm", "mindformers", "toy"])
+            .search(w)] == []
+    assert not FRAMEWORK_NAMES.search("megatron-fp32 megatron_distopt deepspeed torch")
+
+
 @pytest.mark.parametrize("module", CORE)
 def test_the_core_names_no_framework(module):
-    source = (Path(generator.__file__).parent / module).read_text(encoding="utf-8")
+    source = (PACKAGE / module).read_text(encoding="utf-8")
     named = [f"l. {line}: {word}" for line, word in code_words(source) if FRAMEWORK_NAMES.search(word)]
     assert not named, f"generator/{module} names a framework: {named}"
+
+
+def template_text(source: str) -> str:
+    """A template without its Jinja comments (a rule's upstream source may name its framework there)."""
+    return re.sub(r"\{#.*?#\}", lambda m: "\n" * m.group().count("\n"), source, flags=re.S)
+
+
+@pytest.mark.parametrize("template", CORE_TEMPLATES)
+def test_the_core_templates_name_no_framework(template):
+    lines = template_text((PACKAGE.parent / "templates" / template).read_text(encoding="utf-8")).splitlines()
+    named = [f"l. {n}: {line.strip()}" for n, line in enumerate(lines, start=1) if FRAMEWORK_NAMES.search(line)]
+    assert not named, f"templates/{template} names a framework: {named}"

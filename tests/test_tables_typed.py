@@ -115,6 +115,28 @@ BAD_EDITS = {
         "min_cards.csv", "mixtral-8x7b,full,4096/8192,mindspeed-llm,16,-,medium\n",
         "mixtral-8x7b,sft,4096/8192,mindspeed-llm,16,-,medium\n",
         "min_cards.csv line 86: strategy 'sft' is not one of full, lora, qlora, pretrain"),
+    # A hardware column is the header's, and a hardware.yaml row (the loader named two, and a renamed one was a
+    # KeyError traceback).
+    "min-cards-hardware-column": (
+        "min_cards.csv", "model,strategy,seq_len,framework,snt9b,snt9b23,confidence\n",
+        "model,strategy,seq_len,framework,snt9bb,snt9b23,confidence\n",
+        "min_cards.csv line 7: hardware column 'snt9bb' is not one of snt9b, snt9b23, rtx3090, rtx4090, a800, h800"),
+    # A preset naming what the tables do not hold never matched a job, and was dropped without a word.
+    "preset-framework": (
+        "presets.yaml", "defaults: {framework: mindformers,", "defaults: {framework: mindformerz,",
+        ("presets.yaml preset 1 (qwen3-32b full): framework 'mindformerz' is not one of mindformers, mindspeed-llm, "
+         "llama-factory")),
+    "preset-model": (
+        "presets.yaml", "  - {model: qwen3-32b,  methods: [full],", "  - {model: qwen3-23b,  methods: [full],",
+        ("presets.yaml preset 1 (qwen3-23b full): model 'qwen3-23b' is not one of " + ", ".join(TABLES.models))),
+    "preset-hardware": (
+        "presets.yaml", "hardware: snt9b, seq_len: 4096", "hardware: 910b, seq_len: 4096",
+        ("presets.yaml preset 1 (qwen3-32b full): hardware '910b' is not one of snt9b, snt9b23, rtx3090, rtx4090, "
+         "a800, h800")),
+    # A bool is no number (Python counts it as an int).
+    "overhead-bool": (
+        "frameworks.yaml", "    overhead_gb: 3.0\n", "    overhead_gb: true\n",
+        "frameworks.yaml mindformers: overhead_gb True must be a number >= 0"),
     # The columns: blocks of models.yaml and hardware.yaml: declared keys, declared types, declared ranges.
     "model-undeclared-key": (
         "models.yaml", "{name: qwen3-8b, hf_id: Qwen/Qwen3-8B, layers: 36,",

@@ -10,22 +10,17 @@ from ..errors import TableError
 from ..tables import Framework, Tables, load_tables
 from .contract import Plugin
 
-_BUILT: dict[int, tuple[Tables, dict[str, Plugin]]] = {}  # the registry of the tables last loaded
+_built: tuple[Tables, dict[str, Plugin]] | None = None  # the registry of the tables last loaded
 
 
 def registry() -> dict[str, Plugin]:
     """Every framework of the tables, by name, in the tables' order: one dict for as long as the same tables are
     loaded (tables loaded anew, as tests with other data do, get their own)."""
+    global _built
     tables = load_tables()
-    built = _BUILT.get(0)
-    if built is None or built[0] is not tables:
-        built = _BUILT[0] = (tables, {name: plugin_of(row) for name, row in tables.frameworks.items()})
-    return built[1]
-
-
-def plugin(name: str) -> Plugin:
-    """The plugin of the framework `name` (a name the tables hold)."""
-    return plugin_of(load_tables().frameworks[name])
+    if _built is None or _built[0] is not tables:
+        _built = (tables, {name: plugin_of(row) for name, row in tables.frameworks.items()})
+    return _built[1]
 
 
 def plugin_of(row: Framework) -> Plugin:
@@ -38,8 +33,9 @@ def plugin_of(row: Framework) -> Plugin:
 def _load(name: str, module_name: str) -> Plugin:
     try:
         module = importlib.import_module(module_name)
-    except ImportError as exc:
-        raise TableError(f"frameworks.yaml {name}: plugin: {module_name} does not import ({exc})") from None
+    except Exception as exc:  # any error of the module's code is the row's (a SyntaxError, a RuntimeError)
+        raise TableError(f"frameworks.yaml {name}: plugin: {module_name} does not import "
+                         f"({type(exc).__name__}: {exc})") from None
     found = getattr(module, "PLUGIN", None)
     if not isinstance(found, Plugin) or found.name != name:
         raise TableError(f"frameworks.yaml {name}: plugin: {module_name} has no PLUGIN = Plugin({name!r}, ...) "

@@ -36,6 +36,7 @@ from ..plan import Plan
 from ..record import PLAN_JSON, RecordError, read_record
 from ..resources import resource_dir
 from ..shell import quote
+from ..training import LABEL_WIDTH as RECIPE_LABEL_WIDTH
 from ..training import rows as recipe_rows
 from ..yamlvalue import yaml_value
 from . import core
@@ -54,6 +55,7 @@ def environment() -> jinja2.Environment:
     env.filters["yaml"] = yaml_value
     env.filters["duration"] = duration
     env.globals["recipe_rows"] = recipe_rows
+    env.globals["recipe_label_width"] = RECIPE_LABEL_WIDTH
     return env
 
 

@@ -7,14 +7,17 @@ import math
 from ...errors import Problem
 from ...plan import Layout
 from ...spec import Spec
-from ...tables import Model
+from ...tables import Model, trains_adapters
 from ...training import Training
 from ..base import DefaultPlanning
 from ..contract import PathDefault
 
-# Bytes per parameter of one MindSpeed-LLM checkpoint: bf16 weights, plus the distributed optimizer's fp32 master
-# weights and two Adam moments when every weight trains; LoRA saves the frozen model with its small adapters.
-CHECKPOINT_BYTES_PER_PARAM = {"full": 2 + 12, "pretrain": 2 + 12, "lora": 2}
+
+def checkpoint_bytes_per_param(method: str) -> int:
+    """Bytes per parameter of one MindSpeed-LLM checkpoint, for every method: bf16 weights, plus the distributed
+    optimizer's fp32 master weights and two Adam moments when every weight trains; an adapter method saves the
+    frozen model with its small adapters."""
+    return 2 if trains_adapters(method) else 2 + 12
 
 
 class Planning(DefaultPlanning):
@@ -50,7 +53,7 @@ class Planning(DefaultPlanning):
         count = math.ceil(recipe.steps / recipe.save_every_steps)  # and one at the end (training.py)
         if count <= recipe.keep_checkpoints:
             return None
-        one = model.params * CHECKPOINT_BYTES_PER_PARAM[spec.method] / 2 ** 30
+        one = model.params * checkpoint_bytes_per_param(spec.method) / 2 ** 30
         return (f"mindspeed-llm keeps every checkpoint (Megatron has no keep-N option): {count} checkpoints of about "
                 f"{one:,.0f} GiB, {count * one / 1024:,.1f} TiB in all, in its save folder; "
                 f"train.keep_checkpoints ({recipe.keep_checkpoints}) limits the other frameworks only. Delete old "
