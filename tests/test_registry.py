@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 import yaml
 from click.testing import CliRunner
-from helpers import add_framework, assert_meets_contract, clear_table_caches
+from helpers import add_framework, assert_meets_contract, clear_table_caches, install_plugin
 
 import generator
 from generator import tables as tables_module
