@@ -177,6 +177,23 @@ def test_the_toy_plugin_checks_its_own_files(toy):
                                                result.output), result.output
 
 
+def test_the_search_space_words_its_own_choice(toy):
+    # Issue 24: the core printed the ZeRO-order note for every framework on the deepspeed memory scheme; the note is
+    # the search space's, so a plugin on that scheme with a space of its own gets its own words, or none.
+    plugin = toy / "plugins" / "toy_plugin.py"
+    own_space = ("class OwnChoice(type(ZERO_STAGES)):\n"
+                 "    def choice_note(self, best, rejected):\n"
+                 "        return f'toy chose {best.deepspeed_label}'\n\n\n"
+                 "class Planning(DefaultPlanning):\n    def space(self, role):\n        return OwnChoice()\n")
+    text = plugin.read_text(encoding="utf-8")
+    plugin.write_text(text.replace("class Planning(DefaultPlanning):\n    def space(self, role):\n"
+                                   "        return ZERO_STAGES\n", own_space), encoding="utf-8")
+    result = CliRunner().invoke(main, ["plan", str(_spec(toy, frameworks=["toy"])), "--json"])
+    assert result.exit_code == 0, result.output + result.stderr
+    notes = json.loads(result.output)["notes"]
+    assert "toy: toy chose ZeRO-0" in notes and not any("examples/deepspeed" in n for n in notes), notes
+
+
 @pytest.mark.parametrize("plugin,message", [
     ("no_such_toy_plugin", "frameworks.yaml toy: plugin: no_such_toy_plugin does not import"),
     ("json", "frameworks.yaml toy: plugin: json has no PLUGIN = Plugin('toy', ...)"),

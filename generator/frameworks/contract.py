@@ -25,7 +25,7 @@ if TYPE_CHECKING:  # the core's types, which import nothing from here at run tim
     from ..checks.job import Job, Result
     from ..context import Context
     from ..errors import Problem
-    from ..plan import Layout, Plan
+    from ..plan import Layout, Plan, Rejected
     from ..spec import Spec
     from ..tables import Model
     from ..training import Training
@@ -79,6 +79,11 @@ class SearchSpace(Protocol):
 
     def label(self, structure: Structure) -> str:
         """The structure as the rejected list names it."""
+        ...
+
+    def choice_note(self, best: Layout, rejected: list[Rejected]) -> str | None:
+        """Why the search chose `best` over the lighter structures `rejected` holds, in the framework's words
+        (None: the plan's rejected list says enough)."""
         ...
 
 
