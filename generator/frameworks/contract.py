@@ -88,6 +88,16 @@ class SearchSpace(Protocol):
 
 
 @dataclass(frozen=True)
+class MemoryInputs:
+    """What the framework's upstream recipe for a model sets that the memory model reads (the defaults: nothing)."""
+
+    usable_cap_gb: float | None = None  # usable memory per card it caps below the hardware's (None: no cap)
+    usable_cap_source: str = ""  # that cap's setting and upstream file, in words
+    optimizer_shard: int | None = None  # the optimizer-state shard size where it shards them (-1: whole DP group)
+    mtp_layers: int = 0  # multi-token-prediction layers it trains
+
+
+@dataclass(frozen=True)
 class PathDefault:
     """A path the framework reads, as the plan writes it when the spec does not give it: a placeholder to edit, or
     derived from the spec's `derived_from` path when the spec gives that one."""
@@ -182,6 +192,10 @@ class Planning(Protocol):
 
     def recipe_refusals(self, recipe: Training) -> list[Problem]:
         """What the pinned version cannot express of `recipe` (the recipe it trains with), at the spec key."""
+        ...
+
+    def memory_inputs(self, ctx: Context) -> MemoryInputs:
+        """What its upstream recipe for ctx.model sets that the memory model reads (from its facts, ctx.info)."""
         ...
 
     def layout_notes(self, ctx: Context, layout: Layout) -> list[str]:
