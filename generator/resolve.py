@@ -305,9 +305,10 @@ def _recipe(spec: Spec, model: Model, tables: Tables, plans: dict[str, Framework
     thinking = any(own.chat_template_fact and plans[name].info.get(own.chat_template_fact) == THINKING_TEMPLATE
                    for name, own in planning.items())
     if "enable_thinking" in spec.train and spec.method != "pretrain" and not thinking:
-        how = "; ".join(plugin_of(row).planning.thinking_template for row in tables.frameworks.values())
+        how = "; ".join(own.thinking_template for own in planning.values() if own.thinking_template)
         raise SpecError.at("train.enable_thinking", f"applies to Qwen3's chat template only, which no planned "
-                                                    f"framework applies to {model.name} ({how}); leave it out")
+                                                    f"framework applies to {model.name}"
+                                                    f"{f' ({how})' if how else ''}; leave it out")
     defaults = tables.recipes[spec.method]
 
     def resolved(chosen: RecipeDefaults) -> Training:
@@ -534,11 +535,9 @@ def _general_notes(spec: Spec, model: Model, tables: Tables, plans: dict[str, Fr
         notes.extend(f"{name} counts whole epochs: {own.whole_epochs_key} is {math.ceil(spec.epochs)} for the "
                      f"spec's {spec.epochs:g}" for name, own in planning.items() if own.whole_epochs_key)
     if spec.method == "pretrain":
-        # Every framework of the tables, by name from the last (the order this note has always had).
-        starts = [plugin_of(row).planning.pretrain_weights
-                  for _, row in sorted(tables.frameworks.items(), reverse=True)]
+        starts = ", ".join(own.pretrain_weights for own in planning.values() if own.pretrain_weights)
         notes.append(f"continued pretraining: every framework starts from the HuggingFace weights in "
-                     f"paths.model_dir ({', '.join(start for start in starts if start)}), so the recipe's defaults "
+                     f"paths.model_dir{f' ({starts})' if starts else ''}, so the recipe's defaults "
                      f"are each framework's continued-pretraining ones; gen-launch does not plan pretraining from "
                      f"random weights")
     multi = [name for name, fp in plans.items() if fp.layout.nodes > 1]
