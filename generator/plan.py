@@ -8,6 +8,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 
 from .dataset import DataShape
+from .frameworks.contract import RoleKind
 from .memory import MemoryBreakdown, optimizer_shard_groups
 from .parallel import Parallel
 from .tables import Model
@@ -129,7 +130,7 @@ class Role:
     own layout, memory estimate and time. Colocated roles share the framework's cards in turns; the others have
     their own."""
 
-    kind: str
+    kind: RoleKind
     layout: Layout
     estimate: Estimate
     colocated: bool = True
@@ -186,7 +187,7 @@ class FrameworkPlan:
 
     def with_primary(self, **changes) -> FrameworkPlan:
         """This plan with its first role changed (its layout, estimate or choice)."""
-        kind = self.primary.kind
+        kind = self.primary.kind.value
         return replace(self, roles={**self.roles, kind: replace(self.primary, **changes)})
 
     def to_json(self) -> dict:

@@ -279,19 +279,19 @@ def _with_roles(ctx: Context, tables: Tables, fp: FrameworkPlan, notes: list[str
         largest = max(needs, key=lambda kind: needs[kind])
         if not ctx.force:
             raise SpecError.at("cards", f"{ctx.spec.cards} cards: {name}'s {largest} role shares them with "
-                                        f"{fp.primary.kind} and fits on no fewer than {peak}; use {peak}, or --force "
-                                        f"to try anyway")
+                                        f"{fp.primary.kind.value} and fits on no fewer than {peak}; use {peak}, or "
+                                        f"--force to try anyway")
         peak = fp.layout.cards
     if peak > fp.layout.cards:  # the first role moves to the cards the largest colocated role needs
         notes.append(f"{name}: {peak} cards, the peak its colocated roles need ({fp.layout.cards} for "
-                     f"{fp.primary.kind})")
-        layout, estimate = laid_out(RoleDef(RoleKind(fp.primary.kind)), peak)
+                     f"{fp.primary.kind.value})")
+        layout, estimate = laid_out(RoleDef(fp.primary.kind), peak)
         fp = fp.with_primary(layout=layout, estimate=estimate,
                              choice=_choice(replace(ctx, spec=replace(ctx.spec, cards=peak)), layout, estimate))
     roles = dict(fp.roles)
     for role in defs:
         layout, estimate = laid_out(role, peak if role.colocated else None)
-        roles[role.kind.value] = Role(role.kind.value, layout, estimate, role.colocated,
+        roles[role.kind.value] = Role(role.kind, layout, estimate, role.colocated,
                                       _choice(replace(ctx, role=role.kind), layout, estimate))
     return replace(fp, roles=roles)
 
@@ -509,7 +509,7 @@ def _resolve_framework(ctx: Context, tables: Tables):
     notes.extend(ctx.planning.layout_notes(ctx, layout))
     first = ctx.planning.roles(ctx.spec.method)[0]
     fplan = FrameworkPlan(name=ctx.fw.name, label=ctx.fw.label,
-                          roles={first.kind.value: Role(first.kind.value, layout, est, first.colocated)},
+                          roles={first.kind.value: Role(first.kind, layout, est, first.colocated)},
                           min_cards=minimum,
                           forced=forced, info=info, upstream=upstream, flash_attn=ctx.fw.flash_attn)
     return fplan, rejected, notes, warnings

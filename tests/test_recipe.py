@@ -628,7 +628,8 @@ def test_the_pretraining_note_names_the_planned_frameworks_in_the_plans_order():
     # Issue 24: the note named every framework of the tables, by name from the last, planned or not.
     plan, _ = render_job(T, model="qwen3-8b", method="pretrain", cards=16, global_batch_size=512,
                          frameworks=["mindspeed-llm", "mindformers"], data={"total_tokens": 10 ** 9})
-    starts = {"mindformers": "MindFormers through pretrained_model_dir", "mindspeed-llm": "MindSpeed-LLM after convert_ckpt.sh"}
+    starts = {"mindformers": "MindFormers through pretrained_model_dir",
+              "mindspeed-llm": "MindSpeed-LLM after convert_ckpt.sh"}
     assert sorted(plan.frameworks) == sorted(starts)
     assert f"paths.model_dir ({', '.join(starts[name] for name in plan.frameworks)}), so" in \
         next(n for n in plan.notes if n.startswith("continued pretraining: every framework starts")), plan.notes
