@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from .frameworks import plugin_of
-from .frameworks.contract import Planning, RoleKind, SearchSpace
+from .frameworks.contract import MemoryInputs, Planning, RoleKind, SearchSpace
 from .spec import Pins, Spec
 from .tables import Framework, Hardware, Model, RecipeDefaults
 from .training import Adapter
@@ -62,32 +62,34 @@ class Context:
         return self.fw.activations[self.info["decoder"]]
 
     @property
+    def memory_inputs(self) -> MemoryInputs:
+        """What the framework's upstream recipe for this model sets that the memory model reads (its plugin says)."""
+        return self.planning.memory_inputs(self)
+
+    @property
     def usable_gb(self) -> float:
-        """What a card may use: the hardware's usable memory, or less where the framework's upstream config for this
-        model caps it (MindFormers' context.max_device_memory, which the plan then writes)."""
-        cap = self.info.get("max_device_memory")
-        return min(self.hw.usable_gb, cap["gb"]) if cap else self.hw.usable_gb
+        """What a card may use: the hardware's usable memory, or less where the framework's upstream recipe for this
+        model caps it (the plan then writes the cap)."""
+        cap = self.memory_inputs.usable_cap_gb
+        return self.hw.usable_gb if cap is None else min(self.hw.usable_gb, cap)
 
     @property
     def usable_cap(self) -> str:
         """The upstream setting that caps usable_gb below the hardware's, in words; empty where none does."""
-        cap = self.info.get("max_device_memory")
-        if cap and cap["gb"] < self.hw.usable_gb:
-            return f"max_device_memory {cap['gb']:g}GB of upstream's {cap['source']}"
+        inputs = self.memory_inputs
+        if inputs.usable_cap_gb is not None and inputs.usable_cap_gb < self.hw.usable_gb:
+            return inputs.usable_cap_source
         return ""
 
     @property
     def optimizer_shard(self) -> int | None:
-        """MindSpore's optimizer_weight_shard_size where the model's upstream recipe turns the parallel optimizer on
-        (-1: each parameter's whole data-parallel group); None where it stays off."""
-        config = self.info.get("parallel_optimizer")
-        return None if config is None else config.get("optimizer_weight_shard_size", -1)
+        """The optimizer-state shard size where the framework's recipe shards them; None where it does not."""
+        return self.memory_inputs.optimizer_shard
 
     @property
     def mtp_layers(self) -> int:
-        """Multi-token-prediction layers this framework trains (MindFormers keeps DeepSeek-V3's from its
-        config.json; MindSpeed-LLM's fine-tuning recipes leave them out)."""
-        return self.model.mtp_layers if self.info.get("trains_mtp") else 0
+        """Multi-token-prediction layers this framework trains."""
+        return self.memory_inputs.mtp_layers
 
     def pin_path(self, key: str) -> str:
         return f"layout.{self.fw.name}.{key}"

@@ -62,8 +62,9 @@ def choose_layout(ctx: Context, tables: Tables, cards: int, notes: list[str], wa
     _validate_pins(ctx, cards)
     best, closest, rejected = _search_at_target(ctx, cards)
     if best is not None:
-        if ctx.fw.deepspeed:
-            notes.append(deepspeed_reason(best, rejected))
+        note = ctx.space.choice_note(best, rejected)
+        if note:
+            notes.append(note)
         return best, rejected
     tried = cards  # the largest count searched
     if ctx.spec.cards is None and not ctx.pinned:
@@ -307,14 +308,6 @@ def rate(ctx: Context, layout: Layout | None) -> Throughput:
                                f"generation-rate model yet", is_estimate=True)
     return throughput(ctx.model, ctx.spec.method, ctx.spec.seq_len, ctx.fw, ctx.hw, ctx.spec.tokens_per_card_s,
                       layout)
-
-
-def deepspeed_reason(layout: Layout, rejected: list[Rejected]) -> str:
-    """Why the plan's DeepSpeed setting: the lightest that fits, and what the lighter ones would need."""
-    lighter = [f"{r.layout} {r.reason}" for r in rejected if r.framework == layout.framework]
-    return (f"DeepSpeed {layout.deepspeed_label}: the lightest setting that fits ({layout.memory.total:.1f} GiB per "
-            f"card), trying none (one card), ZeRO-0, ZeRO-2, ZeRO-3, then ZeRO-3 + offload as upstream's "
-            f"examples/deepspeed offer them" + (f"; {'; '.join(lighter)}" if lighter else ""))
 
 
 def no_accumulation(ctx: Context, cards: int) -> bool:

@@ -8,6 +8,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 
 from .dataset import DataShape
+from .frameworks.contract import RoleKind
 from .memory import MemoryBreakdown, optimizer_shard_groups
 from .parallel import Parallel
 from .tables import Model
@@ -129,12 +130,16 @@ class Role:
     own layout, memory estimate and time. Colocated roles share the framework's cards in turns; the others have
     their own."""
 
-    kind: str
+    kind: RoleKind
     layout: Layout
     estimate: Estimate
     colocated: bool = True
     choice: str = ""  # why this layout, against the runner-up
-    trains: bool = True  # False: it only runs forward, and its estimate has no time (contract.py RoleKind.trains)
+
+    @property
+    def trains(self) -> bool:
+        """False: it only runs forward, and its estimate has no time (contract.py RoleKind.trains)."""
+        return self.kind.trains
 
     def to_json(self) -> dict:
         return {**_layout_json(self.layout), "colocated": self.colocated, "estimate": _estimate_json(self.estimate),
@@ -212,7 +217,7 @@ class FrameworkPlan:
 
     def with_primary(self, **changes) -> FrameworkPlan:
         """This plan with its first role changed (its layout, estimate or choice)."""
-        kind = self.primary.kind
+        kind = self.primary.kind.value
         return replace(self, roles={**self.roles, kind: replace(self.primary, **changes)})
 
     def to_json(self) -> dict:

@@ -286,20 +286,20 @@ def _with_roles(ctx: Context, tables: Tables, fp: FrameworkPlan, notes: list[str
         largest = max(needs, key=lambda kind: needs[kind])
         if not ctx.force:
             raise SpecError.at("cards", f"{ctx.spec.cards} cards: {name}'s {largest} role shares them with "
-                                        f"{fp.primary.kind} and fits on no fewer than {peak}; use {peak}, or --force "
-                                        f"to try anyway")
+                                        f"{fp.primary.kind.value} and fits on no fewer than {peak}; use {peak}, or "
+                                        f"--force to try anyway")
         peak = fp.layout.cards
     if peak > fp.layout.cards:  # the first role moves to the cards the largest colocated role needs
         notes.append(f"{name}: {peak} cards, the peak its colocated roles need ({fp.layout.cards} for "
-                     f"{fp.primary.kind})")
-        layout, estimate = laid_out(RoleDef(RoleKind(fp.primary.kind)), peak)
+                     f"{fp.primary.kind.value})")
+        layout, estimate = laid_out(RoleDef(fp.primary.kind), peak)
         fp = fp.with_primary(layout=layout, estimate=estimate,
                              choice=_choice(replace(ctx, spec=replace(ctx.spec, cards=peak)), layout, estimate))
     roles = dict(fp.roles)
     for role in defs:
         layout, estimate = laid_out(role, peak if role.colocated else None)
-        roles[role.kind.value] = Role(role.kind.value, layout, estimate, role.colocated,
-                                      _choice(replace(ctx, role=role.kind), layout, estimate), role.kind.trains)
+        roles[role.kind.value] = Role(role.kind, layout, estimate, role.colocated,
+                                      _choice(replace(ctx, role=role.kind), layout, estimate))
     return replace(fp, roles=roles)
 
 
@@ -312,9 +312,10 @@ def _recipe(spec: Spec, model: Model, tables: Tables, plans: dict[str, Framework
     thinking = any(own.chat_template_fact and plans[name].info.get(own.chat_template_fact) == THINKING_TEMPLATE
                    for name, own in planning.items())
     if "enable_thinking" in spec.train and spec.method != "pretrain" and not thinking:
-        how = "; ".join(plugin_of(row).planning.thinking_template for row in tables.frameworks.values())
+        how = "; ".join(own.thinking_template for own in planning.values() if own.thinking_template)
         raise SpecError.at("train.enable_thinking", f"applies to Qwen3's chat template only, which no planned "
-                                                    f"framework applies to {model.name} ({how}); leave it out")
+                                                    f"framework applies to {model.name}"
+                                                    f"{f' ({how})' if how else ''}; leave it out")
     defaults = tables.recipes[spec.method]
 
     def resolved(chosen: RecipeDefaults) -> Training:
@@ -515,8 +516,7 @@ def _resolve_framework(ctx: Context, tables: Tables):
     notes.extend(ctx.planning.layout_notes(ctx, layout))
     first = ctx.planning.roles(ctx.spec.method)[0]
     fplan = FrameworkPlan(name=ctx.fw.name, label=ctx.fw.label,
-                          roles={first.kind.value: Role(first.kind.value, layout, est, first.colocated,
-                                                         trains=first.kind.trains)},
+                          roles={first.kind.value: Role(first.kind, layout, est, first.colocated)},
                           min_cards=minimum,
                           forced=forced, info=info, upstream=upstream, flash_attn=ctx.fw.flash_attn)
     return fplan, rejected, notes, warnings
@@ -542,11 +542,9 @@ def _general_notes(spec: Spec, model: Model, tables: Tables, plans: dict[str, Fr
         notes.extend(f"{name} counts whole epochs: {own.whole_epochs_key} is {math.ceil(spec.epochs)} for the "
                      f"spec's {spec.epochs:g}" for name, own in planning.items() if own.whole_epochs_key)
     if spec.method == "pretrain":
-        # Every framework of the tables, by name from the last (the order this note has always had).
-        starts = [plugin_of(row).planning.pretrain_weights
-                  for _, row in sorted(tables.frameworks.items(), reverse=True)]
+        starts = ", ".join(own.pretrain_weights for own in planning.values() if own.pretrain_weights)
         notes.append(f"continued pretraining: every framework starts from the HuggingFace weights in "
-                     f"paths.model_dir ({', '.join(start for start in starts if start)}), so the recipe's defaults "
+                     f"paths.model_dir{f' ({starts})' if starts else ''}, so the recipe's defaults "
                      f"are each framework's continued-pretraining ones; gen-launch does not plan pretraining from "
                      f"random weights")
     multi = [name for name, fp in plans.items() if fp.layout.nodes > 1]

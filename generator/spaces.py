@@ -9,6 +9,7 @@ from itertools import product
 
 from .context import Context
 from .frameworks.contract import Structure
+from .plan import Layout, Rejected
 
 RECOMPUTE = ("none", "selective", "full")
 TP_CHOICES = (1, 2, 4, 8, 16)
@@ -50,3 +51,6 @@ class GridSpace:
         if structure.ep > 1:
             parts.append(f"ep={structure.ep}")
         return " ".join(parts)
+
+    def choice_note(self, best: Layout, rejected: list[Rejected]) -> str | None:
+        return None

@@ -632,6 +632,17 @@ def test_continued_pretraining_takes_each_frameworks_own_recipe():
         yaml.safe_load(given["mindformers/train.yaml"])["lr_schedule"]["learning_rate"] == 2.0e-5
 
 
+def test_the_pretraining_note_names_the_planned_frameworks_in_the_plans_order():
+    # Issue 24: the note named every framework of the tables, by name from the last, planned or not.
+    plan, _ = render_job(T, model="qwen3-8b", method="pretrain", cards=16, global_batch_size=512,
+                         frameworks=["mindspeed-llm", "mindformers"], data={"total_tokens": 10 ** 9})
+    starts = {"mindformers": "MindFormers through pretrained_model_dir",
+              "mindspeed-llm": "MindSpeed-LLM after convert_ckpt.sh"}
+    assert sorted(plan.frameworks) == sorted(starts)
+    assert f"paths.model_dir ({', '.join(starts[name] for name in plan.frameworks)}), so" in \
+        next(n for n in plan.notes if n.startswith("continued pretraining: every framework starts")), plan.notes
+
+
 def test_thinking_for_a_job_no_framework_applies_it_to_says_why():
     # Issue 23 item 6: a MindFormers-only Qwen3 job was told Qwen3 is "not Qwen3's chat template".
     from generator.errors import SpecError
@@ -639,4 +650,5 @@ def test_thinking_for_a_job_no_framework_applies_it_to_says_why():
     with pytest.raises(SpecError) as caught:
         resolve(make_spec(cards=8, frameworks=["mindformers"], method="lora", train={"enable_thinking": False}), T)
     assert "which no planned framework applies to qwen3-8b" in str(caught.value)
-    assert "MindFormers writes the Alpaca prompt" in str(caught.value)
+    # Issue 24: it names the planned frameworks' templates only (it listed every framework of the tables).
+    assert "qwen3-8b (MindFormers writes the Alpaca prompt); leave it out" in str(caught.value)

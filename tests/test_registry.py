@@ -135,6 +135,40 @@ def test_the_toy_plugin_checks_its_own_files(toy):
                                                result.output), result.output
 
 
+def test_the_search_space_words_its_own_choice(toy):
+    # Issue 24: the core printed the ZeRO-order note for every framework on the deepspeed memory scheme; the note is
+    # the search space's, so a plugin on that scheme with a space of its own gets its own words, or none.
+    plugin = toy / "plugins" / "toy_plugin.py"
+    own_space = ("class OwnChoice(type(ZERO_STAGES)):\n"
+                 "    def choice_note(self, best, rejected):\n"
+                 "        return f'toy chose {best.deepspeed_label}'\n\n\n"
+                 "class Planning(DefaultPlanning):\n    def space(self, role):\n        return OwnChoice()\n")
+    text = plugin.read_text(encoding="utf-8")
+    plugin.write_text(text.replace("class Planning(DefaultPlanning):\n    def space(self, role):\n"
+                                   "        return ZERO_STAGES\n", own_space), encoding="utf-8")
+    result = CliRunner().invoke(main, ["plan", str(_spec(toy, frameworks=["toy"])), "--json"])
+    assert result.exit_code == 0, result.output + result.stderr
+    notes = json.loads(result.output)["notes"]
+    assert "toy: toy chose ZeRO-0" in notes and not any("examples/deepspeed" in n for n in notes), notes
+
+
+def test_the_plugin_states_its_memory_inputs(toy):
+    # Issue 24: the core read one framework's facts by key (max_device_memory, parallel_optimizer, trains_mtp); a
+    # plugin now states its memory inputs through Planning.memory_inputs, and the plan budgets with them.
+    plugin = toy / "plugins" / "toy_plugin.py"
+    hook = ("    def memory_inputs(self, ctx):\n"
+            "        from generator.frameworks.contract import MemoryInputs\n"
+            "        return MemoryInputs(usable_cap_gb=40.0, usable_cap_source='toy caps at 40GB')\n\n"
+            "    def space(self, role):\n")
+    text = plugin.read_text(encoding="utf-8")
+    plugin.write_text(text.replace("    def space(self, role):\n", hook, 1), encoding="utf-8")
+    result = CliRunner().invoke(main, ["plan", str(_spec(toy)), "--json"])
+    assert result.exit_code == 0, result.output + result.stderr
+    frameworks = json.loads(result.output)["frameworks"]
+    assert frameworks["toy"]["usable_gib"] == 40.0 and frameworks["toy"]["usable_cap"] == "toy caps at 40GB"
+    assert frameworks["llama-factory"]["usable_gib"] == 58.0 and "usable_cap" not in frameworks["llama-factory"]
+
+
 @pytest.mark.parametrize("plugin,message", [
     ("no_such_toy_plugin", "frameworks.yaml toy: plugin: no_such_toy_plugin does not import"),
     ("json", "frameworks.yaml toy: plugin: json has no PLUGIN = Plugin('toy', ...)"),

@@ -370,3 +370,12 @@ def test_a_time_budget_prefers_card_counts_that_tile_the_batch():
     assert "llama-factory: time budget: 40, 48, 56 cards passed over: no layout there tiles the global batch of " \
            "128" in plan.notes
     assert plan.frameworks["llama-factory"].estimate.time_hours <= 10
+
+
+def test_a_role_kind_is_typed_and_plan_json_keeps_its_name():
+    # Issue 24: Role.kind was a str the resolver turned back into a RoleKind; it is the RoleKind, written as its name.
+    from generator.frameworks.contract import RoleKind
+    plan = resolve(make_spec(cards=8, frameworks=["mindspeed-llm"], method="lora"), T)
+    fp = plan.frameworks["mindspeed-llm"]
+    assert fp.primary.kind is RoleKind.TRAIN and list(fp.roles) == ["train"]
+    assert list(fp.to_json()["roles"]) == ["train"] and "kind" not in fp.to_json()["roles"]["train"]

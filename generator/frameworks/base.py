@@ -12,7 +12,7 @@ from ..spaces import GridSpace
 from ..spec import Spec
 from ..tables import Model
 from ..training import Training
-from .contract import PathDefault, RoleDef, RoleKind, SearchSpace
+from .contract import MemoryInputs, PathDefault, RoleDef, RoleKind, SearchSpace
 
 GRID = GridSpace()
 
@@ -43,6 +43,9 @@ class DefaultPlanning:
 
     def recipe_refusals(self, recipe: Training) -> list[Problem]:
         return []
+
+    def memory_inputs(self, ctx: Context) -> MemoryInputs:
+        return MemoryInputs()
 
     def layout_notes(self, ctx: Context, layout: Layout) -> list[str]:
         return []

@@ -25,7 +25,7 @@ if TYPE_CHECKING:  # the core's types, which import nothing from here at run tim
     from ..checks.job import Job, Result
     from ..context import Context
     from ..errors import Problem
-    from ..plan import FrameworkPlan, Layout, Plan, RunLength
+    from ..plan import FrameworkPlan, Layout, Plan, Rejected, RunLength
     from ..spec import Spec
     from ..tables import Model
     from ..training import Training
@@ -86,6 +86,21 @@ class SearchSpace(Protocol):
     def label(self, structure: Structure) -> str:
         """The structure as the rejected list names it."""
         ...
+
+    def choice_note(self, best: Layout, rejected: list[Rejected]) -> str | None:
+        """Why the search chose `best` over the lighter structures `rejected` holds, in the framework's words
+        (None: the plan's rejected list says enough)."""
+        ...
+
+
+@dataclass(frozen=True)
+class MemoryInputs:
+    """What the framework's upstream recipe for a model sets that the memory model reads (the defaults: nothing)."""
+
+    usable_cap_gb: float | None = None  # usable memory per card it caps below the hardware's (None: no cap)
+    usable_cap_source: str = ""  # that cap's setting and upstream file, in words
+    optimizer_shard: int | None = None  # the optimizer-state shard size where it shards them (-1: whole DP group)
+    mtp_layers: int = 0  # multi-token-prediction layers it trains
 
 
 @dataclass(frozen=True)
@@ -183,6 +198,10 @@ class Planning(Protocol):
 
     def recipe_refusals(self, recipe: Training) -> list[Problem]:
         """What the pinned version cannot express of `recipe` (the recipe it trains with), at the spec key."""
+        ...
+
+    def memory_inputs(self, ctx: Context) -> MemoryInputs:
+        """What its upstream recipe for ctx.model sets that the memory model reads (from its facts, ctx.info)."""
         ...
 
     def layout_notes(self, ctx: Context, layout: Layout) -> list[str]:

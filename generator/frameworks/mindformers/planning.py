@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import math
 
+from ...context import Context
 from ...plan import FrameworkPlan, Layout, Plan, RunLength
 from ...tables import Model
 from ..base import DefaultPlanning
-from ..contract import PathDefault
+from ..contract import MemoryInputs, PathDefault
 
 
 class Planning(DefaultPlanning):
@@ -27,6 +28,17 @@ class Planning(DefaultPlanning):
     whole_epochs_key = "runner_config.epochs"
     unshared_storage_refusal = ("MindFormers refuses to slice the weights (auto_trans_ckpt) into an output_dir that "
                                 "not every node reads unless SHARED_PATHS names it (trainer/trainer.py l. 1487-1499)")
+
+    def memory_inputs(self, ctx: Context) -> MemoryInputs:
+        # Its facts for the model (frameworks.yaml): the recipe's context.max_device_memory caps what a card may use
+        # (the plan then writes it); its parallel optimizer shards the states; it keeps DeepSeek-V3's MTP layers
+        # from config.json, where MindSpeed-LLM's fine-tuning recipes leave them out.
+        cap, optimizer = ctx.info.get("max_device_memory"), ctx.info.get("parallel_optimizer")
+        return MemoryInputs(
+            usable_cap_gb=cap["gb"] if cap else None,
+            usable_cap_source=f"max_device_memory {cap['gb']:g}GB of upstream's {cap['source']}" if cap else "",
+            optimizer_shard=None if optimizer is None else optimizer.get("optimizer_weight_shard_size", -1),
+            mtp_layers=ctx.model.mtp_layers if ctx.info.get("trains_mtp") else 0)
 
     def path_defaults(self, output_dir: str, model: Model, layout: Layout) -> dict[str, PathDefault]:
         return {"mindformers_dir": PathDefault("/path/to/mindformers")}
