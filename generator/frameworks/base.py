@@ -3,7 +3,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 
 from ..context import Context
 from ..errors import Problem
@@ -12,7 +13,7 @@ from ..spaces import GridSpace
 from ..spec import Spec
 from ..tables import Model
 from ..training import Training
-from .contract import MemoryInputs, PathDefault, RoleDef, RoleKind, SearchSpace
+from .contract import CheckOption, Launcher, MemoryInputs, PathDefault, RoleDef, RoleKind, SearchSpace
 
 GRID = GridSpace()
 
@@ -58,3 +59,15 @@ class DefaultPlanning:
 
     def run_length(self, plan: Plan, fp: FrameworkPlan) -> RunLength | None:
         return None
+
+
+@dataclass(frozen=True)
+class ModuleOutput:
+    """An output side made of a plugin's module functions (contract.py Output): its renderer, its PLAN.md section,
+    its per-file check, and the validate options and launchers it declares."""
+
+    render: Callable
+    plan_section: Callable
+    check: Callable
+    options: tuple[CheckOption, ...] = ()
+    launchers: tuple[Launcher, ...] = ()  # none: its commands.txt runs gen-launch's launch.sh

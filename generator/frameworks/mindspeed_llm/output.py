@@ -2,17 +2,8 @@
 
 from __future__ import annotations
 
-from ..contract import CheckOption, Launcher
+from ..base import ModuleOutput
 from .render import plan_section, render
 from .validate import check
 
-
-class Output:
-    options: tuple[CheckOption, ...] = ()
-    launchers: tuple[Launcher, ...] = ()  # its commands.txt runs gen-launch's launch.sh
-    render = staticmethod(render)
-    plan_section = staticmethod(plan_section)
-    check = staticmethod(check)
-
-
-OUTPUT = Output()
+OUTPUT = ModuleOutput(render=render, plan_section=plan_section, check=check)
