@@ -35,8 +35,10 @@ def visible_devices(fp: FrameworkPlan) -> str:
 
 
 def launch_context(plan: Plan, fp: FrameworkPlan, path_keys: list[str], overrides_to: str | None = None,
-                   fixed_keys: tuple[str, ...] = (), sets_devices: bool = False, reads_json: bool = False) -> dict:
+                   fixed_keys: tuple[str, ...] = (), sets_devices: bool = False, reads_json: bool = False,
+                   overrides_source: str = "") -> dict:
     """The shared prologue's values; `overrides_to`: the program that takes the words after "--" (None: none),
+    `overrides_source`: where that program joins and splits them again (its upstream file and line),
     `fixed_keys`: the keys no word after "--" may set (launch.sh's own checks read their rendered values);
     `sets_devices`: export the node's first devices when the environment names none; `reads_json`: the script reads
     JSON files at run time (the json_* helpers)."""
@@ -55,6 +57,7 @@ def launch_context(plan: Plan, fp: FrameworkPlan, path_keys: list[str], override
         "used_paths": [(key, plan.paths[key].value) for key in path_keys],
         "passes_overrides": overrides_to is not None,
         "overrides_to": overrides_to,
+        "overrides_source": overrides_source,
         "fixed_keys": fixed_keys,
         "device_env": DEVICE_ENV[plan.accelerator],
         "device_rule": DEVICE_RULE[plan.accelerator][0],
