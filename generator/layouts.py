@@ -303,6 +303,9 @@ def candidates(ctx: Context, cards: int) -> tuple[list[Layout], Layout | None, l
 def rate(ctx: Context, layout: Layout | None) -> Throughput:
     """Tokens/s per card of `layout` (None: before a layout is chosen) by the framework's rate model. A role that
     does not train has none (0: communication alone ranks its layouts)."""
+    own = ctx.planning.rate(ctx, layout)
+    if own is not None:
+        return own
     if not ctx.role_kind.trains:
         return Throughput(0.0, f"not estimated: {ctx.role_kind.value} does not train; gen-launch has no "
                                f"generation-rate model yet", is_estimate=True)
@@ -355,7 +358,7 @@ def _layout(ctx: Context, shape: Parallel, source: str) -> Layout:
                     lora_rank=rank, overhead_gb=ctx.fw.overhead_gb, quant_bits=ctx.spec.quantization_bit,
                     activations=ctx.activations, kbit_fp32=ctx.fw.kbit_fp32, optimizer_shard=ctx.optimizer_shard,
                     trains=ctx.role_kind.trains)
-    memory = estimate(job, shape)
+    memory = ctx.planning.memory(ctx, shape) or estimate(job, shape)
     return Layout(**{f.name: getattr(shape, f.name) for f in fields(Parallel)}, framework=ctx.fw.name, memory=memory,
                   usable_gb=ctx.usable_gb, usable_cap=ctx.usable_cap, optimizer_shard=ctx.optimizer_shard,
                   deepspeed=ctx.fw.deepspeed, source=source)

@@ -8,7 +8,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 
 from .dataset import DataShape
-from .frameworks.contract import RoleKind
+from .frameworks.contract import RoleKind, Settings
 from .memory import MemoryBreakdown, optimizer_shard_groups
 from .parallel import Parallel
 from .tables import Model
@@ -179,6 +179,7 @@ class FrameworkPlan:
     upstream: str | None = None  # the upstream file a renderer follows
     flash_attn: str | None = None  # the attention kernel setting its config names (LLaMA-Factory flash_attn)
     run: RunLength | None = None  # its own run length, where its plugin decides one (Planning.run_length)
+    settings: Settings | None = None  # its files' own values, where its plugin decides them (Planning.settings)
 
     @property
     def primary(self) -> Role:
@@ -229,6 +230,7 @@ class FrameworkPlan:
             **_layout_settings(self.layout),
             "roles": {kind: role.to_json() for kind, role in self.roles.items()},
             "run": None if self.run is None else self.run.to_json(),
+            **({} if self.settings is None else {"settings": self.settings.to_json()}),
         }
 
 

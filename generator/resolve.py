@@ -133,8 +133,12 @@ def resolve(spec: Spec, tables: Tables, force: bool = False) -> Plan:
                 quantization_bit=spec.quantization_bit,
                 train=recipe, recipes=recipes, version=__version__,
                 data_rows=spec.samples if spec.method != "pretrain" else None)
-    # A framework that counts its run in its own terms decides them here, from the finished plan it renders.
-    return replace(plan, frameworks={name: replace(fp, run=planning[name].run_length(plan.for_framework(name), fp))
+    # A framework that counts its run in its own terms decides them here, from the finished plan it renders, and so
+    # does one whose files hold values of their own (Planning.settings).
+    plans = {name: replace(fp, run=planning[name].run_length(plan.for_framework(name), fp))
+             for name, fp in plans.items()}
+    plan = replace(plan, frameworks=plans)
+    return replace(plan, frameworks={name: replace(fp, settings=planning[name].settings(plan.for_framework(name), fp))
                                      for name, fp in plans.items()})
 
 

@@ -8,12 +8,15 @@ from dataclasses import dataclass
 
 from ..context import Context
 from ..errors import Problem
+from ..memory import MemoryBreakdown
+from ..parallel import Parallel
 from ..plan import FrameworkPlan, Layout, Plan, RunLength
 from ..spaces import GridSpace
 from ..spec import Spec
 from ..tables import Model
+from ..throughput import Throughput
 from ..training import Training
-from .contract import CheckOption, Launcher, MemoryInputs, PathDefault, RoleDef, RoleKind, SearchSpace
+from .contract import CheckOption, Launcher, MemoryInputs, PathDefault, RoleDef, RoleKind, SearchSpace, Settings
 
 GRID = GridSpace()
 
@@ -58,6 +61,15 @@ class DefaultPlanning:
         return {}
 
     def run_length(self, plan: Plan, fp: FrameworkPlan) -> RunLength | None:
+        return None
+
+    def memory(self, ctx: Context, shape: Parallel) -> MemoryBreakdown | None:
+        return None
+
+    def rate(self, ctx: Context, layout: Layout | None) -> Throughput | None:
+        return None
+
+    def settings(self, plan: Plan, fp: FrameworkPlan) -> Settings | None:
         return None
 
 

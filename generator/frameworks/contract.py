@@ -25,9 +25,12 @@ if TYPE_CHECKING:  # the core's types, which import nothing from here at run tim
     from ..checks.job import Job, Result
     from ..context import Context
     from ..errors import Problem
+    from ..memory import MemoryBreakdown
+    from ..parallel import Parallel
     from ..plan import FrameworkPlan, Layout, Plan, Rejected, RunLength
     from ..spec import Spec
     from ..tables import Model
+    from ..throughput import Throughput
     from ..training import Training
 
 
@@ -219,6 +222,35 @@ class Planning(Protocol):
     def run_length(self, plan: Plan, fp: FrameworkPlan) -> RunLength | None:
         """How long it trains in its own terms, where it counts them itself (None: the plan's steps as they are);
         `plan` is as plan.for_framework(<name>) gives it. The resolver keeps it on `fp.run`."""
+        ...
+
+    def memory(self, ctx: Context, shape: Parallel) -> MemoryBreakdown | None:
+        """Memory per card of ctx.role_kind's phase at `shape`, where the plugin models it itself (a rollout
+        engine's KV cache, an offloaded reference); None: the core's scheme (frameworks.yaml memory)."""
+        ...
+
+    def rate(self, ctx: Context, layout: Layout | None) -> Throughput | None:
+        """Tokens/s per card of ctx.role_kind where the plugin has its own figure (a published measurement; a
+        Throughput of 0 says none is published, and the plan then gives no time); None: the core's rate model."""
+        ...
+
+    def settings(self, plan: Plan, fp: FrameworkPlan) -> Settings | None:
+        """The values its files hold beyond the core's layout and recipe, each with its source, decided from the
+        finished plan (as plan.for_framework(<name>) gives it); None: none. The resolver keeps them on
+        `fp.settings` (plan.json frameworks.<name>.settings); a value the spec asks for that the framework would
+        refuse raises SpecError at the spec's key."""
+        ...
+
+
+class Settings(Protocol):
+    """A plugin's own values on the plan (Planning.settings)."""
+
+    def to_json(self) -> dict:
+        """Its plan.json form."""
+        ...
+
+    def rows(self) -> list[tuple[str, str, str]]:
+        """(key, value as its file writes it, source) for PLAN.md."""
         ...
 
 

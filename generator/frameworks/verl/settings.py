@@ -1,0 +1,80 @@
+"""What a verl job's files hold beyond the core's layout and recipe, as the resolver decides it (planning.py) and the
+renderer writes it (render.py): every Hydra override with its source, the environment the launch exports, and the
+data-preparation and model-merge steps. One value, one source: a value the files hold is one of these, shown on
+plan.json (frameworks.verl.settings) and PLAN.md."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+Scalar = bool | int | float | str | None
+Value = Scalar | tuple[Scalar, ...]
+
+
+@dataclass(frozen=True)
+class Setting:
+    """One value: `key` as its reader names it (a Hydra key of verl 0.7.0's config, `+key` for one outside its
+    schema; an environment variable; a data-prep or merge option), the value in the type its reader declares, and
+    where it came from ("upstream <file> l. N", "spec rl.n", "plan: <what>", "derived: <how>")."""
+
+    key: str
+    value: Value
+    source: str
+
+    def to_json(self) -> dict:
+        value = list(self.value) if isinstance(self.value, tuple) else self.value
+        return {"key": self.key, "value": value, "source": self.source}
+
+
+@dataclass(frozen=True)
+class VerlSettings:
+    """The values of one verl job's files (contract.py Planning.settings)."""
+
+    entry: str  # the module `python3 -m` runs: verl.trainer.main_ppo, or DAPO's recipe.dapo.main_dapo
+    config: str  # the config it composes: a key of checks.ENTRIES ("ppo": ppo_trainer, "dapo": dapo_trainer)
+    upstream: str  # the upstream example script the overrides follow, with its commit
+    overrides: tuple[Setting, ...]  # every Hydra override, in upstream's order
+    environment: tuple[Setting, ...]  # the variables launch exports on every node
+    prepare: tuple[Setting, ...]  # the data-preparation step's options (prepare_data.py)
+    merge: tuple[Setting, ...]  # the model-merge step's options (verl.model_merger)
+    nnodes: int
+    gpus_per_node: int
+
+    def override_lines(self) -> list[str]:
+        """The overrides as Hydra reads them on the command line: `key=value`, one a line."""
+        return [f"{item.key}={hydra_value(item.value)}" for item in self.overrides]
+
+    def value(self, key: str) -> Value:
+        """The value of one override (KeyError: the plan has no such override)."""
+        return next(item.value for item in self.overrides if item.key.lstrip("+") == key.lstrip("+"))
+
+    def to_json(self) -> dict:
+        return {"entry": self.entry, "config": self.config, "upstream": self.upstream,
+                "nnodes": self.nnodes, "gpus_per_node": self.gpus_per_node,
+                **{name: [item.to_json() for item in getattr(self, name)]
+                   for name in ("overrides", "environment", "prepare", "merge")}}
+
+    def rows(self) -> list[tuple[str, str, str]]:
+        """(key, value as written, source) of every override, for PLAN.md."""
+        return [(item.key, hydra_value(item.value), item.source) for item in self.overrides]
+
+
+def hydra_value(value: Value) -> str:
+    """`value` in Hydra's override grammar, read back as the same value and type: True/False, integers, floats,
+    null, lists, and every string quoted (so "1e-6", "true" or "null" stay strings) with backslashes and quotes
+    escaped, and `${` escaped so OmegaConf does not resolve it as an interpolation."""
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "True" if value else "False"
+    if isinstance(value, int):
+        return str(value)
+    if isinstance(value, float):
+        if not math.isfinite(value):
+            raise ValueError(f"a Hydra override takes finite numbers, not {value!r}")
+        return repr(value)
+    if isinstance(value, tuple):
+        return "[" + ",".join(hydra_value(item) for item in value) + "]"
+    escaped = value.replace("\\", "\\\\").replace("'", "\\'").replace("${", "\\${")
+    return f"'{escaped}'"
