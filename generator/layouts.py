@@ -357,11 +357,11 @@ def _layout(ctx: Context, shape: Parallel, source: str) -> Layout:
     job = MemoryJob(model=ctx.model, method=ctx.spec.method, scheme=ctx.fw.memory, seq_len=ctx.spec.seq_len,
                     lora_rank=rank, overhead_gb=ctx.fw.overhead_gb, quant_bits=ctx.spec.quantization_bit,
                     activations=ctx.activations, kbit_fp32=ctx.fw.kbit_fp32, optimizer_shard=ctx.optimizer_shard,
-                    trains=ctx.role_kind.trains)
+                    trains=ctx.role_kind.trains, expert_tp=ctx.fw.expert_tp)
     memory = ctx.planning.memory(ctx, shape) or estimate(job, shape)
     return Layout(**{f.name: getattr(shape, f.name) for f in fields(Parallel)}, framework=ctx.fw.name, memory=memory,
                   usable_gb=ctx.usable_gb, usable_cap=ctx.usable_cap, optimizer_shard=ctx.optimizer_shard,
-                  deepspeed=ctx.fw.deepspeed, source=source)
+                  expert_tp=ctx.fw.expert_tp, deepspeed=ctx.fw.deepspeed, source=source)
 
 
 def smallest_fit(ctx: Context) -> int:

@@ -114,6 +114,9 @@ class MemoryJob:
     # data-parallel group); megatron-fp32 only
     optimizer_shard: int | None = None
     trains: bool = True  # False: the role only runs forward (contract.py RoleKind.trains), estimated by `_forward`
+    # The routed experts split over TP as well as EP (expert TP = TP: Megatron core_v0.12.1 parallel_state.py
+    # l. 694-695); False: over EP only, TP folded into their data parallel (MindFormers; frameworks.yaml expert_tp)
+    expert_tp: bool = True
 
 
 @dataclass(frozen=True)
@@ -150,21 +153,35 @@ def estimate(job: MemoryJob, shape: Parallel) -> MemoryBreakdown:
                key=lambda m: m.total)
 
 
-def optimizer_shard_groups(shape: Parallel, shard_size: int) -> tuple[int, int]:
+def expert_tp_size(shape: Parallel, expert_tp: bool) -> int:
+    """How many ways tensor parallelism splits each routed expert: TP where expert TP = TP (MemoryJob.expert_tp),
+    else 1."""
+    return shape.tp if expert_tp else 1
+
+
+def expert_data_parallel(shape: Parallel, expert_tp: bool) -> int:
+    """The routed experts' data-parallel group: the cards of a pipeline stage that hold the same expert slice,
+    world / (expert TP x EP x PP), CP included (Megatron core_v0.12.1 parallel_state.py l. 696-699; MindFormers'
+    MoE device matrix (DP x TP / EP x CP, EP), training_graph/device_matrix.py l. 220-230)."""
+    return max(1, shape.cards // (shape.pp * shape.ep * expert_tp_size(shape, expert_tp)))
+
+
+def optimizer_shard_groups(shape: Parallel, shard_size: int, expert_tp: bool) -> tuple[int, int]:
     """(dense, expert): how many ways MindSpore's parallel optimizer splits the AdamW states of a non-expert and of
     an expert parameter. Each parameter is split over the cards of its stage that hold the same slice of it (its
     data-parallel group: TensorLayout::GenerateOptShardSliceShape multiplies the device dimensions its tensor map
-    leaves out): DP x CP for the TP-split dense weights, DP x CP x TP / EP for the EP-split experts (as
-    `expert_dp` below). optimizer_weight_shard_size caps the group where it divides it, and does not take effect
-    where it does not (MindSpore 2.10.0 context.py l. 1099-1105); -1 takes the whole group."""
+    leaves out): DP x CP for the TP-split dense weights, `expert_data_parallel` for the experts (DP x CP x TP / EP
+    where, as in MindFormers, TP does not split them). optimizer_weight_shard_size caps the group where it divides
+    it, and does not take effect where it does not (MindSpore 2.10.0 context.py l. 1099-1105); -1 takes the whole
+    group."""
     def capped(group: int) -> int:
         return shard_size if shard_size != -1 and group % shard_size == 0 else group
-    return capped(shape.dp * shape.cp), capped(max(1, shape.cards // (shape.pp * shape.ep)))
+    return capped(shape.dp * shape.cp), capped(expert_data_parallel(shape, expert_tp))
 
 
-def _stage_params(model: Model, shape: Parallel, stage: int) -> tuple[float, float, int, int]:
-    """(dense, expert) parameters one card of pipeline stage `stage` holds after TP (and EP for the experts) split
-    them, the layers it holds (MTP included) and its MTP layers."""
+def _stage_params(model: Model, shape: Parallel, stage: int, expert_tp: bool) -> tuple[float, float, int, int]:
+    """(dense, expert) parameters one card of pipeline stage `stage` holds after TP (expert TP x EP for the
+    experts) split them, the layers it holds (MTP included) and its MTP layers."""
     first, last = stage == 0, stage == shape.pp - 1
     # An MTP layer is a decoder layer (plus a 2h x h projection) with its own logits, after the last layer.
     mtp = shape.mtp_layers if last else 0
@@ -178,15 +195,15 @@ def _stage_params(model: Model, shape: Parallel, stage: int) -> tuple[float, flo
     dense = (sum(map(model.layer_params_at, held)) +
              mtp * (model.layer_params_at(model.layers) + 2 * model.hidden * model.hidden)) / shape.tp
     dense += (model.embedding_params / shape.tp) * (int(first) + int(last and (not model.tied or shape.pp > 1)))
-    experts = moe_here * model.expert_params_per_layer / shape.ep
+    experts = moe_here * model.expert_params_per_layer / (shape.ep * expert_tp_size(shape, expert_tp))
     return dense, experts, layers, mtp
 
 
 def _forward_stage(job: MemoryJob, shape: Parallel, stage: int) -> MemoryBreakdown:
     """A role that only runs forward (a rollout engine, a reference model, a server) on pipeline stage `stage`:
-    bf16 weights split by TP x PP (and EP for the experts), one layer's working activations at a time (nothing
+    bf16 weights split by TP x PP (expert TP x EP for the experts), one layer's working activations at a time (nothing
     is kept for a backward), the last stage's fp32 logits split over TP, and the runtime overhead."""
-    dense, experts, _, mtp = _stage_params(job.model, shape, stage)
+    dense, experts, _, mtp = _stage_params(job.model, shape, stage, job.expert_tp)
     seq = job.seq_len // shape.cp
     working = layer_activation_bytes(job.model, seq, shape.micro_batch_size, shape.tp, shape.sequence_parallel,
                                      "none")[0]
@@ -199,12 +216,12 @@ def _forward_stage(job: MemoryJob, shape: Parallel, stage: int) -> MemoryBreakdo
 def _megatron_stage(job: MemoryJob, shape: Parallel, stage: int) -> MemoryBreakdown:
     model, method, scheme, lora_rank = job.model, job.method, job.scheme, job.lora_rank
     last = stage == shape.pp - 1
-    dense, experts, layers, mtp = _stage_params(model, shape, stage)
+    dense, experts, layers, mtp = _stage_params(model, shape, stage, job.expert_tp)
     params = dense + experts
     # Distributed optimizer: dense states over DP x CP (Megatron core_v0.12.1 optimizer/__init__.py l. 550-552:
-    # get_data_parallel_group(with_context_parallel=True)); expert states over expert DP = world / (TP x EP x PP)
-    # (l. 586; parallel_state.py l. 696-699, CP included) of the expert weights that TP x EP split.
-    expert_dp = max(1, shape.cards // (shape.pp * shape.ep))
+    # get_data_parallel_group(with_context_parallel=True)); expert states over the expert data-parallel group
+    # (l. 586: get_expert_data_parallel_group) of the expert weights that expert TP x EP split.
+    expert_dp = expert_data_parallel(shape, job.expert_tp)
     if trains_adapters(method):
         weight_bytes = 4.0 if scheme == "megatron-fp32" else 2.0
         weights, grads, optimizer = params * weight_bytes, 0.0, 0.0
@@ -217,7 +234,7 @@ def _megatron_stage(job: MemoryJob, shape: Parallel, stage: int) -> MemoryBreakd
             # frees them, context.py l. 1107-1116), and gradient_accumulation_shard False keeps whole accumulated
             # gradients (l. 1082-1091): only the states shrink. Parameters under parallel_optimizer_threshold (64 KB:
             # the norms) stay whole, a few MB this leaves out.
-            dense_group, expert_group = optimizer_shard_groups(shape, job.optimizer_shard)
+            dense_group, expert_group = optimizer_shard_groups(shape, job.optimizer_shard, job.expert_tp)
             optimizer = 8.0 * (dense / dense_group + experts / expert_group)
     else:  # megatron-distopt: bf16 weights, fp32 main grads, fp32 master + Adam sharded
         weights, grads = params * 2.0, params * 4.0

@@ -62,6 +62,7 @@ class Layout(Parallel):
     usable_gb: float
     usable_cap: str = ""  # the upstream setting that caps usable_gb below the hardware's (empty: none does)
     optimizer_shard: int | None = None  # MindSpore's optimizer_weight_shard_size when its parallel optimizer is on
+    expert_tp: bool = True  # TP splits the routed experts too (MemoryJob.expert_tp)
     deepspeed: bool = False  # the framework trains through DeepSpeed (LLaMA-Factory), so zero_stage applies
     source: str = "search"  # "preset: validated (...)" | "search" | "pinned"
     preset_level: str | None = None
@@ -79,7 +80,8 @@ class Layout(Parallel):
     @property
     def states_split(self) -> tuple[int, int] | None:
         """(dense, expert): how many ways the parallel optimizer splits the AdamW states; None where it is off."""
-        return None if self.optimizer_shard is None else optimizer_shard_groups(self, self.optimizer_shard)
+        return None if self.optimizer_shard is None else optimizer_shard_groups(self, self.optimizer_shard,
+                                                                                      self.expert_tp)
 
     @property
     def memory_share(self) -> float:

@@ -250,6 +250,7 @@ class Framework:
     models: dict  # model name -> framework-specific facts about it (may be empty)
     ep_divides: tuple[str, ...] = ()  # layout sizes whose product the expert-parallel size must divide (MoE)
     ep_rule: str = ""  # that rule's upstream source
+    expert_tp: bool = True  # TP splits the routed experts too (expert TP = TP); False: EP alone splits them
     dense_stage_rule: str = ""  # source of the rule that no pipeline stage holds only leading dense layers
     one_card_accumulation: bool = True  # False: on one card the framework cannot accumulate gradients
     one_card_rule: str = ""  # why not, with its upstream source
@@ -719,6 +720,8 @@ def _load_framework(r: dict) -> Framework:
     for size in r.get("ep_divides", ()):
         check_choice(where, "ep_divides", size, EpDimension)
     _check_throughput(where, r.get("throughput"))
+    if not isinstance(r.get("expert_tp", True), bool):
+        raise TableError(f"{where}: expert_tp {r['expert_tp']!r} must be true or false")
     if not is_number(r.get("overhead_gb")) or r["overhead_gb"] < 0:
         raise TableError(f"{where}: overhead_gb {r.get('overhead_gb')!r} must be a number >= 0")
     for model, info in (r.get("models") or {}).items():

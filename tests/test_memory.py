@@ -171,7 +171,7 @@ def test_parallel_optimizer_groups(dp, ep, shard, want):
     tp, pp = 8, 2
     layout = Parallel(cards=dp * tp * pp, cards_per_node=8, tp=tp, pp=pp, ep=ep, global_batch_size=dp * 4,
                       num_layer_list=(31, 30))
-    assert optimizer_shard_groups(layout, shard) == want
+    assert optimizer_shard_groups(layout, shard, expert_tp=False) == want  # MindFormers: TP does not split experts
 
 
 def test_mindspore_parallel_optimizer_splits_only_the_states():
@@ -181,7 +181,7 @@ def test_mindspore_parallel_optimizer_splits_only_the_states():
     model = MODELS["deepseek-v3"]
     layout = Parallel(cards=512, cards_per_node=8, tp=8, pp=2, ep=128, micro_batch_size=1, global_batch_size=128,
                       num_layer_list=(31, 30), mtp_layers=1)
-    job = MemoryJob(model, "full", "megatron-fp32", 4096, 8, 3.0)
+    job = MemoryJob(model, "full", "megatron-fp32", 4096, 8, 3.0, expert_tp=False)  # MindFormers' expert layout
     on = _megatron_stage(replace(job, optimizer_shard=256), layout, 0)
     off = _megatron_stage(job, layout, 0)
     # Stage 0 holds layers 0-30 (3 dense, 28 MoE) and the embedding, TP-split; 28 layers of experts over EP 128.
