@@ -8,7 +8,7 @@ import math
 
 from .context import Context
 from .errors import SpecError
-from .plan import MinCards
+from .plan import Layout, MinCards
 from .tables import Hardware, Preset, Tables
 
 MAX_SEARCH_CARDS = 65536
@@ -66,6 +66,19 @@ def minimum_cards(ctx: Context, tables: Tables, notes: list[str]) -> tuple[MinCa
         notes.append(f"minimum cards: table value {value} raised to {value + 1}: {hw.name} uses dies in pairs")
         value += hw.parallel_unit - value % hw.parallel_unit
     return MinCards(value, row.cite(hw.name), case), ""
+
+
+def from_table(minimum: MinCards) -> bool:
+    """The minimum is the seed's minimum-card table's count (not a validated preset's, nor the memory model's)."""
+    return minimum.case not in ("preset", NO_ROW, SILENT)
+
+
+def table_above_memory(minimum: MinCards, fewer: Layout) -> str:
+    """The note for a table minimum above the cards the memory model needs (`fewer`: a layout that fits on fewer)."""
+    return (f"minimum cards: the table's {minimum.value} ({minimum.source}) is more than the memory model needs: "
+            f"{fewer.describe()} fits on {fewer.cards} cards ({fewer.memory.total:.1f} GiB per card, "
+            f"{fewer.budget_gb:.1f} GiB budget). The plan keeps the table's count; to train on fewer, set cards: "
+            f"{fewer.cards} and pass --force (a count below the table's minimum needs it)")
 
 
 def valid_counts(hw: Hardware, start: int):

@@ -375,16 +375,37 @@ def smallest_fit(ctx: Context) -> int:
     if found is None:
         raise NoFit("model", f"no {ctx.fw.name} layout fits {ctx.model.name} {ctx.spec.method} at seq_len "
                              f"{ctx.spec.seq_len} on {ctx.hw.name}", ctx, largest)
-    budget = ctx.usable_gb * (1.0 - HEADROOM) * GIB
-    state_bytes = STATE_BYTES[(ctx.fw.memory, trains_adapters(ctx.spec.method))] if ctx.role_kind.trains else \
-        FORWARD_BYTES
-    floor = math.ceil(ctx.model.params * state_bytes / budget)
+    floor = _states_floor(ctx)
     if found.offload:  # nothing fits on the device alone: the fewest cards with CPU offload
         return _fewest(free, floor, largest)
     # CPU offload moves the states to host memory at a large cost in speed: the fewest cards that hold them.
     on_device = replace(free, spec=replace(free.spec, layout={ctx.fw.name: Pins(offload=False)})) \
         if ctx.fw.deepspeed else free
     return _fewest(on_device, floor, largest)
+
+
+def _states_floor(ctx: Context) -> int:
+    """The card count at which the model states alone, perfectly sharded, fill the budget: nothing smaller fits."""
+    budget = ctx.usable_gb * (1.0 - HEADROOM) * GIB
+    state_bytes = STATE_BYTES[(ctx.fw.memory, trains_adapters(ctx.spec.method))] if ctx.role_kind.trains else \
+        FORWARD_BYTES
+    return math.ceil(ctx.model.params * state_bytes / budget)
+
+
+def fits_below(ctx: Context, cards: int) -> Layout | None:
+    """The fastest layout on the fewest cards below `cards` that fits, with the spec's pins and any global batch
+    (CPU offload only where pinned); None when none does."""
+    free = replace(ctx, spec=replace(ctx.spec, global_batch_size=None), free_batch=True)
+    if ctx.fw.deepspeed and ctx.pins.offload is None:
+        free = replace(free, spec=replace(free.spec, layout={**ctx.spec.layout,
+                                                              ctx.fw.name: replace(ctx.pins, offload=False)}))
+    for n in valid_counts(ctx.hw, max(_states_floor(ctx), 1)):
+        if n >= cards:
+            return None
+        found = search(free, n)[0]
+        if found is not None:
+            return found
+    return None
 
 
 def _fewest(ctx: Context, floor: int, largest: int) -> int:

@@ -17,7 +17,15 @@ import math
 from dataclasses import dataclass, replace
 
 from . import __version__
-from .cards import auto_cards, explicit_cards, minimum_cards, valid_counts
+from .cards import (
+    auto_cards,
+    explicit_cards,
+    from_table,
+    minimum_cards,
+    round_up,
+    table_above_memory,
+    valid_counts,
+)
 from .context import Context
 from .dataset import DataShape, data_format, data_shape
 from .errors import Problem, SpecError
@@ -28,6 +36,7 @@ from .layouts import (
     NoFit,
     candidates,
     choose_layout,
+    fits_below,
     no_accumulation,
     rate,
     smallest_fit,
@@ -497,6 +506,13 @@ def _resolve_framework(ctx: Context, tables: Tables):
                                         ctx.spec.scaling_efficiency)
         layout, rejected = _fewest_cards_for_budget(ctx, tables, minimum, budget_cards, tokens, budget, notes,
                                                     warnings)
+    # The table's count where it set the plan's, without a time budget that more cards serve; a minimum within one
+    # node is seed 000's usual whole node (below 8 cards one normally uses 8), so only whole nodes are named.
+    if ctx.spec.cards is None and budget is None and from_table(minimum) \
+            and ctx.hw.cards_per_node < layout.cards == round_up(ctx.hw, minimum.value):
+        fewer = fits_below(ctx, layout.cards)
+        if fewer is not None:
+            notes.append(table_above_memory(minimum, fewer))
     if layout.cards == 1 and not ctx.fw.one_card_accumulation:
         notes.append(f"one card: no gradient accumulation ({ctx.fw.one_card_rule}), so the global batch is the "
                      f"micro batch, {layout.global_batch_size}")

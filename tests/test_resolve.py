@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import json
 import math
+import re
 
 import pytest
 from helpers import check_layout_rules, make_spec, table_cells
 
 from generator.errors import SpecError
+from generator.render.core import plan_json
 from generator.resolve import resolve
 from generator.tables import load_tables
 
@@ -379,3 +382,27 @@ def test_a_role_kind_is_typed_and_plan_json_keeps_its_name():
     fp = plan.frameworks["mindspeed-llm"]
     assert fp.primary.kind is RoleKind.TRAIN and list(fp.roles) == ["train"]
     assert list(fp.to_json()["roles"]) == ["train"] and "kind" not in fp.to_json()["roles"]["train"]
+
+
+def test_a_table_minimum_above_the_memory_model_is_kept_and_noted():
+    # Issue 26 item 5: Qwen3-235B full fine-tuning with MindSpeed-LLM on snt9b: the seed's table says 256 cards; the
+    # memory model fits it on fewer. The plan keeps the table's count, as its minimum too, and says how to use fewer.
+    fields = dict(model="qwen3_moe-235b_a22b", method="full", seq_len=4096, hardware="snt9b",
+                  frameworks=["mindspeed-llm"])
+    plan = plan_of(**fields)
+    fp = plan.frameworks["mindspeed-llm"]
+    assert fp.min_cards.value == fp.layout.cards == 256 and "min_cards.csv line 81" in fp.min_cards.source
+    data = json.loads(plan_json(plan))
+    assert data["min_cards"]["value"] == data["frameworks"]["mindspeed-llm"]["min_cards"]["value"] == 256
+    assert any("more than the memory model needs" in n for n in data["notes"])
+    [note] = [n for n in plan.notes if "more than the memory model needs" in n]
+    fewer = int(re.search(r"set cards: (\d+) and pass --force", note).group(1))
+    assert fewer < 256 and f"fits on {fewer} cards" in note
+    # The advice works: that count plans a layout that fits (with --force: it is below the table's minimum).
+    forced = resolve(make_spec(**fields, cards=fewer), T, force=True).frameworks["mindspeed-llm"]
+    assert forced.layout.cards == fewer and forced.layout.fits
+    # The spec's own count, or a minimum within one node (seed 000's whole node), gets no such note.
+    assert not any("more than the memory model needs" in n for n in plan_of(**fields, cards=256).notes)
+    small = plan_of(model="qwen3-8b", method="lora", seq_len=8192, hardware="snt9b23", frameworks=["mindspeed-llm"])
+    assert small.frameworks["mindspeed-llm"].min_cards.value == 8
+    assert not any("more than the memory model needs" in n for n in small.notes)
