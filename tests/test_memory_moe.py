@@ -36,21 +36,21 @@ def megatron_states_gib(name: str, tp: int, pp: int, ep: int, cards: int, cp: in
     m = TABLES.models[name]
     h, heads = m.hidden, m.heads
     gated = 3 / 2  # l. 20: gated_linear_multiplier, --swiglu
-    if name in MLA:  # l. 59-77: q lora + rope + q norm, kv lora + rope + kv norm, o proj
+    if name in MLA:  # l. 58-77: q lora + rope + q norm, kv lora + rope + kv norm, o proj
         a = MLA[name]
         q_term = a["q_lora_rank"] * (h + heads * (a["qk_head_dim"] + a["qk_pos_emb_head_dim"]) + 1)
         self_attn = (q_term + a["kv_lora_rank"] * (h + heads * (a["qk_head_dim"] + a["v_head_dim"]) + 1)
                      + h * a["qk_pos_emb_head_dim"] + heads * a["v_head_dim"] * h)
-    else:  # l. 79-88, with l. 13-14: query_projection_size = kv_channels x heads
+    else:  # l. 78-89, with l. 13-14: query_projection_size = kv_channels x heads
         ratio = (m.head_dim or h // heads) * heads / h  # kv_channels: hidden / heads unless given
         self_attn = 2 * h * h * ((1 + m.kv_heads / heads) * ratio)
-    dense_layer = 2 * h * (m.ffn * gated + 2) + self_attn  # l. 90-99
-    # l. 100-111, the routed experts' part (2 h x moe_ffn x experts x 3/2) set apart: expert TP x EP split it.
+    dense_layer = 2 * h * (m.ffn * gated + 2) + self_attn  # l. 91-101
+    # l. 102-114, the routed experts' part (2 h x moe_ffn x experts x 3/2) set apart: expert TP x EP split it.
     experts_layer = 2 * h * m.moe_ffn * m.experts * gated
     moe_rest = 2 * h * (m.moe_ffn * m.shared_experts * gated + 2) + self_attn
-    moe_layers = m.layers - m.first_dense  # l. 28-46: moe_layer_freq (first_k_dense_replace leaves dense layers)
-    embedding = h * m.vocab  # l. 112
-    final_layernorm = 2 * h  # l. 113
+    moe_layers = m.layers - m.first_dense  # l. 28-47: moe_layer_freq (first_k_dense_replace leaves dense layers)
+    embedding = h * m.vocab  # l. 115
+    final_layernorm = 2 * h  # l. 116
     block_dense = dense_layer * m.first_dense + moe_rest * moe_layers + final_layernorm  # l. 121-125
     block_experts = experts_layer * moe_layers
     # l. 151-160: the most loaded shard holds 1/PP of the block and an embedding, over TP (and the output layer too
