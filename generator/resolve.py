@@ -19,7 +19,15 @@ from dataclasses import dataclass, replace
 from typing import NoReturn
 
 from . import __version__
-from .cards import auto_cards, explicit_cards, first_holding, minimum_cards, preset_for, valid_counts
+from .cards import (
+    auto_cards,
+    explicit_cards,
+    first_holding,
+    minimum_cards,
+    preset_for,
+    trailing_zeros,
+    valid_counts,
+)
 from .context import Context
 from .dataset import DataShape, data_format, data_shape
 from .errors import Problem, SpecError
@@ -411,7 +419,7 @@ def _check_layout_keys(spec: Spec, names: list[str]) -> None:
 # Counts below the bisection's answer tried as well: time is only about monotone in the count, for a count's factors
 # decide its layouts (8 x a prime cards offer few, and slow ones), so a count can fall short where the one below
 # meets.
-LOCAL_SCAN = 4
+LOCAL_SCAN = 8
 # A count that keeps the defaulted global batch is taken over the fewest cards that meet the budget by moving it,
 # when it needs at most this many times as many cards.
 KEEP_BATCH_RATIO = 2
@@ -429,7 +437,7 @@ def _fewest_cards_for_budget(ctx: Context, tables: Tables, minimum: MinCards, id
     counts = list(valid_counts(ctx.hw, start))
     _refuse_pins_that_never_fit(ctx, counts)
     trials = _BudgetTrials(ctx, tables, counts, tokens, budget)
-    found = first_holding(len(counts), trials.meets, LOCAL_SCAN)
+    found = first_holding(len(counts), trials.meets, LOCAL_SCAN, lambda i: trailing_zeros(counts[i]))
     if found is None:
         trials.refuse()
     if not trials.keeps_batch(found):
