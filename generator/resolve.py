@@ -548,7 +548,7 @@ class _BudgetTrials:
         raise SpecError.at("time_budget_hours", f"no count from {start:,} to {self.counts[-1]:,} cards meets "
                                                 f"{self.budget:g} h with {ctx.fw.name}: the fastest tried, "
                                                 f"{fastest.layout.describe()} on {fastest.layout.cards:,} cards, "
-                                                f"takes {fastest.hours:.1f} h; allow more time or train on fewer "
+                                                f"takes {fastest.hours:.2f} h; allow more time or train on fewer "
                                                 f"tokens")
 
 
