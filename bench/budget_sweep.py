@@ -24,7 +24,7 @@ from generator.cards import auto_cards, valid_counts  # noqa: E402
 from generator.context import Context  # noqa: E402
 from generator.errors import SpecError  # noqa: E402
 from generator.recipe import adapter  # noqa: E402
-from generator.resolve import KEEP_BATCH_RATIO, _BudgetTrials, resolve  # noqa: E402
+from generator.resolve import KEEP_BATCH_COUNTS, _BudgetTrials, resolve  # noqa: E402
 from generator.spec import Pins, Spec  # noqa: E402
 from generator.tables import load_tables  # noqa: E402
 
@@ -49,16 +49,11 @@ def fewest(job: Spec, tables, fp, upto: int) -> int | None:
     model, hw, fw = tables.model(job.model), tables.hardware[HARDWARE], tables.frameworks[FRAMEWORK]
     ctx = Context(job, model, hw, fw, False, adapter(job, tables.recipes[job.method]), tables.recipes[job.method])
     start = auto_cards(ctx, fp.min_cards, fp.estimate.budget_cards, [])
-    counts = list(itertools.takewhile(lambda n: n <= upto, valid_counts(hw, start)))
+    counts = list(itertools.islice(valid_counts(hw, start), KEEP_BATCH_COUNTS + 1))  # where a kept batch may be
+    counts += itertools.takewhile(lambda n: n <= upto, valid_counts(hw, counts[-1] + 1))
     trials = _BudgetTrials(ctx, tables, counts, job.train_tokens, job.time_budget_hours)
     first = next((i for i in range(len(counts)) if trials.meets(i)), None)
-    if first is None:
-        return None
-    if not trials.keeps_batch(first):
-        above = itertools.takewhile(lambda i: counts[i] <= KEEP_BATCH_RATIO * counts[first],
-                                    range(first + 1, len(counts)))
-        first = next((i for i in above if trials.keeps_batch(i) and trials.meets(i)), first)
-    return counts[first]
+    return None if first is None else counts[trials.keeping_batch(first)]
 
 
 def main() -> None:

@@ -104,7 +104,7 @@ def first_holding(size: int, holds: Callable[[int], bool], scan: int = 0,
         if high == size - 1:
             return None
         top = min(size - 1, 2 * high + 1)
-        low, high = high, max(range((high + top) // 2 + 1, top + 1), key=lambda i: (rank(i), i))
+        low, high = high, max(range(high + 1, top + 1), key=lambda i: (rank(i), i))
     while high - low > 1:
         middle = max(range(low + 1, high), key=lambda i: (rank(i), -abs(2 * i - low - high)))
         low, high = (low, middle) if holds(middle) else (middle, high)

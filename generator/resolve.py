@@ -13,7 +13,6 @@ Order of decisions, per framework:
 
 from __future__ import annotations
 
-import itertools
 import math
 from dataclasses import dataclass, replace
 from typing import NoReturn
@@ -421,8 +420,8 @@ def _check_layout_keys(spec: Spec, names: list[str]) -> None:
 # meets.
 LOCAL_SCAN = 8
 # A count that keeps the defaulted global batch is taken over the fewest cards that meet the budget by moving it,
-# when it needs at most this many times as many cards.
-KEEP_BATCH_RATIO = 2
+# when it is at most this many counts above the first count searched (64 node steps: 512 cards on 8-card nodes).
+KEEP_BATCH_COUNTS = 64
 
 
 def _fewest_cards_for_budget(ctx: Context, tables: Tables, minimum: MinCards, ideal: int, tokens: float,
@@ -431,8 +430,8 @@ def _fewest_cards_for_budget(ctx: Context, tables: Tables, minimum: MinCards, id
     the minimum) up to the largest the planner considers: a bisection over the counts the platform allows
     (cards.first_holding, with LOCAL_SCAN), so O(log) counts are laid out. A count where nothing fits, or the pins
     do not tile, falls short. Where the fewest moves the defaulted global batch, the fewest that keeps it is taken
-    instead, up to KEEP_BATCH_RATIO x the cards. Notes say the count below the one chosen that fell short, and the
-    counts tried that were passed over for the batch; a budget no count meets is refused."""
+    instead, up to KEEP_BATCH_COUNTS counts above the first. Notes say the count below the one chosen that fell
+    short, and the counts tried that were passed over for the batch; a budget no count meets is refused."""
     start = auto_cards(ctx, minimum, ideal, notes)
     counts = list(valid_counts(ctx.hw, start))
     _refuse_pins_that_never_fit(ctx, counts)
@@ -440,10 +439,7 @@ def _fewest_cards_for_budget(ctx: Context, tables: Tables, minimum: MinCards, id
     found = first_holding(len(counts), trials.meets, LOCAL_SCAN, lambda i: trailing_zeros(counts[i]))
     if found is None:
         trials.refuse()
-    if not trials.keeps_batch(found):
-        limit = KEEP_BATCH_RATIO * counts[found]
-        above = itertools.takewhile(lambda i: counts[i] <= limit, range(found + 1, len(counts)))
-        found = next((i for i in above if trials.keeps_batch(i) and trials.meets(i)), found)
+    found = trials.keeping_batch(found)
     chosen = trials.trial(found)
     assert chosen is not None  # it meets the budget
     notes.extend(chosen.notes)
@@ -532,6 +528,15 @@ class _BudgetTrials:
             return False
         found = self.trial(i)
         return found is not None and not _moves_batch(self.ctx, found.layout)
+
+    def keeping_batch(self, found: int) -> int:
+        """`found` (the fewest count that meets the budget), or where its layout moves the defaulted global batch,
+        the fewest count above it, up to KEEP_BATCH_COUNTS counts above the first, that keeps the batch and meets
+        the budget."""
+        if self.keeps_batch(found):
+            return found
+        above = range(found + 1, min(len(self.counts), KEEP_BATCH_COUNTS + 1))
+        return next((i for i in above if self.keeps_batch(i) and self.meets(i)), found)
 
     def batch_moved(self, i: int) -> bool:
         """Whether counts[i] was tried and its layout, or every layout there, moves the defaulted batch."""

@@ -15,7 +15,7 @@ from generator.cards import auto_cards, first_holding, valid_counts
 from generator.context import Context
 from generator.errors import SpecError
 from generator.recipe import adapter
-from generator.resolve import KEEP_BATCH_RATIO, _BudgetTrials, resolve
+from generator.resolve import KEEP_BATCH_COUNTS, _BudgetTrials, resolve
 from generator.tables import load_tables
 
 T = load_tables()
@@ -29,13 +29,10 @@ def brute_force_fewest(spec, framework: str, fp) -> int:
     ctx = Context(spec, T.model(spec.model), hw, T.frameworks[framework], False,
                   adapter(spec, T.recipes[spec.method]), T.recipes[spec.method])
     start = auto_cards(ctx, fp.min_cards, fp.estimate.budget_cards, [])
-    counts = list(itertools.takewhile(lambda n: n <= fp.layout.cards, valid_counts(hw, start)))
+    counts = list(itertools.islice(valid_counts(hw, start), KEEP_BATCH_COUNTS + 1))  # where a kept batch may be
+    counts += itertools.takewhile(lambda n: n <= fp.layout.cards, valid_counts(hw, counts[-1] + 1))
     trials = _BudgetTrials(ctx, T, counts, spec.train_tokens, spec.time_budget_hours)
-    first = next(i for i in range(len(counts)) if trials.meets(i))
-    if not trials.keeps_batch(first):
-        above = (i for i in range(first + 1, len(counts)) if counts[i] <= KEEP_BATCH_RATIO * counts[first])
-        first = next((i for i in above if trials.keeps_batch(i) and trials.meets(i)), first)
-    return counts[first]
+    return counts[trials.keeping_batch(next(i for i in range(len(counts)) if trials.meets(i)))]
 
 
 def test_a_budget_beyond_64_counts_is_met_on_the_fewest_cards():
