@@ -275,13 +275,12 @@ def _validator() -> jsonschema.protocols.Validator:
         jsonschema.Draft202012Validator, validators={"pattern": _pattern, "uniqueItems": _unique_items},
         type_checker=jsonschema.Draft202012Validator.TYPE_CHECKER.redefine(
             "integer", lambda checker, value: isinstance(value, int) and not isinstance(value, bool)))
-    return validator(_schema())
+    return validator(json.loads((resource_dir("schemas") / "job.schema.json").read_text(encoding="utf-8")))
 
 
-@lru_cache(maxsize=1)
 def _schema() -> dict:
-    schema = json.loads((resource_dir("schemas") / "job.schema.json").read_text(encoding="utf-8"))
-    assert isinstance(schema, dict)  # job.schema.json is an object (JSON Schema also allows a boolean schema)
+    schema = _validator().schema
+    assert isinstance(schema, dict)  # job.schema.json is an object (jsonschema also allows a boolean schema)
     return schema
 
 
