@@ -5,12 +5,16 @@ budget."""
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 
 from .context import Context
 from .errors import SpecError
 from .plan import Layout, MinCards
 from .tables import Hardware, Preset, Tables
 
+# The largest count any search considers, on every hardware row: no row's source states a largest cluster (that
+# is how many nodes a site has, not a fact of the card), so the planner's own bound stands for all of them;
+# 65,536 cards is 8,192 eight-card nodes. A time budget is searched up to it (resolve.py), in O(log) count steps.
 MAX_SEARCH_CARDS = 65536
 
 
@@ -96,6 +100,40 @@ def valid_counts(hw: Hardware, start: int):
                 n += hw.cards_per_node
             else:
                 n += hw.cards_per_node - n % hw.cards_per_node
+
+
+def first_holding(size: int, holds: Callable[[int], bool], scan: int = 0,
+                  rank: Callable[[int], int] = lambda i: 0) -> int | None:
+    """The first index of range(`size`) where `holds` is true, for a `holds` that is false and then true: the index
+    grows geometrically until it holds, then a bisection between the last two, O(log size) calls. Each step tries the
+    index of highest `rank` in its range (the furthest while growing, the middlemost while bisecting, among equals):
+    where `holds` is only about monotone, ranking the indices where it is most regular first (for card counts, the
+    roundest) keeps a stray index from misleading the search, and the bisection stays O(log) for a rank such as
+    trailing zero bits (each range then holds one index of top rank). The `scan` indices below the answer are tried
+    as well (each one that holds moves the answer down and restarts the count). None when it does not hold at the
+    last index."""
+    low, high = -1, 0
+    while not holds(high):
+        if high == size - 1:
+            return None
+        top = min(size - 1, 2 * high + 1)
+        low, high = high, max(range(high + 1, top + 1), key=lambda i: (rank(i), i))
+    while high - low > 1:
+        middle = max(range(low + 1, high), key=lambda i: (rank(i), -abs(2 * i - low - high)))
+        low, high = (low, middle) if holds(middle) else (middle, high)
+    below, misses = high - 1, 0
+    while below >= 0 and misses < scan:
+        if holds(below):
+            high, misses = below, 0
+        else:
+            misses += 1
+        below -= 1
+    return high
+
+
+def trailing_zeros(n: int) -> int:
+    """How many times 2 divides `n` (> 0): a card count's roundness, the rank the budget search tries counts by."""
+    return (n & -n).bit_length() - 1
 
 
 def round_up(hw: Hardware, n: int, key: str = "cards") -> int:

@@ -33,7 +33,6 @@ from .shell import quote
 from .spec import Spec, load_spec
 from .starter import starter_spec
 from .tables import METHODS, Tables, load_tables
-from .validate import validate as validate_job
 
 CONTEXT_SETTINGS = {"help_option_names": ["-h", "--help"], "max_content_width": 100}
 EXIT_DRIFT, EXIT_USER, EXIT_STRICT, EXIT_ENVIRONMENT = 1, 2, 3, 4
@@ -478,6 +477,8 @@ def validate(job_dir: Path, as_json: bool, **options: str | None) -> None:
     Example:
         gen-launch validate out/qwen3-32b-full-snt9b-16c
     """
+    from .validate import validate as validate_job  # its checks load only for this command
+
     try:
         results = validate_job(job_dir, options)
     except UserError as error:

@@ -5,14 +5,16 @@ keeps the rule it broke."""
 
 from __future__ import annotations
 
+import json
 import math
 from dataclasses import fields, replace
 from enum import Enum
 
+from . import memory as memory_model
 from .cards import MAX_SEARCH_CARDS, preset_for, round_up, valid_counts
 from .context import Context
 from .errors import Problem, SpecError
-from .memory import GIB, MemoryJob, estimate
+from .memory import GIB, MemoryBreakdown, MemoryJob, estimate
 from .parallel import Parallel
 from .plan import HEADROOM, Layout, Rejected
 from .recipe import batch_target
@@ -358,10 +360,28 @@ def _layout(ctx: Context, shape: Parallel, source: str) -> Layout:
                     lora_rank=rank, overhead_gb=ctx.fw.overhead_gb, quant_bits=ctx.spec.quantization_bit,
                     activations=ctx.activations, kbit_fp32=ctx.fw.kbit_fp32, optimizer_shard=ctx.optimizer_shard,
                     trains=ctx.role_kind.trains, expert_tp=ctx.fw.expert_tp)
-    memory = ctx.planning.memory(ctx, shape) or estimate(job, shape)
+    memory = ctx.planning.memory(ctx, shape) or _estimate_once(job, shape)
     return Layout(**{f.name: getattr(shape, f.name) for f in fields(Parallel)}, framework=ctx.fw.name, memory=memory,
                   usable_gb=ctx.usable_gb, usable_cap=ctx.usable_cap, optimizer_shard=ctx.optimizer_shard,
                   expert_tp=ctx.fw.expert_tp, deepspeed=ctx.fw.deepspeed, source=source)
+
+
+# estimate's results by (job, shape, memory_model.TERMS): a plan lays out the same shape many times (at the target batch
+# and with it free, for the choice's runner-up, at each count a budget search tries). Cleared when full.
+_ESTIMATES: dict[tuple, MemoryBreakdown] = {}
+MAX_ESTIMATES = 1 << 16
+
+
+def _estimate_once(job: MemoryJob, shape: Parallel) -> MemoryBreakdown:
+    """memory.estimate, once per distinct job and shape. The job's measured activations are a dict (unhashable):
+    the key holds them as sorted JSON."""
+    key = (replace(job, activations=None), json.dumps(job.activations, sort_keys=True), shape, memory_model.TERMS)
+    found = _ESTIMATES.get(key)
+    if found is None:
+        if len(_ESTIMATES) >= MAX_ESTIMATES:
+            _ESTIMATES.clear()
+        found = _ESTIMATES[key] = estimate(job, shape)
+    return found
 
 
 def smallest_fit(ctx: Context) -> int:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from .cards import MAX_SEARCH_CARDS, round_up, valid_counts
+from .cards import MAX_SEARCH_CARDS, first_holding, round_up, valid_counts
 from .context import Context
 from .layouts import search
 from .plan import Layout
@@ -32,15 +32,8 @@ def _fewest_cards(ctx: Context, start: int) -> Layout | None:
     between the last two (memory shrinks with cards, so the count it finds is the fewest but for a count where
     the cards do not tile a layout); None when nothing fits at the largest count."""
     counts = list(valid_counts(ctx.hw, start))
-    low, high = -1, 0
-    while search(ctx, counts[high])[0] is None:
-        if high == len(counts) - 1:
-            return None
-        low, high = high, min(len(counts) - 1, 2 * high + 1)
-    while high - low > 1:
-        middle = (low + high) // 2
-        low, high = (low, middle) if search(ctx, counts[middle])[0] is not None else (middle, high)
-    return search(ctx, counts[high])[0]
+    found = first_holding(len(counts), lambda i: search(ctx, counts[i])[0] is not None)
+    return None if found is None else search(ctx, counts[found])[0]
 
 
 def _longest_seq(ctx: Context, largest: int) -> int | None:

@@ -15,15 +15,19 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, replace
+from typing import NoReturn
 
 from . import __version__
 from .cards import (
     auto_cards,
     explicit_cards,
+    first_holding,
     from_table,
     minimum_cards,
+    preset_for,
     round_up,
     table_above_memory,
+    trailing_zeros,
     valid_counts,
 )
 from .context import Context
@@ -39,6 +43,7 @@ from .layouts import (
     fits_below,
     no_accumulation,
     rate,
+    search,
     smallest_fit,
 )
 from .nofit import way_out
@@ -49,7 +54,6 @@ from .tables import Model, RecipeDefaults, Tables
 from .throughput import Throughput, cards_for_budget, hours
 from .training import Training
 
-MAX_BUDGET_COUNTS = 64  # card counts tried for a time budget before the last is kept (with its warning)
 # The chat template (a plugin's chat_template_fact) that has the thinking switch, whichever framework applies it.
 THINKING_TEMPLATE = "qwen3"
 DEFAULT_MASTER_PORT = 50001  # seed 003's example port; MindFormers suggests 50000-65535
@@ -108,6 +112,7 @@ def resolve(spec: Spec, tables: Tables, force: bool = False) -> Plan:
         notes.extend(f"{name}: {n}" for n in fw_notes)
         warnings.extend(f"{name}: {w}" for w in fw_warnings)
         plans[name] = _with_roles(at_batch, tables, plans[name], notes, warnings, rejected)
+        warnings.extend(f"{name}: {w}" for w in _over_budget(spec, plans[name]))
     planning = {name: plugin_of(tables.frameworks[name]).planning for name in plans}
     recipe, recipes = _recipe(spec, model, tables, plans, planning, batch)
     if batch_origin:  # the batch was not the recipe's round number: say what it is
@@ -214,6 +219,14 @@ def _common_global_batch(spec: Spec, tables: Tables, contexts: dict[str, Context
         notes.append(f"{preset.framework}: the validated preset's global batch {preset.global_batch_size} is not tiled "
                      f"by every planned framework; all use {batch} (micro_batch_num follows)")
     return batch, None
+
+
+def _over_budget(spec: Spec, fp: FrameworkPlan) -> list[str]:
+    """The budget warning, from the framework's final layout and estimate (at the plan's global batch)."""
+    took, budget = fp.estimate.time_hours, spec.time_budget_hours
+    if took is None or budget is None or took <= budget * 1.0001:
+        return []
+    return [f"predicted {took:.1f} h exceeds the {budget:g} h budget on {fp.layout.cards} cards"]
 
 
 def _why_not_tiled(lay: Layout, target: int) -> str:
@@ -406,64 +419,146 @@ def _check_layout_keys(spec: Spec, names: list[str]) -> None:
 # One framework
 
 
+# Counts below the bisection's answer tried as well: time is only about monotone in the count, for a count's factors
+# decide its layouts (8 x a prime cards offer few, and slow ones), so a count can fall short where the one below
+# meets.
+LOCAL_SCAN = 8
+# A count that keeps the defaulted global batch is taken over the fewest cards that meet the budget by moving it,
+# when it is at most this many counts above the first count searched (64 node steps: 512 cards on 8-card nodes).
+KEEP_BATCH_COUNTS = 64
+
+
 def _fewest_cards_for_budget(ctx: Context, tables: Tables, minimum: MinCards, ideal: int, tokens: float,
                              budget: float, notes: list[str], warnings: list[str]) -> tuple[Layout, list[Rejected]]:
-    """From the count the ideal rate needs (at least the minimum), each count the platform allows in turn, until
-    the fastest layout that fits there meets the time budget; a count where nothing fits, or the pins do not
-    tile, is passed over, and so is one where no layout tiles the defaulted global batch, unless no count does.
-    Notes say the count before the one chosen and why it fell short."""
+    """The fewest cards whose fastest layout meets the time budget, from the count the ideal rate needs (at least
+    the minimum) up to the largest the planner considers: a bisection over the counts the platform allows
+    (cards.first_holding, with LOCAL_SCAN), so O(log) counts are laid out. A count where nothing fits, or the pins
+    do not tile, falls short. Where the fewest moves the defaulted global batch, the fewest that keeps it is taken
+    instead, up to KEEP_BATCH_COUNTS counts above the first. Notes say the count below the one chosen that fell
+    short, and the counts tried that were passed over for the batch; a budget no count meets is refused."""
     start = auto_cards(ctx, minimum, ideal, notes)
-    passed: list[int] = []
-    found = _budget_counts(ctx, tables, start, tokens, budget, lambda layout: not _moves_batch(ctx, layout), passed)
-    if found is None or not found[2]:
-        # Meeting the budget outweighs keeping the batch: a count that moves it (the plan warns) is taken when none
-        # that keeps it meets the budget.
-        moved = _budget_counts(ctx, tables, start, tokens, budget, lambda layout: True, [])
-        found = moved if found is None or (moved is not None and moved[2]) else found
+    counts = list(valid_counts(ctx.hw, start))
+    _refuse_pins_that_never_fit(ctx, counts)
+    trials = _BudgetTrials(ctx, tables, counts, tokens, budget)
+    found = first_holding(len(counts), trials.meets, LOCAL_SCAN, lambda i: trailing_zeros(counts[i]))
     if found is None:
-        raise NoFit("time_budget_hours", f"no {ctx.fw.name} layout fits from {start} cards up", ctx, start)
-    (layout, rejected, found_notes, found_warnings), short, met = found
-    notes.extend(found_notes)
-    warnings.extend(found_warnings)
-    if short is not None and met:
-        cards, was, took = short
-        notes.append(f"time budget: {cards} cards fall short (fastest layout {was.describe()}, {took:.2f} h > "
-                     f"{budget:g} h); {layout.cards} cards are the fewest that meet it")
-    passed = [n for n in passed if n < layout.cards and not _moves_batch(ctx, layout)]
+        trials.refuse()
+    found = trials.keeping_batch(found)
+    chosen = trials.trial(found)
+    assert chosen is not None  # it meets the budget
+    notes.extend(chosen.notes)
+    warnings.extend(chosen.warnings)
+    kept = trials.keeps_batch(found)
+    # The count below that fell short: the nearest tried, keeping the batch where the chosen count keeps it.
+    short = next((trials.trials[i] for i in range(found - 1, -1, -1) if trials.trials.get(i) is not None
+                  and (not kept or trials.keeps_batch(i))), None)
+    if short is not None:
+        notes.append(f"time budget: {short.layout.cards} cards fall short (fastest layout {short.layout.describe()}, "
+                     f"{short.hours:.2f} h > {budget:g} h); {chosen.layout.cards} cards are the fewest that meet it")
+    passed = [counts[i] for i in range(found) if kept and trials.batch_moved(i)]
     if passed:
         notes.append(f"time budget: {', '.join(map(str, passed))} cards passed over: no layout there tiles the global "
                      f"batch of {batch_target(ctx.defaults, ctx.spec)[0]}")
-    return layout, rejected
+    return chosen.layout, chosen.rejected
 
 
-def _budget_counts(ctx: Context, tables: Tables, start: int, tokens: float, budget: float, keep, passed: list[int]):
-    """The budget search over counts from `start`: ((layout, rejected, notes, warnings) of the count taken, the
-    last count that fell short as (cards, layout, hours), whether the budget is met), or None when no count gives
-    a layout `keep` accepts; `passed` collects the counts whose layout it did not."""
-    eff = ctx.spec.scaling_efficiency
-    short = None
-    met = False
-    last = None
-    for tried, cards in enumerate(valid_counts(ctx.hw, start)):
-        found_notes: list[str] = []
-        found_warnings: list[str] = []
-        try:
-            layout, rejected = choose_layout(replace(ctx, spec=replace(ctx.spec, cards=cards)), tables, cards,
-                                             found_notes, found_warnings)
-        except SpecError:
-            continue
-        if keep(layout):
-            last = layout, rejected, found_notes, found_warnings
-            took = hours(tokens, rate(ctx, layout).tokens_per_card_s, layout.cards, eff)
-            met = took <= budget * 1.0001
-            if met:
-                break
-            short = layout.cards, layout, took
-        else:
-            passed.append(cards)
-        if tried >= MAX_BUDGET_COUNTS:
-            break
-    return None if last is None else (last, short, met)
+def _refuse_pins_that_never_fit(ctx: Context, counts: list[int]) -> None:
+    """A pinned layout that fits on no count is refused at once, from the largest count its pins tile: with TP, PP
+    and CP pinned, more cards only add data-parallel ranks, which shrink (sharded states) or keep every term of the
+    memory model, so what does not fit there fits nowhere. Under --force the budget search times it anyway."""
+    if not ctx.pinned or ctx.force:
+        return
+    group = (ctx.pins.tp or 1) * (ctx.pins.pp or 1) * (ctx.pins.cp or 1)
+    top = next((n for n in reversed(counts) if n % group == 0), None)
+    if top is None:
+        return
+    free = replace(ctx, spec=replace(ctx.spec, cards=top, global_batch_size=None), free_batch=True)
+    best, closest, _ = search(free, top)
+    if best is None and closest is not None:
+        raise SpecError.at(f"layout.{ctx.fw.name}",
+                           f"the pinned layout fits on no card count: even on {top:,} cards {closest.describe()} "
+                           f"needs {closest.memory.total:.1f} GiB per card > {closest.budget_gb:.1f} GiB budget, and "
+                           f"more cards do not shrink it further; change the pins (or --force to keep them)")
+
+
+@dataclass(frozen=True)
+class _Trial:
+    """The fastest layout at one count of the budget search, what the layout search said about it, its hours."""
+
+    layout: Layout
+    rejected: list[Rejected]
+    notes: list[str]
+    warnings: list[str]
+    hours: float
+
+
+class _BudgetTrials:
+    """The budget search's counts, each laid out at most once: trials[i] is counts[i]'s (None: no layout there)."""
+
+    def __init__(self, ctx: Context, tables: Tables, counts: list[int], tokens: float, budget: float):
+        self.ctx, self.tables, self.counts, self.tokens, self.budget = ctx, tables, counts, tokens, budget
+        self.trials: dict[int, _Trial | None] = {}
+        self.untiled: set[int] = set()  # counts where a search at the defaulted batch found no layout
+
+    def trial(self, i: int) -> _Trial | None:
+        if i not in self.trials:
+            cards = self.counts[i]
+            found_notes: list[str] = []
+            found_warnings: list[str] = []
+            at = replace(self.ctx, spec=replace(self.ctx.spec, cards=cards))
+            try:
+                layout, rejected = choose_layout(at, self.tables, cards, found_notes, found_warnings)
+            except SpecError:
+                self.trials[i] = None
+            else:
+                took = hours(self.tokens, rate(self.ctx, layout).tokens_per_card_s, cards,
+                             self.ctx.spec.scaling_efficiency)
+                self.trials[i] = _Trial(layout, rejected, found_notes, found_warnings, took)
+        return self.trials[i]
+
+    def meets(self, i: int) -> bool:
+        found = self.trial(i)
+        return found is not None and found.hours <= self.budget * 1.0001
+
+    def keeps_batch(self, i: int) -> bool:
+        """Whether counts[i] has a layout that keeps the defaulted global batch; a count where a search at that
+        batch finds none is known without laying it out at another (no memory is estimated where none tiles it)."""
+        if i not in self.trials and i not in self.untiled:
+            cards = self.counts[i]
+            at = replace(self.ctx, spec=replace(self.ctx.spec, cards=cards))
+            if preset_for(at, self.tables, cards) is None and search(at, cards)[0] is None:
+                self.untiled.add(i)
+        if i in self.untiled:
+            return False
+        found = self.trial(i)
+        return found is not None and not _moves_batch(self.ctx, found.layout)
+
+    def keeping_batch(self, found: int) -> int:
+        """`found` (the fewest count that meets the budget), or where its layout moves the defaulted global batch,
+        the fewest count above it, up to KEEP_BATCH_COUNTS counts above the first, that keeps the batch and meets
+        the budget."""
+        if self.keeps_batch(found):
+            return found
+        above = range(found + 1, min(len(self.counts), KEEP_BATCH_COUNTS + 1))
+        return next((i for i in above if self.keeps_batch(i) and self.meets(i)), found)
+
+    def batch_moved(self, i: int) -> bool:
+        """Whether counts[i] was tried and its layout, or every layout there, moves the defaulted batch."""
+        found = self.trials.get(i)
+        return i in self.untiled or (found is not None and _moves_batch(self.ctx, found.layout))
+
+    def refuse(self) -> NoReturn:
+        """No count meets the budget: NoFit where nothing fits on any count tried, else the fastest tried."""
+        ctx, start = self.ctx, self.counts[0]
+        tried = [found for found in self.trials.values() if found is not None]
+        if not tried:
+            raise NoFit("time_budget_hours", f"no {ctx.fw.name} layout fits from {start} cards up", ctx, start)
+        fastest = min(tried, key=lambda found: (found.hours, found.layout.cards))
+        raise SpecError.at("time_budget_hours", f"no count from {start:,} to {self.counts[-1]:,} cards meets "
+                                                f"{self.budget:g} h with {ctx.fw.name}: the fastest tried, "
+                                                f"{fastest.layout.describe()} on {fastest.layout.cards:,} cards, "
+                                                f"takes {fastest.hours:.2f} h; allow more time or train on fewer "
+                                                f"tokens")
 
 
 def _moves_batch(ctx: Context, layout: Layout) -> bool:
@@ -525,10 +620,6 @@ def _resolve_framework(ctx: Context, tables: Tables):
         notes.append(f"{layout.cards} card(s) is below one node; seed 000: below 8 cards one normally uses 8 "
                      f"(set cards: 8 to do so)")
     est = _estimate(ctx, layout, budget_cards)
-    if est.time_hours is not None and ctx.spec.time_budget_hours is not None \
-            and est.time_hours > ctx.spec.time_budget_hours * 1.0001:
-        warnings.append(f"predicted {est.time_hours:.1f} h exceeds the {ctx.spec.time_budget_hours:g} h budget "
-                        f"on {layout.cards} cards")
     info = ctx.fw.models.get(ctx.model.name) or {}
     upstream = info.get("pretrain" if ctx.spec.method == "pretrain" else "finetune")
     # What upstream's file sets that this plan does not follow, and why (frameworks.yaml).

@@ -17,14 +17,16 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import jsonschema
 import yaml
 
 from .errors import Problem, SpecError, invisible, show, show_name
 from .frameworks import registry
 from .resources import resource_dir
+
+if TYPE_CHECKING:  # imported where a spec is validated: it is a third of a command's start-up
+    import jsonschema
 
 
 @dataclass(frozen=True)
@@ -266,8 +268,14 @@ def _read_yaml(text: str, at: list) -> tuple[Any, int, int]:
 
 @lru_cache(maxsize=1)
 def _validator() -> jsonschema.protocols.Validator:
-    schema = json.loads((resource_dir("schemas") / "job.schema.json").read_text(encoding="utf-8"))
-    return _Validator(schema)
+    import jsonschema
+
+    # Integers are integers: JSON Schema counts 4096.0 as one; Megatron's argparse and a shell port do not.
+    validator = jsonschema.validators.extend(
+        jsonschema.Draft202012Validator, validators={"pattern": _pattern, "uniqueItems": _unique_items},
+        type_checker=jsonschema.Draft202012Validator.TYPE_CHECKER.redefine(
+            "integer", lambda checker, value: isinstance(value, int) and not isinstance(value, bool)))
+    return validator(json.loads((resource_dir("schemas") / "job.schema.json").read_text(encoding="utf-8")))
 
 
 def _schema() -> dict:
@@ -293,6 +301,8 @@ def schema_rule(section: str, key: str) -> tuple[str, str]:
 def _pattern(validator, pattern: str, instance, schema):
     """JSON Schema patterns are ECMA-262, where `$` ends the text; Python's `$` also matches before a final newline,
     so a closing `$` is read as `\\Z`."""
+    import jsonschema
+
     if isinstance(instance, str) and not re.search(re.sub(r"\$$", r"\\Z", pattern), instance):
         yield jsonschema.ValidationError(f"{instance!r} does not match {pattern!r}")
 
@@ -308,15 +318,10 @@ def _frozen(value: Any) -> Any:
 
 def _unique_items(validator, unique: bool, instance, schema):
     """jsonschema compares unhashable items pairwise: 3,300 mappings in `frameworks` took half a minute."""
+    import jsonschema
+
     if unique and isinstance(instance, list) and len({_frozen(v) for v in instance}) < len(instance):
         yield jsonschema.ValidationError("has non-unique elements")
-
-
-# Integers are integers: JSON Schema counts 4096.0 as one; Megatron's argparse and a shell port do not.
-_Validator = jsonschema.validators.extend(
-    jsonschema.Draft202012Validator, validators={"pattern": _pattern, "uniqueItems": _unique_items},
-    type_checker=jsonschema.Draft202012Validator.TYPE_CHECKER.redefine(
-        "integer", lambda checker, value: isinstance(value, int) and not isinstance(value, bool)))
 
 
 def load_spec(path: str | Path, overrides: tuple[str, ...] = ()) -> Spec:
@@ -511,7 +516,9 @@ def _describe(error: jsonschema.ValidationError) -> list[Problem]:
     if kind in ("oneOf", "anyOf") and hint:
         return [Problem(path, f"{show(value)} is not valid: {hint}")]
     if kind in ("oneOf", "anyOf"):
-        best = jsonschema.exceptions.best_match(error.context or [])
+        from jsonschema.exceptions import best_match
+
+        best = best_match(error.context or [])
         if best is None:
             return [Problem(path, f"{show(value)} is not valid here")]
         others = len(error.context) - 1

@@ -589,8 +589,14 @@ def _unplanned(rows, hardware: dict[str, Hardware]) -> dict[str, str]:
     return unplanned
 
 
+# PyYAML's C loader (libyaml) where it is built in: the same safe constructors and resolvers as yaml.SafeLoader at
+# about a sixth of the parse time, which is most of every command's start-up (tests/test_tables.py checks each table
+# reads the same with both). The spec keeps its own pure-Python loader (spec.py), whose checks run in the composer.
+TABLE_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+
+
 def _load_yaml(name: str):
-    return yaml.safe_load((DATA_DIR / name).read_text(encoding="utf-8"))
+    return yaml.load((DATA_DIR / name).read_text(encoding="utf-8"), Loader=TABLE_LOADER)
 
 
 # min_cards.csv's columns besides one per hardware row (the header names those, and hardware.yaml must know them)
