@@ -68,11 +68,13 @@ EOF
     ;;
 esac
 '''
-PYTHON3 = "#!/bin/bash\n" + RECORD + 'exit "${PYTHON_RC:-0}"\n'
+# python3 -I -c (launch.sh asking where the verl it imports lives) answers $VERL_ROOT.
+PYTHON3 = "#!/bin/bash\n" + RECORD + '[ "$1" != -I ] || echo "$VERL_ROOT"\nexit "${PYTHON_RC:-0}"\n'
 SLEEP = "#!/bin/bash\n" + RECORD
 
 
-def stand_in_plan(nodes: int, master_addr: str | None, accelerator: str = "npu", model_dir: str = "/m"):
+def stand_in_plan(nodes: int, master_addr: str | None, accelerator: str = "npu", model_dir: str = "/m",
+                  entry: str = "verl.trainer.main_ppo"):
     """A verl plan on `nodes` nodes of 8 cards: the layout of a resolved plan, the settings built here."""
     hardware = "snt9b" if accelerator == "npu" else "a800"
     plan, _ = render_job(T, frameworks=["llama-factory"], model="qwen3-8b", method="full", hardware=hardware,
@@ -80,7 +82,7 @@ def stand_in_plan(nodes: int, master_addr: str | None, accelerator: str = "npu",
                          **({"cluster": {"master_addr": master_addr}} if master_addr else {}))
     fp = plan.frameworks["llama-factory"]
     settings = VerlSettings(
-        entry="verl.trainer.main_ppo", config="ppo", upstream="examples/grpo_trainer/run_qwen3-8b_npu.sh @ f9c855f7",
+        entry=entry, config="ppo" if entry.startswith("verl.") else "dapo", upstream="examples/grpo_trainer/run_qwen3-8b_npu.sh @ f9c855f7",
         overrides=(Setting("algorithm.adv_estimator", "grpo", "test"),
                    Setting("actor_rollout_ref.model.path", model_dir, "spec paths.model_dir"),
                    Setting("data.train_batch_size", 256, "test"),
@@ -116,8 +118,8 @@ class Job:
 
 
 def job(tmp_path: Path, nodes: int, master_addr: str | None = ADDR, accelerator: str = "npu",
-        model_dir: str = "/m") -> Job:
-    plan = stand_in_plan(nodes, master_addr, accelerator, model_dir)
+        model_dir: str = "/m", entry: str = "verl.trainer.main_ppo") -> Job:
+    plan = stand_in_plan(nodes, master_addr, accelerator, model_dir, entry)
     plan = replace(plan, paths={**plan.paths, "output_dir": replace(plan.paths["output_dir"],
                                                                     value=str(tmp_path / "out"))})
     folder = tmp_path / "job" / "verl"
@@ -227,3 +229,18 @@ def test_gpus_are_given_to_ray_as_gpus(tmp_path):
     j = job(tmp_path, 1, accelerator="gpu")
     assert j.run("0").returncode == 0
     assert j.calls()[0][2][-1] == "--num-gpus=8"
+
+
+def test_dapo_runs_from_the_clone_of_verl_that_python3_imports(tmp_path):
+    j = job(tmp_path, 1, entry="recipe.dapo.main_dapo")
+    check_script((j.folder / "launch.sh").read_text(), tmp_path)
+    clone = tmp_path / "verl clone"
+    result = j.run("0", VERL_ROOT=str(clone))
+    assert result.returncode == 2 and "runs from a clone of verl v0.7.0 installed with pip install -e" in result.stderr
+    assert programs(j.calls())[-2:] == ["python3", "ray stop"]
+    (clone / "recipe" / "dapo").mkdir(parents=True)
+    (clone / "recipe" / "dapo" / "main_dapo.py").write_text("")
+    result = j.run("0", VERL_ROOT=str(clone))
+    assert result.returncode == 0, result.stderr
+    _, cwd, argv = j.calls()[-2]
+    assert cwd == str(clone) and argv == ["-m", "recipe.dapo.main_dapo", *overrides(j)]

@@ -89,10 +89,11 @@ def device_flag(plan: Plan, fp: FrameworkPlan) -> str:
     return f"--num-gpus={count}"
 
 
-def workdir(plan: Plan, settings: VerlSettings) -> str:
-    """Where node 0 runs the job: the framework's output folder (Hydra writes its outputs/ folder in the working
-    folder)."""
-    return plan.output_dir(NAME)
+def in_clone(settings: VerlSettings) -> bool:
+    """Whether the job's entry is a module of verl's clone (DAPO's recipe.dapo.main_dapo) rather than of its package
+    `verl`: node 0 then runs it from the clone (launch.sh finds it through the verl python3 imports); a module of the
+    package runs from the framework's output folder."""
+    return not settings.entry.startswith("verl.")
 
 
 def render(plan: Plan, env: jinja2.Environment) -> dict[str, str]:
@@ -105,7 +106,8 @@ def render(plan: Plan, env: jinja2.Environment) -> dict[str, str]:
         cards=lay.cards, per_node=lay.local_cards, entry=settings.entry, environment=environment(settings),
         ray_port=RAY_PORT, dashboard_port=DASHBOARD_PORT, device_flag=device_flag(plan, fp),
         resource=RESOURCE[plan.accelerator], join_attempts=JOIN_ATTEMPTS, join_wait=JOIN_WAIT_S,
-        workdir=workdir(plan, settings))
+        workdir=plan.output_dir(NAME), in_clone=in_clone(settings),
+        entry_file=settings.entry.replace(".", "/") + ".py")
     return {
         "verl/overrides.txt": "".join(f"{line}\n" for line in override_lines(settings)),
         "verl/launch.sh": launch,
@@ -121,7 +123,8 @@ def plan_section(plan: Plan, env: jinja2.Environment) -> str:
         plan=plan, fp=fp, settings=settings, config_name=ENTRIES[settings.config][1], ray_port=RAY_PORT,
         dashboard_port=DASHBOARD_PORT,
         device_flag=device_flag(plan, fp), resource=RESOURCE[plan.accelerator],
-        join_attempts=JOIN_ATTEMPTS, join_wait=JOIN_WAIT_S, workdir=workdir(plan, settings), phases=PHASES,
+        join_attempts=JOIN_ATTEMPTS, join_wait=JOIN_WAIT_S, workdir=plan.output_dir(NAME),
+        in_clone=in_clone(settings), phases=PHASES,
         steps=[("environment", settings.environment), ("data preparation", settings.prepare),
                ("model merge", settings.merge)], shown=shown,
         **section_context(plan, fp, NAME))
