@@ -82,7 +82,8 @@ def stand_in_plan(nodes: int, master_addr: str | None, accelerator: str = "npu",
                          **({"cluster": {"master_addr": master_addr}} if master_addr else {}))
     fp = plan.frameworks["llama-factory"]
     settings = VerlSettings(
-        entry=entry, config="ppo" if entry.startswith("verl.") else "dapo", upstream="examples/grpo_trainer/run_qwen3-8b_npu.sh @ f9c855f7",
+        entry=entry, config="ppo" if entry.startswith("verl.") else "dapo",
+        upstream="examples/grpo_trainer/run_qwen3-8b_npu.sh @ f9c855f7",
         overrides=(Setting("algorithm.adv_estimator", "grpo", "test"),
                    Setting("actor_rollout_ref.model.path", model_dir, "spec paths.model_dir"),
                    Setting("data.train_batch_size", 256, "test"),
