@@ -27,8 +27,10 @@ HOSTILE_PATH = "/data/a b/it's \"here\"/$(touch CANARY)/${HOME}/`touch CANARY`"
 # The stand-ins. Each call leaves one file in $STUB/calls: the program's name, its working folder and its argv,
 # NUL-separated. `ray` keeps the cluster's joined nodes in $STUB/nodes: `start --head` and `start --address` add
 # one, `status` prints Ray's status report with STUB_DEVICES per node of STUB_RESOURCE (and, with JOIN_ON_STATUS, a node
-# that was late joins on each call); FAIL_HEAD, FAIL_JOIN and PYTHON_RC make a step fail.
+# that was late joins on each call); FAIL_HEAD, FAIL_JOIN and PYTHON_RC make a step fail. Any call but `ray start`
+# fails while RAY_ADDRESS is set: the job and `ray status` must reach the cluster node 0 started, not another.
 RECORD = r'''
+[ -z "${RAY_ADDRESS+set}" ] || [ "$1" = start ] || { echo "RAY_ADDRESS is set" >&2; exit 9; }
 n=$(find "$STUB/calls" -type f | wc -l)
 printf '%s\0' "$(basename "$0")" "$PWD" "$@" > "$STUB/calls/$(printf %05d "$n")"
 '''
@@ -160,7 +162,7 @@ def test_node_0_starts_the_head_the_others_join_and_the_job_starts_once(tmp_path
         calls = j.calls()
         assert [argv for _, _, argv in calls] == [["start", f"--address={ADDR}:6379", device]]
         assert "the job runs on node 0" in result.stderr
-    result = j.run("0")
+    result = j.run("0", RAY_ADDRESS="10.9.9.9:6379")  # another cluster's: not the one the job runs on
     assert result.returncode == 0, result.stderr
     calls = j.calls()
     assert programs(calls) == ["ray start", "ray status", "python3", "ray stop"]
