@@ -10,7 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from generator.frameworks.verl.checks import verl_check, verl_checks, verl_python
+from generator.frameworks.verl.checks import verl_check, verl_checks, verl_compose, verl_python
+from generator.frameworks.verl.settings import hydra_value
 
 DATA = Path(__file__).resolve().parent / "data" / "verl"
 # CI installs it (the README's test command), so there a missing environment fails instead of skipping.
@@ -73,6 +74,18 @@ def scratch(tmp_path_factory) -> Path:
     return tmp_path_factory.mktemp("verl")
 
 
+# Strings that look like other types or carry Hydra's, OmegaConf's or a shell's syntax, and values of each type.
+STRINGS = ["a b", "it's", 'say "hi"', "back\\slash", "end\\", "end\\'", "x\\\\'y", "a,b", "[x]", "{y}", "(z)",
+           "${oc.env:HOME}", "$(id)", "`id`", "1e-6", "1e-06", "true", "False", "null", "~", "42", "3.5", "inf",
+           "\\${x}", "a\\b${x}", "${", "$${a", "}", "a=b", "c:d", "é", "", " lead", "trail ", "'", '"', "\\",
+           "\\\\", "/data/train.parquet", "--flag", "#hash", "tab\there"]
+SCALARS = [1e-06, 0.1, 1e16, -2.5, 3, -3, 0, 2**40, True, False, None]
+ROUND_TRIP = {"trainer.project_name": "it's ${oc.env:HOME} $(id)", "trainer.experiment_name": "a\\b, [c]",
+              "data.train_files": tuple(STRINGS), "actor_rollout_ref.actor.optim.lr": 1e-06,
+              "trainer.total_epochs": 3, "actor_rollout_ref.model.use_remove_padding": True,
+              **{f"+roundtrip.s{i}": value for i, value in enumerate(STRINGS + SCALARS)}}
+
+
 @pytest.fixture(scope="module")
 def verdicts(scratch) -> dict[str, tuple[str, str]]:
     """Every case of this module in one verl child (its imports take ~15 s)."""
@@ -88,7 +101,22 @@ def verdicts(scratch) -> dict[str, tuple[str, str]]:
         **{name: ("ppo", GRPO + change) for name, (change, _) in BROKEN.items()},
         "python in a value": ("ppo", GRPO + [injected]),
     }
-    return dict(zip(cases, verl_checks(list(cases.values())), strict=True))
+    found = verl_compose([(entry, items, ()) for entry, items in cases.values()]
+                         + [("ppo", GRPO + [f"{key}={hydra_value(value)}" for key, value in ROUND_TRIP.items()],
+                             [key.lstrip("+") for key in ROUND_TRIP])])
+    return {**{name: (item.status, item.detail) for name, item in zip(cases, found, strict=False)},
+            "round trip": found[-1]}
+
+
+@needs_verl
+def test_every_value_reads_back_as_written(verdicts):
+    """hydra_value through Hydra's override parser and verl's config, read as verl's workers read it."""
+    status, detail, values, _ = verdicts["round trip"]
+    assert (status, detail) == ("ok", "")
+    for key, value in ROUND_TRIP.items():
+        read = values[key.lstrip("+")]
+        expected = list(value) if isinstance(value, tuple) else value
+        assert (read, type(read)) == (expected, type(expected)), key
 
 
 @needs_verl
@@ -131,6 +159,18 @@ def test_without_verl_the_verdict_is_the_environment(tmp_path):
     status, detail = verl_check(GRPO, python=str(tmp_path / "no-python"))
     assert status == "env"
     assert "cannot run" in detail
+
+
+def test_hydra_values_as_written():
+    # A backslash is literal in Hydra's quoted value unless a quote follows it (overrides_visitor.py
+    # _unescape_quoted_string); `${` is escaped for both OmegaConf reads (the compose, and after verl's resolve).
+    assert hydra_value("back\\slash") == "'back\\slash'"
+    assert hydra_value("end\\") == "'end\\\\'"
+    assert hydra_value("it's") == "'it\\'s'"
+    assert hydra_value("${oc.env:HOME}") == "'\\\\\\${oc.env:HOME}'"
+    assert [hydra_value(v) for v in (1e-06, True, None, 3, ("a", 1))] == ["1e-06", "True", "null", "3", "['a',1]"]
+    with pytest.raises(ValueError, match="one line"):
+        hydra_value("two\nlines")
 
 
 def test_an_unknown_entry_is_refused():

@@ -25,7 +25,9 @@ from __future__ import annotations
 import json
 import os
 import tempfile
+from collections.abc import Sequence
 from pathlib import Path
+from typing import NamedTuple
 
 from ...checks import child_answer
 from ...resources import DATA_DIR
@@ -55,15 +57,22 @@ root = os.path.dirname(os.path.dirname(os.path.abspath(verl.__file__)))
 os.chdir(root)  # dapo_trainer.yaml's searchpath file://verl/trainer/config is relative, as in verl's clone
 
 
-def check(folder, name, overrides):
+def check(folder, name, overrides, read):
     with initialize_config_dir(config_dir=folder or os.path.join(root, "verl", "trainer", "config"),
                                version_base=None):
         config = compose(config_name=name, overrides=overrides)
     OmegaConf.resolve(config)
+    # Read as verl's workers read them: after the one resolve main_ppo.py l.275 makes (a read resolves again).
+    values = {}
+    for key in read:
+        value = OmegaConf.select(config, key, default=None)
+        values[key] = OmegaConf.to_container(value, resolve=True) if OmegaConf.is_config(value) else value
+    critic = need_critic(config)
+    found[:] = [values, critic]
     # main_ppo.py l.138 / l.252 (main_dapo.py l.148): the reference policy is a worker when KL is used;
     # need_reference_policy (ppo/utils.py l.72-76) asks that worker mapping.
     use_ref = bool(config.algorithm.use_kl_in_reward or config.actor_rollout_ref.actor.use_kl_loss)
-    validate_config(config, use_reference_policy=use_ref, use_critic=need_critic(config))
+    validate_config(config, use_reference_policy=use_ref, use_critic=critic)
     omega_conf_to_dataclass(config.actor_rollout_ref.rollout)
 
 
@@ -75,14 +84,16 @@ def why(exc):
 
 verdicts = []
 for case in json.load(sys.stdin):
+    found = [{}, False]
     try:
-        check(case["folder"], case["name"], case["overrides"])
-        verdicts.append(["ok", ""])
+        check(case["folder"], case["name"], case["overrides"], case["read"])
+        verdicts.append(["ok", ""] + found)
     except Exception as exc:
-        verdicts.append(["problem", why(exc)])
+        verdicts.append(["problem", why(exc)] + found)
 print(json.dumps({"status": "ok", "detail": "", "verdicts": verdicts}))
 """
 
+MISSING = "verl's environment is not installed: bash scripts/install.sh verl (or set GEN_LAUNCH_VERL_PYTHON)"
 # verl's messages can carry a whole config section; a verdict keeps this many characters.
 DETAIL_CHARS = 400
 
@@ -97,30 +108,47 @@ def verl_python() -> str | None:
     return str(built) if built.is_file() else None
 
 
-def verl_checks(cases: list[tuple[str, list[str]]], python: str | None = None) -> list[tuple[str, str]]:
-    """verl's own verdict on each (entry, overrides) case: ("ok" | "problem" | "env", detail), "problem" with verl's
-    (or Hydra's) error text, one line, no traceback. All cases run in one child, so its start (verl's imports,
-    ~20 s on two cores) is paid once and each case adds about a second. "env": the verl interpreter is missing or
-    does not import, which says nothing about the overrides."""
-    for entry, overrides in cases:
-        if entry not in ENTRIES or not all(isinstance(item, str) for item in overrides):
+class Composed(NamedTuple):
+    """verl's verdict on one case: status "ok" | "problem" | "env", detail (verl's or Hydra's error text, one line,
+    no traceback), the values of the keys asked for as verl reads them (after its OmegaConf.resolve; {} where the
+    overrides do not compose), and whether verl builds a critic (trainer/ppo/utils.py need_critic)."""
+
+    status: str
+    detail: str
+    values: dict
+    critic: bool
+
+
+def verl_compose(cases: list[tuple[str, list[str], Sequence[str]]], python: str | None = None) -> list[Composed]:
+    """verl's own verdict on each (entry, overrides, keys to read back) case. All cases run in one child, so its
+    start (verl's imports, ~20 s on two cores) is paid once and each case adds about a second. "env": the verl
+    interpreter is missing or does not import, which says nothing about the overrides."""
+    for entry, overrides, read in cases:
+        if entry not in ENTRIES or not all(isinstance(item, str) for item in [*overrides, *read]):
             raise ValueError(f"a verl check takes an entry of {sorted(ENTRIES)} and override strings: {entry!r}")
     python = python or verl_python()
     if python is None:
-        missing = "verl's environment is not installed: bash scripts/install.sh verl (or set GEN_LAUNCH_VERL_PYTHON)"
-        return [("env", missing)] * len(cases)
+        return [Composed("env", MISSING, {}, False)] * len(cases)
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}
-    configs = [ENTRIES[entry] for entry, _ in cases]
-    stdin = json.dumps([{"folder": None if folder is None else str(folder), "name": name, "overrides": overrides}
-                        for (folder, name), (_, overrides) in zip(configs, cases, strict=True)])
+    configs = [ENTRIES[entry] for entry, _, _ in cases]
+    stdin = json.dumps([{"folder": None if folder is None else str(folder), "name": name, "overrides": overrides,
+                         "read": list(read)}
+                        for (folder, name), (_, overrides, read) in zip(configs, cases, strict=True)])
     with tempfile.TemporaryDirectory() as scratch:
         answer = child_answer(python, VERL_CHECK, [], Path(scratch), env, timeout=120 + 30 * len(cases), stdin=stdin)
     if isinstance(answer, str):
-        return [("env", answer)] * len(cases)
+        return [Composed("env", answer, {}, False)] * len(cases)
     verdicts = answer.get("verdicts")
     if answer.get("status") != "ok" or not isinstance(verdicts, list) or len(verdicts) != len(cases):
-        return [("env", str(answer.get("detail") or "the verl check answered no verdicts"))] * len(cases)
-    return [(status, _shorten(detail)) for status, detail in verdicts]
+        return [Composed("env", str(answer.get("detail") or "the verl check answered no verdicts"), {}, False)] \
+            * len(cases)
+    return [Composed(status, _shorten(detail), values, critic) for status, detail, values, critic in verdicts]
+
+
+def verl_checks(cases: list[tuple[str, list[str]]], python: str | None = None) -> list[tuple[str, str]]:
+    """verl_compose's (status, detail) on each (entry, overrides) case."""
+    return [(found.status, found.detail) for found in verl_compose([(entry, items, ()) for entry, items in cases],
+                                                                   python)]
 
 
 def verl_check(overrides: list[str], entry: str = "ppo", python: str | None = None) -> tuple[str, str]:
