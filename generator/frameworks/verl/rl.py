@@ -18,6 +18,7 @@ DATA_SOURCES = {"gsm8k": ("openai/gsm8k", 44), "math": ("lighteval/MATH", 48), "
                 "geo3k": ("hiyouga/geometry3k", 89)}
 # What verl's config says where an example sets nothing: key -> (value, source).
 DEFAULTS: dict[str, tuple[object, str]] = {
+    "n": (1, f"{ROLLOUT_YAML} l. 105: n 1"),
     "clip_ratio_low": (0.2, f"{ACTOR_YAML} l. 39: clip_ratio_low 0.2"),
     "clip_ratio_high": (0.2, f"{ACTOR_YAML} l. 42: clip_ratio_high 0.2"),
     "use_kl_loss": (False, f"{ACTOR_YAML} l. 95: use_kl_loss false"),
