@@ -10,8 +10,22 @@ from pathlib import Path
 
 import pytest
 
-from generator.frameworks.verl.checks import verl_check, verl_checks, verl_compose, verl_python
+from generator.checks.job import Job
+from generator.frameworks.verl.checks import (
+    ACTOR,
+    ROLLOUT,
+    RUNTIME_KEYS,
+    check,
+    runtime_problems,
+    stand_in_model,
+    verl_check,
+    verl_checks,
+    verl_compose,
+    verl_python,
+    with_model,
+)
 from generator.frameworks.verl.settings import hydra_value
+from generator.tables import load_tables
 
 DATA = Path(__file__).resolve().parent / "data" / "verl"
 # CI installs it (the README's test command), so there a missing environment fails instead of skipping.
@@ -23,29 +37,6 @@ needs_verl = pytest.mark.skipif(verl_python() is None and os.environ.get("CI", "
 def overrides(name: str) -> list[str]:
     return [line for line in (DATA / f"{name}.txt").read_text(encoding="utf-8").splitlines()
             if line and not line.startswith("#")]
-
-
-def stand_in_model(folder: Path) -> Path:
-    """What verl's HFModelConfig reads from a critic's model folder (workers/config/model.py l.100-131: config.json,
-    the tokenizer; no weights): a Qwen3 config and a three-word tokenizer, written as JSON."""
-    folder.mkdir()
-    config = {"architectures": ["Qwen3ForCausalLM"], "model_type": "qwen3", "hidden_size": 64,
-              "intermediate_size": 128, "num_hidden_layers": 2, "num_attention_heads": 4, "num_key_value_heads": 2,
-              "head_dim": 16, "vocab_size": 3, "max_position_embeddings": 32768}
-    tokenizer = {"version": "1.0", "truncation": None, "padding": None, "added_tokens": [], "normalizer": None,
-                 "pre_tokenizer": {"type": "Whitespace"}, "post_processor": None, "decoder": None,
-                 "model": {"type": "WordLevel", "vocab": {"<unk>": 0, "<pad>": 1, "<eos>": 2}, "unk_token": "<unk>"}}
-    settings = {"tokenizer_class": "PreTrainedTokenizerFast", "unk_token": "<unk>", "pad_token": "<pad>",
-                "eos_token": "<eos>"}
-    for name, data in (("config.json", config), ("tokenizer.json", tokenizer), ("tokenizer_config.json", settings)):
-        (folder / name).write_text(json.dumps(data), encoding="utf-8")
-    return folder
-
-
-def with_model(items: list[str], folder: Path) -> list[str]:
-    """The PPO example's model paths (a hub name, not on this machine) pointed at a local folder."""
-    keys = ("actor_rollout_ref.model.path=", "critic.model.path=")
-    return [item.split("=", 1)[0] + f"={folder}" if item.startswith(keys) else item for item in items]
 
 
 GRPO = overrides("grpo_qwen3_8b")  # 8 devices, train batch 256 x n 5, mini batch 64
@@ -89,7 +80,7 @@ ROUND_TRIP = {"trainer.project_name": "it's ${oc.env:HOME} $(id)", "trainer.expe
 @pytest.fixture(scope="module")
 def verdicts(scratch) -> dict[str, tuple[str, str]]:
     """Every case of this module in one verl child (its imports take ~15 s)."""
-    model = stand_in_model(scratch / "qwen3")
+    model = stand_in_model(scratch / "qwen3", load_tables().model("qwen3-8b"))
     injected = f"""trainer.project_name='__import__("os").system("touch {scratch}/ran")'"""
     cases = {
         "grpo_qwen3_8b": ("ppo", GRPO),
@@ -176,3 +167,62 @@ def test_hydra_values_as_written():
 def test_an_unknown_entry_is_refused():
     with pytest.raises(ValueError, match="entry"):
         verl_checks([("sft", GRPO)])
+
+
+def job(folder: Path, lines: list[str], model: str, cards: int, config: str = "ppo", **options: str) -> Job:
+    """A job folder holding verl/overrides.txt and the plan.json keys its check reads."""
+    (folder / "verl").mkdir(parents=True)
+    (folder / "verl" / "overrides.txt").write_text("\n".join(lines) + "\n", encoding="utf-8")
+    plan = {"model": model, "frameworks": {"verl": {"cards": cards, "settings": {"config": config}}}}
+    (folder / "plan.json").write_text(json.dumps(plan), encoding="utf-8")
+    return Job.read(folder, options)
+
+
+@needs_verl
+def test_validate_runs_a_critic_on_a_stand_in_model(tmp_path):
+    # The example names its models by hub name; the check points them at a folder of the plan's model's shape.
+    result = check(job(tmp_path, overrides("ppo_qwen3_8b"), "qwen3-8b", 8), "verl/overrides.txt")
+    assert result.status == "ok"
+    assert "critic's model folder is a stand-in here (qwen3-8b's config.json" in result.detail
+
+
+def test_validate_without_verl_says_so(tmp_path):
+    result = check(job(tmp_path, GRPO, "qwen3-8b", 8, verl_python=str(tmp_path / "none")), "verl/overrides.txt")
+    assert result.status == "env"
+    assert "bash scripts/install.sh verl" in result.detail
+
+
+def test_validate_needs_the_plan(tmp_path):
+    folder = job(tmp_path, GRPO, "qwen3-8b", 8).folder
+    (folder / "plan.json").unlink()
+    assert check(Job.read(folder, {}), "verl/overrides.txt").status == "problem"
+    assert check(Job.read(folder, {}), "verl/launch.sh") is None
+
+
+# The Qwen3-8B GRPO example's values as verl composes them (8 devices, train batch 256 x n 5, mini batch 64,
+# micro batch 1 a device).
+VALUES = {key: None for key in RUNTIME_KEYS} | {
+    "trainer.nnodes": 1, "trainer.n_gpus_per_node": 8, f"{ROLLOUT}n": 5, f"{ROLLOUT}tensor_model_parallel_size": 2,
+    f"{ROLLOUT}data_parallel_size": 1, f"{ROLLOUT}pipeline_model_parallel_size": 1,
+    f"{ACTOR}ppo_mini_batch_size": 64, f"{ACTOR}ppo_micro_batch_size_per_gpu": 1,
+    f"{ACTOR}ulysses_sequence_parallel_size": 1, "critic.ppo_mini_batch_size": 64, "critic.rollout_n": 5,
+    "critic.ppo_micro_batch_size_per_gpu": 1, "critic.ulysses_sequence_parallel_size": 1}
+
+
+@pytest.mark.parametrize(("change", "critic", "words"), [
+    ({"trainer.nnodes": 2}, False, "trainer.nnodes x n_gpus_per_node = 16 devices, but the plan has 8"),
+    ({f"{ROLLOUT}tensor_model_parallel_size": 3}, False, "rollout TP 3 x DP 1 x PP 1 does not divide the world of 8"),
+    ({f"{ROLLOUT}data_parallel_size": 16}, False, "rollout TP 2 x DP 16 x PP 1 does not divide"),
+    ({f"{ACTOR}ulysses_sequence_parallel_size": 3}, False, "actor ulysses SP 3 does not divide the world of 8"),
+    ({f"{ACTOR}ulysses_sequence_parallel_size": 8}, False,
+     "actor ulysses SP 8 must divide the model's 28 attention heads"),
+    ({f"{ACTOR}ppo_micro_batch_size_per_gpu": 3}, False, "actor mini batch 64 x n 5 / (world 8 / SP 1) = 40 per "
+                                                         "device is not a positive multiple of the micro batch 3"),
+    ({f"{ACTOR}ppo_micro_batch_size": 24}, False, "= 40 per device is not a positive multiple of the micro batch 3"),
+    ({f"{ACTOR}ppo_mini_batch_size": 1, f"{ROLLOUT}n": 1}, False, "= 0 per device"),
+    ({"critic.ppo_micro_batch_size_per_gpu": 3}, True, "critic mini batch 64 x n 5"),
+])
+def test_rules_verl_checks_in_its_workers(change, critic, words):
+    assert runtime_problems(VALUES, critic, heads=28, kv_heads=4, cards=8) == []
+    problems = runtime_problems(VALUES | change, critic, heads=28, kv_heads=4, cards=8)
+    assert len(problems) == 1 and words in problems[0]
