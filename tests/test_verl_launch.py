@@ -5,19 +5,20 @@ of overrides.txt; the other nodes join and start nothing; a step that fails ends
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+from click.testing import CliRunner
 from helpers import check_script, render_job
 
-from generator.frameworks.contract import RoleKind
+from generator.cli import main
 from generator.frameworks.verl.render import JOIN_ATTEMPTS
-from generator.frameworks.verl.render import render as render_verl
-from generator.frameworks.verl.settings import Setting, VerlSettings, hydra_value
-from generator.render import environment
+from generator.frameworks.verl.settings import hydra_value
+from generator.render import write
 from generator.tables import load_tables
 
 T = load_tables()
@@ -75,31 +76,6 @@ PYTHON3 = "#!/bin/bash\n" + RECORD + '[ "$1" != -I ] || echo "$VERL_ROOT"\nexit 
 SLEEP = "#!/bin/bash\n" + RECORD
 
 
-def stand_in_plan(nodes: int, master_addr: str | None, accelerator: str = "npu", model_dir: str = "/m",
-                  entry: str = "verl.trainer.main_ppo"):
-    """A verl plan on `nodes` nodes of 8 cards: the layout of a resolved plan, the settings built here."""
-    hardware = "snt9b" if accelerator == "npu" else "a800"
-    plan, _ = render_job(T, frameworks=["llama-factory"], model="qwen3-8b", method="full", hardware=hardware,
-                         cards=8 * nodes, paths={"model_dir": model_dir, "dataset": "/d.json", "output_dir": "/o"},
-                         **({"cluster": {"master_addr": master_addr}} if master_addr else {}))
-    fp = plan.frameworks["llama-factory"]
-    settings = VerlSettings(
-        entry=entry, config="ppo" if entry.startswith("verl.") else "dapo",
-        upstream="examples/grpo_trainer/run_qwen3-8b_npu.sh @ f9c855f7",
-        overrides=(Setting("algorithm.adv_estimator", "grpo", "test"),
-                   Setting("actor_rollout_ref.model.path", model_dir, "spec paths.model_dir"),
-                   Setting("data.train_batch_size", 256, "test"),
-                   Setting("actor_rollout_ref.actor.optim.lr", 1e-6, "test"),
-                   Setting("trainer.nnodes", nodes, "plan"), Setting("trainer.n_gpus_per_node", 8, "plan"),
-                   Setting("+ray_kwargs.ray_init.num_cpus", None, "test")),
-        environment=(Setting("HCCL_CONNECT_TIMEOUT", 5400, "test"), Setting("VLLM_USE_V1", "1", "test")),
-        prepare=(), merge=(), nnodes=nodes, gpus_per_node=8)
-    role = fp.primary
-    verl = replace(fp, name="verl", settings=settings, roles={"actor": replace(role, kind=RoleKind.ACTOR),
-                                                              "rollout": replace(role, kind=RoleKind.ROLLOUT)})
-    return replace(plan, frameworks={"verl": verl}, recipes={})
-
-
 @dataclass
 class Job:
     folder: Path  # verl/ of the job
@@ -120,15 +96,16 @@ class Job:
         return out
 
 
-def job(tmp_path: Path, nodes: int, master_addr: str | None = ADDR, accelerator: str = "npu",
-        model_dir: str = "/m", entry: str = "verl.trainer.main_ppo") -> Job:
-    plan = stand_in_plan(nodes, master_addr, accelerator, model_dir, entry)
-    plan = replace(plan, paths={**plan.paths, "output_dir": replace(plan.paths["output_dir"],
-                                                                    value=str(tmp_path / "out"))})
-    folder = tmp_path / "job" / "verl"
-    folder.mkdir(parents=True)
-    for path, text in render_verl(plan, environment()).items():
-        (folder.parent / path).write_text(text)
+def job(tmp_path: Path, nodes: int, master_addr: str | None = ADDR, hardware: str = "snt9b", model_dir: str = "/m",
+        model: str = "qwen3-8b", method: str = "grpo") -> Job:
+    """A verl job on `nodes` nodes of 8 cards, rendered and written as `render` does, and the stand-ins."""
+    plan, files = render_job(T, frameworks=["verl"], model=model, method=method, hardware=hardware, cards=8 * nodes,
+                             data={"samples": 6000, "tokens_per_sample": 1024},
+                             paths={"model_dir": model_dir, "dataset": "/d.json", "output_dir": str(tmp_path / "out")},
+                             **({"cluster": {"master_addr": master_addr}} if master_addr else {}))
+    assert plan.frameworks["verl"].layout.nodes == nodes
+    write(files, tmp_path, plan.job, overwrite=False)
+    folder = tmp_path / plan.job / "verl"
     stub = tmp_path / "stub"
     (stub / "bin").mkdir(parents=True)
     (stub / "calls").mkdir()
@@ -138,7 +115,7 @@ def job(tmp_path: Path, nodes: int, master_addr: str | None = ADDR, accelerator:
     env = {k: v for k, v in os.environ.items() if k not in ("MASTER_ADDR", "ASCEND_RT_VISIBLE_DEVICES",
                                                             "CUDA_VISIBLE_DEVICES")}
     env.update(PATH=f"{stub / 'bin'}:{os.environ['PATH']}", STUB=str(stub), STUB_DEVICES="8",
-               STUB_RESOURCE="NPU" if accelerator == "npu" else "GPU", HCCL_SOCKET_IFNAME="eth0",
+               STUB_RESOURCE="NPU" if plan.accelerator == "npu" else "GPU", HCCL_SOCKET_IFNAME="eth0",
                NCCL_SOCKET_IFNAME="eth0")
     return Job(folder, stub, env)
 
@@ -229,13 +206,13 @@ def test_overrides_reach_python3_unchanged(tmp_path):
 
 
 def test_gpus_are_given_to_ray_as_gpus(tmp_path):
-    j = job(tmp_path, 1, accelerator="gpu")
+    j = job(tmp_path, 1, hardware="a800")
     assert j.run("0").returncode == 0
     assert j.calls()[0][2][-1] == "--num-gpus=8"
 
 
 def test_dapo_runs_from_the_clone_of_verl_that_python3_imports(tmp_path):
-    j = job(tmp_path, 1, entry="recipe.dapo.main_dapo")
+    j = job(tmp_path, 1, model="qwen3-14b", method="dapo")
     check_script((j.folder / "launch.sh").read_text(), tmp_path)
     clone = tmp_path / "verl clone"
     result = j.run("0", VERL_ROOT=str(clone))
@@ -247,3 +224,15 @@ def test_dapo_runs_from_the_clone_of_verl_that_python3_imports(tmp_path):
     assert result.returncode == 0, result.stderr
     _, cwd, argv = j.calls()[-2]
     assert cwd == str(clone) and argv == ["-m", "recipe.dapo.main_dapo", *overrides(j)]
+
+
+@pytest.mark.parametrize("nodes, hardware", [(1, "snt9b"), (2, "a800")])
+def test_validate_finds_no_shell_problem_in_the_verl_files(tmp_path, nodes, hardware):
+    j = job(tmp_path, nodes, master_addr=None, hardware=hardware)
+    # verl's own config check (checks.py) is tests/test_verl_config.py's: here an interpreter that is not there.
+    result = CliRunner().invoke(main, ["validate", str(j.folder.parent), "--json", "--verl-python", "/nonexistent"])
+    found = {item["path"]: item for item in json.loads(result.output)["results"]}
+    assert {path for path in found if path.endswith((".sh", ".txt"))} == {
+        "verl/launch.sh", "verl/merge.sh", "verl/commands.txt", "verl/overrides.txt"}
+    for path in ("verl/launch.sh", "verl/merge.sh", "verl/commands.txt"):
+        assert found[path]["status"] == "ok", found[path]

@@ -77,7 +77,7 @@ def env_value(item: Setting) -> str:
 def shown(value: Value) -> str:
     """A data-preparation or merge option's value as PLAN.md shows it."""
     if isinstance(value, tuple):
-        return ",".join(shown(item) for item in value)
+        return json.dumps(list(value), ensure_ascii=False)
     return "null" if value is None else str(value)
 
 
