@@ -16,7 +16,11 @@ def render(plan: Plan, env: jinja2.Environment) -> dict[str, str]:
 
 
 def plan_section(plan: Plan, env: jinja2.Environment) -> str:
-    return "verl: `verl/overrides.txt` holds the Hydra overrides of the plan's settings (launch files to come).\n"
+    settings = plan.frameworks["verl"].settings
+    assert isinstance(settings, VerlSettings)
+    rows = "".join(f"| `{key}` | `{value}` | {source} |\n" for key, value, source in settings.rows())
+    return (f"verl: `verl/overrides.txt` holds the Hydra overrides for `python3 -m {settings.entry}`, following "
+            f"{settings.upstream}:\n\n| override | value | source |\n|---|---|---|\n{rows}")
 
 
 def check(job, path: str):

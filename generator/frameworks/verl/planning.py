@@ -143,17 +143,10 @@ def fitted_micro(rl: RL, cards: int) -> tuple[int, int, str]:
 
 
 def check_rules(plan: Plan, rl: RL, cards: int, sp: int) -> None:
-    """verl's batch rules at the plan's values, refused at the spec key with the nearest values that work."""
+    """verl's mini batch rules at the spec's rl.mini_batch_size, refused with the nearest values that work. (Its
+    batch rule, train_batch_size x n divisible by the cards (verl/utils/config.py l. 88-113), always holds: the
+    core's tiling keeps the global batch a multiple of the actor's micro batch 1 x DP = the cards.)"""
     batch = plan.train.global_batch_size
-    batch_key = "global_batch_size" if plan.train.origin.get("global_batch_size") == "given" else \
-        "rl.samples_per_prompt" if rl.sources["n"].startswith("spec") else "cards"
-    if not rl.dynamic_bsz and (batch * rl.n) % cards:
-        unit = cards // math.gcd(rl.n, cards)
-        lower, upper = batch // unit * unit, -(-batch // unit) * unit
-        near = ", ".join(str(b) for b in (lower, upper) if b > 0)
-        raise SpecError.at(batch_key, f"global batch {batch} x samples_per_prompt {rl.n} = {batch * rl.n} must be "
-                                      f"divisible by the {cards} cards ({CONFIG_PY} l. 88-113: real_train_batch_size "
-                                      f"% n_gpus); global batches that work: {near}")
     if "mini_batch_size" in plan.rl and (rl.mini_batch_size > batch or batch % rl.mini_batch_size):
         fits = [d for d in divisors(batch) if d <= rl.mini_batch_size] or [batch]
         raise SpecError.at("rl.mini_batch_size", f"{rl.mini_batch_size} must divide the global batch {batch} and not "
