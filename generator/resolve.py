@@ -678,7 +678,8 @@ def minimum_table(tables: Tables, seq_len: int) -> list[dict]:
     rows = []
     for model in tables.models.values():
         for name in tables.frameworks:
-            if not tables.supports(name, model.name):
+            # The table's columns are full and LoRA training: a framework offering neither has no row.
+            if not tables.supports(name, model.name) or not {"full", "lora"} & set(tables.frameworks[name].methods):
                 continue
             cells: dict[str, int | str] = {}
             refused = tables.frameworks[name].refusal(model.name) is not None  # the pinned version cannot train it

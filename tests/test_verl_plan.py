@@ -151,6 +151,7 @@ def test_the_spec_rl_section_sets_the_values():
     ({"rl": {"prompt_length": 1024, "response_length": 1024}}, "rl.response_length",
      "= 2048 must equal seq_len 4096; response_length 3072 does"),
     ({"seq_len": 512}, "seq_len", "the prompt length 512"),
+    ({"global_batch_size": 100}, "global_batch_size", "nearest that work: 96 or 104"),
     ({"rl": {"mini_batch_size": 48}}, "rl.mini_batch_size", "nearest that works: 32"),
     ({"rl": {"mini_batch_size": 1, "samples_per_prompt": 1}, "cards": 16}, "rl.mini_batch_size", "at least 16"),
 ])
