@@ -188,9 +188,9 @@ def runtime_problems(values: dict, critic: bool, heads: int, kv_heads: int, card
     if world % (tp * dp * pp):
         problems.append(f"rollout TP {tp} x DP {dp} x PP {pp} does not divide the world of {world} devices "
                         f"(fsdp_workers.py l.614-620)")
-    roles = [("actor", ACTOR, values[ROLLOUT + "n"], "l.241-263", "l.170-172")]
+    roles = [("actor", ACTOR, values[ROLLOUT + "n"], "l.241-263", "l.171-176")]
     if critic:
-        roles.append(("critic", "critic.", values["critic.rollout_n"], "l.1234-1255", "l.1212-1213"))
+        roles.append(("critic", "critic.", values["critic.rollout_n"], "l.1234-1255", "l.1212-1217"))
     for role, prefix, n, lines, mesh in roles:
         mini, micro, per_gpu, sp = (values[prefix + key] for key in BATCH_KEYS)
         if world % sp:
