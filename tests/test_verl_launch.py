@@ -16,7 +16,7 @@ from click.testing import CliRunner
 from helpers import check_script, render_job
 
 from generator.cli import main
-from generator.frameworks.verl.render import JOIN_ATTEMPTS
+from generator.frameworks.verl.render import JOIN_ATTEMPTS, data_files
 from generator.frameworks.verl.settings import hydra_value
 from generator.render import write
 from generator.tables import load_tables
@@ -78,6 +78,7 @@ SLEEP = "#!/bin/bash\n" + RECORD
 
 @dataclass
 class Job:
+    plan: object
     folder: Path  # verl/ of the job
     stub: Path
     env: dict
@@ -105,6 +106,9 @@ def job(tmp_path: Path, nodes: int, master_addr: str | None = ADDR, hardware: st
                              **({"cluster": {"master_addr": master_addr}} if master_addr else {}))
     assert plan.frameworks["verl"].layout.nodes == nodes
     write(files, tmp_path, plan.job, overwrite=False)
+    for path in data_files(plan.frameworks["verl"].settings):  # what prepare_data.py writes
+        Path(path).parent.mkdir(parents=True, exist_ok=True)
+        Path(path).write_bytes(b"PAR1")
     folder = tmp_path / plan.job / "verl"
     stub = tmp_path / "stub"
     (stub / "bin").mkdir(parents=True)
@@ -117,7 +121,7 @@ def job(tmp_path: Path, nodes: int, master_addr: str | None = ADDR, hardware: st
     env.update(PATH=f"{stub / 'bin'}:{os.environ['PATH']}", STUB=str(stub), STUB_DEVICES="8",
                STUB_RESOURCE="NPU" if plan.accelerator == "npu" else "GPU", HCCL_SOCKET_IFNAME="eth0",
                NCCL_SOCKET_IFNAME="eth0")
-    return Job(folder, stub, env)
+    return Job(plan, folder, stub, env)
 
 
 def overrides(j: Job) -> list[str]:
@@ -236,3 +240,13 @@ def test_validate_finds_no_shell_problem_in_the_verl_files(tmp_path, nodes, hard
         "verl/launch.sh", "verl/merge.sh", "verl/commands.txt", "verl/overrides.txt"}
     for path in ("verl/launch.sh", "verl/merge.sh", "verl/commands.txt"):
         assert found[path]["status"] == "ok", found[path]
+
+
+def test_node_0_starts_nothing_before_the_data_is_prepared(tmp_path):
+    j = job(tmp_path, 2)
+    train = Path(data_files(j.plan.frameworks["verl"].settings)[0])
+    train.unlink()
+    result = j.run("0")
+    assert result.returncode == 2 and f"{train}: is not there: run python3 verl/prepare_data.py" in result.stderr
+    assert j.calls() == []
+    assert j.run("1").returncode == 0  # a worker node reads no data

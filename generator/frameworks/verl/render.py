@@ -81,6 +81,15 @@ def shown(value: Value) -> str:
     return "null" if value is None else str(value)
 
 
+def data_files(settings: VerlSettings) -> list[str]:
+    """The prepared parquet files the job reads (data.train_files, data.val_files: a path or a list of them)."""
+    found: list[str] = []
+    for key in ("data.train_files", "data.val_files"):
+        value = settings.value(key)
+        found += [str(item) for item in value] if isinstance(value, tuple) else [str(value)]
+    return found
+
+
 def device_flag(plan: Plan, fp: FrameworkPlan) -> str:
     """The `ray start` option that gives Ray the node's devices (RESOURCE's sources)."""
     count = fp.layout.local_cards
@@ -106,13 +115,13 @@ def render(plan: Plan, env: jinja2.Environment) -> dict[str, str]:
         cards=lay.cards, per_node=lay.local_cards, entry=settings.entry, environment=environment(settings),
         ray_port=RAY_PORT, dashboard_port=DASHBOARD_PORT, device_flag=device_flag(plan, fp),
         resource=RESOURCE[plan.accelerator], join_attempts=JOIN_ATTEMPTS, join_wait=JOIN_WAIT_S,
-        workdir=plan.output_dir(NAME), in_clone=in_clone(settings),
+        workdir=plan.output_dir(NAME), in_clone=in_clone(settings), data_files=data_files(settings),
         entry_file=settings.entry.replace(".", "/") + ".py")
     return {
         "verl/overrides.txt": "".join(f"{line}\n" for line in override_lines(settings)),
         "verl/launch.sh": launch,
         "verl/commands.txt": commands_txt(plan, fp, env, "verl"),
-        **step_files(plan, env),
+        **{f"{NAME}/{path}": text for path, text in step_files(plan, env).items()},
     }
 
 
