@@ -5,6 +5,7 @@ of overrides.txt; the other nodes join and start nothing; a step that fails ends
 
 from __future__ import annotations
 
+import itertools
 import json
 import os
 import subprocess
@@ -250,3 +251,16 @@ def test_node_0_starts_nothing_before_the_data_is_prepared(tmp_path):
     assert result.returncode == 2 and f"{train}: is not there: run python3 verl/prepare_data.py" in result.stderr
     assert j.calls() == []
     assert j.run("1").returncode == 0  # a worker node reads no data
+
+
+def test_plan_shows_the_settings_with_their_sources(tmp_path):
+    spec = tmp_path / "rl.yaml"
+    spec.write_text(json.dumps({"job": "rl", "model": "qwen3-8b", "method": "grpo", "seq_len": 4096,
+                                "hardware": "snt9b", "frameworks": ["verl"]}))
+    result = CliRunner().invoke(main, ["plan", str(spec)])
+    assert result.exit_code == 0, result.output
+    shown = result.output.split("verl: the values its files hold beyond the layout and recipe", 1)[1].splitlines()
+    rows = [line.split() for line in itertools.takewhile(lambda line: line.startswith("  "), shown[1:])]
+    assert rows[0][:2] == ["algorithm.adv_estimator", "'grpo'"] and "run_qwen3-8b_npu.sh" in " ".join(rows[0])
+    assert len(rows) == len(json.loads(CliRunner().invoke(main, ["plan", str(spec), "--json"]).output)
+                            ["frameworks"]["verl"]["settings"]["overrides"])
