@@ -264,3 +264,13 @@ def test_plan_shows_the_settings_with_their_sources(tmp_path):
     assert rows[0][:2] == ["algorithm.adv_estimator", "'grpo'"] and "run_qwen3-8b_npu.sh" in " ".join(rows[0])
     assert len(rows) == len(json.loads(CliRunner().invoke(main, ["plan", str(spec), "--json"]).output)
                             ["frameworks"]["verl"]["settings"]["overrides"])
+
+
+def test_an_override_line_with_a_control_character_is_refused(tmp_path):
+    j = job(tmp_path, 1)
+    path = j.folder / "overrides.txt"
+    path.chmod(0o644)
+    path.write_text(path.read_text().replace("\n", "\r\n", 2))  # an editor's CRLF line end
+    result = j.run("0")
+    assert result.returncode == 2 and "an override is one line without control characters, got $'" in result.stderr
+    assert j.calls() == []
