@@ -105,6 +105,24 @@ def test_qwen3_8b_grpo_on_one_snt9b_node_is_upstreams_example():
     assert rollout.total == pytest.approx(extra["actor states resident (not offloaded)"] + 0.6 * 64)
 
 
+def test_the_memory_model_raises_the_seeds_count_when_the_peak_does_not_fit():
+    plan = _plan("qwen3-32b", "grpo")
+    fp = plan.frameworks["verl"]
+    assert fp.min_cards.value == 16 and fp.cards > 16 and fp.cards % 8 == 0
+    assert f"verl: the memory model raised the card count from 16 to {fp.cards}: no layout fits on 16 (see " \
+        "rejected)" in plan.notes
+
+
+def test_ppo_counts_the_critic_beside_the_actor_and_offloads_both_together():
+    fp = _plan("qwen3-8b", "ppo").frameworks["verl"]
+    actor, critic = dict(fp.roles["actor"].layout.memory.extra), dict(fp.roles["critic"].layout.memory.extra)
+    assert "critic states resident (not offloaded)" in actor and "actor states resident (not offloaded)" in critic
+    s = fp.settings
+    offload = s.value("actor_rollout_ref.actor.fsdp_config.param_offload")
+    assert s.value("critic.model.fsdp_config.param_offload") is offload
+    assert s.value("critic.optim.lr") == 1e-5 and s.value("critic.ulysses_sequence_parallel_size") == 2
+
+
 def test_a_longer_sequence_keeps_the_examples_tokens_per_micro_batch_and_lowers_the_kv_share():
     s = _plan().frameworks["verl"].settings  # seq_len 4096: the example's 1536-token sequences, 10 per micro batch
     micro = next(item for item in s.overrides if item.key == "actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu")
