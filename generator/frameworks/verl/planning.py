@@ -272,6 +272,9 @@ def settings(plan: Plan, fp: FrameworkPlan) -> VerlSettings:
         rl.sources.get("rollout_tp", "") if rollout.tp == rl.rollout_tp else
         f"plan: the rollout layout's TP (the example's {rl.rollout_tp} does not fit or divide)")
     add("actor_rollout_ref.rollout.name", "vllm", f"upstream {rl.script}: rollout.name=vllm")
+    if vl:
+        add("+actor_rollout_ref.rollout.engine_kwargs.vllm.disable_mm_preprocessor_cache", True,
+            "upstream examples/grpo_trainer/run_qwen2_5_vl_7b_npu.sh l. 34 (a key outside verl's schema: +)")
     add("actor_rollout_ref.rollout.gpu_memory_utilization", gmu, gmu_source)
     chunked = rl.chunked_prefill
     batched = rl.max_num_batched_tokens
