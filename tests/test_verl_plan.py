@@ -134,6 +134,8 @@ def test_the_time_is_a_published_figure_labelled_as_such_or_none():
     timed = _plan(hardware="snt9b23").frameworks["verl"]
     assert timed.estimate.time_hours > 0 and "MindSpeed-RL's measurement, not verl's: 252" in timed.estimate.tps_source
     assert timed.estimate.tokens_per_card_s == pytest.approx(252 / 5)  # per spec token: a prompt makes n sequences
+    measured = _plan(tokens_per_card_s=100.0).frameworks["verl"]  # the spec's own measurement wins
+    assert measured.estimate.tokens_per_card_s == 100.0 and measured.estimate.time_hours > 0
     untimed = _plan().frameworks["verl"]
     assert untimed.estimate.time_hours is None and untimed.estimate.tokens_per_card_s == 0
     assert untimed.estimate.tps_source.startswith("none published")

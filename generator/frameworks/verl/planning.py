@@ -97,6 +97,8 @@ class VerlPlanning(DefaultPlanning):
         if ctx.role_kind is not RoleKind.ACTOR:
             why = "inside the actor's whole-step figure" if ctx.role_kind.trains else "does not train"
             return Throughput(0.0, f"not estimated: {ctx.role_kind.value} {why}", is_estimate=True)
+        if ctx.spec.tokens_per_card_s is not None:  # the spec's measured rate: the core's model takes it
+            return None
         found = next((row for row in published() if (row.method, row.model, row.hardware)
                       == (ctx.spec.method, ctx.model.name, ctx.hw.name)), None)
         if found is None:
