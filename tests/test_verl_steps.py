@@ -103,8 +103,8 @@ def prepare(tmp_path: Path, name: str, fmt: str, rows: list, image_column: str |
         (folder / "img" / "dot.png").write_bytes(PNG)
     files = step_files(verl_plan(folder, fmt, data, image_column), environment())
     script = folder / "prepare_data.py"
-    script.write_text(files["prepare_data.py"], encoding="utf-8")
-    return folder, files["prepare_data.py"]
+    script.write_text(files["verl/prepare_data.py"], encoding="utf-8")
+    return folder, files["verl/prepare_data.py"]
 
 
 @pytest.fixture(scope="module")
@@ -182,7 +182,7 @@ def run_prepare(tmp_path: Path, rows: list, fmt: str = "alpaca", image_column: s
     data.write_text(json.dumps(rows), encoding="utf-8")
     script = tmp_path / "prepare_data.py"
     script.write_text(step_files(verl_plan(tmp_path, fmt, data, image_column, placeholders), environment())
-                      ["prepare_data.py"], encoding="utf-8")
+                      ["verl/prepare_data.py"], encoding="utf-8")
     return subprocess.run([python, "-I", str(script)], capture_output=True, text=True, cwd=tmp_path, timeout=60)
 
 
@@ -220,7 +220,7 @@ def test_a_placeholder_dataset_is_refused(tmp_path):
 def test_settings_are_data_in_the_script(tmp_path):
     # A value with quotes, backslashes and Python syntax reaches the script as a string, never as code.
     text = step_files(verl_plan(tmp_path, "alpaca", tmp_path / "x'''\"\\n__import__('os')"), environment())
-    script = text["prepare_data.py"]
+    script = text["verl/prepare_data.py"]
     settings = script.split("SETTINGS = json.loads(", 1)[1].split(")\n", 1)[0]
     import ast
     assert json.loads(ast.literal_eval(settings))["input"] == str(tmp_path / "x'''\"\\n__import__('os')")
@@ -230,8 +230,8 @@ def test_settings_are_data_in_the_script(tmp_path):
 def test_merge_runs_verls_model_merger(tmp_path):
     files = step_files(verl_plan(tmp_path, "alpaca", tmp_path / "d.json"), environment())
     script = tmp_path / "merge.sh"
-    script.write_text(files["merge.sh"], encoding="utf-8")
-    check_script(files["merge.sh"], tmp_path, "merge.sh")
+    script.write_text(files["verl/merge.sh"], encoding="utf-8")
+    check_script(files["verl/merge.sh"], tmp_path, "merge.sh")
     result, calls = run_recording(script, [], tmp_path, programs=("python3",))
     assert result.returncode == 2 and "no checkpoint at" in result.stderr and calls == []
     actor = tmp_path / "out" / "verl" / "checkpoints" / "global_step_5" / "actor"
@@ -247,7 +247,7 @@ def test_merge_refuses_a_placeholder_output(tmp_path):
     files = step_files(verl_plan(tmp_path, "alpaca", tmp_path / "d.json"), environment())
     plan = verl_plan(tmp_path, "alpaca", tmp_path / "d.json", placeholders={"output_dir": "/path/to/output/t"})
     script = tmp_path / "merge.sh"
-    script.write_text(step_files(plan, environment())["merge.sh"], encoding="utf-8")
+    script.write_text(step_files(plan, environment())["verl/merge.sh"], encoding="utf-8")
     result, calls = run_recording(script, [], tmp_path, programs=("python3",))
     assert result.returncode == 2 and "paths.output_dir is the placeholder" in result.stderr and calls == []
-    assert files["merge.sh"] != script.read_text(encoding="utf-8")
+    assert files["verl/merge.sh"] != script.read_text(encoding="utf-8")

@@ -25,6 +25,7 @@ from __future__ import annotations
 import json
 import os
 import tempfile
+import unicodedata
 from collections.abc import Sequence
 from pathlib import Path
 from typing import NamedTuple
@@ -263,7 +264,11 @@ def check(job: Job, path: str) -> Result | None:
     python = job.options.get(PYTHON_OPTION.dest) or verl_python()
     if python is None:
         return Result(path, "skipped", f"verl's own config code not run: {MISSING}, or give {PYTHON_OPTION.flag}")
-    overrides = [line for line in text(job.folder / path).splitlines() if line.strip()]
+    # As launch.sh reads it (mapfile -t: one override a line; empty lines and # comments skipped).
+    overrides = [line for line in text(job.folder / path).split("\n") if line and not line.startswith("#")]
+    broken = [line for line in overrides if any(unicodedata.category(char) == "Cc" for char in line)]
+    if broken:
+        return Result(path, "problem", f"launch.sh refuses an override with a control character: {broken[0]!r}")
     with tempfile.TemporaryDirectory() as scratch:
         stand_in = stand_in_model(Path(scratch) / "model", model)
         found = verl_compose([(entry, with_model(overrides, stand_in), RUNTIME_KEYS)], python)[0]

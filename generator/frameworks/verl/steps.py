@@ -17,7 +17,7 @@ MERGE_PATHS = ("output_dir",)
 
 
 def step_files(plan: Plan, env: jinja2.Environment) -> dict[str, str]:
-    """{"prepare_data.py", "merge.sh"}: their text from the plan's settings."""
+    """{"verl/prepare_data.py", "verl/merge.sh"}: their text from the plan's settings."""
     settings = plan.frameworks[NAME].settings
     if not isinstance(settings, VerlSettings):
         raise TypeError(f"the verl plan holds no VerlSettings: {settings!r}")
@@ -28,9 +28,9 @@ def step_files(plan: Plan, env: jinja2.Environment) -> dict[str, str]:
     literal = repr(json.dumps({**prepare, "placeholders": placeholders}, sort_keys=True))
     merge = [(item.key, str(item.value)) for item in settings.merge]
     return {
-        "prepare_data.py": env.get_template(f"{NAME}/prepare_data.py.j2").render(
+        f"{NAME}/prepare_data.py": env.get_template(f"{NAME}/prepare_data.py.j2").render(
             job=plan.job, format=prepare["format"], settings=literal),
-        "merge.sh": env.get_template(f"{NAME}/merge.sh.j2").render(
+        f"{NAME}/merge.sh": env.get_template(f"{NAME}/merge.sh.j2").render(
             job=plan.job, options=merge, local_dir=dict(merge)["local_dir"],
             used_paths=[(key, plan.paths[key].value) for key in MERGE_PATHS]),
     }
