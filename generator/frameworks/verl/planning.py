@@ -329,10 +329,16 @@ def settings(plan: Plan, fp: FrameworkPlan) -> VerlSettings:
     add("trainer.default_local_dir", f"{out}/checkpoints", "paths.output_dir: verl's checkpoints")
     add("trainer.resume_mode", "auto" if t.resume else "disable", t.origin.get("resume", ""))
     add("trainer.save_freq", t.save_every_steps, t.origin.get("save_every_steps", ""))
-    steps = t.steps if t.steps is not None else t.placeholders.get("placeholder_steps")
-    if steps is not None:
-        add("trainer.total_training_steps", steps, t.origin.get("steps", "plan: steps"))
-    add("trainer.total_epochs", math.ceil(t.epochs) if t.epochs else 1, t.origin.get("epochs", "plan: epochs"))
+    steps = t.steps if t.steps is not None else t.placeholders["placeholder_steps"]
+    add("trainer.total_training_steps", steps,
+        t.origin["steps"] if t.steps is not None else t.origin["placeholder_steps"])
+    # verl loops over total_epochs and stops at total_training_steps (verl 0.7.0 verl/trainer/ppo/ray_trainer.py
+    # l. 422-427, l. 1327): enough epochs to reach it.
+    if t.epochs:
+        add("trainer.total_epochs", math.ceil(t.epochs), f"plan: epochs, whole ({t.origin.get('epochs', '')})")
+    else:
+        add("trainer.total_epochs", steps, "derived: without a data size, one step an epoch at least, so the run "
+                                           "stops at total_training_steps")
     env: list[Setting] = []
     if hw.accelerator == "npu":
         env.append(Setting("VLLM_USE_V1", "1", "upstream examples/ppo_trainer/run_qwen3-8b_npu.sh l. 3"))
@@ -349,9 +355,8 @@ def settings(plan: Plan, fp: FrameworkPlan) -> VerlSettings:
                Setting("val_share", 0.05, "gen-launch: 5% of the rows held out for validation"),
                Setting("input", plan.paths["dataset"].value, "paths.dataset"),
                Setting("output", data, "paths.rl_data"))
-    final = steps if steps is not None else 0
     merge = (Setting("backend", "fsdp", f"{VERL} verl/model_merger: --backend fsdp (FSDP checkpoints)"),
-             Setting("local_dir", f"{out}/checkpoints/global_step_{final}/actor",
+             Setting("local_dir", f"{out}/checkpoints/global_step_{steps}/actor",
                      "trainer.default_local_dir, the last step's actor"),
              Setting("target_dir", f"{out}/merged", "paths.output_dir: the merged HuggingFace model"))
     return VerlSettings(entry="recipe.dapo.main_dapo" if dapo else "verl.trainer.main_ppo",
