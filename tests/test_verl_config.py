@@ -43,7 +43,8 @@ def overrides(name: str) -> list[str]:
 
 
 GRPO = overrides("grpo_qwen3_8b")  # 8 devices, train batch 256 x n 5, mini batch 64
-# Each verl rule broken once on the Qwen3-8B GRPO example, and the words of verl's (or Hydra's) refusal.
+# Each verl rule broken once on a rendered Qwen3-8B GRPO job (as upstream's example: 8 devices, train batch 256 x n 5,
+# mini batch 64), and the words of verl's (or Hydra's) refusal.
 BROKEN = {
     # verl/utils/config.py l.108-113
     "batch not divisible": (["data.train_batch_size=100"],
@@ -84,6 +85,8 @@ ROUND_TRIP = {"trainer.project_name": "it's ${oc.env:HOME} $(id)", "trainer.expe
 def verdicts(scratch) -> dict[str, tuple[str, str]]:
     """Every case of this module in one verl child (its imports take ~15 s)."""
     model = stand_in_model(scratch / "qwen3", load_tables().model("qwen3-8b"))
+    # Each rule is broken on the rendered Qwen3-8B GRPO job (8 cards, train batch 256 x n 5, mini batch 64).
+    generated = read_as_launch(rendered("qwen3-8b", "grpo", "snt9b")[1])
     injected = f"""trainer.project_name='__import__("os").system("touch {scratch}/ran")'"""
     cases = {
         "grpo_qwen3_8b": ("ppo", GRPO),
@@ -92,7 +95,7 @@ def verdicts(scratch) -> dict[str, tuple[str, str]]:
         "dapo_qwen3_14b_base": ("dapo", overrides("dapo_qwen3_14b_base")),
         "ppo_qwen3_8b as upstream": ("ppo", overrides("ppo_qwen3_8b")),
         "dapo keys under ppo": ("ppo", overrides("dapo_qwen3_14b_base")),
-        **{name: ("ppo", GRPO + change) for name, (change, _) in BROKEN.items()},
+        **{name: ("ppo", generated + change) for name, (change, _) in BROKEN.items()},
         "python in a value": ("ppo", GRPO + [injected]),
     }
     found = verl_compose([(entry, items, ()) for entry, items in cases.values()]
@@ -275,3 +278,68 @@ def test_every_seed_row_is_accepted_by_verl(seed_verdicts, hardware):
         status, detail, rules, critic = seed_verdicts[(model, method, hardware)]
         assert (status, detail, rules) == ("ok", "", []), (model, method)
         assert critic == (method == "ppo"), (model, method)
+
+
+def validate_job(folder: Path) -> dict[str, tuple[str, str]]:
+    """`gen-launch validate --json` on a job folder: {path: (status, detail)}."""
+    from click.testing import CliRunner
+
+    from generator.cli import main
+
+    result = CliRunner().invoke(main, ["validate", str(folder), "--json"])
+    return {item["path"]: (item["status"], item["detail"]) for item in json.loads(result.stdout)["results"]}
+
+
+@pytest.fixture(scope="module")
+def rendered_job(tmp_path_factory) -> Path:
+    """Qwen3-8B GRPO on one Snt9b node (8 cards, train batch 256 x n 5, mini batch 64, micro batch 2), written by
+    `gen-launch render`."""
+    from click.testing import CliRunner
+
+    from generator.cli import main
+
+    tmp = tmp_path_factory.mktemp("job")
+    spec = tmp / "rl.yaml"
+    spec.write_text(json.dumps({"job": "rl", "model": "qwen3-8b", "method": "grpo", "seq_len": 4096,
+                                "hardware": "snt9b", "frameworks": ["verl"],
+                                "data": {"samples": 60000, "tokens_per_sample": 1024}}), encoding="utf-8")
+    result = CliRunner().invoke(main, ["render", str(spec), "-o", str(tmp / "out")])
+    assert result.exit_code == 0, result.output
+    return tmp / "out" / "rl"
+
+
+def edited(job: Path, tmp_path: Path, change: list[str]) -> Path:
+    """A copy of the job folder whose overrides.txt has `change`'s keys set to its values."""
+    import shutil
+
+    copy = tmp_path / "job"
+    shutil.copytree(job, copy)
+    file = copy / "verl" / "overrides.txt"
+    lines = file.read_text(encoding="utf-8").splitlines()
+    for item in change:
+        key = item.split("=", 1)[0] + "="
+        lines = [item if line.startswith(key) else line for line in lines]
+        lines += [] if item in lines else [item]
+    file.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    return copy
+
+
+@needs_verl
+def test_validate_accepts_the_rendered_overrides(rendered_job):
+    status, detail = validate_job(rendered_job)["verl/overrides.txt"]
+    assert status == "ok" and "verl 0.7.0's compose, validate_config and rollout config accept it" in detail
+
+
+# Each verl rule broken once on the rendered file, refused through `gen-launch validate` (one verl child each; the
+# other rules are broken on upstream's example in the module's one child above).
+@needs_verl
+@pytest.mark.parametrize(("change", "words"), [
+    # verl/workers/config/actor.py l.198-205: verl's own validate_config
+    (["actor_rollout_ref.actor.ppo_mini_batch_size=512"],
+     "verl 0.7.0 refuses it: ValueError: train_batch_size (256) must be >= actor.ppo_mini_batch_size (512)"),
+    # fsdp_workers.py l.614-620: verl checks it only once its workers start
+    (["actor_rollout_ref.rollout.tensor_model_parallel_size=3"], "rollout TP 3 x DP 1 x PP 1 does not divide"),
+])
+def test_validate_refuses_a_broken_rule(rendered_job, tmp_path, change, words):
+    status, detail = validate_job(edited(rendered_job, tmp_path, change))["verl/overrides.txt"]
+    assert status == "problem" and "changed since gen-launch render wrote it" in detail and words in detail

@@ -251,3 +251,38 @@ def test_merge_refuses_a_placeholder_output(tmp_path):
     result, calls = run_recording(script, [], tmp_path, programs=("python3",))
     assert result.returncode == 2 and "paths.output_dir is the placeholder" in result.stderr and calls == []
     assert files["verl/merge.sh"] != script.read_text(encoding="utf-8")
+
+
+def test_the_steps_read_exactly_the_planned_settings(tmp_path):
+    plan = verl_plan(tmp_path, "alpaca", tmp_path / "d.json")
+    settings = plan.frameworks["verl"].settings
+    broken = replace(plan, frameworks={"verl": replace(plan.frameworks["verl"], settings=replace(
+        settings, prepare=settings.prepare[:1] + settings.prepare[2:]))})
+    with pytest.raises(ValueError, match="prepare settings hold .* the step reads"):
+        step_files(broken, environment())
+
+
+@needs_verl
+def test_a_planned_job_prepares_the_files_its_overrides_name(tmp_path):
+    # A real plan (Qwen2.5-VL-7B GRPO, OpenAI-style rows with images): prepare_data.py writes the parquet files
+    # data.train_files and data.val_files name, with the image column data.image_key names.
+    from generator.render import render_files
+    from generator.spec import parse_spec
+
+    (tmp_path / "img").mkdir()
+    (tmp_path / "img" / "dot.png").write_bytes(PNG)
+    (tmp_path / "data.json").write_text(json.dumps(VL * 5), encoding="utf-8")
+    spec = {"job": "rl", "model": "qwen2.5_vl-7b", "method": "grpo", "seq_len": 4096, "hardware": "snt9b",
+            "frameworks": ["verl"], "paths": {"dataset": str(tmp_path / "data.json"),
+                                              "output_dir": str(tmp_path / "out"), "model_dir": "/models/vl"}}
+    plan = resolve(parse_spec(json.dumps(spec).encode()), load_tables())
+    files = render_files(plan)
+    settings = plan.frameworks["verl"].settings
+    (tmp_path / "prepare_data.py").write_text(files["verl/prepare_data.py"], encoding="utf-8")
+    run = subprocess.run([verl_python(), "-I", str(tmp_path / "prepare_data.py")], capture_output=True, text=True,
+                         cwd=tmp_path, timeout=60)
+    assert run.returncode == 0, run.stderr
+    for key, rows in (("data.train_files", 19), ("data.val_files", 1)):
+        path = Path(settings.value(key))
+        assert path.is_file() and f"{path}: {rows} rows" in run.stdout
+    assert settings.value("data.image_key") == "images" and '"image_column": "images"' in files["verl/prepare_data.py"]
