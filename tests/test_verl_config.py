@@ -1,6 +1,8 @@
 """verl 0.7.0's own config code (Hydra compose, validate_config, the rollout dataclass) on upstream's NPU example
-overrides for the seed's models (tests/data/verl/, each with its source), and on each rule broken once. They run in
-.venv-verl/ (`bash scripts/install.sh verl`) or GEN_LAUNCH_VERL_PYTHON, and are skipped without it."""
+overrides for the seed's models (tests/data/verl/, each with its source), on every seed row's rendered overrides
+(snt9b, snt9b23, A800, H800), on each rule broken once (also through `gen-launch validate`), and on values of every
+type read back as verl reads them. They run in .venv-verl/ (`bash scripts/install.sh verl`) or
+GEN_LAUNCH_VERL_PYTHON; skipped without it, except under CI=true, where they fail."""
 
 from __future__ import annotations
 
@@ -343,3 +345,17 @@ def test_validate_accepts_the_rendered_overrides(rendered_job):
 def test_validate_refuses_a_broken_rule(rendered_job, tmp_path, change, words):
     status, detail = validate_job(edited(rendered_job, tmp_path, change))["verl/overrides.txt"]
     assert status == "problem" and "changed since gen-launch render wrote it" in detail and words in detail
+
+
+def test_validate_compares_prepare_data_with_the_plan(rendered_job, tmp_path):
+    # Offline: the script compiles and holds plan.json's data-preparation settings (nothing in it is run).
+    job = edited(rendered_job, tmp_path, [])
+    script = job / "verl" / "prepare_data.py"
+    assert check(Job.read(job, {}), "verl/prepare_data.py").status == "ok"
+    script.write_text(script.read_text(encoding="utf-8").replace('"val_share": 0.05', '"val_share": 0.5'),
+                      encoding="utf-8")
+    result = check(Job.read(job, {}), "verl/prepare_data.py")
+    assert (result.status, result.detail) == ("problem", "its settings differ from plan.json's "
+                                                         "frameworks.verl.settings.prepare: val_share")
+    script.write_text("def (", encoding="utf-8")
+    assert check(Job.read(job, {}), "verl/prepare_data.py").detail.startswith("not Python")

@@ -177,7 +177,7 @@ def run_prepare(tmp_path: Path, rows: list, fmt: str = "alpaca", image_column: s
                 placeholders: dict[str, str] | None = None) -> subprocess.CompletedProcess:
     python = verl_python()
     if python is None:
-        pytest.skip("verl's environment is not installed")
+        pytest.fail("verl's environment is missing: bash scripts/install.sh verl")
     data = tmp_path / "data.json"
     data.write_text(json.dumps(rows), encoding="utf-8")
     script = tmp_path / "prepare_data.py"
