@@ -1,6 +1,8 @@
 """verl 0.7.0's own config code (Hydra compose, validate_config, the rollout dataclass) on upstream's NPU example
-overrides for the seed's models (tests/data/verl/, each with its source), and on each rule broken once. They run in
-.venv-verl/ (`bash scripts/install.sh verl`) or GEN_LAUNCH_VERL_PYTHON, and are skipped without it."""
+overrides for the seed's models (tests/data/verl/, each with its source), on every seed row's rendered overrides
+(snt9b, snt9b23, A800, H800), on each rule broken once (also through `gen-launch validate`), and on values of every
+type read back as verl reads them. They run in .venv-verl/ (`bash scripts/install.sh verl`) or
+GEN_LAUNCH_VERL_PYTHON; skipped without it, except under CI=true, where they fail."""
 
 from __future__ import annotations
 
@@ -25,6 +27,9 @@ from generator.frameworks.verl.checks import (
     with_model,
 )
 from generator.frameworks.verl.settings import hydra_value
+from generator.render import render_files
+from generator.resolve import resolve
+from generator.spec import parse_spec
 from generator.tables import load_tables
 
 DATA = Path(__file__).resolve().parent / "data" / "verl"
@@ -40,7 +45,8 @@ def overrides(name: str) -> list[str]:
 
 
 GRPO = overrides("grpo_qwen3_8b")  # 8 devices, train batch 256 x n 5, mini batch 64
-# Each verl rule broken once on the Qwen3-8B GRPO example, and the words of verl's (or Hydra's) refusal.
+# Each verl rule broken once on a rendered Qwen3-8B GRPO job (as upstream's example: 8 devices, train batch 256 x n 5,
+# mini batch 64), and the words of verl's (or Hydra's) refusal.
 BROKEN = {
     # verl/utils/config.py l.108-113
     "batch not divisible": (["data.train_batch_size=100"],
@@ -69,7 +75,7 @@ def scratch(tmp_path_factory) -> Path:
 STRINGS = ["a b", "it's", 'say "hi"', "back\\slash", "end\\", "end\\'", "x\\\\'y", "a,b", "[x]", "{y}", "(z)",
            "${oc.env:HOME}", "$(id)", "`id`", "1e-6", "1e-06", "true", "False", "null", "~", "42", "3.5", "inf",
            "\\${x}", "a\\b${x}", "${", "$${a", "}", "a=b", "c:d", "é", "", " lead", "trail ", "'", '"', "\\",
-           "\\\\", "/data/train.parquet", "--flag", "#hash", "tab\there"]
+           "\\\\", "/data/train.parquet", "--flag", "#hash"]
 SCALARS = [1e-06, 0.1, 1e16, -2.5, 3, -3, 0, 2**40, True, False, None]
 ROUND_TRIP = {"trainer.project_name": "it's ${oc.env:HOME} $(id)", "trainer.experiment_name": "a\\b, [c]",
               "data.train_files": tuple(STRINGS), "actor_rollout_ref.actor.optim.lr": 1e-06,
@@ -81,6 +87,8 @@ ROUND_TRIP = {"trainer.project_name": "it's ${oc.env:HOME} $(id)", "trainer.expe
 def verdicts(scratch) -> dict[str, tuple[str, str]]:
     """Every case of this module in one verl child (its imports take ~15 s)."""
     model = stand_in_model(scratch / "qwen3", load_tables().model("qwen3-8b"))
+    # Each rule is broken on the rendered Qwen3-8B GRPO job (8 cards, train batch 256 x n 5, mini batch 64).
+    generated = read_as_launch(rendered("qwen3-8b", "grpo", "snt9b")[1])
     injected = f"""trainer.project_name='__import__("os").system("touch {scratch}/ran")'"""
     cases = {
         "grpo_qwen3_8b": ("ppo", GRPO),
@@ -89,7 +97,7 @@ def verdicts(scratch) -> dict[str, tuple[str, str]]:
         "dapo_qwen3_14b_base": ("dapo", overrides("dapo_qwen3_14b_base")),
         "ppo_qwen3_8b as upstream": ("ppo", overrides("ppo_qwen3_8b")),
         "dapo keys under ppo": ("ppo", overrides("dapo_qwen3_14b_base")),
-        **{name: ("ppo", GRPO + change) for name, (change, _) in BROKEN.items()},
+        **{name: ("ppo", generated + change) for name, (change, _) in BROKEN.items()},
         "python in a value": ("ppo", GRPO + [injected]),
     }
     found = verl_compose([(entry, items, ()) for entry, items in cases.values()]
@@ -160,8 +168,9 @@ def test_hydra_values_as_written():
     assert hydra_value("it's") == "'it\\'s'"
     assert hydra_value("${oc.env:HOME}") == "'\\\\\\${oc.env:HOME}'"
     assert [hydra_value(v) for v in (1e-06, True, None, 3, ("a", 1))] == ["1e-06", "True", "null", "3", "['a',1]"]
-    with pytest.raises(ValueError, match="one line"):
-        hydra_value("two\nlines")
+    for broken in ("two\nlines", "a\tb", "a\x85b", "a\rb"):
+        with pytest.raises(ValueError, match="one line without control characters"):
+            hydra_value(broken)
 
 
 def test_an_unknown_entry_is_refused():
@@ -226,3 +235,127 @@ def test_rules_verl_checks_in_its_workers(change, critic, words):
     assert runtime_problems(VALUES, critic, heads=28, kv_heads=4, cards=8) == []
     problems = runtime_problems(VALUES | change, critic, heads=28, kv_heads=4, cards=8)
     assert len(problems) == 1 and words in problems[0]
+
+
+SEED_ROWS = sorted({(row.model, method) for row in load_tables().min_cards if row.framework == "verl"
+                    for method in row.methods})
+HARDWARE = ("snt9b", "snt9b23", "a800", "h800")
+
+
+def rendered(model: str, method: str, hardware: str, **extra) -> tuple[object, str]:
+    """(the plan, its rendered verl/overrides.txt) of a seed row."""
+    spec = {"job": "rl", "model": model, "method": method, "seq_len": 4096, "hardware": hardware,
+            "frameworks": ["verl"], "data": {"samples": 60000, "tokens_per_sample": 1024}, **extra}
+    plan = resolve(parse_spec(json.dumps(spec).encode()), load_tables())
+    return plan, render_files(plan)["verl/overrides.txt"]
+
+
+def read_as_launch(text: str) -> list[str]:
+    return [line for line in text.split("\n") if line and not line.startswith("#")]
+
+
+@pytest.fixture(scope="module")
+def seed_verdicts(tmp_path_factory) -> dict:
+    """Every seed verl row on two NPU and two GPU types, rendered, through verl's own config code in one child (the
+    models' folders stood in as `gen-launch validate` does), then the rules verl checks in its workers."""
+    scratch = tmp_path_factory.mktemp("seed")
+    tables = load_tables()
+    models = {name: stand_in_model(scratch / name, tables.model(name)) for name in {m for m, _ in SEED_ROWS}}
+    plans = {(model, method, hw): rendered(model, method, hw) for hw in HARDWARE for model, method in SEED_ROWS}
+    found = verl_compose([(plan.frameworks["verl"].settings.config, with_model(read_as_launch(text), models[key[0]]),
+                           RUNTIME_KEYS) for key, (plan, text) in plans.items()])
+    out = {}
+    for (key, (plan, _)), item in zip(plans.items(), found, strict=True):
+        model = tables.model(key[0])
+        rules = runtime_problems(item.values, item.critic, model.heads, model.kv_heads,
+                                 plan.frameworks["verl"].cards) if item.values else []
+        out[key] = (item.status, item.detail, rules, item.critic)
+    return out
+
+
+@needs_verl
+@pytest.mark.parametrize("hardware", HARDWARE)
+def test_every_seed_row_is_accepted_by_verl(seed_verdicts, hardware):
+    for model, method in SEED_ROWS:
+        status, detail, rules, critic = seed_verdicts[(model, method, hardware)]
+        assert (status, detail, rules) == ("ok", "", []), (model, method)
+        assert critic == (method == "ppo"), (model, method)
+
+
+def validate_job(folder: Path) -> dict[str, tuple[str, str]]:
+    """`gen-launch validate --json` on a job folder: {path: (status, detail)}."""
+    from click.testing import CliRunner
+
+    from generator.cli import main
+
+    result = CliRunner().invoke(main, ["validate", str(folder), "--json"])
+    return {item["path"]: (item["status"], item["detail"]) for item in json.loads(result.stdout)["results"]}
+
+
+@pytest.fixture(scope="module")
+def rendered_job(tmp_path_factory) -> Path:
+    """Qwen3-8B GRPO on one Snt9b node (8 cards, train batch 256 x n 5, mini batch 64, micro batch 2), written by
+    `gen-launch render`."""
+    from click.testing import CliRunner
+
+    from generator.cli import main
+
+    tmp = tmp_path_factory.mktemp("job")
+    spec = tmp / "rl.yaml"
+    spec.write_text(json.dumps({"job": "rl", "model": "qwen3-8b", "method": "grpo", "seq_len": 4096,
+                                "hardware": "snt9b", "frameworks": ["verl"],
+                                "data": {"samples": 60000, "tokens_per_sample": 1024}}), encoding="utf-8")
+    result = CliRunner().invoke(main, ["render", str(spec), "-o", str(tmp / "out")])
+    assert result.exit_code == 0, result.output
+    return tmp / "out" / "rl"
+
+
+def edited(job: Path, tmp_path: Path, change: list[str]) -> Path:
+    """A copy of the job folder whose overrides.txt has `change`'s keys set to its values."""
+    import shutil
+
+    copy = tmp_path / "job"
+    shutil.copytree(job, copy)
+    file = copy / "verl" / "overrides.txt"
+    lines = file.read_text(encoding="utf-8").splitlines()
+    for item in change:
+        key = item.split("=", 1)[0] + "="
+        lines = [item if line.startswith(key) else line for line in lines]
+        lines += [] if item in lines else [item]
+    file.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    return copy
+
+
+@needs_verl
+def test_validate_accepts_the_rendered_overrides(rendered_job):
+    status, detail = validate_job(rendered_job)["verl/overrides.txt"]
+    assert status == "ok" and "verl 0.7.0's compose, validate_config and rollout config accept it" in detail
+
+
+# Each verl rule broken once on the rendered file, refused through `gen-launch validate` (one verl child each; the
+# other rules are broken on upstream's example in the module's one child above).
+@needs_verl
+@pytest.mark.parametrize(("change", "words"), [
+    # verl/workers/config/actor.py l.198-205: verl's own validate_config
+    (["actor_rollout_ref.actor.ppo_mini_batch_size=512"],
+     "verl 0.7.0 refuses it: ValueError: train_batch_size (256) must be >= actor.ppo_mini_batch_size (512)"),
+    # fsdp_workers.py l.614-620: verl checks it only once its workers start
+    (["actor_rollout_ref.rollout.tensor_model_parallel_size=3"], "rollout TP 3 x DP 1 x PP 1 does not divide"),
+])
+def test_validate_refuses_a_broken_rule(rendered_job, tmp_path, change, words):
+    status, detail = validate_job(edited(rendered_job, tmp_path, change))["verl/overrides.txt"]
+    assert status == "problem" and "changed since gen-launch render wrote it" in detail and words in detail
+
+
+def test_validate_compares_prepare_data_with_the_plan(rendered_job, tmp_path):
+    # Offline: the script compiles and holds plan.json's data-preparation settings (nothing in it is run).
+    job = edited(rendered_job, tmp_path, [])
+    script = job / "verl" / "prepare_data.py"
+    assert check(Job.read(job, {}), "verl/prepare_data.py").status == "ok"
+    script.write_text(script.read_text(encoding="utf-8").replace('"val_share": 0.05', '"val_share": 0.5'),
+                      encoding="utf-8")
+    result = check(Job.read(job, {}), "verl/prepare_data.py")
+    assert (result.status, result.detail) == ("problem", "its settings differ from plan.json's "
+                                                         "frameworks.verl.settings.prepare: val_share")
+    script.write_text("def (", encoding="utf-8")
+    assert check(Job.read(job, {}), "verl/prepare_data.py").detail.startswith("not Python")

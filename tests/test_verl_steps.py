@@ -103,8 +103,8 @@ def prepare(tmp_path: Path, name: str, fmt: str, rows: list, image_column: str |
         (folder / "img" / "dot.png").write_bytes(PNG)
     files = step_files(verl_plan(folder, fmt, data, image_column), environment())
     script = folder / "prepare_data.py"
-    script.write_text(files["prepare_data.py"], encoding="utf-8")
-    return folder, files["prepare_data.py"]
+    script.write_text(files["verl/prepare_data.py"], encoding="utf-8")
+    return folder, files["verl/prepare_data.py"]
 
 
 @pytest.fixture(scope="module")
@@ -177,12 +177,12 @@ def run_prepare(tmp_path: Path, rows: list, fmt: str = "alpaca", image_column: s
                 placeholders: dict[str, str] | None = None) -> subprocess.CompletedProcess:
     python = verl_python()
     if python is None:
-        pytest.skip("verl's environment is not installed")
+        pytest.fail("verl's environment is missing: bash scripts/install.sh verl")
     data = tmp_path / "data.json"
     data.write_text(json.dumps(rows), encoding="utf-8")
     script = tmp_path / "prepare_data.py"
     script.write_text(step_files(verl_plan(tmp_path, fmt, data, image_column, placeholders), environment())
-                      ["prepare_data.py"], encoding="utf-8")
+                      ["verl/prepare_data.py"], encoding="utf-8")
     return subprocess.run([python, "-I", str(script)], capture_output=True, text=True, cwd=tmp_path, timeout=60)
 
 
@@ -220,7 +220,7 @@ def test_a_placeholder_dataset_is_refused(tmp_path):
 def test_settings_are_data_in_the_script(tmp_path):
     # A value with quotes, backslashes and Python syntax reaches the script as a string, never as code.
     text = step_files(verl_plan(tmp_path, "alpaca", tmp_path / "x'''\"\\n__import__('os')"), environment())
-    script = text["prepare_data.py"]
+    script = text["verl/prepare_data.py"]
     settings = script.split("SETTINGS = json.loads(", 1)[1].split(")\n", 1)[0]
     import ast
     assert json.loads(ast.literal_eval(settings))["input"] == str(tmp_path / "x'''\"\\n__import__('os')")
@@ -230,8 +230,8 @@ def test_settings_are_data_in_the_script(tmp_path):
 def test_merge_runs_verls_model_merger(tmp_path):
     files = step_files(verl_plan(tmp_path, "alpaca", tmp_path / "d.json"), environment())
     script = tmp_path / "merge.sh"
-    script.write_text(files["merge.sh"], encoding="utf-8")
-    check_script(files["merge.sh"], tmp_path, "merge.sh")
+    script.write_text(files["verl/merge.sh"], encoding="utf-8")
+    check_script(files["verl/merge.sh"], tmp_path, "merge.sh")
     result, calls = run_recording(script, [], tmp_path, programs=("python3",))
     assert result.returncode == 2 and "no checkpoint at" in result.stderr and calls == []
     actor = tmp_path / "out" / "verl" / "checkpoints" / "global_step_5" / "actor"
@@ -247,7 +247,42 @@ def test_merge_refuses_a_placeholder_output(tmp_path):
     files = step_files(verl_plan(tmp_path, "alpaca", tmp_path / "d.json"), environment())
     plan = verl_plan(tmp_path, "alpaca", tmp_path / "d.json", placeholders={"output_dir": "/path/to/output/t"})
     script = tmp_path / "merge.sh"
-    script.write_text(step_files(plan, environment())["merge.sh"], encoding="utf-8")
+    script.write_text(step_files(plan, environment())["verl/merge.sh"], encoding="utf-8")
     result, calls = run_recording(script, [], tmp_path, programs=("python3",))
     assert result.returncode == 2 and "paths.output_dir is the placeholder" in result.stderr and calls == []
-    assert files["merge.sh"] != script.read_text(encoding="utf-8")
+    assert files["verl/merge.sh"] != script.read_text(encoding="utf-8")
+
+
+def test_the_steps_read_exactly_the_planned_settings(tmp_path):
+    plan = verl_plan(tmp_path, "alpaca", tmp_path / "d.json")
+    settings = plan.frameworks["verl"].settings
+    broken = replace(plan, frameworks={"verl": replace(plan.frameworks["verl"], settings=replace(
+        settings, prepare=settings.prepare[:1] + settings.prepare[2:]))})
+    with pytest.raises(ValueError, match="prepare settings hold .* the step reads"):
+        step_files(broken, environment())
+
+
+@needs_verl
+def test_a_planned_job_prepares_the_files_its_overrides_name(tmp_path):
+    # A real plan (Qwen2.5-VL-7B GRPO, OpenAI-style rows with images): prepare_data.py writes the parquet files
+    # data.train_files and data.val_files name, with the image column data.image_key names.
+    from generator.render import render_files
+    from generator.spec import parse_spec
+
+    (tmp_path / "img").mkdir()
+    (tmp_path / "img" / "dot.png").write_bytes(PNG)
+    (tmp_path / "data.json").write_text(json.dumps(VL * 5), encoding="utf-8")
+    spec = {"job": "rl", "model": "qwen2.5_vl-7b", "method": "grpo", "seq_len": 4096, "hardware": "snt9b",
+            "frameworks": ["verl"], "paths": {"dataset": str(tmp_path / "data.json"),
+                                              "output_dir": str(tmp_path / "out"), "model_dir": "/models/vl"}}
+    plan = resolve(parse_spec(json.dumps(spec).encode()), load_tables())
+    files = render_files(plan)
+    settings = plan.frameworks["verl"].settings
+    (tmp_path / "prepare_data.py").write_text(files["verl/prepare_data.py"], encoding="utf-8")
+    run = subprocess.run([verl_python(), "-I", str(tmp_path / "prepare_data.py")], capture_output=True, text=True,
+                         cwd=tmp_path, timeout=60)
+    assert run.returncode == 0, run.stderr
+    for key, rows in (("data.train_files", 19), ("data.val_files", 1)):
+        path = Path(settings.value(key))
+        assert path.is_file() and f"{path}: {rows} rows" in run.stdout
+    assert settings.value("data.image_key") == "images" and '"image_column": "images"' in files["verl/prepare_data.py"]

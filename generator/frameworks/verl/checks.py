@@ -22,9 +22,11 @@ folder on this machine for the check to pass."""
 
 from __future__ import annotations
 
+import ast
 import json
 import os
 import tempfile
+import unicodedata
 from collections.abc import Sequence
 from pathlib import Path
 from typing import NamedTuple
@@ -253,7 +255,10 @@ PYTHON_OPTION = CheckOption(
 
 def check(job: Job, path: str) -> Result | None:
     """verl/overrides.txt through verl's own config code (the entry's config the plan names), then the rules verl
-    checks only in its workers (runtime_problems), against the plan's world and model."""
+    checks only in its workers (runtime_problems), against the plan's world and model; prepare_data.py compiles
+    (never run) and holds the plan's data-preparation settings."""
+    if path == f"{NAME}/prepare_data.py":
+        return _prepare_data(job, path)
     if path != f"{NAME}/overrides.txt":
         return None
     settings = (((job.plan or {}).get("frameworks") or {}).get(NAME) or {}).get("settings") or {}
@@ -263,7 +268,11 @@ def check(job: Job, path: str) -> Result | None:
     python = job.options.get(PYTHON_OPTION.dest) or verl_python()
     if python is None:
         return Result(path, "skipped", f"verl's own config code not run: {MISSING}, or give {PYTHON_OPTION.flag}")
-    overrides = [line for line in text(job.folder / path).splitlines() if line.strip()]
+    # As launch.sh reads it (mapfile -t: one override a line; empty lines and # comments skipped).
+    overrides = [line for line in text(job.folder / path).split("\n") if line and not line.startswith("#")]
+    broken = [line for line in overrides if any(unicodedata.category(char) == "Cc" for char in line)]
+    if broken:
+        return Result(path, "problem", f"launch.sh refuses an override with a control character: {broken[0]!r}")
     with tempfile.TemporaryDirectory() as scratch:
         stand_in = stand_in_model(Path(scratch) / "model", model)
         found = verl_compose([(entry, with_model(overrides, stand_in), RUNTIME_KEYS)], python)[0]
@@ -279,3 +288,30 @@ def check(job: Job, path: str) -> Result | None:
             f"tokenizer, no weights), as verl's HFModelConfig reads it") if found.critic else ""
     return Result(path, "ok", f"verl 0.7.0's compose, validate_config and rollout config accept it, and the rules "
                               f"its workers check at start-up hold{note}")
+
+
+def _prepare_data(job: Job, path: str) -> Result:
+    source = text(job.folder / path)
+    try:
+        tree = ast.parse(source, path)
+    except SyntaxError as exc:
+        return Result(path, "problem", f"not Python: {exc}")
+    # SETTINGS = json.loads(<a string literal>), as steps.py writes it.
+    literal = next((node.value.args[0] for node in tree.body if isinstance(node, ast.Assign)
+                    and [getattr(target, "id", None) for target in node.targets] == ["SETTINGS"]
+                    and isinstance(node.value, ast.Call) and len(node.value.args) == 1
+                    and isinstance(node.value.args[0], ast.Constant)), None)
+    planned = (((job.plan or {}).get("frameworks") or {}).get(NAME) or {}).get("settings") or {}
+    if literal is None or not isinstance(literal.value, str):
+        return Result(path, "problem", "its SETTINGS are not the JSON text gen-launch writes")
+    try:
+        settings = json.loads(literal.value)
+    except ValueError as exc:
+        return Result(path, "problem", f"its SETTINGS are not JSON: {exc}")
+    expected = {item["key"]: item["value"] for item in planned.get("prepare") or []}
+    differ = sorted(key for key in expected.keys() | settings.keys() - {"placeholders"}
+                    if settings.get(key) != expected.get(key))
+    if differ:
+        return Result(path, "problem", f"its settings differ from plan.json's frameworks.verl.settings.prepare: "
+                                       f"{', '.join(differ)}")
+    return Result(path, "ok")

@@ -355,6 +355,8 @@ def settings(plan: Plan, fp: FrameworkPlan) -> VerlSettings:
     line = DATA_SOURCES[rl.reward][1]
     prepare = (Setting("data_source", rl.data_source, f"{VERL} verl/utils/reward_score/__init__.py l. {line} "
                                               f"(rl.reward {rl.reward}: {rl.sources['reward']})"),
+               Setting("ability", "math", f"{VERL} examples/data_preprocess/gsm8k.py l. 76, geo3k.py l. 74: the "
+                                          f"rule rewards verl scores by data_source are all math"),
                Setting("format", plan.data.format, "paths.dataset_format"),
                Setting("columns", tuple(plan.data.columns), "paths.dataset_columns"),
                Setting("image_column", "images" if vl else None, "data.image_key" if vl else "not a VL model"),

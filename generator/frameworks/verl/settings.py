@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import math
 import re
+import unicodedata
 from dataclasses import dataclass
 
 Scalar = bool | int | float | str | None
@@ -72,7 +73,8 @@ def hydra_value(value: Value) -> str:
     - Hydra's quoted value (hydra/grammar/OverrideLexer.g4 QUOTED_VALUE; core/override_parser/overrides_visitor.py
       _unescape_quoted_string) unescapes backslashes only before a quote or the closing quote: a quote becomes
       `\\'` and a run of backslashes there is doubled; a backslash anywhere else is literal.
-    A string holding a line break is refused: overrides.txt holds one override a line."""
+    A string holding a control character (a line break, a tab) is refused: overrides.txt holds one override a line,
+    and launch.sh refuses a line with one."""
     if value is None:
         return "null"
     if isinstance(value, bool):
@@ -85,8 +87,8 @@ def hydra_value(value: Value) -> str:
         return repr(value)
     if isinstance(value, tuple):
         return "[" + ",".join(hydra_value(item) for item in value) + "]"
-    if "\n" in value or "\r" in value:
-        raise ValueError(f"a Hydra override is one line: {value!r} holds a line break")
+    if any(unicodedata.category(char) == "Cc" for char in value):
+        raise ValueError(f"a Hydra override is one line without control characters: {value!r}")
     return "'" + _QUOTED.sub(_double_then_quote, _omegaconf_escape(_omegaconf_escape(value))) + "'"
 
 
