@@ -121,7 +121,7 @@ def render(plan: Plan, env: jinja2.Environment) -> dict[str, str]:
         "verl/overrides.txt": "".join(f"{line}\n" for line in override_lines(settings)),
         "verl/launch.sh": launch,
         "verl/commands.txt": commands_txt(plan, fp, env, "verl"),
-        **{f"{NAME}/{path}": text for path, text in step_files(plan, env).items()},
+        **step_files(plan, env),
     }
 
 
