@@ -222,7 +222,7 @@ def test_dapo_runs_from_the_clone_of_verl_that_python3_imports(tmp_path):
     clone = tmp_path / "verl clone"
     result = j.run("0", VERL_ROOT=str(clone))
     assert result.returncode == 2 and "runs from a clone of verl v0.7.0 installed with pip install -e" in result.stderr
-    assert programs(j.calls())[-2:] == ["python3", "ray stop"]
+    assert programs(j.calls()) == ["python3"]  # asked where verl is; nothing started
     (clone / "recipe" / "dapo").mkdir(parents=True)
     (clone / "recipe" / "dapo" / "main_dapo.py").write_text("")
     result = j.run("0", VERL_ROOT=str(clone))
