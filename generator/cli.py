@@ -339,8 +339,10 @@ def models(seq_len: int, as_json: bool) -> None:
         click.echo(json.dumps(rows, indent=2))
         return
     gpu = {name for hw in tables.hardware.values() if hw.accelerator == Accelerator.GPU for name in hw.frameworks}
+    listed = {row["framework"] for row in rows}
     click.echo(environment().get_template("models.txt.j2").render(
-        rows=rows, seq_len=seq_len, gpu_frameworks=[name for name in tables.frameworks if name in gpu]), nl=False)
+        rows=rows, seq_len=seq_len, gpu_frameworks=[name for name in tables.frameworks if name in gpu & listed]),
+        nl=False)
 
 
 @main.command()

@@ -252,7 +252,7 @@ def candidates(ctx: Context, cards: int) -> tuple[list[Layout], Layout | None, l
     # A role that only runs forward has no backward to recompute for.
     recomputes = space.recomputes(ctx) if ctx.role_kind.trains else ["none"]
     mbs_options = [pins.micro_batch_size] if pins.micro_batch_size else \
-        ([m for m in (4, 2, 1) if m * seq <= 4096] or [1])
+        (space.micro_batches(ctx, cards) or [m for m in (4, 2, 1) if m * seq <= 4096] or [1])
     if no_accumulation(ctx, cards) and ctx.spec.global_batch_size and not pins.micro_batch_size:
         mbs_options = [ctx.spec.global_batch_size]  # the whole step in one micro batch
     fitting: list[tuple[tuple, Layout]] = []

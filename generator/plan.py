@@ -102,6 +102,8 @@ class Layout(Parallel):
         parts.append(f"recompute={self.recompute}")
         if self.deepspeed:
             parts.append(f"deepspeed={self.deepspeed_label}")
+        elif self.offload:  # a framework offloading outside DeepSpeed (verl's FSDP states between phases)
+            parts.append("offload=on")
         return " ".join(parts)
 
 
@@ -198,8 +200,12 @@ class FrameworkPlan:
         trained = [role.estimate for role in self.roles.values() if role.trains]
         if len(trained) <= 1:
             return self.primary.estimate
-        hours = [est.time_hours for est in trained if est.time_hours is not None]
-        return replace(self.primary.estimate, time_hours=sum(hours) if len(hours) == len(trained) else None)
+        # A training role with a rate of 0 has no time of its own (its plugin counts it inside another role's
+        # figure, or nothing is published): the times of the others are added.
+        timed = [est for est in trained if est.tokens_per_card_s > 0]
+        hours = [est.time_hours for est in timed if est.time_hours is not None]
+        return replace(self.primary.estimate,
+                       time_hours=sum(hours) if timed and len(hours) == len(timed) else None)
 
     @property
     def choice(self) -> str:
@@ -293,6 +299,7 @@ class Plan:
     made_from: MadeFrom = MadeFrom()
     data_rows: int | None = None  # fine-tuning: the data file's rows the steps are sized for (data.samples)
     recipes: dict[str, Training] = field(default_factory=dict)  # the recipe each framework trains with
+    rl: dict = field(default_factory=dict)  # the spec's `rl:` keys (an RL plugin decides the rest from them)
 
     @property
     def framework_recipes(self) -> dict[str, Training]:

@@ -59,7 +59,7 @@ def default_row(defaults: RecipeDefaults, key: str, model: Model) -> dict:
 
 
 def training(spec: Spec, model: Model, defaults: RecipeDefaults, global_batch: int, samples: int | None,
-             step_seconds: float, thinking_template: bool, accelerator: str) -> Training:
+             step_seconds: float | None, thinking_template: bool, accelerator: str) -> Training:
     """Resolve the recipe once the global batch and the slowest framework's step time are known; `thinking_template`:
     a planned framework applies Qwen3's chat template (the resolver refuses train.enable_thinking without one)."""
     given, origin = spec.train, dict[str, str]()
@@ -110,6 +110,10 @@ def training(spec: Spec, model: Model, defaults: RecipeDefaults, global_batch: i
 
     if "save_every_steps" in given:
         save_every, origin["save_every_steps"] = given["save_every_steps"], "given"
+    elif step_seconds is None:  # no rate for any planned framework: a fixed interval
+        row = defaults.common["save_every_steps_untimed"]
+        save_every = row["value"] if steps is None else min(row["value"], steps)
+        origin["save_every_steps"] = f"default: {row['source']}"
     else:
         hours = defaults.common["save_every_hours"]
         save_every = round_interval(hours["value"] * SECONDS_PER_HOUR / step_seconds)

@@ -50,7 +50,7 @@ from .nofit import way_out
 from .plan import Estimate, FrameworkPlan, Layout, MinCards, PathValue, Plan, Rejected, Role
 from .recipe import adapter, batch_target, schedule_warnings, training
 from .spec import Spec
-from .tables import Model, RecipeDefaults, Tables
+from .tables import RL_METHODS, Model, RecipeDefaults, Tables
 from .throughput import Throughput, cards_for_budget, hours
 from .training import Training
 
@@ -76,6 +76,9 @@ def resolve(spec: Spec, tables: Tables, force: bool = False) -> Plan:
         raise SpecError.at("quantization_bit", f"{spec.quantization_bit}-bit bases are not offered on {hw.name}; "
                                                f"choose {' or '.join(map(str, hw.quantization_bits))} (seed 001: "
                                                f"int8 misbehaves on 910B; the Ascend QLoRA example is 4-bit)")
+    if spec.rl and spec.method not in RL_METHODS:
+        raise SpecError.at("rl", f"is only used with a reinforcement-learning method ({', '.join(RL_METHODS)}), "
+                                 f"not {spec.method}")
     names, notes = _frameworks(spec, tables, model)
     notes[:0] = [alias] if alias else []
     hf_id = tables.weights(spec.model)
@@ -146,7 +149,7 @@ def resolve(spec: Spec, tables: Tables, force: bool = False) -> Plan:
                 epochs=spec.epochs, samples_per_epoch=spec.samples_per_epoch, tokens_per_epoch=spec.tokens_per_epoch,
                 quantization_bit=spec.quantization_bit,
                 train=recipe, recipes=recipes, version=__version__,
-                data_rows=spec.samples if spec.method != "pretrain" else None)
+                data_rows=spec.samples if spec.method != "pretrain" else None, rl=dict(spec.rl))
     # A framework that counts its run in its own terms decides them here, from the finished plan it renders, and so
     # does one whose files hold values of their own (Planning.settings).
     plans = {name: replace(fp, run=planning[name].run_length(plan.for_framework(name), fp))
@@ -333,8 +336,9 @@ def _recipe(spec: Spec, model: Model, tables: Tables, plans: dict[str, Framework
             planning: dict[str, Planning], batch: int) -> tuple[Training, dict[str, Training]]:
     """The method's training recipe and the one each framework trains with (its own defaults where recipes.yaml
     gives them), with checkpoint intervals timed on the slowest framework's step."""
-    step_seconds = max(batch * spec.seq_len / (fp.estimate.tokens_per_card_s * fp.layout.cards)
-                       for fp in plans.values())
+    timed = [batch * spec.seq_len / (fp.estimate.tokens_per_card_s * fp.layout.cards)
+             for fp in plans.values() if fp.estimate.tokens_per_card_s > 0]
+    step_seconds = max(timed) if timed else None  # None: no planned framework has a rate
     thinking = any(own.chat_template_fact and plans[name].info.get(own.chat_template_fact) == THINKING_TEMPLATE
                    for name, own in planning.items())
     if "enable_thinking" in spec.train and spec.method != "pretrain" and not thinking:
@@ -366,7 +370,14 @@ def _frameworks(spec: Spec, tables: Tables, model: Model) -> tuple[list[str], li
     """The frameworks to plan, and notes on those a defaulted list left out (and why)."""
     supported = [name for name in tables.frameworks if tables.supports(name, model.name)]
     if spec.frameworks is None:
-        refusals = {name: _job_refusal(tables, name, model, spec) for name in supported}
+        # Reinforcement learning and training are planned by different frameworks: a defaulted list considers only
+        # those offering the method's kind, and says nothing about the others.
+        rl = spec.method in RL_METHODS
+        kind = [name for name in supported if any((m in RL_METHODS) == rl for m in tables.frameworks[name].methods)]
+        if rl and not kind:
+            raise SpecError.at("model", f"no framework plans {spec.method} for {model.name}; "
+                                        f"{_rl_models(tables, spec.method)}")
+        refusals = {name: _job_refusal(tables, name, model, spec) for name in kind}
         chosen = [name for name, refusal in refusals.items() if refusal is None]
         if not chosen:
             reasons = "; ".join(refusal for refusal in refusals.values() if refusal) or \
@@ -386,6 +397,13 @@ def _frameworks(spec: Spec, tables: Tables, model: Model) -> tuple[list[str], li
     if problems:
         raise SpecError(problems)
     return [name for name in tables.frameworks if name in spec.frameworks], []
+
+
+def _rl_models(tables: Tables, method: str) -> str:
+    """The models each framework offering `method` plans it for, in words."""
+    offering = [fw for fw in tables.frameworks.values() if method in fw.methods]
+    return "; ".join(f"{fw.name} plans it for {', '.join(m for m in tables.models if tables.supports(fw.name, m))}"
+                     for fw in offering) or f"no framework in the tables offers {method}"
 
 
 def _job_refusal(tables: Tables, name: str, model: Model, spec: Spec) -> str | None:
@@ -571,10 +589,12 @@ def _moves_batch(ctx: Context, layout: Layout) -> bool:
 def _estimate(ctx: Context, layout: Layout, budget_cards: int | None) -> Estimate:
     tokens = ctx.spec.train_tokens if ctx.role_kind.trains else None  # a role that does not train has no time
     tput = rate(ctx, layout)
+    # A rate of 0: nothing is published for the role (its plugin says so), and the plan gives no time.
+    timed = tokens if tput.tokens_per_card_s > 0 else None
     return Estimate(total_tokens=tokens, tokens_per_card_s=tput.tokens_per_card_s, tps_source=tput.source,
                     is_estimate=tput.is_estimate, mfu=tput.mfu,
-                    time_hours=None if tokens is None else hours(tokens, tput.tokens_per_card_s, layout.cards,
-                                                                 ctx.spec.scaling_efficiency),
+                    time_hours=None if timed is None else hours(timed, tput.tokens_per_card_s, layout.cards,
+                                                                ctx.spec.scaling_efficiency),
                     budget_cards=budget_cards)
 
 
@@ -587,6 +607,10 @@ def _resolve_framework(ctx: Context, tables: Tables):
     forced = False
     tokens = ctx.spec.train_tokens
     budget = ctx.spec.time_budget_hours if tokens is not None and ctx.spec.cards is None else None
+    if budget is not None and rate(ctx, None).tokens_per_card_s <= 0:  # no rate: no card count meets a budget
+        warnings.append(f"time_budget_hours: {rate(ctx, None).source}, so no card count can be sized for the "
+                        f"budget; the cards follow memory alone")
+        budget = None
     budget_cards = None
     if ctx.spec.cards is not None:
         cards = explicit_cards(ctx, ctx.spec.cards, minimum, notes)
@@ -640,7 +664,7 @@ def _resolve_framework(ctx: Context, tables: Tables):
 def _general_notes(spec: Spec, model: Model, tables: Tables, plans: dict[str, FrameworkPlan],
                    planning: dict[str, Planning]) -> list[str]:
     notes = []
-    if spec.samples is not None and spec.method != "pretrain":
+    if spec.samples is not None and spec.method not in ("pretrain", *RL_METHODS):  # seed 001's advice is for SFT
         size_b = model.params / 1e9
         for limit, advice, label in DATASET_ADVICE:
             if size_b <= limit:
@@ -761,7 +785,8 @@ def minimum_table(tables: Tables, seq_len: int) -> list[dict]:
     rows = []
     for model in tables.models.values():
         for name in tables.frameworks:
-            if not tables.supports(name, model.name):
+            # The table's columns are full and LoRA training: a framework offering neither has no row.
+            if not tables.supports(name, model.name) or not {"full", "lora"} & set(tables.frameworks[name].methods):
                 continue
             cells: dict[str, int | str] = {}
             refused = tables.frameworks[name].refusal(model.name) is not None  # the pinned version cannot train it

@@ -44,6 +44,9 @@ class GridSpace:
     def recomputes(self, ctx: Context) -> list[str]:
         return [ctx.pins.recompute] if ctx.pins.recompute else list(RECOMPUTE)
 
+    def micro_batches(self, ctx: Context, cards: int) -> list[int] | None:
+        return None
+
     def label(self, structure: Structure) -> str:
         parts = [f"tp={structure.tp}", f"pp={structure.pp}"]
         if structure.cp > 1:

@@ -72,6 +72,7 @@ class Spec:
     layout: dict[str, Pins] = field(default_factory=dict)
     train: dict[str, Any] = field(default_factory=dict)  # the `train:` keys the spec gave (recipe.py fills the rest)
     lora: dict[str, Any] = field(default_factory=dict)  # the `lora:` keys the spec gave
+    rl: dict[str, Any] = field(default_factory=dict)  # the `rl:` keys the spec gave (the RL plugin fills the rest)
     epochs_given: bool = False  # data.epochs was written (train.steps may not be)
 
     @property
@@ -604,5 +605,6 @@ def _build(data: dict, sha256: str) -> Spec:
         layout={fw: Pins(**pins) for fw, pins in (data.get("layout") or {}).items()},
         train=dict(data.get("train") or {}),
         lora=dict(data.get("lora") or {}),
+        rl=dict(data.get("rl") or {}),
         epochs_given="epochs" in data_block,
     )

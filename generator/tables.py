@@ -32,7 +32,11 @@ from .facts import (
 )
 from .resources import DATA_DIR
 
-METHODS = ("full", "lora", "qlora", "pretrain")
+# Fine-tuning and pretraining methods, and the reinforcement-learning methods a framework with roles (an actor, a
+# rollout engine ...) offers.
+TRAINING_METHODS = ("full", "lora", "qlora", "pretrain")
+RL_METHODS = ("grpo", "dapo", "ppo")
+METHODS = TRAINING_METHODS + RL_METHODS
 
 
 def trains_adapters(method: str) -> bool:
@@ -341,8 +345,8 @@ ADAPTER_KEYS = ("rank", "alpha", "dropout", "targets")
 # A framework's own rows only: the length it writes when the spec gives no data size and no train.steps (the
 # resolver puts it on the plan as a placeholder).
 PLACEHOLDER_KEYS = ("placeholder_steps", "placeholder_samples")
-COMMON_KEYS = ("seed", "keep_checkpoints", "resume", "save_every_hours", "optimizer", "adam_betas", "max_grad_norm",
-               "min_steps", "enable_thinking")
+COMMON_KEYS = ("seed", "keep_checkpoints", "resume", "save_every_hours", "save_every_steps_untimed", "optimizer",
+               "adam_betas", "max_grad_norm", "min_steps", "enable_thinking")
 
 
 @dataclass(frozen=True)
@@ -680,9 +684,9 @@ def _check_hardware(where: str, hw: Hardware) -> None:
         check_share(where, f"attention_efficiency[{length}]", share)
 
 
-# throughput.mfu's keys: one share per method, and `moe` for full training and pretraining of MoE models
-# (throughput.py picks it there)
-MFU_KEYS = (*METHODS, "moe")
+# throughput.mfu's keys: one share per training method (an RL framework models its rate itself), and `moe` for
+# full training and pretraining of MoE models (throughput.py picks it there)
+MFU_KEYS = (*TRAINING_METHODS, "moe")
 
 
 def _check_throughput(where: str, throughput) -> None:

@@ -16,7 +16,7 @@ case "$#:${1:-}" in
     rm -rf .venv-verl
     python3 -m venv .venv-verl
     .venv-verl/bin/python -m pip install --no-cache-dir --no-deps -r scripts/verl-requirements.txt
-    .venv-verl/bin/python -c "import hydra, verl.utils.config, verl.workers.config, verl.trainer.ppo.utils"
+    .venv-verl/bin/python -c "import hydra, pyarrow, verl.utils.config, verl.utils.dataset.rl_dataset, verl.workers.config, verl.trainer.ppo.utils"
     exit 0
     ;;
   0:) target=. ;;

@@ -377,19 +377,20 @@ PLUGIN = Plugin("toy", planning=Planning(), output=Output())
 TRAIN_TEMPLATE = "lr: {{ lr | yaml }}\nglobal_batch: {{ batch }}\ncards: {{ cards }}\nchat: {{ chat | yaml }}\n"
 SECTION_TEMPLATE = "## toy\n\nToy trains {{ plan.model }} on {{ fp.layout.cards }} card(s): `toy/train.yaml`.\n"
 HW_ROW_END = """    accelerator: npu
-    frameworks: [mindformers, mindspeed-llm, llama-factory]
+    frameworks: [mindformers, mindspeed-llm, llama-factory, verl]
     # LLaMA-Factory's Ascend QLoRA example"""
 
 
 def test_add_a_framework(repo, tmp_path, monkeypatch):
     frameworks = "generator/data/frameworks.yaml"
-    last = "      debug-tiny: {template: qwen3, decoder: qwen3}\n"  # the file's last row
+    last = "qwen2.5-32b: {decoder: qwen2, grpo: examples/grpo_trainer/run_qwen2_5_32b_grpo_npu.sh, dapo: " \
+        "recipe/dapo/run_dapo_qwen2.5_32b_npu.sh, ppo: examples/ppo_trainer/run_qwen3-8b_npu.sh}\n"  # the last row
     repo.edit(frameworks, last, last + FRAMEWORK_ROW)
-    repo.edit("generator/data/hardware.yaml", HW_ROW_END, HW_ROW_END.replace("llama-factory]", "llama-factory, toy]"))
+    repo.edit("generator/data/hardware.yaml", HW_ROW_END, HW_ROW_END.replace("verl]", "verl, toy]"))
     schema = "schemas/job.schema.json"
-    repo.edit(schema, '"llama-factory"\n        ]', '"llama-factory",\n          "toy"\n        ]')
-    repo.edit(schema, '"llama-factory": {\n          "$ref": "#/$defs/lf_pins"\n        }\n',
-              '"llama-factory": {\n          "$ref": "#/$defs/lf_pins"\n        },\n'
+    repo.edit(schema, '"verl"\n        ]', '"verl",\n          "toy"\n        ]')
+    repo.edit(schema, '"verl": {\n          "$ref": "#/$defs/pins"\n        }\n',
+              '"verl": {\n          "$ref": "#/$defs/pins"\n        },\n'
               '        "toy": {\n          "$ref": "#/$defs/pins"\n        }\n')
     repo.add("templates/toy/train.yaml.j2", TRAIN_TEMPLATE)
     repo.add("templates/toy/plan_section.md.j2", SECTION_TEMPLATE)

@@ -45,13 +45,16 @@ def test_moe_active_parameters():
 def test_every_min_cards_row_names_a_known_model_and_framework(row):
     assert row.model in TABLES.models, f"min_cards.csv line {row.line}: unknown model {row.model}"
     assert row.framework in TABLES.frameworks
-    assert set(row.methods) <= {"full", "lora"}
+    # The training rows give full and LoRA counts; an RL framework's rows the RL methods it offers.
+    assert set(row.methods) <= {"full", "lora"} | set(TABLES.frameworks[row.framework].methods)
     assert all(v is None or v > 0 for v in row.cards.values())
 
 
 def test_min_cards_table_has_every_row_of_the_shared_csv():
-    # 97 data rows in shared/spec/min_cards.csv (copied verbatim into generator/data/).
-    assert len(TABLES.min_cards) == 97
+    # 97 data rows of the training frameworks and the 7 verl rows in shared/spec/min_cards.csv (copied verbatim
+    # into generator/data/).
+    assert len(TABLES.min_cards) == 97 + 7
+    assert sum(row.framework == "verl" for row in TABLES.min_cards) == 7
     first = TABLES.min_cards[0]
     assert (first.model, first.methods, first.seq_lens, first.cards) == (
         "llama3.1-8b", ("full",), (4096, 8192), {"snt9b": 4, "snt9b23": 8})
@@ -76,8 +79,10 @@ def test_hardware_rows():
 def test_hardware_row_invariants(hw):
     assert hw.usable_gb <= hw.memory_gb and hw.peak_tflops_bf16 > 0 and hw.source
     assert hw.accelerator in ("npu", "gpu") and set(hw.frameworks) <= set(TABLES.frameworks)
-    # NVIDIA GPUs serve LLaMA-Factory only; Ascend NPUs keep headroom for the runtime (max_device_memory).
-    assert (hw.accelerator == "gpu") == (hw.frameworks == ("llama-factory",))
+    # Ascend NPUs keep headroom for the runtime (max_device_memory) (below).
+    # On NVIDIA GPUs: LLaMA-Factory, and verl (its mainstream) where a card has the memory for RL (>= 40 GB).
+    assert (hw.accelerator == "gpu") == (hw.frameworks in (("llama-factory",), ("llama-factory", "verl")))
+    assert ("verl" in hw.frameworks) == (hw.accelerator == "npu" or hw.memory_gb >= 40)
     assert hw.accelerator == "gpu" or hw.usable_gb < hw.memory_gb
     # Whole parallel units fill a node; the step model's inputs come together or not at all.
     assert hw.cards_per_node % hw.parallel_unit == 0

@@ -45,7 +45,7 @@ BAD_EDITS = {
         "frameworks.yaml mindformers: support 'all' is not one of listed, table"),
     "min-cards-from": (
         "frameworks.yaml", "min_cards_from: mindspeed-llm       # after", "min_cards_from: presets  # after",
-        "frameworks.yaml mindformers: min_cards_from 'presets' is not one of llama-factory, mindspeed-llm"),
+        "frameworks.yaml mindformers: min_cards_from 'presets' is not one of llama-factory, mindspeed-llm, verl"),
     "ep-divides": (
         "frameworks.yaml", "ep_divides: [dp, cp]", "ep_divides: [dp, pp]",
         "frameworks.yaml mindspeed-llm: ep_divides 'pp' is not one of dp, tp, cp"),
@@ -114,7 +114,7 @@ BAD_EDITS = {
     "min-cards-strategy": (
         "min_cards.csv", "mixtral-8x7b,full,4096/8192,mindspeed-llm,16,-,medium\n",
         "mixtral-8x7b,sft,4096/8192,mindspeed-llm,16,-,medium\n",
-        "min_cards.csv line 86: strategy 'sft' is not one of full, lora, qlora, pretrain"),
+        "min_cards.csv line 86: strategy 'sft' is not one of full, lora, qlora, pretrain, grpo, dapo, ppo"),
     # A hardware column is the header's, and a hardware.yaml row (the loader named two, and a renamed one was a
     # KeyError traceback).
     "min-cards-hardware-column": (
@@ -125,7 +125,7 @@ BAD_EDITS = {
     "preset-framework": (
         "presets.yaml", "defaults: {framework: mindformers,", "defaults: {framework: mindformerz,",
         ("presets.yaml preset 1 (qwen3-32b full): framework 'mindformerz' is not one of mindformers, mindspeed-llm, "
-         "llama-factory")),
+         "llama-factory, verl")),
     "preset-model": (
         "presets.yaml", "  - {model: qwen3-32b,  methods: [full],", "  - {model: qwen3-23b,  methods: [full],",
         ("presets.yaml preset 1 (qwen3-23b full): model 'qwen3-23b' is not one of " + ", ".join(TABLES.models))),
@@ -252,7 +252,8 @@ def test_framework_row_invariants(fw):
     from generator.dataset import OPTIONAL_COLUMNS
     assert fw.methods and fw.dataset_formats and set(fw.dataset_formats) <= set(OPTIONAL_COLUMNS)
     assert fw.overhead_gb >= 0 and fw.label
-    assert (fw.activations is not None) == fw.deepspeed  # the deepspeed scheme counts measured activations
+    # The deepspeed scheme counts measured activations, and so does a plugin modelling HuggingFace training itself.
+    assert (fw.activations is not None) == (fw.deepspeed or fw.name == "verl")
 
 
 def test_every_accelerator_has_its_device_variable():

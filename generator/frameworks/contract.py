@@ -86,6 +86,10 @@ class SearchSpace(Protocol):
         """Recompute settings to try, least recompute first."""
         ...
 
+    def micro_batches(self, ctx: Context, cards: int) -> list[int] | None:
+        """Micro batch sizes to try at `cards`, where the framework fixes them itself (None: the core's choices)."""
+        ...
+
     def label(self, structure: Structure) -> str:
         """The structure as the rejected list names it."""
         ...

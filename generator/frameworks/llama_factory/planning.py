@@ -31,6 +31,9 @@ class ZeroStages:
         # Gradient checkpointing is on or off in the HuggingFace code: no selective setting.
         return [ctx.pins.recompute] if ctx.pins.recompute else ["none", "full"]
 
+    def micro_batches(self, ctx: Context, cards: int) -> list[int] | None:
+        return None
+
     def label(self, structure: Structure) -> str:
         return f"DeepSpeed {deepspeed_words(structure.zero_stage, structure.offload)}"
 

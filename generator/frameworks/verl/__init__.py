@@ -1,2 +1,10 @@
-"""verl 0.7.0 (GRPO, DAPO, PPO): its own config checks so far (checks.py); the plugin itself is not written yet, so
-no frameworks.yaml row names this package."""
+"""The verl plugin (contract: generator/frameworks/contract.py): verl 0.7.0's GRPO, DAPO and PPO with an actor, a
+vLLM rollout engine, a reference and (PPO) a critic colocated on every card; its own config checks in checks.py."""
+
+from __future__ import annotations
+
+from ..contract import Plugin
+from .output import OUTPUT
+from .planning import PLANNING
+
+PLUGIN = Plugin("verl", planning=PLANNING, output=OUTPUT)

@@ -6,6 +6,8 @@ plan.json (frameworks.verl.settings) and PLAN.md."""
 from __future__ import annotations
 
 import math
+import re
+import unicodedata
 from dataclasses import dataclass
 
 Scalar = bool | int | float | str | None
@@ -61,9 +63,18 @@ class VerlSettings:
 
 
 def hydra_value(value: Value) -> str:
-    """`value` in Hydra's override grammar, read back as the same value and type: True/False, integers, floats,
-    null, lists, and every string quoted (so "1e-6", "true" or "null" stay strings) with backslashes and quotes
-    escaped, and `${` escaped so OmegaConf does not resolve it as an interpolation."""
+    """`value` in Hydra 1.3's override grammar, read back by verl as the same value and type: True/False, integers,
+    floats, null, lists, and every string quoted (so "1e-6", "true" or "null" stay strings). A string passes two
+    readers, so it is escaped for each, innermost first:
+    - OmegaConf reads `${` as an interpolation (its grammar: `\\${` is a literal `${`, and the backslashes right
+      before it are escaped in pairs; others are literal). verl resolves the config once (main_ppo.py l.275,
+      recipe/dapo/main_dapo.py l.83, OmegaConf.resolve, which stores the unescaped text back) and reads it again
+      after, so that escape is applied twice;
+    - Hydra's quoted value (hydra/grammar/OverrideLexer.g4 QUOTED_VALUE; core/override_parser/overrides_visitor.py
+      _unescape_quoted_string) unescapes backslashes only before a quote or the closing quote: a quote becomes
+      `\\'` and a run of backslashes there is doubled; a backslash anywhere else is literal.
+    A string holding a control character (a line break, a tab) is refused: overrides.txt holds one override a line,
+    and launch.sh refuses a line with one."""
     if value is None:
         return "null"
     if isinstance(value, bool):
@@ -76,5 +87,18 @@ def hydra_value(value: Value) -> str:
         return repr(value)
     if isinstance(value, tuple):
         return "[" + ",".join(hydra_value(item) for item in value) + "]"
-    escaped = value.replace("\\", "\\\\").replace("'", "\\'").replace("${", "\\${")
-    return f"'{escaped}'"
+    if any(unicodedata.category(char) == "Cc" for char in value):
+        raise ValueError(f"a Hydra override is one line without control characters: {value!r}")
+    return "'" + _QUOTED.sub(_double_then_quote, _omegaconf_escape(_omegaconf_escape(value))) + "'"
+
+
+_INTERPOLATION = re.compile(r"(\\*)\$\{")
+_QUOTED = re.compile(r"(\\*)('|$)")
+
+
+def _omegaconf_escape(text: str) -> str:
+    return _INTERPOLATION.sub(lambda found: found.group(1) * 2 + "\\${", text)
+
+
+def _double_then_quote(found: re.Match) -> str:
+    return found.group(1) * 2 + ("\\'" if found.group(2) else "")

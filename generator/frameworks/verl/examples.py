@@ -1,0 +1,70 @@
+"""verl 0.7.0's upstream NPU example scripts a plan follows (data: generator/data/verl_0.7.0/examples.yaml), and the
+published Ascend RL throughput the plan's time comes from (verl_0.7.0/throughput.yaml)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import cache
+from typing import Any
+
+import yaml
+
+from ...errors import TableError
+from ...resources import DATA_DIR
+
+FOLDER = DATA_DIR / "verl_0.7.0"
+COMMIT = "v0.7.0 (f9c855f7)"
+
+
+@dataclass(frozen=True)
+class Example:
+    """One upstream script: the HuggingFace model it trains and its values, key -> (value, line)."""
+
+    script: str
+    method: str
+    model: str
+    values: dict[str, tuple[Any, int]]  # a script's values are YAML scalars
+
+    def get(self, key: str) -> tuple[Any, str] | None:
+        """(value, its source) where the script sets `key`; None where it leaves verl's default."""
+        found = self.values.get(key)
+        return None if found is None else (found[0], f"upstream {self.script} l. {found[1]} ({COMMIT})")
+
+
+@dataclass(frozen=True)
+class Published:
+    """A published end-to-end RL throughput: tokens/s per card (die on Snt9b23), with its source."""
+
+    method: str
+    model: str
+    hardware: str
+    tokens_per_card_s: float
+    source: str
+
+
+@cache
+def examples() -> dict[str, Example]:
+    doc = yaml.safe_load((FOLDER / "examples.yaml").read_text(encoding="utf-8"))
+    out = {}
+    for script, row in doc["examples"].items():
+        values = {key: value for key, value in row.items() if key not in ("method", "model")}
+        bad = [key for key, value in values.items() if not (isinstance(value, list) and len(value) == 2
+                                                            and isinstance(value[1], int))]
+        if bad:
+            raise TableError(f"verl_0.7.0/examples.yaml {script}: {', '.join(bad)} must be [value, line]")
+        out[script] = Example(script, row["method"], row["model"],
+                              {key: (value[0], value[1]) for key, value in values.items()})
+    return out
+
+
+def example(script: str) -> Example:
+    found = examples().get(script)
+    if found is None:
+        raise TableError(f"frameworks.yaml verl: {script} is not in verl_0.7.0/examples.yaml")
+    return found
+
+
+@cache
+def published() -> tuple[Published, ...]:
+    doc = yaml.safe_load((FOLDER / "throughput.yaml").read_text(encoding="utf-8"))
+    return tuple(Published(**row) for row in doc["published"])

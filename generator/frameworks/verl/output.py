@@ -1,0 +1,9 @@
+"""verl: the files' side of the plugin (generator/frameworks/contract.py Output)."""
+
+from __future__ import annotations
+
+from ..base import ModuleOutput
+from .checks import PYTHON_OPTION, check
+from .render import plan_section, render
+
+OUTPUT = ModuleOutput(render=render, plan_section=plan_section, check=check, options=(PYTHON_OPTION,))

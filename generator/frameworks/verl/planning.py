@@ -1,0 +1,383 @@
+"""verl: the resolver's side of the plugin (contract: generator/frameworks/contract.py Planning).
+
+GRPO and DAPO run an actor, a vLLM rollout engine and a frozen reference; PPO adds a critic. verl 0.7.0's hybrid
+engine puts them in one resource pool over every card (verl/trainer/main_ppo.py: one global_pool for actor_rollout,
+ref and critic), so every role is colocated and the job's cards are the peak over the phases."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, replace
+
+from ...context import Context
+from ...errors import SpecError
+from ...memory import MemoryBreakdown
+from ...parallel import Parallel
+from ...plan import FrameworkPlan, Layout, Plan, Rejected
+from ...spaces import divisors
+from ...tables import load_tables
+from ...throughput import Throughput
+from ..base import DefaultPlanning
+from ..contract import PathDefault, RoleDef, RoleKind, Structure
+from . import memory
+from .examples import published
+from .rl import DATA_SOURCES, RL, VERL, rl_config
+from .settings import Setting, VerlSettings
+
+NAME = "verl"
+FSDP_WORKERS = f"{VERL} verl/workers/fsdp_workers.py"
+CONFIG_PY = f"{VERL} verl/utils/config.py"
+ROLLOUT_TPS = (1, 2, 4, 8, 16)
+
+
+def rl_of(ctx: Context) -> RL:
+    return rl_config(ctx.spec.rl, ctx.spec.method, ctx.spec.seq_len, ctx.model, ctx.fw)
+
+
+@dataclass(frozen=True)
+class VerlSpace:
+    """One role's choices. Actor and critic: FSDP full shard over every card (no TP or PP), gradient checkpointing
+    on (every NPU example), with the actor's (and critic's) parameter + optimizer offload between phases off, then
+    on. Rollout: vLLM TP from the example's up, dividing the KV heads and the cards, within a node, each with the
+    actor's states offloaded during rollout or not. Reference: its parameters always offloaded (every NPU example);
+    the actor's states beside it offloaded or not. The layout's micro batch counts prompts per card of the global
+    batch's tiling (1); verl's own per-GPU micro batch (sequences) is on the plan's settings."""
+
+    kind: RoleKind
+
+    def structures(self, ctx: Context, cards: int) -> list[Structure]:
+        offloads = [ctx.pins.offload] if ctx.pins.offload is not None else [False, True]
+        if self.kind is not RoleKind.ROLLOUT:
+            return [Structure(offload=offload) for offload in offloads]
+        return [Structure(tp=tp, offload=offload) for tp in rollout_tps(ctx, cards) for offload in offloads]
+
+    def recomputes(self, ctx: Context) -> list[str]:
+        return ["full"] if self.kind.trains else ["none"]
+
+    def micro_batches(self, ctx: Context, cards: int) -> list[int] | None:
+        return [1]
+
+    def label(self, structure: Structure) -> str:
+        offload = f"actor offload {'on' if structure.offload else 'off'}"
+        return f"vLLM tp={structure.tp}, {offload}" if self.kind is RoleKind.ROLLOUT else f"FSDP, {offload}"
+
+    def choice_note(self, best: Layout, rejected: list[Rejected]) -> str | None:
+        return None
+
+
+SPACES = {kind: VerlSpace(kind) for kind in RoleKind}
+
+
+def rollout_tps(ctx: Context, cards: int) -> list[int]:
+    """vLLM TP sizes from the example's up: dividing the KV heads (vLLM shards them) and the cards (the rollout
+    world, TP x DP, must divide the actor's world: fsdp_workers.py l. 614-620), within a node."""
+    start = rl_of(ctx).rollout_tp
+    fitting = [tp for tp in ROLLOUT_TPS if tp <= ctx.hw.cards_per_node and tp <= cards and cards % tp == 0
+               and ctx.model.kv_heads % tp == 0]
+    return [tp for tp in fitting if tp >= start] or fitting[-1:]
+
+
+class VerlPlanning(DefaultPlanning):
+    path_keys = ("rl_data",)
+    fixed_steps = "trainer.total_training_steps"
+    min_cards_stand_in = "verl's own column of min_cards.csv (the seed's VeRL rows)"
+
+    def roles(self, method: str) -> tuple[RoleDef, ...]:
+        base = (RoleDef(RoleKind.ACTOR), RoleDef(RoleKind.ROLLOUT), RoleDef(RoleKind.REFERENCE))
+        return base + ((RoleDef(RoleKind.CRITIC),) if method == "ppo" else ())
+
+    def space(self, role: RoleKind) -> VerlSpace:
+        return SPACES[role]
+
+    def memory(self, ctx: Context, shape: Parallel) -> MemoryBreakdown | None:
+        rl = rl_of(ctx)
+        return memory.role_memory(ctx, replace(rl, sp=_sp(rl, ctx.model, shape.cards)[0]), shape)
+
+    def rate(self, ctx: Context, layout: Layout | None) -> Throughput | None:
+        if ctx.role_kind is not RoleKind.ACTOR:
+            why = "inside the actor's whole-step figure" if ctx.role_kind.trains else "does not train"
+            return Throughput(0.0, f"not estimated: {ctx.role_kind.value} {why}", is_estimate=True)
+        if ctx.spec.tokens_per_card_s is not None:  # the spec's measured rate: the core's model takes it
+            return None
+        found = next((row for row in published() if (row.method, row.model, row.hardware)
+                      == (ctx.spec.method, ctx.model.name, ctx.hw.name)), None)
+        if found is None:
+            return Throughput(0.0, f"none published: no Ascend RL throughput for {ctx.spec.method} {ctx.model.name} "
+                                   f"on {ctx.hw.name} (verl publishes none; MindSpeed-RL's figures cover other "
+                                   f"rows), so the plan gives no time", is_estimate=True)
+        rl = rl_of(ctx)
+        # A step generates and trains global batch x n sequences of up to seq_len tokens; the core times the spec's
+        # tokens, one sequence a prompt, so the rate per spec token is the figure / n.
+        return Throughput(found.tokens_per_card_s / rl.n,
+                          f"MindSpeed-RL's measurement, not verl's: {found.tokens_per_card_s:g} tokens/s per card "
+                          f"({found.source}); a step counts global batch x n ({rl.n}) x seq_len tokens",
+                          is_estimate=True)
+
+    def layout_notes(self, ctx: Context, layout: Layout) -> list[str]:
+        rl = rl_of(ctx)
+        return [rl.nearest] if rl.nearest else []
+
+    def path_defaults(self, output_dir: str, model, layout: Layout) -> dict[str, PathDefault]:
+        # The prepared parquet files verl reads (data.train_files / val_files): the data-preparation step writes
+        # them here from paths.dataset.
+        return {"rl_data": PathDefault(f"{output_dir}/verl/data")}
+
+    def settings(self, plan: Plan, fp: FrameworkPlan) -> VerlSettings:
+        return settings(plan, fp)
+
+
+PLANNING = VerlPlanning()
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# Settings: every value the files hold, with its source
+
+
+def fitted_micro(rl: RL, cards: int) -> tuple[int, str]:
+    """verl's per-GPU micro batch and its source: the example's where it divides the per-card mini batch
+    (fsdp_workers.py l. 242-262: ppo_mini_batch_size x n // (cards / SP), which the micro batch must divide), else
+    the largest that does."""
+    per_card = rl.mini_batch_size * rl.n // (cards // rl.sp)
+    if per_card == 0 or per_card % rl.micro_batch_size == 0:
+        return rl.micro_batch_size, rl.sources["micro_batch_size"]
+    micro = max(d for d in divisors(per_card) if d <= rl.micro_batch_size)
+    return micro, (f"derived: the example's {rl.micro_batch_size} does not divide the {per_card} "
+                             f"sequences per card of a mini batch ({FSDP_WORKERS} l. 242-262); the largest that does")
+
+
+def check_rules(plan: Plan, rl: RL, cards: int, sp: int) -> None:
+    """verl's mini batch rules at the spec's rl.mini_batch_size, refused with the nearest values that work. (Its
+    batch rule, train_batch_size x n divisible by the cards (verl/utils/config.py l. 88-113), always holds: the
+    core's tiling keeps the global batch a multiple of the actor's micro batch 1 x DP = the cards.)"""
+    batch = plan.train.global_batch_size
+    if "mini_batch_size" in plan.rl and (rl.mini_batch_size > batch or batch % rl.mini_batch_size):
+        fits = [d for d in divisors(batch) if d <= rl.mini_batch_size] or [batch]
+        raise SpecError.at("rl.mini_batch_size", f"{rl.mini_batch_size} must divide the global batch {batch} and not "
+                                                 f"exceed it ({VERL} verl/workers/config/actor.py l. 172-234: "
+                                                 f"train_batch_size >= ppo_mini_batch_size); nearest that works: "
+                                                 f"{fits[-1]}")
+    if "mini_batch_size" in plan.rl and rl.mini_batch_size * rl.n // (cards // sp) == 0:
+        least = -(-(cards // sp) // rl.n)
+        raise SpecError.at("rl.mini_batch_size", f"{rl.mini_batch_size} x samples_per_prompt {rl.n} = "
+                                                 f"{rl.mini_batch_size * rl.n} sequences leave none per card on "
+                                                 f"{cards // sp} data-parallel ranks ({FSDP_WORKERS} l. 242-246); "
+                                                 f"at least {least}")
+
+
+def fitted_mini(rl: RL, batch: int, cards: int, sp: int) -> tuple[int, str]:
+    """The example's mini batch where it divides the global batch and leaves every data-parallel rank a sequence,
+    else the nearest that does (the spec's is checked, not moved: check_rules)."""
+    ranks = cards // sp
+    fits = [d for d in divisors(batch) if d * rl.n >= ranks]
+    if rl.mini_batch_size in fits or not fits:
+        return rl.mini_batch_size, rl.sources["mini_batch_size"]
+    chosen = min(fits, key=lambda d: (abs(d - rl.mini_batch_size), d))
+    return chosen, (f"derived: the example's {rl.mini_batch_size} ({rl.sources['mini_batch_size']}) does not divide "
+                    f"the global batch {batch} ({VERL} verl/workers/config/actor.py l. 172-234); the nearest that does")
+
+
+def settings(plan: Plan, fp: FrameworkPlan) -> VerlSettings:
+    tables = load_tables()
+    model, hw = tables.model(plan.model), tables.hardware_row(plan.hardware)
+    fw = tables.frameworks[NAME]
+    rl = rl_config(plan.rl, plan.method, plan.seq_len, model, fw)
+    actor, rollout = fp.roles[RoleKind.ACTOR.value].layout, fp.roles[RoleKind.ROLLOUT.value].layout
+    cards = actor.cards
+    sp, sp_source = _sp(rl, model, cards)
+    check_rules(plan, rl, cards, sp)
+    mini, mini_source = fitted_mini(rl, plan.train.global_batch_size, cards, sp)
+    rl = replace(rl, sp=sp, mini_batch_size=mini, sources={**rl.sources, "mini_batch_size": mini_source})
+    micro, micro_source = fitted_micro(rl, cards)
+    offloaded = [kind for kind, role in fp.roles.items() if role.layout.offload]
+    offload = bool(offloaded)
+    offload_source = (f"plan: the {', '.join(offloaded)} phase needs the actor's states off the card (memory per "
+                      f"role)") if offload else "plan: every phase fits with the actor's states on the card"
+    gmu, gmu_source = memory.gpu_memory_utilization(model, hw, fw.overhead_gb, rl, rollout.tp, cards, rollout.offload)
+    t = plan.train
+    out = plan.output_dir(NAME)
+    data = plan.paths["rl_data"].value
+    ex = rl.example.get
+    dapo, ppo = plan.method == "dapo", plan.method == "ppo"
+    vl = model.vision_params_b > 0
+    o: list[Setting] = []
+
+    def add(key: str, value, source: str) -> None:
+        o.append(Setting(key, value, source))
+
+    def up(key: str, example_key: str, default: str) -> str:
+        found = ex(example_key)
+        return found[1] if found else default
+
+    add("algorithm.adv_estimator", "gae" if ppo else "grpo",
+        f"upstream {rl.script}: {'gae (PPO: the critic estimates advantages)' if ppo else 'grpo'}")
+    add("data.train_files", f"{data}/train.parquet", "paths.rl_data: the data-preparation step's train split")
+    add("data.val_files", f"{data}/val.parquet", "paths.rl_data: the data-preparation step's validation split")
+    add("data.train_batch_size", t.global_batch_size, "plan: global batch (prompts)")
+    if dapo:
+        ratio_found = ex("gen_batch_size")
+        train_found = ex("train_batch_size")
+        assert ratio_found and train_found
+        ratio = int(ratio_found[0]) // int(train_found[0])
+        add("data.gen_batch_size", t.global_batch_size * ratio,
+            f"derived: {ratio} x the global batch, as {ratio_found[1]}")
+    add("data.max_prompt_length", rl.prompt_length, rl.sources["prompt_length"])
+    add("data.max_response_length", rl.response_length, rl.sources["response_length"])
+    add("data.filter_overlong_prompts", True,
+        "upstream examples/grpo_trainer NPU scripts: filter_overlong_prompts=True")
+    truncation = "left" if dapo else "error"
+    add("data.truncation", truncation, f"upstream {rl.script}: truncation {truncation}")
+    if vl:
+        add("data.image_key", "images", "upstream examples/grpo_trainer/run_qwen2_5_vl_7b_npu.sh l. 17 (geo3k images)")
+    add("actor_rollout_ref.model.path", plan.paths["model_dir"].value, "paths.model_dir")
+    add("actor_rollout_ref.actor.optim.lr", t.learning_rate, t.origin.get("learning_rate", ""))
+    add("actor_rollout_ref.actor.optim.weight_decay", t.weight_decay, t.origin.get("weight_decay", ""))
+    add("actor_rollout_ref.actor.optim.lr_warmup_steps", t.warmup_steps if t.warmup_steps else -1,
+        t.origin.get("warmup_steps", "derived: no warmup (-1: lr_warmup_steps_ratio 0.0)"))
+    add("actor_rollout_ref.actor.optim.betas", tuple(t.adam_betas), t.origin.get("adam_betas", ""))
+    add("actor_rollout_ref.actor.grad_clip", t.max_grad_norm, t.origin.get("max_grad_norm", ""))
+    remove_padding = rl.remove_padding or sp > 1
+    add("actor_rollout_ref.model.use_remove_padding", remove_padding,
+        rl.sources["remove_padding"] if remove_padding == rl.remove_padding else
+        f"derived: ulysses SP {sp} needs it ({VERL} verl/workers/config/actor.py l. 303)")
+    add("actor_rollout_ref.actor.ppo_mini_batch_size", rl.mini_batch_size, rl.sources["mini_batch_size"])
+    if rl.dynamic_bsz:
+        add("actor_rollout_ref.actor.use_dynamic_bsz", True, rl.sources["dynamic_bsz"])
+        add("actor_rollout_ref.actor.ppo_max_token_len_per_gpu", rl.seq_len // sp,
+            "derived: (prompt + response) / SP, as the example computes it")
+    else:
+        add("actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu", micro, micro_source)
+    add("actor_rollout_ref.actor.use_kl_loss", rl.use_kl_loss, rl.sources["use_kl_loss"])
+    add("actor_rollout_ref.actor.kl_loss_coef", rl.kl_coef, rl.sources["kl_coef"])
+    if rl.use_kl_loss:
+        add("actor_rollout_ref.actor.kl_loss_type", "low_var_kl", f"upstream {rl.script}: low_var_kl")
+    add("actor_rollout_ref.actor.clip_ratio_low", rl.clip_ratio_low, rl.sources["clip_ratio_low"])
+    add("actor_rollout_ref.actor.clip_ratio_high", rl.clip_ratio_high, rl.sources["clip_ratio_high"])
+    add("actor_rollout_ref.actor.entropy_coeff", 0, f"upstream {rl.script}: entropy_coeff=0")
+    add("actor_rollout_ref.actor.use_torch_compile", False, f"upstream {rl.script}: use_torch_compile=False")
+    add("actor_rollout_ref.ref.use_torch_compile", False, "upstream NPU examples: ref.use_torch_compile=False")
+    add("actor_rollout_ref.model.enable_gradient_checkpointing", True,
+        "upstream NPU examples: enable_gradient_checkpointing=True (the memory model counts it)")
+    add("actor_rollout_ref.actor.fsdp_config.param_offload", offload, offload_source)
+    add("actor_rollout_ref.actor.fsdp_config.optimizer_offload", offload, offload_source)
+    if sp > 1:
+        add("actor_rollout_ref.actor.ulysses_sequence_parallel_size", sp, sp_source)
+        add("actor_rollout_ref.ref.ulysses_sequence_parallel_size", sp, sp_source)
+    if rl.dynamic_bsz:
+        for role in ("rollout", "ref"):
+            add(f"actor_rollout_ref.{role}.log_prob_use_dynamic_bsz", True, rl.sources["dynamic_bsz"])
+            add(f"actor_rollout_ref.{role}.log_prob_max_token_len_per_gpu", rl.seq_len // sp,
+                "derived: (prompt + response) / SP, as the example computes it")
+    else:
+        add("actor_rollout_ref.rollout.log_prob_micro_batch_size_per_gpu", rl.log_prob_micro_batch_size,
+            rl.sources["log_prob_micro_batch_size"])
+    add("actor_rollout_ref.rollout.tensor_model_parallel_size", rollout.tp,
+        rl.sources.get("rollout_tp", "") if rollout.tp == rl.rollout_tp else
+        f"plan: the rollout layout's TP (the example's {rl.rollout_tp} does not fit or divide)")
+    add("actor_rollout_ref.rollout.name", "vllm", f"upstream {rl.script}: rollout.name=vllm")
+    if vl:
+        add("+actor_rollout_ref.rollout.engine_kwargs.vllm.disable_mm_preprocessor_cache", True,
+            "upstream examples/grpo_trainer/run_qwen2_5_vl_7b_npu.sh l. 34 (a key outside verl's schema: +)")
+    add("actor_rollout_ref.rollout.gpu_memory_utilization", gmu, gmu_source)
+    chunked = rl.chunked_prefill
+    batched = rl.max_num_batched_tokens
+    batched_source = rl.sources["max_num_batched_tokens"]
+    if not chunked and batched < rl.seq_len:
+        batched, batched_source = rl.seq_len, ("derived: prompt + response, since without chunked prefill vLLM "
+                                               "schedules a whole prompt at once (vLLM 0.11 SchedulerConfig: "
+                                               "max_num_batched_tokens >= max_model_len)")
+    add("actor_rollout_ref.rollout.enable_chunked_prefill", chunked, rl.sources["chunked_prefill"])
+    add("actor_rollout_ref.rollout.max_num_batched_tokens", batched, batched_source)
+    add("actor_rollout_ref.rollout.enforce_eager", rl.enforce_eager, rl.sources["enforce_eager"])
+    add("actor_rollout_ref.rollout.n", rl.n, rl.sources["n"])
+    if not rl.dynamic_bsz:
+        add("actor_rollout_ref.ref.log_prob_micro_batch_size_per_gpu", rl.log_prob_micro_batch_size,
+            rl.sources["log_prob_micro_batch_size"])
+    add("actor_rollout_ref.ref.fsdp_config.param_offload", True,
+        "upstream NPU examples: ref.fsdp_config.param_offload=True (the memory model counts it)")
+    add("algorithm.use_kl_in_reward", False, f"upstream {rl.script}: use_kl_in_reward=False")
+    if dapo:
+        filter_found = ex("filter_groups")
+        add("algorithm.filter_groups.enable", bool(filter_found[0]) if filter_found else False,
+            filter_found[1] if filter_found else "recipe/dapo/config/dapo_trainer.yaml l. 26: enable False")
+        add("reward_model.reward_manager", "dapo", "recipe/dapo/config/dapo_trainer.yaml l. 16 (verl 0.7.0)")
+        buffer = ex("overlong_buffer_len")
+        if buffer:
+            length = min(int(buffer[0]), rl.response_length // 2)
+            add("reward_model.overlong_buffer.enable", True, buffer[1])
+            add("reward_model.overlong_buffer.len", length, buffer[1] if length == buffer[0] else
+                f"derived: the example's {buffer[0]}, at most half the {rl.response_length}-token response")
+            add("reward_model.overlong_buffer.penalty_factor", 1.0,
+                f"upstream {rl.script}: overlong_penalty_factor=1.0")
+    if ppo:
+        critic_lr = ex("critic_lr")
+        add("critic.optim.lr", critic_lr[0] if critic_lr else 1e-5,
+            critic_lr[1] if critic_lr else f"{VERL} verl/trainer/config/critic/critic.yaml l. 19: lr 1e-5")
+        add("critic.model.use_remove_padding", remove_padding, "as the actor's")
+        add("critic.model.path", plan.paths["model_dir"].value, "paths.model_dir (the critic starts from the policy)")
+        add("critic.model.enable_gradient_checkpointing", True, "as the actor's (upstream ppo_trainer NPU example)")
+        if rl.dynamic_bsz:
+            add("critic.use_dynamic_bsz", True, rl.sources["dynamic_bsz"])
+            add("critic.ppo_max_token_len_per_gpu", rl.seq_len // sp, "derived: (prompt + response) / SP")
+        else:
+            add("critic.ppo_micro_batch_size_per_gpu", micro, micro_source)
+        if sp > 1:
+            add("critic.ulysses_sequence_parallel_size", sp, sp_source)
+        add("critic.model.fsdp_config.param_offload", offload, offload_source)
+        add("critic.model.fsdp_config.optimizer_offload", offload, offload_source)
+    add("trainer.critic_warmup", 0, f"upstream {rl.script}: critic_warmup=0")
+    add("trainer.logger", ("console",), "gen-launch: console only (upstream examples add wandb, which needs a key)")
+    add("trainer.project_name", plan.job, "the spec's job")
+    add("trainer.experiment_name", f"{plan.job}-{plan.method}", "the spec's job and method")
+    add("trainer.device", "npu" if hw.accelerator == "npu" else "cuda",
+        f"{hw.name} is {'an Ascend NPU' if hw.accelerator == 'npu' else 'an NVIDIA GPU'} (trainer.device)")
+    add("trainer.n_gpus_per_node", min(cards, hw.cards_per_node), "plan: cards per node")
+    add("trainer.nnodes", actor.nodes, "plan: nodes")
+    add("trainer.default_local_dir", f"{out}/checkpoints", "paths.output_dir: verl's checkpoints")
+    add("trainer.resume_mode", "auto" if t.resume else "disable", t.origin.get("resume", ""))
+    add("trainer.save_freq", t.save_every_steps, t.origin.get("save_every_steps", ""))
+    steps = t.steps if t.steps is not None else t.placeholders["placeholder_steps"]
+    add("trainer.total_training_steps", steps,
+        t.origin["steps"] if t.steps is not None else t.origin["placeholder_steps"])
+    # verl loops over total_epochs and stops at total_training_steps (verl 0.7.0 verl/trainer/ppo/ray_trainer.py
+    # l. 422-427, l. 1327): enough epochs to reach it.
+    if t.epochs:
+        add("trainer.total_epochs", math.ceil(t.epochs), f"plan: epochs, whole ({t.origin.get('epochs', '')})")
+    else:
+        add("trainer.total_epochs", steps, "derived: without a data size, one step an epoch at least, so the run "
+                                           "stops at total_training_steps")
+    env: list[Setting] = []
+    if hw.accelerator == "npu":
+        env.append(Setting("VLLM_USE_V1", "1", "upstream examples/ppo_trainer/run_qwen3-8b_npu.sh l. 3"))
+        if vl:
+            env.append(Setting("USE_OPTIMIZED_MODEL", "0",
+                               "upstream examples/grpo_trainer/run_qwen2_5_vl_7b_npu.sh l. 6: vllm-ascend's optimized "
+                               "model may not suit RL training"))
+    line = DATA_SOURCES[rl.reward][1]
+    prepare = (Setting("data_source", rl.data_source, f"{VERL} verl/utils/reward_score/__init__.py l. {line} "
+                                              f"(rl.reward {rl.reward}: {rl.sources['reward']})"),
+               Setting("ability", "math", f"{VERL} examples/data_preprocess/gsm8k.py l. 76, geo3k.py l. 74: the "
+                                          f"rule rewards verl scores by data_source are all math"),
+               Setting("format", plan.data.format, "paths.dataset_format"),
+               Setting("columns", tuple(plan.data.columns), "paths.dataset_columns"),
+               Setting("image_column", "images" if vl else None, "data.image_key" if vl else "not a VL model"),
+               Setting("val_share", 0.05, "gen-launch: 5% of the rows held out for validation"),
+               Setting("input", plan.paths["dataset"].value, "paths.dataset"),
+               Setting("output", data, "paths.rl_data"))
+    merge = (Setting("backend", "fsdp", f"{VERL} verl/model_merger: --backend fsdp (FSDP checkpoints)"),
+             Setting("local_dir", f"{out}/checkpoints/global_step_{steps}/actor",
+                     "trainer.default_local_dir, the last step's actor"),
+             Setting("target_dir", f"{out}/merged", "paths.output_dir: the merged HuggingFace model"))
+    return VerlSettings(entry="recipe.dapo.main_dapo" if dapo else "verl.trainer.main_ppo",
+                        config="dapo" if dapo else "ppo", upstream=f"{rl.script} at {VERL} (f9c855f7)",
+                        overrides=tuple(o), environment=tuple(env), prepare=prepare, merge=merge,
+                        nnodes=actor.nodes, gpus_per_node=min(cards, hw.cards_per_node))
+
+
+def _sp(rl: RL, model, cards: int) -> tuple[int, str]:
+    """The example's ulysses SP where it divides the heads (verl 0.7.0 verl/utils/ulysses.py l. 328-332) and the
+    cards; else the largest that does."""
+    if model.heads % rl.sp == 0 and cards % rl.sp == 0:
+        return rl.sp, rl.sources["sp"]
+    sp = max(d for d in divisors(math.gcd(model.heads, cards)) if d <= rl.sp)
+    return sp, (f"derived: the example's SP {rl.sp} does not divide {model.name}'s {model.heads} heads and the "
+                f"{cards} cards ({VERL} verl/utils/ulysses.py l. 328-332); the largest that does")

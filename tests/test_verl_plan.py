@@ -1,0 +1,236 @@
+"""Issue 25, the planning side: verl 0.7.0's GRPO, DAPO and PPO planned by role (actor, vLLM rollout, reference,
+PPO's critic), colocated on the peak cards, with memory per phase, the upstream NPU example's values with their
+sources, the time from a published Ascend RL figure or none, and verl's rules refused at the spec key with the
+nearest values that work."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+import yaml
+from click.testing import CliRunner
+from test_verl_config import stand_in_model
+
+from generator.cli import main
+from generator.errors import SpecError
+from generator.frameworks.verl.checks import verl_checks, verl_python
+from generator.resolve import resolve
+from generator.spec import parse_spec
+from generator.tables import load_tables
+
+SEED_ROWS = sorted({(row.model, method) for row in load_tables().min_cards if row.framework == "verl"
+                    for method in row.methods})
+EXAMPLE = "examples/grpo_trainer/run_qwen3-8b_npu.sh"
+
+
+def _plan(model="qwen3-8b", method="grpo", hardware="snt9b", seq_len=4096, **extra):
+    spec = {"job": "rl", "model": model, "method": method, "seq_len": seq_len, "hardware": hardware,
+            "frameworks": ["verl"], "data": {"samples": 60000, "tokens_per_sample": 1024}, **extra}
+    return resolve(parse_spec(json.dumps(spec).encode()), load_tables())
+
+
+def _error(**spec) -> SpecError:
+    with pytest.raises(SpecError) as caught:
+        _plan(**spec)
+    return caught.value
+
+
+def test_the_seed_rows_are_the_six_models():
+    assert {model for model, _ in SEED_ROWS} == {"qwen2.5_vl-7b", "qwen2.5_vl-32b", "qwen3-8b", "qwen3-14b",
+                                                 "qwen3-32b", "qwen2.5-32b"}
+
+
+@pytest.mark.parametrize("hardware", ["snt9b", "snt9b23", "a800", "h800"])
+def test_every_seed_row_plans_by_role_within_verls_rules(hardware):
+    tables = load_tables()
+    rows = SEED_ROWS if hardware.startswith("snt") else [("qwen3-8b", "grpo"), ("qwen3-14b", "dapo"),
+                                                           ("qwen2.5_vl-7b", "ppo")]
+    for model_name, method in rows:
+        plan = _plan(model_name, method, hardware)
+        fp = plan.frameworks["verl"]
+        model = tables.model(model_name)
+        expected = ["actor", "rollout", "reference"] + (["critic"] if method == "ppo" else [])
+        assert list(fp.roles) == expected, (model_name, method)
+        # Colocated: every role on the framework's cards, the peak over the phases; each phase fits.
+        assert all(role.colocated and role.layout.cards == fp.cards for role in fp.roles.values())
+        assert all(role.layout.fits for role in fp.roles.values()), (model_name, method, hardware)
+        s = fp.settings
+        assert s.entry == ("recipe.dapo.main_dapo" if method == "dapo" else "verl.trainer.main_ppo")
+        keys = [item.key for item in s.overrides]
+        assert len(keys) == len(set(keys)) and all(item.source for item in s.overrides)
+        assert s.value("trainer.device") == ("npu" if hardware.startswith("snt") else "cuda")
+        assert s.value("trainer.nnodes") * s.value("trainer.n_gpus_per_node") == fp.cards
+        # verl's rules at the planned values.
+        batch, n = s.value("data.train_batch_size"), s.value("actor_rollout_ref.rollout.n")
+        mini = s.value("actor_rollout_ref.actor.ppo_mini_batch_size")
+        sp = s.value("actor_rollout_ref.actor.ulysses_sequence_parallel_size") \
+            if "actor_rollout_ref.actor.ulysses_sequence_parallel_size" in keys else 1
+        assert batch == plan.train.global_batch_size and batch % mini == 0 and mini <= batch
+        if "actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu" in keys:  # without dynamic batch size
+            assert (batch * n) % fp.cards == 0
+            assert (mini * n // (fp.cards // sp)) % s.value("actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu") == 0
+        tp = s.value("actor_rollout_ref.rollout.tensor_model_parallel_size")
+        assert tp == fp.roles["rollout"].layout.tp and model.kv_heads % tp == 0 and fp.cards % tp == 0
+        assert model.heads % sp == 0 and (sp == 1 or s.value("actor_rollout_ref.model.use_remove_padding"))
+        assert s.value("data.max_prompt_length") + s.value("data.max_response_length") == 4096
+        offload = any(role.layout.offload for role in fp.roles.values())
+        assert s.value("actor_rollout_ref.actor.fsdp_config.param_offload") is offload
+        assert s.value("actor_rollout_ref.ref.fsdp_config.param_offload") is True
+        if method == "ppo":
+            assert s.value("algorithm.adv_estimator") == "gae" and s.value("critic.model.path")
+
+
+def test_qwen3_8b_grpo_on_one_snt9b_node_is_upstreams_example():
+    fp = _plan(seq_len=1536).frameworks["verl"]
+    s = fp.settings
+    assert fp.cards == 8 and s.upstream.startswith(EXAMPLE)
+    expected = {"data.max_prompt_length": (512, 17), "actor_rollout_ref.rollout.tensor_model_parallel_size": (2, 5),
+                "actor_rollout_ref.rollout.gpu_memory_utilization": (0.6, 38), "actor_rollout_ref.rollout.n": (5, 39),
+                "actor_rollout_ref.actor.ppo_mini_batch_size": (64, 24),
+                "actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu": (10, 25),
+                "actor_rollout_ref.actor.kl_loss_coef": (0.001, 27),
+                "actor_rollout_ref.rollout.log_prob_micro_batch_size_per_gpu": (32, 35)}
+    for key, (value, line) in expected.items():
+        item = next(item for item in s.overrides if item.key == key)
+        assert (item.value, item.source) == (value, f"upstream {EXAMPLE} l. {line} (v0.7.0 (f9c855f7))"), key
+    assert s.value("data.max_response_length") == 1024 and s.value("data.train_batch_size") == 256
+    assert s.value("actor_rollout_ref.actor.optim.lr") == 1e-6
+    assert s.value("actor_rollout_ref.actor.fsdp_config.param_offload") is False
+    # Rollout phase: the actor's resident fp32 parameters and AdamW moments, plus vLLM's whole share.
+    rollout = fp.roles["rollout"].layout.memory
+    extra = dict(rollout.extra)
+    model = load_tables().model("qwen3-8b")
+    assert extra["actor states resident (not offloaded)"] == pytest.approx(12 * model.params / 8 / 2**30)
+    assert rollout.total == pytest.approx(extra["actor states resident (not offloaded)"] + 0.6 * 64)
+
+
+def test_the_memory_model_raises_the_seeds_count_when_the_peak_does_not_fit():
+    plan = _plan("qwen3-32b", "grpo")
+    fp = plan.frameworks["verl"]
+    assert fp.min_cards.value == 16 and fp.cards > 16 and fp.cards % 8 == 0
+    assert f"verl: the memory model raised the card count from 16 to {fp.cards}: no layout fits on 16 (see " \
+        "rejected)" in plan.notes
+
+
+def test_ppo_counts_the_critic_beside_the_actor_and_offloads_both_together():
+    fp = _plan("qwen3-8b", "ppo").frameworks["verl"]
+    actor, critic = dict(fp.roles["actor"].layout.memory.extra), dict(fp.roles["critic"].layout.memory.extra)
+    assert "critic states resident (not offloaded)" in actor and "actor states resident (not offloaded)" in critic
+    s = fp.settings
+    offload = s.value("actor_rollout_ref.actor.fsdp_config.param_offload")
+    assert s.value("critic.model.fsdp_config.param_offload") is offload
+    assert s.value("critic.optim.lr") == 1e-5 and s.value("critic.ulysses_sequence_parallel_size") == 2
+
+
+def test_a_longer_sequence_keeps_the_examples_tokens_per_micro_batch_and_lowers_the_kv_share():
+    s = _plan().frameworks["verl"].settings  # seq_len 4096: the example's 1536-token sequences, 10 per micro batch
+    micro = next(item for item in s.overrides if item.key == "actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu")
+    assert micro.value <= 10 * 1536 // 4096 and micro.source.startswith("derived")
+    assert s.value("data.max_prompt_length") == 512 and s.value("data.max_response_length") == 3584
+
+
+def test_the_time_is_a_published_figure_labelled_as_such_or_none():
+    timed = _plan(hardware="snt9b23").frameworks["verl"]
+    assert timed.estimate.time_hours > 0 and "MindSpeed-RL's measurement, not verl's: 252" in timed.estimate.tps_source
+    assert timed.estimate.tokens_per_card_s == pytest.approx(252 / 5)  # per spec token: a prompt makes n sequences
+    measured = _plan(tokens_per_card_s=100.0).frameworks["verl"]  # the spec's own measurement wins
+    assert measured.estimate.tokens_per_card_s == 100.0 and measured.estimate.time_hours > 0
+    untimed = _plan().frameworks["verl"]
+    assert untimed.estimate.time_hours is None and untimed.estimate.tokens_per_card_s == 0
+    assert untimed.estimate.tps_source.startswith("none published")
+    # PPO's critic trains but its time is inside the actor's whole-step figure: the framework's time is the actor's.
+    ppo = _plan("qwen2.5-32b", "ppo", "snt9b23").frameworks["verl"]
+    assert ppo.roles["critic"].estimate.tokens_per_card_s == 0
+    assert ppo.estimate.time_hours == pytest.approx(ppo.roles["actor"].estimate.time_hours)
+
+
+def test_dapo_follows_the_recipe_and_a_model_without_an_example_follows_the_nearest():
+    plan = _plan("qwen3-14b", "dapo", "snt9b23")
+    s = plan.frameworks["verl"].settings
+    assert (s.entry, s.config) == ("recipe.dapo.main_dapo", "dapo")
+    assert s.value("actor_rollout_ref.actor.clip_ratio_high") == 0.28
+    assert s.value("data.gen_batch_size") == 2 * s.value("data.train_batch_size")
+    assert s.value("reward_model.reward_manager") == "dapo"
+    assert s.value("actor_rollout_ref.actor.use_dynamic_bsz") is True
+    nearest = _plan("qwen3-14b", "grpo")
+    assert any("no grpo NPU example for qwen3-14b; the plan follows the same method's example for the nearest "
+               "model, Qwen/Qwen3-8B" in note for note in nearest.notes)
+
+
+def test_the_spec_rl_section_sets_the_values():
+    s = _plan(seq_len=2048, rl={"prompt_length": 1024, "response_length": 1024, "samples_per_prompt": 8,
+                                "kl_coef": 0.0, "reward": "gsm8k", "mini_batch_size": 32}).frameworks["verl"].settings
+    assert s.value("actor_rollout_ref.rollout.n") == 8 and s.value("actor_rollout_ref.actor.use_kl_loss") is False
+    assert s.value("actor_rollout_ref.actor.ppo_mini_batch_size") == 32
+    assert dict((item.key, item.value) for item in s.prepare)["data_source"] == "openai/gsm8k"
+
+
+@pytest.mark.parametrize(("spec", "path", "words"), [
+    ({"method": "full", "rl": {"samples_per_prompt": 4}}, "rl", "only used with a reinforcement-learning method"),
+    ({"method": "full"}, "frameworks.0", "verl does not offer method full (it offers: grpo, dapo, ppo)"),
+    ({"rl": {"prompt_length": 1024, "response_length": 1024}}, "rl.response_length",
+     "= 2048 must equal seq_len 4096; response_length 3072 does"),
+    ({"seq_len": 512}, "seq_len", "the prompt length 512"),
+    ({"global_batch_size": 100}, "global_batch_size", "nearest that work: 96 or 104"),
+    ({"rl": {"mini_batch_size": 48}}, "rl.mini_batch_size", "nearest that works: 32"),
+    ({"rl": {"mini_batch_size": 1, "samples_per_prompt": 1}, "cards": 16}, "rl.mini_batch_size", "at least 16"),
+])
+def test_a_broken_rule_is_refused_at_its_key_with_values_that_work(spec, path, words):
+    error = _error(**spec)
+    found = [problem for problem in error.problems if problem.path == path]
+    assert found and words in found[0].message, error.problems
+
+
+def test_an_rl_method_for_a_model_without_a_verl_row_names_those_that_have_one():
+    spec = {"job": "rl", "model": "llama3.1-8b", "method": "grpo", "seq_len": 4096, "hardware": "snt9b"}
+    with pytest.raises(SpecError) as caught:
+        resolve(parse_spec(json.dumps(spec).encode()), load_tables())
+    message = caught.value.problems[0].message
+    assert caught.value.problems[0].path == "model" and "verl plans it for" in message and "qwen3-8b" in message
+
+
+def test_rollout_tp_divides_the_cards_and_chunked_prefill_off_takes_the_whole_sequence():
+    s = _plan("qwen3-8b", "grpo", "a800").frameworks["verl"].settings  # 3 cards: the example's TP 2 does not divide
+    tp = next(item for item in s.overrides if item.key == "actor_rollout_ref.rollout.tensor_model_parallel_size")
+    assert s.value("trainer.n_gpus_per_node") % tp.value == 0
+    vl = _plan("qwen2.5_vl-7b", "grpo", seq_len=16384).frameworks["verl"].settings
+    batched = next(item for item in vl.overrides if item.key == "actor_rollout_ref.rollout.max_num_batched_tokens")
+    assert vl.value("actor_rollout_ref.rollout.enable_chunked_prefill") is False
+    assert batched.value == 16384 and batched.source.startswith("derived")
+    assert vl.value("data.image_key") == "images"
+
+
+def test_plan_json_plan_md_and_plan_show_the_roles(tmp_path):
+    spec = tmp_path / "spec.yaml"
+    spec.write_text(yaml.safe_dump({"job": "rl", "model": "qwen3-8b", "method": "grpo", "seq_len": 1536,
+                                    "hardware": "snt9b", "data": {"samples": 60000, "tokens_per_sample": 1024}}),
+                    encoding="utf-8")
+    result = CliRunner().invoke(main, ["render", str(spec), "-o", str(tmp_path / "out")])
+    assert result.exit_code == 0, result.output + result.stderr
+    job = tmp_path / "out" / "rl"
+    plan = json.loads((job / "plan.json").read_text(encoding="utf-8"))
+    fw = plan["frameworks"]["verl"]
+    assert list(fw["roles"]) == ["actor", "rollout", "reference"] and plan["cards"] == fw["cards"] == 8
+    assert "KV cache (vLLM's gpu_memory_utilization share)" in fw["roles"]["rollout"]["memory_breakdown_gib"]
+    assert fw["roles"]["actor"]["memory_breakdown_gib"]["optimizer states"] > 0
+    assert fw["settings"]["entry"] == "verl.trainer.main_ppo"
+    assert {"key": "actor_rollout_ref.rollout.n", "value": 5,
+            "source": f"upstream {EXAMPLE} l. 39 (v0.7.0 (f9c855f7))"} in fw["settings"]["overrides"]
+    text = (job / "PLAN.md").read_text(encoding="utf-8")
+    assert all(f"| verl | {kind} | 8 | yes |" in text for kind in ("actor", "rollout", "reference"))
+    shown = CliRunner().invoke(main, ["plan", str(spec)])
+    assert [line.split()[1] for line in shown.stdout.split("roles (", 1)[1].splitlines()
+            if line.startswith("verl ")] == ["actor", "rollout", "reference"]
+
+
+@pytest.mark.skipif(verl_python() is None, reason="verl 0.7.0's environment is not installed (scripts/install.sh verl)")
+def test_verls_own_config_code_accepts_the_planned_overrides(tmp_path):
+    # Every seed row on snt9b, in one child. PPO's critic reads config.json and the tokenizer from its model folder
+    # (paths.model_dir): a stand-in folder here.
+    folder = stand_in_model(tmp_path / "model")
+    cases = []
+    for model, method in SEED_ROWS:
+        s = _plan(model, method, paths={"model_dir": str(folder)}).frameworks["verl"].settings
+        cases.append((s.config, s.override_lines()))
+    assert verl_checks(cases) == [("ok", "")] * len(cases)

@@ -1,0 +1,288 @@
+"""verl's data-preparation and merge steps (generator/frameworks/verl/steps.py): the generated prepare_data.py run
+for real on alpaca, ShareGPT, OpenAI and vision-language (images) data, its parquet read back by verl 0.7.0's own
+RLHFDataset; merge.sh run with a recording python3."""
+
+from __future__ import annotations
+
+import base64
+import json
+import os
+import subprocess
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+from helpers import check_script, make_spec, run_recording
+
+from generator.checks import child_answer
+from generator.frameworks.verl.checks import stand_in_model, verl_python
+from generator.frameworks.verl.settings import Setting, VerlSettings
+from generator.frameworks.verl.steps import step_files
+from generator.plan import PathValue
+from generator.render import environment
+from generator.resolve import resolve
+from generator.tables import load_tables
+
+needs_verl = pytest.mark.skipif(verl_python() is None and os.environ.get("CI", "").lower() != "true",
+                                reason="verl's environment is not installed: run `bash scripts/install.sh verl` (or "
+                                       "set GEN_LAUNCH_VERL_PYTHON)")
+
+# A 1x1 PNG.
+PNG = base64.b64decode("iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mP8z8BQDwAEhQGAhKmMIQ"
+                       "AAAABJRU5ErkJggg==")
+
+
+def verl_plan(tmp_path: Path, fmt: str, dataset: Path, image_column: str | None = None,
+              placeholders: dict[str, str] | None = None):
+    """A plan whose verl settings name `dataset` in `fmt` and an output folder under tmp_path; `placeholders`: paths
+    left at their placeholder."""
+    plan = resolve(make_spec(), load_tables())
+    out = tmp_path / "out"
+    prepare = (Setting("data_source", "openai/gsm8k", "test"), Setting("ability", "math", "test"),
+               Setting("format", fmt, "test"), Setting("columns", (), "test"),
+               Setting("image_column", image_column, "test"), Setting("val_share", 0.25, "test"),
+               Setting("input", str(dataset), "test"), Setting("output", str(out / "verl" / "data"), "test"))
+    merge = (Setting("backend", "fsdp", "test"),
+             Setting("local_dir", f"{out}/verl/checkpoints/global_step_5/actor", "test"),
+             Setting("target_dir", f"{out}/verl/merged", "test"))
+    settings = VerlSettings(entry="verl.trainer.main_ppo", config="ppo", upstream="test", overrides=(),
+                            environment=(), prepare=prepare, merge=merge, nnodes=1, gpus_per_node=8)
+    fp = replace(next(iter(plan.frameworks.values())), settings=settings)
+    values = {"dataset": PathValue(str(dataset), False), "output_dir": PathValue(str(out), False)}
+    values.update({key: PathValue(value, True) for key, value in (placeholders or {}).items()})
+    return replace(plan, frameworks={"verl": fp}, paths={**plan.paths, **values})
+
+
+ALPACA = [{"instruction": "What is 2+3?", "input": "", "output": "5"},
+          {"instruction": "Add", "input": "4 and 4", "output": "8", "system": "Be brief.",
+           "history": [["Hi", "Hello"]]},
+          {"instruction": "What is 1+1?", "input": "", "output": "2"},
+          {"instruction": "What is 9-3?", "input": "", "output": "6"}]
+SHAREGPT = [{"conversations": [{"from": "human", "value": f"q{i} 'quoted' \\ ${{x}}"},
+                               {"from": "gpt", "value": f"a{i}"}]} for i in range(4)]
+OPENAI = [{"messages": [{"role": "system", "content": "sys"}, {"role": "user", "content": f"q{i}"},
+                        {"role": "assistant", "content": f"a{i}"}]} for i in range(3)]
+VL = [{"messages": [{"role": "user", "content": f"<image>What is shown {i}?"},
+                    {"role": "assistant", "content": f"dot{i}"}], "images": ["img/dot.png"]} for i in range(4)]
+
+# Runs in verl's interpreter: each parquet file read back with pyarrow, and the text ones through verl 0.7.0's
+# RLHFDataset (verl/utils/dataset/rl_dataset.py), as its trainer builds it, on a three-word tokenizer.
+READ_BACK = """
+import json, sys
+import pyarrow.parquet as pq
+from omegaconf import OmegaConf
+from transformers import AutoTokenizer
+from verl.utils.dataset.rl_dataset import RLHFDataset
+files, model, cache = json.loads(sys.argv[1]), sys.argv[2], sys.argv[3]
+out = {}
+tokenizer = AutoTokenizer.from_pretrained(model)
+for name, (path, load) in files.items():
+    rows = pq.read_table(path).to_pylist()
+    for row in rows:
+        for image in row.get("images") or []:
+            image["bytes"] = len(image["bytes"])
+    item = {"rows": rows, "columns": pq.read_schema(path).names}
+    if load:
+        config = OmegaConf.create({"cache_dir": cache, "filter_overlong_prompts": False})
+        dataset = RLHFDataset(data_files=[path], tokenizer=tokenizer, config=config, processor=None)
+        first = dataset[0]
+        item["dataset"] = {"len": len(dataset), "raw_prompt": first["raw_prompt"], "index": first["index"],
+                           "data_source": first["data_source"], "reward_model": first["reward_model"]}
+    out[name] = item
+print(json.dumps(out))
+"""
+
+
+def prepare(tmp_path: Path, name: str, fmt: str, rows: list, image_column: str | None = None) -> tuple[Path, str]:
+    folder = tmp_path / name
+    folder.mkdir()
+    data = folder / "data.json"
+    data.write_text(json.dumps(rows), encoding="utf-8")
+    if image_column:
+        (folder / "img").mkdir()
+        (folder / "img" / "dot.png").write_bytes(PNG)
+    files = step_files(verl_plan(folder, fmt, data, image_column), environment())
+    script = folder / "prepare_data.py"
+    script.write_text(files["verl/prepare_data.py"], encoding="utf-8")
+    return folder, files["verl/prepare_data.py"]
+
+
+@pytest.fixture(scope="module")
+def prepared(tmp_path_factory) -> dict:
+    """Each format prepared by its generated script, then read back in one verl child."""
+    python = verl_python()
+    if python is None:
+        pytest.fail("verl's environment is missing: bash scripts/install.sh verl")
+    tmp = tmp_path_factory.mktemp("prepare")
+    files = {}
+    for name, fmt, rows, images in (("alpaca", "alpaca", ALPACA, None), ("sharegpt", "sharegpt", SHAREGPT, None),
+                                    ("openai", "openai", OPENAI, None), ("vl", "openai", VL, "images")):
+        folder, _ = prepare(tmp, name, fmt, rows, images)
+        run = subprocess.run([python, "-I", str(folder / "prepare_data.py")], capture_output=True, text=True,
+                             cwd=folder, timeout=120)
+        assert run.returncode == 0, run.stderr
+        for split in ("train", "val"):
+            files[f"{name}/{split}"] = (str(folder / "out" / "verl" / "data" / f"{split}.parquet"), images is None)
+    model = stand_in_model(tmp / "model", load_tables().model("qwen3-8b"))
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1", "HF_DATASETS_CACHE": str(tmp / "hf")}
+    answer = child_answer(python, READ_BACK, [json.dumps(files), str(model), str(tmp / "cache")], tmp, env)
+    assert isinstance(answer, dict), answer
+    return answer
+
+
+COLUMNS = ["data_source", "prompt", "ability", "reward_model", "extra_info"]
+
+
+@needs_verl
+def test_alpaca_rows_become_verl_prompts(prepared):
+    train, val = prepared["alpaca/train"], prepared["alpaca/val"]
+    assert train["columns"] == COLUMNS and len(train["rows"]) == 3 and len(val["rows"]) == 1
+    second = next(row for row in train["rows"] + val["rows"] if row["extra_info"]["index"] == 1)
+    assert second == {
+        "data_source": "openai/gsm8k", "ability": "math",
+        "prompt": [{"role": "system", "content": "Be brief."}, {"role": "user", "content": "Hi"},
+                   {"role": "assistant", "content": "Hello"}, {"role": "user", "content": "Add\n4 and 4"}],
+        "reward_model": {"style": "rule", "ground_truth": "8"},
+        "extra_info": {"split": second["extra_info"]["split"], "index": 1, "answer": "8", "question": "Add\n4 and 4"}}
+    # verl's own dataset reads it: the chat messages, the reward's ground truth, the row's index.
+    dataset = train["dataset"]
+    assert dataset["len"] == 3 and dataset["data_source"] == "openai/gsm8k"
+    assert dataset["raw_prompt"] == [{"role": "user", "content": "What is 2+3?"}]
+    assert dataset["reward_model"] == {"style": "rule", "ground_truth": "5"} and dataset["index"] == 0
+
+
+@needs_verl
+@pytest.mark.parametrize("name", ["sharegpt", "openai"])
+def test_conversations_end_in_the_answer(prepared, name):
+    rows = prepared[f"{name}/train"]["rows"] + prepared[f"{name}/val"]["rows"]
+    for row in rows:
+        i = row["extra_info"]["index"]
+        assert row["reward_model"] == {"style": "rule", "ground_truth": f"a{i}"}
+        assert row["prompt"][-1]["role"] == "user" and row["prompt"][-1]["content"].startswith(f"q{i}")
+    assert rows[0]["prompt"][-1]["content"] == SHAREGPT[0]["conversations"][0]["value"] if name == "sharegpt" else \
+        rows[0]["prompt"][0] == {"role": "system", "content": "sys"}
+    assert prepared[f"{name}/train"]["dataset"]["len"] == len(prepared[f"{name}/train"]["rows"])
+
+
+@needs_verl
+def test_vision_rows_carry_their_images(prepared):
+    train = prepared["vl/train"]
+    assert train["columns"] == COLUMNS + ["images"]
+    for row in train["rows"]:
+        assert row["images"] == [{"bytes": len(PNG), "path": "img/dot.png"}]
+        assert row["prompt"][0]["content"].count("<image>") == 1
+
+
+def run_prepare(tmp_path: Path, rows: list, fmt: str = "alpaca", image_column: str | None = None,
+                placeholders: dict[str, str] | None = None) -> subprocess.CompletedProcess:
+    python = verl_python()
+    if python is None:
+        pytest.fail("verl's environment is missing: bash scripts/install.sh verl")
+    data = tmp_path / "data.json"
+    data.write_text(json.dumps(rows), encoding="utf-8")
+    script = tmp_path / "prepare_data.py"
+    script.write_text(step_files(verl_plan(tmp_path, fmt, data, image_column, placeholders), environment())
+                      ["verl/prepare_data.py"], encoding="utf-8")
+    return subprocess.run([python, "-I", str(script)], capture_output=True, text=True, cwd=tmp_path, timeout=60)
+
+
+@needs_verl
+@pytest.mark.parametrize(("fmt", "rows", "words"), [
+    ("alpaca", ALPACA[:1], "needs at least 2 rows"),
+    ("alpaca", ALPACA[:1] + [{"instruction": "x"}], "row 1: KeyError: 'output'"),
+    ("sharegpt", SHAREGPT[:1] + [{"conversations": [{"from": "human", "value": "q"}]}],
+     "row 1: the last turns must be the user's prompt, then the assistant's answer"),
+    ("sharegpt", SHAREGPT[:1] + [{"conversations": [{"from": "observation", "value": "q"}]}],
+     "row 1: a 'observation' turn"),
+])
+def test_a_bad_row_is_named_and_nothing_written(tmp_path, fmt, rows, words):
+    run = run_prepare(tmp_path, rows, fmt)
+    assert run.returncode != 0 and words in run.stderr and "Traceback" not in run.stderr
+    assert not (tmp_path / "out").exists()
+
+
+@needs_verl
+def test_an_image_per_mark(tmp_path):
+    (tmp_path / "img").mkdir()
+    (tmp_path / "img" / "dot.png").write_bytes(PNG)
+    rows = VL[:1] + [{"messages": VL[0]["messages"], "images": ["img/dot.png", "img/dot.png"]}]
+    run = run_prepare(tmp_path, rows, "openai", "images")
+    assert "row 1: 1 <image> mark(s) in the prompt for 2 image(s)" in run.stderr
+    assert not (tmp_path / "out").exists()
+
+
+@needs_verl
+def test_a_placeholder_dataset_is_refused(tmp_path):
+    run = run_prepare(tmp_path, ALPACA, placeholders={"dataset": "/path/to/data/train.json"})
+    assert run.returncode == 1 and "paths.dataset is the placeholder /path/to/data/train.json" in run.stderr
+
+
+def test_settings_are_data_in_the_script(tmp_path):
+    # A value with quotes, backslashes and Python syntax reaches the script as a string, never as code.
+    text = step_files(verl_plan(tmp_path, "alpaca", tmp_path / "x'''\"\\n__import__('os')"), environment())
+    script = text["verl/prepare_data.py"]
+    settings = script.split("SETTINGS = json.loads(", 1)[1].split(")\n", 1)[0]
+    import ast
+    assert json.loads(ast.literal_eval(settings))["input"] == str(tmp_path / "x'''\"\\n__import__('os')")
+    compile(script, "prepare_data.py", "exec")
+
+
+def test_merge_runs_verls_model_merger(tmp_path):
+    files = step_files(verl_plan(tmp_path, "alpaca", tmp_path / "d.json"), environment())
+    script = tmp_path / "merge.sh"
+    script.write_text(files["verl/merge.sh"], encoding="utf-8")
+    check_script(files["verl/merge.sh"], tmp_path, "merge.sh")
+    result, calls = run_recording(script, [], tmp_path, programs=("python3",))
+    assert result.returncode == 2 and "no checkpoint at" in result.stderr and calls == []
+    actor = tmp_path / "out" / "verl" / "checkpoints" / "global_step_5" / "actor"
+    actor.mkdir(parents=True)
+    result, calls = run_recording(script, [], tmp_path, programs=("python3",))
+    assert result.returncode == 0, result.stderr
+    assert [call["argv"] for call in calls] == [["-m", "verl.model_merger", "merge", "--backend", "fsdp",
+                                                 "--local_dir", str(actor),
+                                                 "--target_dir", str(tmp_path / "out" / "verl" / "merged")]]
+
+
+def test_merge_refuses_a_placeholder_output(tmp_path):
+    files = step_files(verl_plan(tmp_path, "alpaca", tmp_path / "d.json"), environment())
+    plan = verl_plan(tmp_path, "alpaca", tmp_path / "d.json", placeholders={"output_dir": "/path/to/output/t"})
+    script = tmp_path / "merge.sh"
+    script.write_text(step_files(plan, environment())["verl/merge.sh"], encoding="utf-8")
+    result, calls = run_recording(script, [], tmp_path, programs=("python3",))
+    assert result.returncode == 2 and "paths.output_dir is the placeholder" in result.stderr and calls == []
+    assert files["verl/merge.sh"] != script.read_text(encoding="utf-8")
+
+
+def test_the_steps_read_exactly_the_planned_settings(tmp_path):
+    plan = verl_plan(tmp_path, "alpaca", tmp_path / "d.json")
+    settings = plan.frameworks["verl"].settings
+    broken = replace(plan, frameworks={"verl": replace(plan.frameworks["verl"], settings=replace(
+        settings, prepare=settings.prepare[:1] + settings.prepare[2:]))})
+    with pytest.raises(ValueError, match="prepare settings hold .* the step reads"):
+        step_files(broken, environment())
+
+
+@needs_verl
+def test_a_planned_job_prepares_the_files_its_overrides_name(tmp_path):
+    # A real plan (Qwen2.5-VL-7B GRPO, OpenAI-style rows with images): prepare_data.py writes the parquet files
+    # data.train_files and data.val_files name, with the image column data.image_key names.
+    from generator.render import render_files
+    from generator.spec import parse_spec
+
+    (tmp_path / "img").mkdir()
+    (tmp_path / "img" / "dot.png").write_bytes(PNG)
+    (tmp_path / "data.json").write_text(json.dumps(VL * 5), encoding="utf-8")
+    spec = {"job": "rl", "model": "qwen2.5_vl-7b", "method": "grpo", "seq_len": 4096, "hardware": "snt9b",
+            "frameworks": ["verl"], "paths": {"dataset": str(tmp_path / "data.json"),
+                                              "output_dir": str(tmp_path / "out"), "model_dir": "/models/vl"}}
+    plan = resolve(parse_spec(json.dumps(spec).encode()), load_tables())
+    files = render_files(plan)
+    settings = plan.frameworks["verl"].settings
+    (tmp_path / "prepare_data.py").write_text(files["verl/prepare_data.py"], encoding="utf-8")
+    run = subprocess.run([verl_python(), "-I", str(tmp_path / "prepare_data.py")], capture_output=True, text=True,
+                         cwd=tmp_path, timeout=60)
+    assert run.returncode == 0, run.stderr
+    for key, rows in (("data.train_files", 19), ("data.val_files", 1)):
+        path = Path(settings.value(key))
+        assert path.is_file() and f"{path}: {rows} rows" in run.stdout
+    assert settings.value("data.image_key") == "images" and '"image_column": "images"' in files["verl/prepare_data.py"]
