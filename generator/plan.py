@@ -100,6 +100,8 @@ class Layout(Parallel):
         parts.append(f"recompute={self.recompute}")
         if self.deepspeed:
             parts.append(f"deepspeed={self.deepspeed_label}")
+        elif self.offload:  # a framework offloading outside DeepSpeed (verl's FSDP states between phases)
+            parts.append("offload=on")
         return " ".join(parts)
 
 

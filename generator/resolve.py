@@ -557,7 +557,7 @@ def _resolve_framework(ctx: Context, tables: Tables):
 def _general_notes(spec: Spec, model: Model, tables: Tables, plans: dict[str, FrameworkPlan],
                    planning: dict[str, Planning]) -> list[str]:
     notes = []
-    if spec.samples is not None and spec.method != "pretrain":
+    if spec.samples is not None and spec.method not in ("pretrain", *RL_METHODS):  # seed 001's advice is for SFT
         size_b = model.params / 1e9
         for limit, advice, label in DATASET_ADVICE:
             if size_b <= limit:

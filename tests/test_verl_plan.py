@@ -10,6 +10,7 @@ import json
 import pytest
 import yaml
 from click.testing import CliRunner
+from test_verl_config import stand_in_model
 
 from generator.cli import main
 from generator.errors import SpecError
@@ -104,6 +105,24 @@ def test_qwen3_8b_grpo_on_one_snt9b_node_is_upstreams_example():
     assert rollout.total == pytest.approx(extra["actor states resident (not offloaded)"] + 0.6 * 64)
 
 
+def test_the_memory_model_raises_the_seeds_count_when_the_peak_does_not_fit():
+    plan = _plan("qwen3-32b", "grpo")
+    fp = plan.frameworks["verl"]
+    assert fp.min_cards.value == 16 and fp.cards > 16 and fp.cards % 8 == 0
+    assert f"verl: the memory model raised the card count from 16 to {fp.cards}: no layout fits on 16 (see " \
+        "rejected)" in plan.notes
+
+
+def test_ppo_counts_the_critic_beside_the_actor_and_offloads_both_together():
+    fp = _plan("qwen3-8b", "ppo").frameworks["verl"]
+    actor, critic = dict(fp.roles["actor"].layout.memory.extra), dict(fp.roles["critic"].layout.memory.extra)
+    assert "critic states resident (not offloaded)" in actor and "actor states resident (not offloaded)" in critic
+    s = fp.settings
+    offload = s.value("actor_rollout_ref.actor.fsdp_config.param_offload")
+    assert s.value("critic.model.fsdp_config.param_offload") is offload
+    assert s.value("critic.optim.lr") == 1e-5 and s.value("critic.ulysses_sequence_parallel_size") == 2
+
+
 def test_a_longer_sequence_keeps_the_examples_tokens_per_micro_batch_and_lowers_the_kv_share():
     s = _plan().frameworks["verl"].settings  # seq_len 4096: the example's 1536-token sequences, 10 per micro batch
     micro = next(item for item in s.overrides if item.key == "actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu")
@@ -115,6 +134,8 @@ def test_the_time_is_a_published_figure_labelled_as_such_or_none():
     timed = _plan(hardware="snt9b23").frameworks["verl"]
     assert timed.estimate.time_hours > 0 and "MindSpeed-RL's measurement, not verl's: 252" in timed.estimate.tps_source
     assert timed.estimate.tokens_per_card_s == pytest.approx(252 / 5)  # per spec token: a prompt makes n sequences
+    measured = _plan(tokens_per_card_s=100.0).frameworks["verl"]  # the spec's own measurement wins
+    assert measured.estimate.tokens_per_card_s == 100.0 and measured.estimate.time_hours > 0
     untimed = _plan().frameworks["verl"]
     assert untimed.estimate.time_hours is None and untimed.estimate.tokens_per_card_s == 0
     assert untimed.estimate.tps_source.startswith("none published")
@@ -204,11 +225,12 @@ def test_plan_json_plan_md_and_plan_show_the_roles(tmp_path):
 
 
 @pytest.mark.skipif(verl_python() is None, reason="verl 0.7.0's environment is not installed (scripts/install.sh verl)")
-def test_verls_own_config_code_accepts_the_planned_overrides():
-    # GRPO and DAPO for every seed model on snt9b, in one child (PPO's critic reads its model folder: not here).
+def test_verls_own_config_code_accepts_the_planned_overrides(tmp_path):
+    # Every seed row on snt9b, in one child. PPO's critic reads config.json and the tokenizer from its model folder
+    # (paths.model_dir): a stand-in folder here.
+    folder = stand_in_model(tmp_path / "model")
     cases = []
     for model, method in SEED_ROWS:
-        if method != "ppo":
-            s = _plan(model, method).frameworks["verl"].settings
-            cases.append((s.config, s.override_lines()))
+        s = _plan(model, method, paths={"model_dir": str(folder)}).frameworks["verl"].settings
+        cases.append((s.config, s.override_lines()))
     assert verl_checks(cases) == [("ok", "")] * len(cases)

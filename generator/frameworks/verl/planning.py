@@ -90,12 +90,15 @@ class VerlPlanning(DefaultPlanning):
         return SPACES[role]
 
     def memory(self, ctx: Context, shape: Parallel) -> MemoryBreakdown | None:
-        return memory.role_memory(ctx, rl_of(ctx), shape)
+        rl = rl_of(ctx)
+        return memory.role_memory(ctx, replace(rl, sp=_sp(rl, ctx.model, shape.cards)[0]), shape)
 
     def rate(self, ctx: Context, layout: Layout | None) -> Throughput | None:
         if ctx.role_kind is not RoleKind.ACTOR:
             why = "inside the actor's whole-step figure" if ctx.role_kind.trains else "does not train"
             return Throughput(0.0, f"not estimated: {ctx.role_kind.value} {why}", is_estimate=True)
+        if ctx.spec.tokens_per_card_s is not None:  # the spec's measured rate: the core's model takes it
+            return None
         found = next((row for row in published() if (row.method, row.model, row.hardware)
                       == (ctx.spec.method, ctx.model.name, ctx.hw.name)), None)
         if found is None:
@@ -130,15 +133,15 @@ PLANNING = VerlPlanning()
 # Settings: every value the files hold, with its source
 
 
-def fitted_micro(rl: RL, cards: int) -> tuple[int, int, str]:
-    """(sequences per card per mini batch, verl's micro batch, its source): the example's micro batch where it
-    divides the per-card mini batch (fsdp_workers.py l. 242-262: ppo_mini_batch_size x n // (cards / SP), which
-    the micro batch must divide), else the largest that does."""
+def fitted_micro(rl: RL, cards: int) -> tuple[int, str]:
+    """verl's per-GPU micro batch and its source: the example's where it divides the per-card mini batch
+    (fsdp_workers.py l. 242-262: ppo_mini_batch_size x n // (cards / SP), which the micro batch must divide), else
+    the largest that does."""
     per_card = rl.mini_batch_size * rl.n // (cards // rl.sp)
     if per_card == 0 or per_card % rl.micro_batch_size == 0:
-        return per_card, rl.micro_batch_size, rl.sources["micro_batch_size"]
+        return rl.micro_batch_size, rl.sources["micro_batch_size"]
     micro = max(d for d in divisors(per_card) if d <= rl.micro_batch_size)
-    return per_card, micro, (f"derived: the example's {rl.micro_batch_size} does not divide the {per_card} "
+    return micro, (f"derived: the example's {rl.micro_batch_size} does not divide the {per_card} "
                              f"sequences per card of a mini batch ({FSDP_WORKERS} l. 242-262); the largest that does")
 
 
@@ -184,7 +187,7 @@ def settings(plan: Plan, fp: FrameworkPlan) -> VerlSettings:
     check_rules(plan, rl, cards, sp)
     mini, mini_source = fitted_mini(rl, plan.train.global_batch_size, cards, sp)
     rl = replace(rl, sp=sp, mini_batch_size=mini, sources={**rl.sources, "mini_batch_size": mini_source})
-    _, micro, micro_source = fitted_micro(rl, cards)
+    micro, micro_source = fitted_micro(rl, cards)
     offloaded = [kind for kind, role in fp.roles.items() if role.layout.offload]
     offload = bool(offloaded)
     offload_source = (f"plan: the {', '.join(offloaded)} phase needs the actor's states off the card (memory per "
@@ -271,6 +274,9 @@ def settings(plan: Plan, fp: FrameworkPlan) -> VerlSettings:
         rl.sources.get("rollout_tp", "") if rollout.tp == rl.rollout_tp else
         f"plan: the rollout layout's TP (the example's {rl.rollout_tp} does not fit or divide)")
     add("actor_rollout_ref.rollout.name", "vllm", f"upstream {rl.script}: rollout.name=vllm")
+    if vl:
+        add("+actor_rollout_ref.rollout.engine_kwargs.vllm.disable_mm_preprocessor_cache", True,
+            "upstream examples/grpo_trainer/run_qwen2_5_vl_7b_npu.sh l. 34 (a key outside verl's schema: +)")
     add("actor_rollout_ref.rollout.gpu_memory_utilization", gmu, gmu_source)
     chunked = rl.chunked_prefill
     batched = rl.max_num_batched_tokens
