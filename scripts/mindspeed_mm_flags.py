@@ -7,7 +7,8 @@ provider that MindSpeed's parse_args_wrapper decorates (mindspeed/arguments.py l
 mindspeed_mm/arguments.py process_args), then MindSpeed's process_args (mindspeed/arguments.py l. 30-53: its groups
 and the features of FEATURES_LIST). Both set conflict_handler 'resolve': a later declaration replaces an earlier.
 
-    python3 scripts/mindspeed_mm_flags.py MEGATRON_GIT MINDSPEED_GIT MINDSPEED_MM_GIT > generator/data/mindspeed_mm_flags_kinds.tsv
+    python3 scripts/mindspeed_mm_flags.py MEGATRON_GIT MINDSPEED_GIT MINDSPEED_MM_GIT \
+        > generator/data/mindspeed_mm_flags_kinds.tsv
 """
 
 from __future__ import annotations

@@ -1,0 +1,137 @@
+"""mindspeed-mm: the resolver's side of the plugin (contract: generator/frameworks/contract.py Planning).
+
+MindSpeed-MM places the vision encoder (and its projector) wholly on the first pipeline stage in every upstream
+Qwen2.5-VL example (examples/qwen2.5vl/model_*.json, vision_encoder.pipeline_num_layers [32, 0, ...]), and splits
+the text decoder's layers so that stage weighs about as much as the others (fewer text layers there). The plan does
+the same: the layer split comes from the model's `vision_stage_layers` / `last_stage_layers` facts (frameworks.yaml),
+and the memory of the first stage counts the vision encoder.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+
+from ...context import Context
+from ...layouts import split_layers
+from ...memory import GIB, MemoryBreakdown, MemoryJob, megatron_stages
+from ...parallel import Parallel
+from ...plan import Layout
+from ...spaces import GridSpace
+from ...tables import Model
+from ...throughput import Throughput
+from ..base import DefaultPlanning
+from ..contract import PathDefault, RoleKind, SearchSpace, Structure
+
+NAME = "mindspeed-mm"
+# The vision layers of Qwen2.5-VL's encoder (model_*.json vision_encoder.num_layers).
+VISION_LAYERS = 32
+
+
+def text_layers(model: Model, info: dict, pp: int) -> tuple[int, ...]:
+    """The text decoder's layers per pipeline stage: num_layers plus what the vision encoder (first stage) and the
+    output layer (last stage) weigh, split evenly with the remainder on the last stages, less those weights."""
+    if pp == 1:
+        return (model.layers,)
+    first, last = info["vision_stage_layers"], info.get("last_stage_layers", 0)
+    stages = list(split_layers(model.layers + first + last, pp))
+    stages[0] -= first
+    stages[-1] -= last
+    if min(stages) < 0:  # too many stages for the model: the first stage holds the vision encoder only
+        return split_layers(model.layers, pp)
+    return tuple(stages)
+
+
+def vision_layers(pp: int) -> tuple[int, ...]:
+    """The vision encoder's layers per stage: all on the first (upstream's every Qwen2.5-VL example)."""
+    return (VISION_LAYERS,) + (0,) * (pp - 1)
+
+
+def vision_trains(method: str) -> bool:
+    """Pretraining trains the vision encoder and projector (freeze false); fine-tuning keeps them frozen, as
+    upstream's model_*.json ("freeze": true; README.md l. 408 says how to unfreeze)."""
+    return method == "pretrain"
+
+
+class Space(GridSpace):
+    """The model-parallel grid with upstream's layer split; recompute none or full (the text decoder's
+    recompute_granularity full / uniform / 1 in model.json, README.md l. 408-430); selective recompute in
+    MindSpeed-MM is Megatron's core-attention recompute, which the memory model does not count."""
+
+    def structures(self, ctx: Context, cards: int) -> list[Structure]:
+        return [replace(s, num_layer_list=text_layers(ctx.model, ctx.info, s.pp))
+                for s in super().structures(ctx, cards)]
+
+    def recomputes(self, ctx: Context) -> list[str]:
+        return [ctx.pins.recompute] if ctx.pins.recompute else ["none", "full"]
+
+
+SPACE = Space()
+
+
+@dataclass(frozen=True)
+class _Vision:
+    """What the vision encoder adds on the first stage, bytes per card."""
+
+    weights: float
+    gradients: float
+    optimizer: float
+
+
+def _vision(model: Model, method: str, shape: Parallel) -> _Vision:
+    """The vision encoder and projector, split over TP like the decoder (Megatron layers): bf16 weights; when they
+    train, fp32 main grads and the distributed optimizer's 12 bytes over DP x CP."""
+    params = model.vision_params / shape.tp
+    if not vision_trains(method):
+        return _Vision(2.0 * params, 0.0, 0.0)
+    return _Vision(2.0 * params, 4.0 * params, 12.0 * params / (shape.dp * shape.cp))
+
+
+class Planning(DefaultPlanning):
+    path_keys = ("mindspeed_mm_dir", "mm_ckpt_dir")
+    pretrain_weights = "MindSpeed-MM after convert_ckpt.sh hf_to_mm"
+    fixed_steps = "MindSpeed-MM --train-iters"
+    unshared_storage_note = ("output_dir is not shared (cluster.shared_storage: false): every node needs the images, "
+                             "the data JSON and the converted weights at the same paths, and its own cache_dir "
+                             "(data JSON basic_parameters.cache_dir must not be shared between nodes, README.md)")
+
+    def space(self, role: RoleKind) -> SearchSpace:
+        return SPACE
+
+    def memory(self, ctx: Context, shape: Parallel) -> MemoryBreakdown | None:
+        """The core's Megatron stages for the text decoder, plus the vision encoder on the first stage."""
+        job = MemoryJob(model=ctx.model, method=ctx.spec.method, scheme=ctx.fw.memory, seq_len=ctx.spec.seq_len,
+                        lora_rank=0, overhead_gb=ctx.fw.overhead_gb)
+        stages = megatron_stages(job, shape)
+        vision = _vision(ctx.model, ctx.spec.method, shape)
+        first = stages[0]
+        stages[0] = replace(first, weights=first.weights + vision.weights / GIB,
+                            gradients=first.gradients + vision.gradients / GIB,
+                            optimizer=first.optimizer + vision.optimizer / GIB)
+        return max(stages, key=lambda m: m.total)
+
+    def rate(self, ctx: Context, layout: Layout | None) -> Throughput | None:
+        """Upstream's published figure where it has one for the model, on the hardware it was measured on
+        (the A2 rows on snt9b, the 72B A3 row on snt9b23); else the core's step model."""
+        published = ctx.info.get("published")
+        if published is None or ctx.spec.tokens_per_card_s is not None:
+            return None
+        measured_on = "snt9b23" if "A3" in published["source"] else "snt9b"
+        if ctx.hw.name != measured_on:
+            return None
+        return Throughput(float(published["tokens_per_card_s"]), f"published: {published['source']}",
+                          is_estimate=False)
+
+    def layout_notes(self, ctx: Context, layout: Layout) -> list[str]:
+        tower = ("trains (pretrain: every module trains)" if vision_trains(ctx.spec.method)
+                 else "is frozen (upstream's model_*.json: freeze true)")
+        return [f"the vision encoder ({VISION_LAYERS} layers) and projector sit on pipeline stage 0 with "
+                f"{layout.layers_per_stage[0]} text layers; the vision tower {tower}"]
+
+    def path_defaults(self, output_dir: str, model: Model, layout: Layout) -> dict[str, PathDefault]:
+        # The converted weights are split for training's TP and pipeline layer lists, so the folder names them.
+        return {"mindspeed_mm_dir": PathDefault("/path/to/MindSpeed-MM"),
+                "mm_ckpt_dir": PathDefault(f"{output_dir.rstrip('/')}/mm_tp{layout.tp}_pp{layout.pp}",
+                                           derived_from="output_dir")}
+
+
+PLANNING = Planning()
