@@ -15,7 +15,7 @@ from ...checks.shell import assignment, bash_arrays
 from ...jobdir import read_regular
 from ...tables import Model
 from .. import megatron_flags as flags
-from ..mindspeed_llm.validate import LOADING, _launch_line
+from ..megatron_launch import LOADING, launch_line
 
 MM = "Ascend/MindSpeed-MM v2.2.0"
 MEGATRON = "Megatron core_v0.12.1"
@@ -139,9 +139,41 @@ def training_problems(argv: list[str], world_size: int, model_json: dict | None)
     return rule_problems(args, model_json) if model_json is not None else []
 
 
-# mm-convert's ParallelConfig (checkpoint/vlm_model/config.py l. 48-53): the vit and llm lists have the same
-# length, at least 1; README.md l. 157-159: they must equal model.json's pipeline_num_layers, tp_size the script's.
-def conversion_problems(words: list[str], args: argparse.Namespace | None, model_json: dict | None) -> list[str]:
+CONVERT = f"{MM} checkpoint/vlm_model/config.py"
+
+
+def _converter_config_problems(direction: str, llm, vit, tp: int, model_json: dict | None) -> list[str]:
+    """mm-convert's own pydantic checks of its parallel config (the models' validators, reimplemented)."""
+    if direction == "mm_to_hf":  # ParallelConfig: flat lists of the same length, at least 1 (l. 48-53)
+        if not all(isinstance(x, int) for x in llm + vit):
+            return [f"llm_pp_layers and vit_pp_layers must be flat lists of layer counts ({CONVERT}:16-23)"]
+        if len(vit) != len(llm) or len(llm) < 1:
+            return [f"vit_pp_layers and llm_pp_layers must have the same length, at least 1 ({CONVERT}:48-53)"]
+        return []
+    # VppParallelConfig: one list per virtual stage, each of PP entries (l. 97-115), then ConvertVppMMConfig's
+    # policies (l. 236-268): KV heads divisible by TP, the flattened lists PP x VPP long and summing to the layers.
+    if not all(isinstance(x, list) for x in llm + vit) or not llm or not llm[0]:
+        return [f"hf_to_mm reads llm_pp_layers and vit_pp_layers as lists of lists ({CONVERT}:57-64)"]
+    problems = []
+    if len(vit) != len(llm):
+        problems.append(f"vit_pp_layers and llm_pp_layers must have the same length ({CONVERT}:97-103)")
+    if any(len(chunk) != len(llm[0]) for chunk in llm + vit):
+        problems.append(f"every virtual stage's list must have the same length ({CONVERT}:105-115)")
+    if model_json is not None:
+        groups = model_json["text_decoder"].get("num_query_groups", model_json["text_decoder"]["num_attention_heads"])
+        if groups % tp:
+            problems.append(f"{groups} KV heads are not divisible by TP size {tp} ({CONVERT}:242-246)")
+        for name, lists, total in (("vit", vit, _vision(model_json)["num_layers"]),
+                                   ("llm", llm, model_json["text_decoder"]["num_layers"])):
+            if sum(_flat(lists)) != total:
+                problems.append(f"{name}_pp_layers sum to {sum(_flat(lists))}, not {total} ({CONVERT}:262-274)")
+    return problems
+
+
+def conversion_problems(direction: str, words: list[str], args: argparse.Namespace | None,
+                        model_json: dict | None) -> list[str]:
+    """Why mm-convert would refuse `words`, or write a layout training does not load: README.md l. 157-159, the
+    lists must be model.json's pipeline_num_layers and tp_size the script's."""
     pairs = dict(zip(words[::2], words[1::2]))
     try:
         llm = json.loads(pairs["--cfg.parallel_config.llm_pp_layers"])
@@ -149,10 +181,7 @@ def conversion_problems(words: list[str], args: argparse.Namespace | None, model
         tp = int(pairs["--cfg.parallel_config.tp_size"])
     except (KeyError, ValueError) as exc:
         return [f"mm-convert needs llm_pp_layers, vit_pp_layers and tp_size ({exc})"]
-    problems = []
-    if len(vit) != len(llm) or len(llm) < 1:
-        problems.append("vit_pp_layers and llm_pp_layers must have the same length, at least 1 (mm-convert "
-                        "checkpoint/vlm_model/config.py:48-53)")
+    problems = _converter_config_problems(direction, llm, vit, tp, model_json)
     if model_json is not None:
         if _flat(llm) != _flat(model_json["text_decoder"]["pipeline_num_layers"]):
             problems.append(f"llm_pp_layers {llm} differ from model.json's text_decoder.pipeline_num_layers "
@@ -160,9 +189,14 @@ def conversion_problems(words: list[str], args: argparse.Namespace | None, model
         if _flat(vit) != _flat(_vision(model_json)["pipeline_num_layers"]):
             problems.append(f"vit_pp_layers {vit} differ from model.json's vision_encoder.pipeline_num_layers "
                             f"(README.md:158)")
-    if args is not None and tp != args.tensor_model_parallel_size:
-        problems.append(f"tp_size {tp} differs from training's --tensor-model-parallel-size "
-                        f"{args.tensor_model_parallel_size} (README.md:159)")
+    if args is not None:
+        if tp != args.tensor_model_parallel_size:
+            problems.append(f"tp_size {tp} differs from training's --tensor-model-parallel-size "
+                            f"{args.tensor_model_parallel_size} (README.md:159)")
+        wanted = args.load if direction == "hf_to_mm" else args.save
+        if pairs.get("--cfg.mm_dir") != wanted:
+            problems.append(f"--cfg.mm_dir {pairs.get('--cfg.mm_dir')} is not training's "
+                            f"{'--load' if direction == 'hf_to_mm' else '--save'} {wanted}")
     return problems
 
 
@@ -190,7 +224,7 @@ def job_problems(folder: Path, model: Model | None) -> dict[str, list[str]]:
     args = None
     if "launch.sh" in texts:
         launch = texts["launch.sh"]
-        entry, loadings, launch_problems = _launch_line(launch)
+        entry, loadings, launch_problems = launch_line(launch)
         problems["launch.sh"] += launch_problems
         if entry and entry != "pretrain_vlm.py":
             problems["launch.sh"].append(f"{entry} is not MindSpeed-MM's entry pretrain_vlm.py")
@@ -211,13 +245,7 @@ def job_problems(folder: Path, model: Model | None) -> dict[str, list[str]]:
             if words is None or call not in texts["convert_ckpt.sh"]:
                 problems["convert_ckpt.sh"].append(f"{direction}: expected `{call}`")
                 continue
-            found = conversion_problems(words, args, model_json)
-            if args is not None:
-                pairs = dict(zip(words[::2], words[1::2]))
-                wanted = args.load if direction == "hf_to_mm" else args.save
-                if pairs.get("--cfg.mm_dir") != wanted:
-                    found.append(f"--cfg.mm_dir {pairs.get('--cfg.mm_dir')} is not training's "
-                                 f"{'--load' if direction == 'hf_to_mm' else '--save'} {wanted}")
+            found = conversion_problems(direction, words, args, model_json)
             problems["convert_ckpt.sh"] += [f"{direction}: {p}" for p in found]
     return problems
 

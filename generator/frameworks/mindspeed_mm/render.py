@@ -137,17 +137,26 @@ def resume_flags(plan: Plan) -> list[tuple[str, list[str]]]:
 
 
 def convert_args(plan: Plan, fp: FrameworkPlan) -> dict[str, list[tuple[str, str]]]:
-    """mm-convert Qwen2_5_VLConverter hf_to_mm / mm_to_hf (README.md "权重转换", l. 113-195): the same TP and
-    pipeline lists as model.json (upstream's README says they must match). Values are jsonargparse words."""
+    """mm-convert Qwen2_5_VLConverter hf_to_mm / mm_to_hf (README.md "权重转换", l. 113-195) with the same TP and
+    pipeline lists as model.json (README.md l. 157-159 says they must match). hf_to_mm reads nested lists, one per
+    virtual stage (VppParallelConfig, checkpoint/vlm_model/config.py l. 57-115: `[[12,16]]`); mm_to_hf flat ones
+    (ParallelConfig, l. 16-55: `[12,16]`). Values are jsonargparse words, written by json.dumps."""
     lay = fp.layout
     load, save = checkpoint_dirs(plan)
     hf = plan.paths["model_dir"].value
-    split = [("--cfg.parallel_config.llm_pp_layers", json.dumps([list(lay.layers_per_stage)], separators=(",", ":"))),
-             ("--cfg.parallel_config.vit_pp_layers", json.dumps([list(vision_layers(lay.pp))], separators=(",", ":"))),
-             ("--cfg.parallel_config.tp_size", str(lay.tp))]
-    return {"hf_to_mm": [("--cfg.mm_dir", load), ("--cfg.hf_config.hf_dir", hf), *split],
+    llm, vit = list(lay.layers_per_stage), list(vision_layers(lay.pp))
+
+    def split(nest: bool) -> list[tuple[str, str]]:
+        return [("--cfg.parallel_config.llm_pp_layers", _words([llm] if nest else llm)),
+                ("--cfg.parallel_config.vit_pp_layers", _words([vit] if nest else vit)),
+                ("--cfg.parallel_config.tp_size", str(lay.tp))]
+    return {"hf_to_mm": [("--cfg.mm_dir", load), ("--cfg.hf_config.hf_dir", hf), *split(True)],
             "mm_to_hf": [("--cfg.save_hf_dir", f"{plan.output_dir(NAME)}/hf"), ("--cfg.mm_dir", save),
-                         ("--cfg.hf_config.hf_dir", hf), *split]}
+                         ("--cfg.hf_config.hf_dir", hf), *split(False)]}
+
+
+def _words(value: list) -> str:
+    return json.dumps(value, separators=(",", ":"))
 
 
 def _json(value: dict) -> str:
