@@ -44,13 +44,14 @@ def test_moe_active_parameters():
 def test_every_min_cards_row_names_a_known_model_and_framework(row):
     assert row.model in TABLES.models, f"min_cards.csv line {row.line}: unknown model {row.model}"
     assert row.framework in TABLES.frameworks
-    assert set(row.methods) <= {"full", "lora"}
+    assert set(row.methods) <= {"full", "lora", "pretrain"}  # pretrain: the seed's MindSpeed-MM Qwen2.5-VL-7B row
     assert all(v is None or v > 0 for v in row.cards.values())
 
 
 def test_min_cards_table_has_every_row_of_the_shared_csv():
-    # 97 data rows in shared/spec/min_cards.csv (copied verbatim into generator/data/).
-    assert len(TABLES.min_cards) == 97
+    # 97 data rows in shared/spec/min_cards.csv (copied verbatim into generator/data/), and its 3 MindSpeed-MM rows.
+    assert len(TABLES.min_cards) == 100
+    assert sum(row.framework == "mindspeed-mm" for row in TABLES.min_cards) == 3
     first = TABLES.min_cards[0]
     assert (first.model, first.methods, first.seq_lens, first.cards) == (
         "llama3.1-8b", ("full",), (4096, 8192), {"snt9b": 4, "snt9b23": 8})

@@ -25,6 +25,8 @@ from ..contract import PathDefault, RoleKind, SearchSpace, Structure
 NAME = "mindspeed-mm"
 # The vision layers of Qwen2.5-VL's encoder (model_*.json vision_encoder.num_layers).
 VISION_LAYERS = 32
+# The --seq-length of upstream's finetune_qwen2_5_vl_*.sh, which its published throughput ran with.
+PUBLISHED_SEQ_LEN = 1024
 
 
 def text_layers(model: Model, info: dict, pp: int) -> tuple[int, ...]:
@@ -110,13 +112,15 @@ class Planning(DefaultPlanning):
         return max(stages, key=lambda m: m.total)
 
     def rate(self, ctx: Context, layout: Layout | None) -> Throughput | None:
-        """Upstream's published figure where it has one for the model, on the hardware it was measured on
-        (the A2 rows on snt9b, the 72B A3 row on snt9b23); else the core's step model."""
+        """Upstream's published figure where it measured this job: fine-tuning (the vision tower frozen) at its
+        scripts' --seq-length 1024, on the hardware it ran on (the A2 rows on snt9b, the 72B A3 row on snt9b23);
+        otherwise the core's step model (a pretraining job also trains the vision encoder, a longer sequence costs
+        more attention per token)."""
         published = ctx.info.get("published")
         if published is None or ctx.spec.tokens_per_card_s is not None:
             return None
         measured_on = "snt9b23" if "A3" in published["source"] else "snt9b"
-        if ctx.hw.name != measured_on:
+        if ctx.hw.name != measured_on or ctx.spec.method != "full" or ctx.spec.seq_len != PUBLISHED_SEQ_LEN:
             return None
         return Throughput(float(published["tokens_per_card_s"]), f"published: {published['source']}",
                           is_estimate=False)
