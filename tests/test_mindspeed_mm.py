@@ -15,7 +15,7 @@ from generator.checks.shell import bash_arrays
 from generator.cli import main
 from generator.frameworks import megatron_flags as flags
 from generator.frameworks.mindspeed_mm import checks
-from generator.frameworks.mindspeed_mm.render import upstream_models
+from generator.frameworks.mindspeed_mm.planning import upstream_models
 from generator.render import render_files
 from generator.resolve import resolve
 from generator.tables import load_tables

@@ -9,13 +9,16 @@ and the memory of the first stage counts the vision encoder.
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass, replace
+from functools import cache
 
 from ...context import Context
 from ...layouts import split_layers
 from ...memory import GIB, MemoryBreakdown, MemoryJob, megatron_stages
 from ...parallel import Parallel
 from ...plan import Layout
+from ...resources import DATA_DIR
 from ...spaces import GridSpace
 from ...tables import Model
 from ...throughput import Throughput
@@ -27,6 +30,12 @@ NAME = "mindspeed-mm"
 VISION_LAYERS = 32
 # The --seq-length of upstream's finetune_qwen2_5_vl_*.sh, which its published throughput ran with.
 PUBLISHED_SEQ_LEN = 1024
+
+
+@cache
+def upstream_models() -> dict:
+    """model name -> {source, model}: upstream's --mm-model JSON (generator/data/mindspeed_mm_models.json)."""
+    return json.loads((DATA_DIR / "mindspeed_mm_models.json").read_text(encoding="utf-8"))["models"]
 
 
 def text_layers(model: Model, info: dict, pp: int) -> tuple[int, ...]:
@@ -55,9 +64,9 @@ def vision_trains(method: str) -> bool:
 
 
 class Space(GridSpace):
-    """The model-parallel grid with upstream's layer split; recompute none or full (the text decoder's
-    recompute_granularity full / uniform / 1 in model.json, README.md l. 408-430); selective recompute in
-    MindSpeed-MM is Megatron's core-attention recompute, which the memory model does not count."""
+    """The model-parallel grid with upstream's layer split; recompute none or full (recompute_granularity full /
+    uniform / 1 in model.json: the text decoder's, README.md l. 300-304, and a trained ViT's, l. 406-430); selective
+    recompute in MindSpeed-MM is Megatron's core-attention recompute, which the memory model does not count."""
 
     def structures(self, ctx: Context, cards: int) -> list[Structure]:
         return [replace(s, num_layer_list=text_layers(ctx.model, ctx.info, s.pp))
@@ -77,15 +86,28 @@ class _Vision:
     weights: float
     gradients: float
     optimizer: float
+    activations: float
 
 
-def _vision(model: Model, method: str, shape: Parallel) -> _Vision:
+def _vision(model: Model, method: str, seq_len: int, shape: Parallel) -> _Vision:
     """The vision encoder and projector, split over TP like the decoder (Megatron layers): bf16 weights; when they
-    train, fp32 main grads and the distributed optimizer's 12 bytes over DP x CP."""
+    train, fp32 main grads, the distributed optimizer's 12 bytes over DP x CP, and the activations their backward
+    keeps. Those are counted as for a decoder layer (memory.layer_activation_bytes' terms, no sequence parallel)
+    at the most patches a sample can bring: seq_len image tokens, each merged from spatial_merge_size^2 patches
+    (model_*.json), for every micro batch stage 0 holds in flight. A frozen tower keeps none (no backward)."""
     params = model.vision_params / shape.tp
     if not vision_trains(method):
-        return _Vision(2.0 * params, 0.0, 0.0)
-    return _Vision(2.0 * params, 4.0 * params, 12.0 * params / (shape.dp * shape.cp))
+        return _Vision(2.0 * params, 0.0, 0.0, 0.0)
+    vit = upstream_models()[model.name]["model"]["image_encoder"]["vision_encoder"]
+    hidden, ffn = vit["hidden_size"], vit["ffn_hidden_size"]
+    patches = seq_len // shape.cp * vit["spatial_merge_size"] ** 2 * shape.micro_batch_size
+    if shape.recompute == "full":
+        per_layer = 2.0 * patches * hidden
+    else:
+        per_layer = 8.0 * patches * hidden + 2.0 * patches * (4 * hidden + 3 * ffn) / shape.tp
+    in_flight = max(1, min(shape.pp, shape.grad_accum))
+    return _Vision(2.0 * params, 4.0 * params, 12.0 * params / (shape.dp * shape.cp),
+                   per_layer * vit["num_layers"] * in_flight)
 
 
 class Planning(DefaultPlanning):
@@ -104,11 +126,12 @@ class Planning(DefaultPlanning):
         job = MemoryJob(model=ctx.model, method=ctx.spec.method, scheme=ctx.fw.memory, seq_len=ctx.spec.seq_len,
                         lora_rank=0, overhead_gb=ctx.fw.overhead_gb)
         stages = megatron_stages(job, shape)
-        vision = _vision(ctx.model, ctx.spec.method, shape)
+        vision = _vision(ctx.model, ctx.spec.method, ctx.spec.seq_len, shape)
         first = stages[0]
         stages[0] = replace(first, weights=first.weights + vision.weights / GIB,
                             gradients=first.gradients + vision.gradients / GIB,
-                            optimizer=first.optimizer + vision.optimizer / GIB)
+                            optimizer=first.optimizer + vision.optimizer / GIB,
+                            activations=first.activations + vision.activations / GIB)
         return max(stages, key=lambda m: m.total)
 
     def rate(self, ctx: Context, layout: Layout | None) -> Throughput | None:
@@ -128,8 +151,13 @@ class Planning(DefaultPlanning):
     def layout_notes(self, ctx: Context, layout: Layout) -> list[str]:
         tower = ("trains (pretrain: every module trains)" if vision_trains(ctx.spec.method)
                  else "is frozen (upstream's model_*.json: freeze true)")
+        vision = _vision(ctx.model, ctx.spec.method, ctx.spec.seq_len, layout)
+        held = (vision.weights + vision.gradients + vision.optimizer + vision.activations) / GIB
+        what = ("weights, gradients, optimizer states and activations (every token an image token)"
+                if vision_trains(ctx.spec.method) else "bf16 weights (frozen: no backward, nothing else kept)")
         return [f"the vision encoder ({VISION_LAYERS} layers) and projector sit on pipeline stage 0 with "
-                f"{layout.layers_per_stage[0]} text layers; the vision tower {tower}"]
+                f"{layout.layers_per_stage[0]} text layers; {held:.1f} GiB per card of their {what} counted "
+                f"there; the vision tower {tower}"]
 
     def path_defaults(self, output_dir: str, model: Model, layout: Layout) -> dict[str, PathDefault]:
         # The converted weights are split for training's TP and pipeline layer lists, so the folder names them.

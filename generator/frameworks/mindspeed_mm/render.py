@@ -10,26 +10,18 @@ from __future__ import annotations
 
 import copy
 import json
-from functools import cache
 
 import jinja2
 
 from ...plan import FrameworkPlan, Plan
 from ...render.common import commands_txt, launch_context, section_context
-from ...resources import DATA_DIR
 from ..megatron_flags import Flags, typed
-from .planning import vision_layers, vision_trains
+from .planning import upstream_models, vision_layers, vision_trains
 
 NAME = "mindspeed-mm"
 VERSION = "MindSpeed-MM v2.2.0 (4c75a551) / MindSpeed 5176c6f5 / Megatron core_v0.12.1"
 # pretrain_vlm.py's flags; upstream's scripts pass the tools JSON of the MindSpeed-MM checkout, relative to it.
 MM_TOOL = "./mindspeed_mm/tools/tools.json"
-
-
-@cache
-def upstream_models() -> dict:
-    """model name -> {source, model}: upstream's --mm-model JSON (generator/data/mindspeed_mm_models.json)."""
-    return json.loads((DATA_DIR / "mindspeed_mm_models.json").read_text(encoding="utf-8"))["models"]
 
 
 def train_iters(plan: Plan) -> int:
@@ -63,8 +55,13 @@ def model_json(plan: Plan, fp: FrameworkPlan) -> dict:
     text["pipeline_num_layers"] = list(lay.layers_per_stage)
     text["seq_length"] = plan.seq_len
     text["max_position_embeddings"] = max(text["max_position_embeddings"], plan.seq_len)
-    if lay.recompute == "full":  # README.md l. 408-430: the text decoder's full recompute
-        text.update(recompute_granularity="full", recompute_method="uniform", recompute_num_layers=1)
+    # Full recompute: the text decoder's as upstream's long-sequence 72B recipe sets it (README.md l. 300-304), and
+    # a trained vision encoder's (README.md l. 406-430)
+    if lay.recompute == "full":
+        full = {"recompute_granularity": "full", "recompute_method": "uniform", "recompute_num_layers": 1}
+        text.update(full)
+        if not frozen:
+            encoder["vision_encoder"].update(full)
     return model
 
 
