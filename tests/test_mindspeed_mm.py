@@ -65,9 +65,10 @@ UPSTREAM = [
 
 @pytest.mark.parametrize("model,hw,cards,tp,pp,mbs,gbs,text,vision", UPSTREAM)
 def test_upstream_examples_are_reproduced_when_pinned(model, hw, cards, tp, pp, mbs, gbs, text, vision):
+    # Upstream's scripts leave sequence parallel off (the plan turns it on with TP > 1 unless pinned off).
     plan, files = render_job(T, model=model, method="full", seq_len=1024, hardware=hw, frameworks=[NAME],
                              cards=cards, global_batch_size=gbs,
-                             layout={NAME: {"tp": tp, "pp": pp, "micro_batch_size": mbs}})
+                             layout={NAME: {"tp": tp, "pp": pp, "micro_batch_size": mbs, "sequence_parallel": False}})
     lay = plan.frameworks[NAME].layout
     assert (lay.tp, lay.pp, lay.cp, lay.micro_batch_size, lay.global_batch_size) == (tp, pp, 1, mbs, gbs)
     assert list(lay.layers_per_stage) == text
@@ -83,7 +84,7 @@ def test_upstream_examples_are_reproduced_when_pinned(model, hw, cards, tp, pp, 
     words = flags.parse("mm-train", [w for n in ("GPT_ARGS", "START_ARGS")
                                      for w in bash_arrays(files[f"{NAME}/launch.sh"])[n]])
     assert (words.tensor_model_parallel_size, words.pipeline_model_parallel_size, words.micro_batch_size,
-            words.global_batch_size) == (tp, pp, mbs, gbs)
+            words.global_batch_size, words.sequence_parallel) == (tp, pp, mbs, gbs, False)
     convert = bash_arrays(files[f"{NAME}/convert_ckpt.sh"])["HF_TO_MM_ARGS"]
     pairs = dict(zip(convert[::2], convert[1::2]))
     # README.md "权重转换": the same lists as upstream's hf_to_mm commands
@@ -175,6 +176,8 @@ BREAKS = {
     "heads_div_tp": ("both", ("--tensor-model-parallel-size 1", "--tensor-model-parallel-size 2"),
                      (["text_decoder", "num_attention_heads"], 27)),
     "groups_div_tp": ("launch", "--tensor-model-parallel-size 1", "--tensor-model-parallel-size 8"),
+    "ulysses_cp_heads": ("both", ("--context-parallel-size 1", "--context-parallel-size 2"),
+                         (["text_decoder", "num_attention_heads"], 27)),
     "text_list_pp": ("json", TEXT, [28]),
     "vision_list_pp": ("json", VISION, [32]),
     "text_layer_sum": ("json", TEXT, [12, 15]),

@@ -89,6 +89,11 @@ RULES = (
     Rule("groups_div_tp", f"{MEGATRON} megatron/core/transformer/transformer_config.py:574-578",
          "num_query_groups must be a multiple of tensor_model_parallel_size",
          lambda a, m: m["text_decoder"].get("num_query_groups", 1) % a.tensor_model_parallel_size != 0),
+    Rule("ulysses_cp_heads", "Ascend/MindSpeed 5176c6f5 mindspeed/arguments.py:650-653",
+         "with ulysses_cp_algo, seq_length must be divisible by CP and num_attention_heads by CP x TP",
+         lambda a, m: a.context_parallel_size > 1 and a.context_parallel_algo == "ulysses_cp_algo" and (
+             a.seq_length % a.context_parallel_size != 0 or m["text_decoder"]["num_attention_heads"] %
+             (a.context_parallel_size * a.tensor_model_parallel_size) != 0)),
     Rule("text_list_pp", f"{MM} mindspeed_mm/models/vlm_model.py:312-321",
          "length of pipeline_num_layers must equal to pipeline-model-parallel-size (x vpp-size)",
          lambda a, m: _list_shape_broken(a, m["text_decoder"]["pipeline_num_layers"])),
