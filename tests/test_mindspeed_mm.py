@@ -50,6 +50,10 @@ def test_seed_rows_plan_render_and_validate(model, method, seq, hw, tmp_path):
     assert model_json["text_decoder"]["pipeline_num_layers"] == list(fp.layout.layers_per_stage)
     assert model_json["text_decoder"]["seq_length"] == seq
     frozen = method != "pretrain"
+    # plan.json carries what model.json holds beyond the layout, with sources
+    own = plan.to_json()["frameworks"][NAME]["settings"]
+    assert own["text_decoder.pipeline_num_layers"]["value"] == model_json["text_decoder"]["pipeline_num_layers"]
+    assert own["image_encoder.vision_encoder.freeze"]["value"] is frozen
     assert model_json["image_encoder"]["vision_encoder"]["freeze"] is frozen
     assert model_json["image_encoder"]["vision_projector"]["freeze"] is frozen
 
@@ -130,12 +134,24 @@ def test_vision_encoder_weighs_on_the_first_stage():
     assert memory["pretrain"].optimizer - memory["full"].optimizer == pytest.approx(12 * vision / 8)
 
 
+def test_a_stage_of_frozen_parameters_only_gets_the_dummy_optimizer(tmp_path):
+    # PP 8 for the 7B: 28 + 4 layers over 8 stages leaves the first stage the frozen vision encoder alone
+    # (README.md l. 404 asks for --enable-dummy-optimizer there); pretraining trains it, so no dummy optimizer.
+    for method, dummy in (("full", True), ("pretrain", False)):
+        folder = _rendered(tmp_path / method, method=method, cards=8, global_batch_size=64,
+                           layout={NAME: {"tp": 1, "pp": 8, "micro_batch_size": 1}})
+        model_json = json.loads((folder / "model.json").read_text(encoding="utf-8"))
+        assert model_json["text_decoder"]["pipeline_num_layers"] == [0, 4, 4, 4, 4, 4, 4, 4]
+        assert ("--enable-dummy-optimizer" in (folder / "launch.sh").read_text(encoding="utf-8")) is dummy
+        assert checks.job_problems(folder, T.models["qwen2.5_vl-7b"])["launch.sh"] == []
+
+
 def _rendered(tmp_path, **fields) -> Path:
     fields = {"model": "qwen2.5_vl-7b", "method": "full", "seq_len": 1024, "hardware": "snt9b",
               "frameworks": [NAME], **fields}
     plan = resolve(make_spec(**fields), T)
     folder = tmp_path / NAME
-    folder.mkdir()
+    folder.mkdir(parents=True)
     for path, text in render_files(plan).items():
         if path.startswith(f"{NAME}/"):
             (folder / Path(path).name).write_text(text, encoding="utf-8")

@@ -17,7 +17,7 @@ from ...context import Context
 from ...layouts import split_layers
 from ...memory import GIB, MemoryBreakdown, MemoryJob, megatron_stages
 from ...parallel import Parallel
-from ...plan import Layout
+from ...plan import FrameworkPlan, Layout, Plan
 from ...resources import DATA_DIR
 from ...spaces import GridSpace
 from ...tables import Model
@@ -25,7 +25,6 @@ from ...throughput import Throughput
 from ..base import DefaultPlanning
 from ..contract import PathDefault, RoleKind, SearchSpace, Structure
 
-NAME = "mindspeed-mm"
 # The vision layers of Qwen2.5-VL's encoder (model_*.json vision_encoder.num_layers).
 VISION_LAYERS = 32
 # The --seq-length of upstream's finetune_qwen2_5_vl_*.sh, which its published throughput ran with.
@@ -47,7 +46,7 @@ def text_layers(model: Model, info: dict, pp: int) -> tuple[int, ...]:
     stages = list(split_layers(model.layers + first + last, pp))
     stages[0] -= first
     stages[-1] -= last
-    if min(stages) < 0:  # too many stages for the model: the first stage holds the vision encoder only
+    if min(stages) < 0:  # too many stages to give the first one fewer layers: the even split
         return split_layers(model.layers, pp)
     return tuple(stages)
 
@@ -77,6 +76,66 @@ class Space(GridSpace):
 
 
 SPACE = Space()
+
+
+@dataclass(frozen=True)
+class Setting:
+    """One value model.json or launch.sh holds beyond the core's layout and recipe: its key as the reader names it,
+    the value in the reader's type, and its source."""
+
+    key: str
+    value: bool | list[int]
+    source: str
+
+
+@dataclass(frozen=True)
+class MmSettings:
+    """The values of a MindSpeed-MM job's files the plugin decides (contract.py Planning.settings)."""
+
+    items: tuple[Setting, ...]
+
+    def value(self, key: str) -> bool | list[int]:
+        return next(item.value for item in self.items if item.key == key)
+
+    def split(self, key: str) -> list[int]:
+        """A pipeline split (layers per stage)."""
+        value = self.value(key)
+        assert isinstance(value, list), key
+        return value
+
+    def switch(self, key: str) -> bool:
+        value = self.value(key)
+        assert isinstance(value, bool), key
+        return value
+
+    def to_json(self) -> dict:
+        return {item.key: {"value": item.value, "source": item.source} for item in self.items}
+
+    def rows(self) -> list[tuple[str, str, str]]:
+        return [(item.key, json.dumps(item.value), item.source) for item in self.items]
+
+
+VISION_SPLIT = "image_encoder.vision_encoder.pipeline_num_layers"
+TEXT_SPLIT = "text_decoder.pipeline_num_layers"
+VISION_FREEZE = "image_encoder.vision_encoder.freeze"
+PROJECTOR_FREEZE = "image_encoder.vision_projector.freeze"
+DUMMY_OPTIMIZER = "--enable-dummy-optimizer"
+
+
+def settings(method: str, layout: Layout, info: dict) -> MmSettings:
+    text = list(layout.layers_per_stage)
+    vision = list(vision_layers(layout.pp))
+    frozen = not vision_trains(method)
+    tower = ("fine-tuning keeps the vision tower frozen, as upstream's model_*.json (freeze true)" if frozen
+             else "pretraining trains every module (freeze false; README.md l. 408 says how)")
+    # README.md l. 404: a stage whose parameters are all frozen has no gradients and needs the dummy optimizer
+    idle = any(t == 0 and (v == 0 or frozen) for t, v in zip(text, vision))
+    return MmSettings((
+        Setting(VISION_SPLIT, vision, "upstream's every model_*.json: the whole vision encoder on the first stage"),
+        Setting(TEXT_SPLIT, text, f"plan: the layout's layers, the first stage weighing the vision encoder as "
+                                  f"{info['vision_stage_layers']} text layers (frameworks.yaml vision_stage_layers)"),
+        Setting(VISION_FREEZE, frozen, tower), Setting(PROJECTOR_FREEZE, frozen, tower),
+        Setting(DUMMY_OPTIMIZER, idle, "README.md l. 404: needed where a stage holds only frozen parameters")))
 
 
 @dataclass(frozen=True)
@@ -158,6 +217,9 @@ class Planning(DefaultPlanning):
         return [f"the vision encoder ({VISION_LAYERS} layers) and projector sit on pipeline stage 0 with "
                 f"{layout.layers_per_stage[0]} text layers; {held:.1f} GiB per card of their {what} counted "
                 f"there; the vision tower {tower}"]
+
+    def settings(self, plan: Plan, fp: FrameworkPlan) -> MmSettings:
+        return settings(plan.method, fp.layout, fp.info)
 
     def path_defaults(self, output_dir: str, model: Model, layout: Layout) -> dict[str, PathDefault]:
         # The converted weights are split for training's TP and pipeline layer lists, so the folder names them.

@@ -16,7 +16,15 @@ import jinja2
 from ...plan import FrameworkPlan, Plan
 from ...render.common import commands_txt, launch_context, section_context
 from ..megatron_flags import Flags, typed
-from .planning import upstream_models, vision_layers, vision_trains
+from .planning import (
+    DUMMY_OPTIMIZER,
+    PROJECTOR_FREEZE,
+    TEXT_SPLIT,
+    VISION_FREEZE,
+    VISION_SPLIT,
+    MmSettings,
+    upstream_models,
+)
 
 NAME = "mindspeed-mm"
 VERSION = "MindSpeed-MM v2.2.0 (4c75a551) / MindSpeed 5176c6f5 / Megatron core_v0.12.1"
@@ -34,25 +42,24 @@ def checkpoint_dirs(plan: Plan) -> tuple[str, str]:
     return plan.paths["mm_ckpt_dir"].value, f"{plan.output_dir(NAME)}/ckpt"
 
 
-def frozen_stage(plan: Plan, fp: FrameworkPlan) -> bool:
-    """A stage that holds only frozen parameters (no text layers, the vision tower frozen or absent) has no
-    gradients: README.md l. 404 asks for --enable-dummy-optimizer then."""
-    text = fp.layout.layers_per_stage
-    vision = vision_layers(fp.layout.pp)
-    return any(t == 0 and (v == 0 or not vision_trains(plan.method)) for t, v in zip(text, vision))
+def mm_settings(fp: FrameworkPlan) -> MmSettings:
+    """The plugin's values on the plan (planning.py settings)."""
+    if not isinstance(fp.settings, MmSettings):
+        raise TypeError(f"{NAME}'s plan carries no MindSpeed-MM settings")
+    return fp.settings
 
 
 def model_json(plan: Plan, fp: FrameworkPlan) -> dict:
     """Upstream's model JSON with the plan's pipeline split, freeze flags, sequence length and recompute."""
     model = copy.deepcopy(upstream_models()[plan.model]["model"])
-    lay = fp.layout
-    frozen = not vision_trains(plan.method)
+    lay, own = fp.layout, mm_settings(fp)
+    frozen = own.switch(VISION_FREEZE)
     encoder = model["image_encoder"]
-    encoder["vision_encoder"]["pipeline_num_layers"] = list(vision_layers(lay.pp))
+    encoder["vision_encoder"]["pipeline_num_layers"] = own.split(VISION_SPLIT)
     encoder["vision_encoder"]["freeze"] = frozen
-    encoder["vision_projector"]["freeze"] = frozen
+    encoder["vision_projector"]["freeze"] = own.switch(PROJECTOR_FREEZE)
     text = model["text_decoder"]
-    text["pipeline_num_layers"] = list(lay.layers_per_stage)
+    text["pipeline_num_layers"] = own.split(TEXT_SPLIT)
     text["seq_length"] = plan.seq_len
     text["max_position_embeddings"] = max(text["max_position_embeddings"], plan.seq_len)
     # Full recompute: the text decoder's as upstream's long-sequence 72B recipe sets it (README.md l. 300-304), and
@@ -112,7 +119,7 @@ def gpt_flags(plan: Plan, fp: FrameworkPlan) -> Flags:
             ("--clip-grad", t.max_grad_norm), ("--adam-beta1", t.adam_betas[0]), ("--adam-beta2", t.adam_betas[1]),
             ("--seed", t.seed), ("--bf16", True), ("--use-flash-attn", True), ("--variable-seq-lengths", True),
             ("--use-distributed-optimizer", True), ("--no-gradient-accumulation-fusion", True),
-            ("--enable-dummy-optimizer", frozen_stage(plan, fp)), ("--num-workers", 8)]
+            ("--enable-dummy-optimizer", mm_settings(fp).switch(DUMMY_OPTIMIZER)), ("--num-workers", 8)]
 
 
 def groups(plan: Plan, fp: FrameworkPlan) -> list[tuple[str, list[tuple[str, list[str]]]]]:
@@ -141,10 +148,10 @@ def convert_args(plan: Plan, fp: FrameworkPlan) -> dict[str, list[tuple[str, str
     pipeline lists as model.json (README.md l. 157-159 says they must match). hf_to_mm reads nested lists, one per
     virtual stage (VppParallelConfig, checkpoint/vlm_model/config.py l. 57-115: `[[12,16]]`); mm_to_hf flat ones
     (ParallelConfig, l. 16-55: `[12,16]`). Values are jsonargparse words, written by json.dumps."""
-    lay = fp.layout
+    lay, own = fp.layout, mm_settings(fp)
     load, save = checkpoint_dirs(plan)
     hf = plan.paths["model_dir"].value
-    llm, vit = list(lay.layers_per_stage), list(vision_layers(lay.pp))
+    llm, vit = own.split(TEXT_SPLIT), own.split(VISION_SPLIT)
 
     def split(nest: bool) -> list[tuple[str, str]]:
         return [("--cfg.parallel_config.llm_pp_layers", _words([llm] if nest else llm)),
@@ -191,5 +198,4 @@ def plan_section(plan: Plan, env: jinja2.Environment) -> str:
     load, save = checkpoint_dirs(plan)
     return env.get_template("mindspeed-mm/plan_section.md.j2").render(
         plan=plan, fp=fp, version=VERSION, iters=train_iters(plan), iters_placeholder=plan.train.steps is None,
-        load=load, save=save, vision=list(vision_layers(fp.layout.pp)), frozen=not vision_trains(plan.method),
-        example=fp.info["example"], **section_context(plan, fp, NAME))
+        load=load, save=save, own=mm_settings(fp), example=fp.info["example"], **section_context(plan, fp, NAME))
