@@ -279,7 +279,8 @@ def candidates(ctx: Context, cards: int) -> tuple[list[Layout], Layout | None, l
                                  micro_batch_size=mbs, global_batch_size=gbs, recompute=recompute,
                                  mtp_layers=ctx.mtp_layers,
                                  sequence_parallel=tp > 1 if pins.sequence_parallel is None else pins.sequence_parallel,
-                                 num_layer_list=split_layers(model.layers, pp, ctx.mtp_layers),
+                                 num_layer_list=structure.num_layer_list or split_layers(model.layers, pp,
+                                                                                         ctx.mtp_layers),
                                  zero_stage=zero_stage, offload=offload)
                 layout = _layout(ctx, shape, source="pinned" if ctx.pinned else "search")
                 if closest is None or layout.memory.total < closest.memory.total:

@@ -149,8 +149,13 @@ def estimate(job: MemoryJob, shape: Parallel) -> MemoryBreakdown:
         if job.activations is None:
             raise ValueError("the deepspeed scheme counts measured activations: pass the decoder's coefficients")
         return _with_terms(_deepspeed(job, shape, job.activations), job, shape)
-    return max((_with_terms(_megatron_stage(job, shape, stage), job, shape) for stage in range(shape.pp)),
-               key=lambda m: m.total)
+    return max(megatron_stages(job, shape), key=lambda m: m.total)
+
+
+def megatron_stages(job: MemoryJob, shape: Parallel) -> list[MemoryBreakdown]:
+    """Memory per card of each pipeline stage of a Megatron-style layout (a plugin adds what its model holds on
+    one stage beyond the decoder layers: a vision encoder on the first)."""
+    return [_with_terms(_megatron_stage(job, shape, stage), job, shape) for stage in range(shape.pp)]
 
 
 def expert_tp_size(shape: Parallel, expert_tp: bool) -> int:

@@ -789,10 +789,13 @@ def minimum_table(tables: Tables, seq_len: int) -> list[dict]:
             if not tables.supports(name, model.name) or not {"full", "lora"} & set(tables.frameworks[name].methods):
                 continue
             cells: dict[str, int | str] = {}
-            refused = tables.frameworks[name].refusal(model.name) is not None  # the pinned version cannot train it
+            fw = tables.frameworks[name]
+            refused = fw.refusal(model.name) is not None  # the pinned version cannot train it
             for method in ("full", "lora"):
+                # a method the framework does not offer for the model is refused as a job would be (_job_refusal)
+                offered = method in fw.methods and method in (fw.methods_for(model.name) or fw.methods)
                 for hw in (h for h in tables.hardware.values() if h.accelerator == "npu"):
-                    if refused:
+                    if refused or not offered:
                         cells[f"{method}/{hw.name}"] = "-"
                         continue
                     spec = Spec(job="models", model=model.name, method=method, seq_len=seq_len, hardware=hw.name,

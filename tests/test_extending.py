@@ -377,7 +377,7 @@ PLUGIN = Plugin("toy", planning=Planning(), output=Output())
 TRAIN_TEMPLATE = "lr: {{ lr | yaml }}\nglobal_batch: {{ batch }}\ncards: {{ cards }}\nchat: {{ chat | yaml }}\n"
 SECTION_TEMPLATE = "## toy\n\nToy trains {{ plan.model }} on {{ fp.layout.cards }} card(s): `toy/train.yaml`.\n"
 HW_ROW_END = """    accelerator: npu
-    frameworks: [mindformers, mindspeed-llm, llama-factory, verl]
+    frameworks: [mindformers, mindspeed-llm, mindspeed-mm, llama-factory, verl]
     # LLaMA-Factory's Ascend QLoRA example"""
 
 

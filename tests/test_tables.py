@@ -45,16 +45,18 @@ def test_moe_active_parameters():
 def test_every_min_cards_row_names_a_known_model_and_framework(row):
     assert row.model in TABLES.models, f"min_cards.csv line {row.line}: unknown model {row.model}"
     assert row.framework in TABLES.frameworks
-    # The training rows give full and LoRA counts; an RL framework's rows the RL methods it offers.
-    assert set(row.methods) <= {"full", "lora"} | set(TABLES.frameworks[row.framework].methods)
+    # The training rows give full and LoRA counts (pretrain: the seed's MindSpeed-MM Qwen2.5-VL-7B row); an RL
+    # framework's rows the RL methods it offers.
+    assert set(row.methods) <= {"full", "lora", "pretrain"} | set(TABLES.frameworks[row.framework].methods)
     assert all(v is None or v > 0 for v in row.cards.values())
 
 
 def test_min_cards_table_has_every_row_of_the_shared_csv():
-    # 97 data rows of the training frameworks and the 7 verl rows in shared/spec/min_cards.csv (copied verbatim
-    # into generator/data/).
-    assert len(TABLES.min_cards) == 97 + 7
+    # 97 data rows of the training frameworks, the 7 verl rows and the 3 MindSpeed-MM rows in shared/spec/
+    # min_cards.csv (copied verbatim into generator/data/).
+    assert len(TABLES.min_cards) == 97 + 7 + 3
     assert sum(row.framework == "verl" for row in TABLES.min_cards) == 7
+    assert sum(row.framework == "mindspeed-mm" for row in TABLES.min_cards) == 3
     first = TABLES.min_cards[0]
     assert (first.model, first.methods, first.seq_lens, first.cards) == (
         "llama3.1-8b", ("full",), (4096, 8192), {"snt9b": 4, "snt9b23": 8})

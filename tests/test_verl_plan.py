@@ -10,11 +10,9 @@ import json
 import pytest
 import yaml
 from click.testing import CliRunner
-from test_verl_config import stand_in_model
 
 from generator.cli import main
 from generator.errors import SpecError
-from generator.frameworks.verl.checks import verl_checks, verl_python
 from generator.resolve import resolve
 from generator.spec import parse_spec
 from generator.tables import load_tables
@@ -224,13 +222,3 @@ def test_plan_json_plan_md_and_plan_show_the_roles(tmp_path):
             if line.startswith("verl ")] == ["actor", "rollout", "reference"]
 
 
-@pytest.mark.skipif(verl_python() is None, reason="verl 0.7.0's environment is not installed (scripts/install.sh verl)")
-def test_verls_own_config_code_accepts_the_planned_overrides(tmp_path):
-    # Every seed row on snt9b, in one child. PPO's critic reads config.json and the tokenizer from its model folder
-    # (paths.model_dir): a stand-in folder here.
-    folder = stand_in_model(tmp_path / "model")
-    cases = []
-    for model, method in SEED_ROWS:
-        s = _plan(model, method, paths={"model_dir": str(folder)}).frameworks["verl"].settings
-        cases.append((s.config, s.override_lines()))
-    assert verl_checks(cases) == [("ok", "")] * len(cases)

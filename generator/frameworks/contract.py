@@ -72,6 +72,7 @@ class Structure:
     ep: int = 1
     zero_stage: int | None = None
     offload: bool = False
+    num_layer_list: tuple[int, ...] | None = None  # layers per pipeline stage (None: the core's even split)
 
 
 class SearchSpace(Protocol):

@@ -1,8 +1,8 @@
 """MindSpeed-LLM 2.2.0: launch.sh NODE_RANK [MASTER_ADDR] in upstream's flag-group style (as bash arrays),
 preprocess_data.sh (instruction or pretraining data), convert_ckpt.sh hf2mcore|mcore2hf, commands.txt.
 
-Every flag is built here as a (flag, value) pair from the plan and the model table, then written by flags.py
-(beside this module) in the type the pinned parser of that program declares; the templates only lay the words
+Every flag is built here as a (flag, value) pair from the plan and the model table, then written by megatron_flags.py
+(generator/frameworks/) in the type the pinned parser of that program declares; the templates only lay the words
 out, quoting each with the shell helper.
 """
 
@@ -12,7 +12,7 @@ import jinja2
 
 from ...plan import FrameworkPlan, Plan
 from ...render.common import commands_txt, launch_context, section_context
-from .flags import Flags, typed
+from ..megatron_flags import Flags, typed
 
 NAME = "mindspeed-llm"
 VERSION = "MindSpeed-LLM 2.2.0 / MindSpeed 2.2.0_core_r0.12.1 / Megatron core_v0.12.1"

@@ -11,6 +11,7 @@ from ...checks.job import NO_PLAN, Job, Result, text
 from ...checks.shell import assignment, bash_arrays
 from ...jobdir import read_regular
 from ...tables import Model
+from ..megatron_launch import LOADING, launch_line
 from . import checks
 
 NAME = "mindspeed-llm"
@@ -25,31 +26,6 @@ def check(job: Job, path: str) -> Result | None:
     if name == "launch.sh" and job.model is None:
         problems = [*problems, NO_PLAN]
     return Result(path, "problem", "; ".join(problems)) if problems else None
-
-
-# The loading flags: launch.sh picks one array into CKPT_ARGS at run time (a first launch, or a relaunch that
-# finds the job's own checkpoint).
-LOADING = ("START_ARGS", "RESUME_ARGS")
-
-
-def _launch_line(launch: str) -> tuple[str, list[list[str]], list[str]]:
-    """(entry script, its argument words for each loading array, problems) of a generated launch.sh. The torchrun
-    line must pass DISTRIBUTED_ARGS, the entry script, every other flag array in order and then CKPT_ARGS, and
-    nothing else."""
-    arrays = bash_arrays(launch)
-    groups = [name for name in arrays if name != "DISTRIBUTED_ARGS" and name not in LOADING]
-    found = re.search(r'^torchrun "\$\{DISTRIBUTED_ARGS\[@\]\}" (\S+) \\\n((?:  "\$\{\w+\[@\]\}" \\\n)*)'
-                      r'  2>&1 \| tee ', launch, re.M)
-    if not found:
-        return "", [], ['the torchrun line is not `torchrun "${DISTRIBUTED_ARGS[@]}" ENTRY "${GROUP[@]}" ... '
-                        '2>&1 | tee ...`: words outside the flag arrays are not checked']
-    passed = re.findall(r'"\$\{(\w+)\[@\]\}"', found.group(2))
-    problems = [] if passed == [*groups, "CKPT_ARGS"] else \
-        [f"torchrun passes {passed} but the script defines {[*groups, 'CKPT_ARGS']}"]
-    if "START_ARGS" not in arrays:
-        problems.append("no START_ARGS array: nothing says what the first launch loads")
-    common = [w for name in passed if name != "CKPT_ARGS" for w in arrays.get(name, [])]
-    return found.group(1), [common + arrays[name] for name in LOADING if name in arrays], problems
 
 
 def _python_lines(script: str) -> list[tuple[str, str, str]]:
@@ -69,7 +45,7 @@ def job_problems(folder: Path, model: Model | None) -> dict[str, list[str]]:
     texts = {name: text(folder / name) for name in ("launch.sh", "convert_ckpt.sh", "preprocess_data.sh")
              if read_regular(folder / name) is not None}
     problems: dict[str, list[str]] = {name: [] for name in texts}
-    entry, loadings, launch_problems = _launch_line(texts.get("launch.sh", ""))
+    entry, loadings, launch_problems = launch_line(texts.get("launch.sh", ""))
     train = loadings[0] if loadings else []  # the first launch's words
     if "launch.sh" in texts:
         launch = texts["launch.sh"]

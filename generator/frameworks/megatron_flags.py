@@ -1,4 +1,5 @@
-"""A pinned upstream command-line parser, rebuilt from its declarations, and the writer that matches it.
+"""A pinned upstream command-line parser, rebuilt from its declarations, and the writer that matches it: shared by
+the Megatron-based plugins (mindspeed-llm, mindspeed-mm), each naming its own tables below.
 
 The declarations (generator/data/*_flags_kinds.tsv) were read off the pinned upstream code: each flag's action,
 nargs, type and choices. `parser(table)` builds an argparse parser from them that fails exactly where upstream's
@@ -17,7 +18,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from functools import cache
 
-from ...resources import DATA_DIR
+from ..resources import DATA_DIR
 
 # The tables, by the program whose parser they describe.
 TABLES = {
@@ -29,6 +30,7 @@ TABLES = {
     "convert-deepseek3-hf2mcore": "mindspeed_llm_convert_deepseek3_hf2mcore_flags_kinds.tsv",
     "convert-deepseek3-mcore2hf": "mindspeed_llm_convert_deepseek3_mcore2hf_flags_kinds.tsv",
     "preprocess": "mindspeed_llm_preprocess_flags_kinds.tsv",  # preprocess_data.py
+    "mm-train": "mindspeed_mm_flags_kinds.tsv",  # MindSpeed-MM v2.2.0 pretrain_vlm.py (scripts/mindspeed_mm_flags.py)
 }
 
 

@@ -1,0 +1,9 @@
+"""mindspeed-mm: the files' side of the plugin (generator/frameworks/contract.py Output)."""
+
+from __future__ import annotations
+
+from ..base import ModuleOutput
+from .render import plan_section, render
+from .validate import check
+
+OUTPUT = ModuleOutput(render=render, plan_section=plan_section, check=check)

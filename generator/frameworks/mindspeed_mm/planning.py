@@ -1,0 +1,231 @@
+"""mindspeed-mm: the resolver's side of the plugin (contract: generator/frameworks/contract.py Planning).
+
+MindSpeed-MM places the vision encoder (and its projector) wholly on the first pipeline stage in every upstream
+Qwen2.5-VL example (examples/qwen2.5vl/model_*.json, vision_encoder.pipeline_num_layers [32, 0, ...]), and splits
+the text decoder's layers so that stage weighs about as much as the others (fewer text layers there). The plan does
+the same: the layer split comes from the model's `vision_stage_layers` / `last_stage_layers` facts (frameworks.yaml),
+and the memory of the first stage counts the vision encoder.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, replace
+from functools import cache
+
+from ...context import Context
+from ...layouts import split_layers
+from ...memory import GIB, MemoryBreakdown, MemoryJob, megatron_stages
+from ...parallel import Parallel
+from ...plan import FrameworkPlan, Layout, Plan
+from ...resources import DATA_DIR
+from ...spaces import GridSpace
+from ...tables import Model
+from ...throughput import Throughput
+from ..base import DefaultPlanning
+from ..contract import PathDefault, RoleKind, SearchSpace, Structure
+
+# The vision layers of Qwen2.5-VL's encoder (model_*.json vision_encoder.num_layers).
+VISION_LAYERS = 32
+# The --seq-length of upstream's finetune_qwen2_5_vl_*.sh, which its published throughput ran with.
+PUBLISHED_SEQ_LEN = 1024
+
+
+@cache
+def upstream_models() -> dict:
+    """model name -> {source, model}: upstream's --mm-model JSON (generator/data/mindspeed_mm_models.json)."""
+    return json.loads((DATA_DIR / "mindspeed_mm_models.json").read_text(encoding="utf-8"))["models"]
+
+
+def text_layers(model: Model, info: dict, pp: int) -> tuple[int, ...]:
+    """The text decoder's layers per pipeline stage: num_layers plus what the vision encoder (first stage) and the
+    output layer (last stage) weigh, split evenly with the remainder on the last stages, less those weights."""
+    if pp == 1:
+        return (model.layers,)
+    first, last = info["vision_stage_layers"], info.get("last_stage_layers", 0)
+    stages = list(split_layers(model.layers + first + last, pp))
+    stages[0] -= first
+    stages[-1] -= last
+    if min(stages) < 0:  # too many stages to give the first one fewer layers: the even split
+        return split_layers(model.layers, pp)
+    return tuple(stages)
+
+
+def vision_layers(pp: int) -> tuple[int, ...]:
+    """The vision encoder's layers per stage: all on the first (upstream's every Qwen2.5-VL example)."""
+    return (VISION_LAYERS,) + (0,) * (pp - 1)
+
+
+def vision_trains(method: str) -> bool:
+    """Pretraining trains the vision encoder and projector (freeze false); fine-tuning keeps them frozen, as
+    upstream's model_*.json ("freeze": true; README.md l. 408 says how to unfreeze)."""
+    return method == "pretrain"
+
+
+class Space(GridSpace):
+    """The model-parallel grid with upstream's layer split; recompute none or full (recompute_granularity full /
+    uniform / 1 in model.json: the text decoder's, README.md l. 300-304, and a trained ViT's, l. 406-430); selective
+    recompute in MindSpeed-MM is Megatron's core-attention recompute, which the memory model does not count."""
+
+    def structures(self, ctx: Context, cards: int) -> list[Structure]:
+        return [replace(s, num_layer_list=text_layers(ctx.model, ctx.info, s.pp))
+                for s in super().structures(ctx, cards)]
+
+    def recomputes(self, ctx: Context) -> list[str]:
+        return [ctx.pins.recompute] if ctx.pins.recompute else ["none", "full"]
+
+
+SPACE = Space()
+
+
+@dataclass(frozen=True)
+class Setting:
+    """One value model.json or launch.sh holds beyond the core's layout and recipe: its key as the reader names it,
+    the value in the reader's type, and its source."""
+
+    key: str
+    value: bool | list[int]
+    source: str
+
+
+@dataclass(frozen=True)
+class MmSettings:
+    """The values of a MindSpeed-MM job's files the plugin decides (contract.py Planning.settings)."""
+
+    items: tuple[Setting, ...]
+
+    def value(self, key: str) -> bool | list[int]:
+        return next(item.value for item in self.items if item.key == key)
+
+    def split(self, key: str) -> list[int]:
+        """A pipeline split (layers per stage)."""
+        value = self.value(key)
+        assert isinstance(value, list), key
+        return value
+
+    def switch(self, key: str) -> bool:
+        value = self.value(key)
+        assert isinstance(value, bool), key
+        return value
+
+    def to_json(self) -> dict:
+        return {item.key: {"value": item.value, "source": item.source} for item in self.items}
+
+    def rows(self) -> list[tuple[str, str, str]]:
+        return [(item.key, json.dumps(item.value), item.source) for item in self.items]
+
+
+VISION_SPLIT = "image_encoder.vision_encoder.pipeline_num_layers"
+TEXT_SPLIT = "text_decoder.pipeline_num_layers"
+VISION_FREEZE = "image_encoder.vision_encoder.freeze"
+PROJECTOR_FREEZE = "image_encoder.vision_projector.freeze"
+DUMMY_OPTIMIZER = "--enable-dummy-optimizer"
+
+
+def settings(method: str, layout: Layout, info: dict) -> MmSettings:
+    text = list(layout.layers_per_stage)
+    vision = list(vision_layers(layout.pp))
+    frozen = not vision_trains(method)
+    tower = ("fine-tuning keeps the vision tower frozen, as upstream's model_*.json (freeze true)" if frozen
+             else "pretraining trains every module (freeze false; README.md l. 408 says how)")
+    # README.md l. 404: a stage whose parameters are all frozen has no gradients and needs the dummy optimizer
+    idle = any(t == 0 and (v == 0 or frozen) for t, v in zip(text, vision))
+    return MmSettings((
+        Setting(VISION_SPLIT, vision, "upstream's every model_*.json: the whole vision encoder on the first stage"),
+        Setting(TEXT_SPLIT, text, f"plan: the layout's layers, the first stage weighing the vision encoder as "
+                                  f"{info['vision_stage_layers']} text layers (frameworks.yaml vision_stage_layers)"),
+        Setting(VISION_FREEZE, frozen, tower), Setting(PROJECTOR_FREEZE, frozen, tower),
+        Setting(DUMMY_OPTIMIZER, idle, "README.md l. 404: needed where a stage holds only frozen parameters")))
+
+
+@dataclass(frozen=True)
+class _Vision:
+    """What the vision encoder adds on the first stage, bytes per card."""
+
+    weights: float
+    gradients: float
+    optimizer: float
+    activations: float
+
+
+def _vision(model: Model, method: str, seq_len: int, shape: Parallel) -> _Vision:
+    """The vision encoder and projector, split over TP like the decoder (Megatron layers): bf16 weights; when they
+    train, fp32 main grads, the distributed optimizer's 12 bytes over DP x CP, and the activations their backward
+    keeps. Those are counted as for a decoder layer (memory.layer_activation_bytes' terms, no sequence parallel)
+    at the most patches a sample can bring: seq_len image tokens, each merged from spatial_merge_size^2 patches
+    (model_*.json), for every micro batch stage 0 holds in flight. A frozen tower keeps none (no backward)."""
+    params = model.vision_params / shape.tp
+    if not vision_trains(method):
+        return _Vision(2.0 * params, 0.0, 0.0, 0.0)
+    vit = upstream_models()[model.name]["model"]["image_encoder"]["vision_encoder"]
+    hidden, ffn = vit["hidden_size"], vit["ffn_hidden_size"]
+    patches = seq_len // shape.cp * vit["spatial_merge_size"] ** 2 * shape.micro_batch_size
+    if shape.recompute == "full":
+        per_layer = 2.0 * patches * hidden
+    else:
+        per_layer = 8.0 * patches * hidden + 2.0 * patches * (4 * hidden + 3 * ffn) / shape.tp
+    in_flight = max(1, min(shape.pp, shape.grad_accum))
+    return _Vision(2.0 * params, 4.0 * params, 12.0 * params / (shape.dp * shape.cp),
+                   per_layer * vit["num_layers"] * in_flight)
+
+
+class Planning(DefaultPlanning):
+    path_keys = ("mindspeed_mm_dir", "mm_ckpt_dir")
+    pretrain_weights = "MindSpeed-MM after convert_ckpt.sh hf_to_mm"
+    fixed_steps = "MindSpeed-MM --train-iters"
+    unshared_storage_note = ("output_dir is not shared (cluster.shared_storage: false): every node needs the images, "
+                             "the data JSON and the converted weights at the same paths, and its own cache_dir "
+                             "(data JSON basic_parameters.cache_dir must not be shared between nodes, README.md)")
+
+    def space(self, role: RoleKind) -> SearchSpace:
+        return SPACE
+
+    def memory(self, ctx: Context, shape: Parallel) -> MemoryBreakdown | None:
+        """The core's Megatron stages for the text decoder, plus the vision encoder on the first stage."""
+        job = MemoryJob(model=ctx.model, method=ctx.spec.method, scheme=ctx.fw.memory, seq_len=ctx.spec.seq_len,
+                        lora_rank=0, overhead_gb=ctx.fw.overhead_gb)
+        stages = megatron_stages(job, shape)
+        vision = _vision(ctx.model, ctx.spec.method, ctx.spec.seq_len, shape)
+        first = stages[0]
+        stages[0] = replace(first, weights=first.weights + vision.weights / GIB,
+                            gradients=first.gradients + vision.gradients / GIB,
+                            optimizer=first.optimizer + vision.optimizer / GIB,
+                            activations=first.activations + vision.activations / GIB)
+        return max(stages, key=lambda m: m.total)
+
+    def rate(self, ctx: Context, layout: Layout | None) -> Throughput | None:
+        """Upstream's published figure where it measured this job: fine-tuning (the vision tower frozen) at its
+        scripts' --seq-length 1024, on the hardware it ran on (the A2 rows on snt9b, the 72B A3 row on snt9b23);
+        otherwise the core's step model (a pretraining job also trains the vision encoder, a longer sequence costs
+        more attention per token)."""
+        published = ctx.info.get("published")
+        if published is None or ctx.spec.tokens_per_card_s is not None:
+            return None
+        measured_on = "snt9b23" if "A3" in published["source"] else "snt9b"
+        if ctx.hw.name != measured_on or ctx.spec.method != "full" or ctx.spec.seq_len != PUBLISHED_SEQ_LEN:
+            return None
+        return Throughput(float(published["tokens_per_card_s"]), f"published: {published['source']}",
+                          is_estimate=False)
+
+    def layout_notes(self, ctx: Context, layout: Layout) -> list[str]:
+        tower = ("trains (pretrain: every module trains)" if vision_trains(ctx.spec.method)
+                 else "is frozen (upstream's model_*.json: freeze true)")
+        vision = _vision(ctx.model, ctx.spec.method, ctx.spec.seq_len, layout)
+        held = (vision.weights + vision.gradients + vision.optimizer + vision.activations) / GIB
+        what = ("weights, gradients, optimizer states and activations (every token an image token)"
+                if vision_trains(ctx.spec.method) else "bf16 weights (frozen: no backward, nothing else kept)")
+        return [f"the vision encoder ({VISION_LAYERS} layers) and projector sit on pipeline stage 0 with "
+                f"{layout.layers_per_stage[0]} text layers; {held:.1f} GiB per card of their {what} counted "
+                f"there; the vision tower {tower}"]
+
+    def settings(self, plan: Plan, fp: FrameworkPlan) -> MmSettings:
+        return settings(plan.method, fp.layout, fp.info)
+
+    def path_defaults(self, output_dir: str, model: Model, layout: Layout) -> dict[str, PathDefault]:
+        # The converted weights are split for training's TP and pipeline layer lists, so the folder names them.
+        return {"mindspeed_mm_dir": PathDefault("/path/to/MindSpeed-MM"),
+                "mm_ckpt_dir": PathDefault(f"{output_dir.rstrip('/')}/mm_tp{layout.tp}_pp{layout.pp}",
+                                           derived_from="output_dir")}
+
+
+PLANNING = Planning()

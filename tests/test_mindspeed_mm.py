@@ -1,0 +1,269 @@
+"""MindSpeed-MM v2.2.0 (Qwen2.5-VL): the seed rows plan and render, upstream's examples are reproduced as plans, the
+files parse under the pinned pretrain_vlm.py parser, and each start-up rule refuses a file that breaks it."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+from helpers import check_script, make_spec, render_job, table_cells
+
+from generator.checks.shell import bash_arrays
+from generator.cli import main
+from generator.frameworks import megatron_flags as flags
+from generator.frameworks.mindspeed_mm import checks
+from generator.frameworks.mindspeed_mm.planning import upstream_models
+from generator.render import render_files
+from generator.resolve import resolve
+from generator.tables import load_tables
+
+T = load_tables()
+NAME = "mindspeed-mm"
+SEED_CELLS = sorted(table_cells(T, NAME))
+
+
+def test_every_seed_row_is_a_cell_on_both_hardware():
+    # min_cards.csv's MindSpeed-MM rows (seed 000): 3B full 1024, 7B full 1024/4096/8192 and pretrain 4096, each
+    # with 8 cards on snt9b and 8 dies on snt9b23.
+    assert len(SEED_CELLS) == 10
+    assert {hw for *_, hw in SEED_CELLS} == {"snt9b", "snt9b23"}
+
+
+@pytest.mark.parametrize("model,method,seq,hw", SEED_CELLS)
+def test_seed_rows_plan_render_and_validate(model, method, seq, hw, tmp_path):
+    plan, files = render_job(T, model=model, method=method, seq_len=seq, hardware=hw, frameworks=[NAME])
+    fp = plan.frameworks[NAME]
+    assert fp.layout.cards == 8
+    for name in ("launch.sh", "convert_ckpt.sh"):
+        check_script(files[f"{NAME}/{name}"], tmp_path, name)
+    folder = tmp_path / NAME
+    folder.mkdir()
+    for path, text in files.items():
+        if path.startswith(f"{NAME}/"):
+            (folder / Path(path).name).write_text(text, encoding="utf-8")
+    problems = checks.job_problems(folder, T.models[model])
+    assert problems == {"launch.sh": [], "convert_ckpt.sh": [], "model.json": []}
+    model_json = json.loads(files[f"{NAME}/model.json"])
+    assert model_json["text_decoder"]["pipeline_num_layers"] == list(fp.layout.layers_per_stage)
+    assert model_json["text_decoder"]["seq_length"] == seq
+    frozen = method != "pretrain"
+    # plan.json carries what model.json holds beyond the layout, with sources
+    own = plan.to_json()["frameworks"][NAME]["settings"]
+    assert own["text_decoder.pipeline_num_layers"]["value"] == model_json["text_decoder"]["pipeline_num_layers"]
+    assert own["image_encoder.vision_encoder.freeze"]["value"] is frozen
+    assert model_json["image_encoder"]["vision_encoder"]["freeze"] is frozen
+    assert model_json["image_encoder"]["vision_projector"]["freeze"] is frozen
+
+
+# Upstream's examples (Ascend/MindSpeed-MM v2.2.0 examples/qwen2.5vl/finetune_qwen2_5_vl_*.sh and model_*.json):
+# (model, cards, TP, PP, MBS, GBS = MBS x GRAD_ACC_STEP x DP, text split, vision split).
+UPSTREAM = [
+    ("qwen2.5_vl-3b", "snt9b", 8, 1, 1, 1, 256, [36], [32]),
+    ("qwen2.5_vl-7b", "snt9b", 8, 1, 2, 1, 192, [12, 16], [32, 0]),
+    ("qwen2.5_vl-32b", "snt9b", 16, 2, 8, 1, 96, [1, 9, 9, 9, 9, 9, 9, 9], [32, 0, 0, 0, 0, 0, 0, 0]),
+]
+
+
+@pytest.mark.parametrize("model,hw,cards,tp,pp,mbs,gbs,text,vision", UPSTREAM)
+def test_upstream_examples_are_reproduced_when_pinned(model, hw, cards, tp, pp, mbs, gbs, text, vision):
+    # Upstream's scripts leave sequence parallel off (the plan turns it on with TP > 1 unless pinned off).
+    plan, files = render_job(T, model=model, method="full", seq_len=1024, hardware=hw, frameworks=[NAME],
+                             cards=cards, global_batch_size=gbs,
+                             layout={NAME: {"tp": tp, "pp": pp, "micro_batch_size": mbs, "sequence_parallel": False}})
+    lay = plan.frameworks[NAME].layout
+    assert (lay.tp, lay.pp, lay.cp, lay.micro_batch_size, lay.global_batch_size) == (tp, pp, 1, mbs, gbs)
+    assert list(lay.layers_per_stage) == text
+    model_json = json.loads(files[f"{NAME}/model.json"])
+    assert model_json["text_decoder"]["pipeline_num_layers"] == text
+    assert model_json["image_encoder"]["vision_encoder"]["pipeline_num_layers"] == vision
+    # Everything else of upstream's model JSON is kept as upstream writes it.
+    upstream = upstream_models()[model]["model"]
+    for key in ("img_context_token_id", "vision_start_token_id", "model_id"):
+        assert model_json[key] == upstream[key]
+    assert {k: v for k, v in model_json["text_decoder"].items() if k not in ("pipeline_num_layers", "seq_length")} \
+        == {k: v for k, v in upstream["text_decoder"].items() if k not in ("pipeline_num_layers", "seq_length")}
+    words = flags.parse("mm-train", [w for n in ("GPT_ARGS", "START_ARGS")
+                                     for w in bash_arrays(files[f"{NAME}/launch.sh"])[n]])
+    assert (words.tensor_model_parallel_size, words.pipeline_model_parallel_size, words.micro_batch_size,
+            words.global_batch_size, words.sequence_parallel) == (tp, pp, mbs, gbs, False)
+    convert = bash_arrays(files[f"{NAME}/convert_ckpt.sh"])["HF_TO_MM_ARGS"]
+    pairs = dict(zip(convert[::2], convert[1::2]))
+    # README.md "权重转换": the same lists as upstream's hf_to_mm commands
+    assert json.loads(pairs["--cfg.parallel_config.llm_pp_layers"]) == [text]
+    assert json.loads(pairs["--cfg.parallel_config.vit_pp_layers"]) == [vision]
+    assert pairs["--cfg.parallel_config.tp_size"] == str(tp)
+
+
+def test_72b_upstream_split_and_why_its_layout_needs_force():
+    # examples/qwen2.5vl/model_72b.json: [6, 11 x 6, 8] on PP8 (A3, 16 dies per node). The layer split is
+    # reproduced; upstream's TP2 PP8 on 32 dies holds 57.7 GiB per die in the memory model, over the 52.2 GiB budget
+    # (58 usable less 10% headroom), so the pinned layout needs --force.
+    spec = make_spec(model="qwen2.5_vl-72b", method="full", seq_len=1024, hardware="snt9b23", frameworks=[NAME],
+                     cards=32, global_batch_size=192, layout={NAME: {"tp": 2, "pp": 8, "micro_batch_size": 1}})
+    plan = resolve(spec, T, force=True)
+    assert list(plan.frameworks[NAME].layout.layers_per_stage) == [6, 11, 11, 11, 11, 11, 11, 8]
+
+
+def test_published_throughput_gives_the_time_where_measured():
+    plan, _ = render_job(T, model="qwen2.5_vl-7b", method="full", seq_len=1024, hardware="snt9b", frameworks=[NAME])
+    rate = plan.frameworks[NAME].estimate
+    assert rate.tokens_per_card_s == 1324.5 and rate.tps_source.startswith("published: 18.82 samples/s")
+    plan, _ = render_job(T, model="qwen2.5_vl-7b", method="full", seq_len=1024, hardware="snt9b23",
+                         frameworks=[NAME])
+    assert not plan.frameworks[NAME].estimate.tps_source.startswith("published")
+    # Upstream measured fine-tuning at --seq-length 1024 with the vision tower frozen: not pretraining, not 4096.
+    for method, seq in (("pretrain", 1024), ("full", 4096)):
+        plan, _ = render_job(T, model="qwen2.5_vl-7b", method=method, seq_len=seq, hardware="snt9b",
+                             frameworks=[NAME])
+        assert not plan.frameworks[NAME].estimate.tps_source.startswith("published")
+
+
+def test_vision_encoder_weighs_on_the_first_stage():
+    # The first stage holds the vision encoder (0.67B): frozen in fine-tuning (bf16 weights only), trained in
+    # pretraining (plus fp32 gradients and the distributed optimizer's 12 bytes over DP 8). One stage: 3B, PP 1.
+    pins = {"layout": {NAME: {"tp": 1, "pp": 1, "micro_batch_size": 1}}, "global_batch_size": 256, "cards": 8}
+    memory = {method: render_job(T, model="qwen2.5_vl-3b", method=method, seq_len=1024, hardware="snt9b",
+                                 frameworks=[NAME], **pins)[0].frameworks[NAME].layout.memory
+              for method in ("full", "pretrain")}
+    vision = T.models["qwen2.5_vl-3b"].vision_params / 2 ** 30
+    assert memory["pretrain"].weights == pytest.approx(memory["full"].weights)
+    assert memory["pretrain"].gradients - memory["full"].gradients == pytest.approx(4 * vision)
+    assert memory["pretrain"].optimizer - memory["full"].optimizer == pytest.approx(12 * vision / 8)
+
+
+def test_a_stage_of_frozen_parameters_only_gets_the_dummy_optimizer(tmp_path):
+    # PP 8 for the 7B: 28 + 4 layers over 8 stages leaves the first stage the frozen vision encoder alone
+    # (README.md l. 404 asks for --enable-dummy-optimizer there); pretraining trains it, so no dummy optimizer.
+    for method, dummy in (("full", True), ("pretrain", False)):
+        folder = _rendered(tmp_path / method, method=method, cards=8, global_batch_size=64,
+                           layout={NAME: {"tp": 1, "pp": 8, "micro_batch_size": 1}})
+        model_json = json.loads((folder / "model.json").read_text(encoding="utf-8"))
+        assert model_json["text_decoder"]["pipeline_num_layers"] == [0, 4, 4, 4, 4, 4, 4, 4]
+        assert ("--enable-dummy-optimizer" in (folder / "launch.sh").read_text(encoding="utf-8")) is dummy
+        assert checks.job_problems(folder, T.models["qwen2.5_vl-7b"])["launch.sh"] == []
+
+
+def _rendered(tmp_path, **fields) -> Path:
+    fields = {"model": "qwen2.5_vl-7b", "method": "full", "seq_len": 1024, "hardware": "snt9b",
+              "frameworks": [NAME], **fields}
+    plan = resolve(make_spec(**fields), T)
+    folder = tmp_path / NAME
+    folder.mkdir(parents=True)
+    for path, text in render_files(plan).items():
+        if path.startswith(f"{NAME}/"):
+            (folder / Path(path).name).write_text(text, encoding="utf-8")
+    return folder
+
+
+def _edit_json(folder: Path, change) -> None:
+    model = json.loads((folder / "model.json").read_text(encoding="utf-8"))
+    change(model)
+    (folder / "model.json").write_text(json.dumps(model), encoding="utf-8")
+
+
+def _edit_launch(folder: Path, old: str, new: str) -> None:
+    text = (folder / "launch.sh").read_text(encoding="utf-8")
+    assert old in text
+    (folder / "launch.sh").write_text(text.replace(old, new, 1), encoding="utf-8")
+
+
+def _vision(model: dict) -> dict:
+    return model["image_encoder"]["vision_encoder"]
+
+
+def _set(path: list[str], value):
+    def change(model):
+        node = model
+        for key in path[:-1]:
+            node = node[key]
+        node[path[-1]] = value
+    return change
+
+
+TEXT = ["text_decoder", "pipeline_num_layers"]
+VISION = ["image_encoder", "vision_encoder", "pipeline_num_layers"]
+# Each rule broken once on the pinned upstream 7B layout (TP1 PP2, [32,0] / [12,16], GBS 192 on 8 cards).
+BREAKS = {
+    "world_div_tp_pp_cp": ("launch", "NPUS_PER_NODE=8", "NPUS_PER_NODE=7"),
+    "gbs_div_mbs_dp": ("launch", "--global-batch-size 192", "--global-batch-size 190"),
+    "heads_div_tp": ("both", ("--tensor-model-parallel-size 1", "--tensor-model-parallel-size 2"),
+                     (["text_decoder", "num_attention_heads"], 27)),
+    "groups_div_tp": ("launch", "--tensor-model-parallel-size 1", "--tensor-model-parallel-size 8"),
+    "ulysses_cp_heads": ("both", ("--context-parallel-size 1", "--context-parallel-size 2"),
+                         (["text_decoder", "num_attention_heads"], 27)),
+    "text_list_pp": ("json", TEXT, [28]),
+    "vision_list_pp": ("json", VISION, [32]),
+    "text_layer_sum": ("json", TEXT, [12, 15]),
+    "vision_layer_sum": ("json", VISION, [30, 0]),
+    "vision_before_text": ("json2", (VISION, [30, 2]), (TEXT, [1, 27])),
+    "vpp_nesting": ("json", TEXT, [[6, 8], [6, 8]]),
+    "frozen_stage_dummy_optimizer": ("json2", (VISION, [32, 0]), (TEXT, [0, 28])),
+}
+
+
+@pytest.mark.parametrize("rule", sorted(BREAKS))
+def test_each_rule_refuses_a_file_that_breaks_it(rule, tmp_path):
+    assert {r.id for r in checks.RULES} == set(BREAKS)
+    folder = _rendered(tmp_path, cards=8, global_batch_size=192,
+                       layout={NAME: {"tp": 1, "pp": 2, "micro_batch_size": 1}})
+    assert checks.job_problems(folder, T.models["qwen2.5_vl-7b"])["launch.sh"] == []
+    kind, first, second = BREAKS[rule]
+    if kind == "launch":
+        _edit_launch(folder, first, second)
+    elif kind == "json":
+        _edit_json(folder, _set(first, second))
+    elif kind == "both":
+        _edit_launch(folder, *first)
+        _edit_json(folder, _set(*second))
+    else:
+        _edit_json(folder, lambda m: (_set(*first)(m), _set(*second)(m)))
+    problems = checks.job_problems(folder, None)["launch.sh"]
+    assert any(p.startswith(f"rule {rule} (") for p in problems), problems
+
+
+def test_the_pinned_parser_refuses_an_unknown_flag(tmp_path):
+    folder = _rendered(tmp_path)
+    _edit_launch(folder, "  --use-flash-attn\n", "  --use-flash-attention\n")
+    problems = checks.job_problems(folder, None)["launch.sh"]
+    assert any("the pinned MindSpeed-MM v2.2.0 parser exits: unrecognized arguments: --use-flash-attention" in p
+               for p in problems), problems
+
+
+def test_conversion_must_match_training(tmp_path):
+    folder = _rendered(tmp_path)
+    original = (folder / "convert_ckpt.sh").read_text(encoding="utf-8")
+    assert "llm_pp_layers '[[12,16]]'" in original and "llm_pp_layers '[12,16]'" in original
+
+    def problems_with(old: str, new: str) -> list[str]:
+        assert old in original
+        (folder / "convert_ckpt.sh").write_text(original.replace(old, new, 1), encoding="utf-8")
+        return checks.job_problems(folder, None)["convert_ckpt.sh"]
+    assert problems_with("tp_size 1", "tp_size 2") == \
+        ["hf_to_mm: tp_size 2 differs from training's --tensor-model-parallel-size 1 (README.md:159)"]
+    found = problems_with("vit_pp_layers '[[32,0]]'", "vit_pp_layers '[[32]]'")
+    assert any("every virtual stage's list must have the same length" in p for p in found), found
+    assert any("vit_pp_layers [[32]] differ" in p for p in found), found
+    found = problems_with("llm_pp_layers '[[12,16]]'", "llm_pp_layers '[[12,15]]'")
+    assert any("llm_pp_layers sum to 27, not 28" in p for p in found), found
+    found = problems_with("vit_pp_layers '[32,0]'", "vit_pp_layers '[32]'")
+    assert any(p.startswith("mm_to_hf: vit_pp_layers and llm_pp_layers must have the same length") for p in found)
+    found = problems_with("llm_pp_layers '[12,16]'", "llm_pp_layers '[[12,16]]'")
+    assert any(p.startswith("mm_to_hf: llm_pp_layers and vit_pp_layers must be flat") for p in found), found
+
+
+def test_validate_runs_the_rules(tmp_path):
+    spec = tmp_path / "job.yaml"
+    spec.write_text("job: mm7b\nmodel: qwen2.5_vl-7b\nmethod: full\nhardware: snt9b\nseq_len: 1024\n"
+                    "frameworks: [mindspeed-mm]\n", encoding="utf-8")
+    out = tmp_path / "out"
+    assert CliRunner().invoke(main, ["render", str(spec), "-o", str(out)]).exit_code == 0
+    result = CliRunner().invoke(main, ["validate", str(out / "mm7b")])
+    assert result.exit_code == 0, result.output
+    model_json = out / "mm7b" / NAME / "model.json"
+    model_json.write_text(model_json.read_text(encoding="utf-8").replace("[\n            12,", "[\n            11,"),
+                          encoding="utf-8")
+    result = CliRunner().invoke(main, ["validate", str(out / "mm7b")])
+    assert result.exit_code == 1 and re.search(r"rule text_layer_sum", result.output), result.output
