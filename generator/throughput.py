@@ -212,27 +212,32 @@ def uses_step_model(framework: Framework, hardware: Hardware) -> bool:
 
 
 def throughput(model: Model, method: str, seq_len: int, framework: Framework, hardware: Hardware,
-               measured: float | None, par: Parallel | None = None) -> Throughput:
+               measured: float | None, par: Parallel | None = None, scaling_given: bool = False) -> Throughput:
     """The spec's measured tokens/s per card; else the step model for `par` (Megatron-style frameworks on
     Ascend); else MFU x peak / FLOPs per token. Without `par` the step model assumes one card's worth of work
-    with no communication or bubble: the rate a time budget is first sized with."""
+    with no communication or bubble: the rate a time budget is first sized with. An estimate for more than one
+    node keeps the hardware row's measured scaling efficiency of it, unless the spec gives its own
+    (`scaling_given`: the time formula divides by the spec's)."""
     if measured is not None:
         return Throughput(measured, "measured (spec tokens_per_card_s)", False)
     info = framework.throughput
     flops = flops_per_token(model, method, seq_len)
+    scaling = hardware.scaling_efficiency if par is not None and par.nodes > 1 and not scaling_given else 1.0
+    scaled = f"; x {scaling:g} multi-node scaling efficiency ({hardware.scaling_source})" if scaling != 1.0 else ""
     if uses_step_model(framework, hardware):
         par = par or Parallel(cards=1, cards_per_node=hardware.cards_per_node, global_batch_size=1)
         step = step_time(model, method, seq_len, par, hardware, info["gemm_efficiency"])
         causes = ", ".join(f"{k} {v:.0%}" for k, v in step.shares().items())
-        return Throughput(step.tokens_per_card_s,
-                          f"estimate: step model, MFU {step.mfu:.1%} of {hardware.peak_tflops_bf16:g} TFLOPS at "
-                          f"{flops / 1e9:.1f} GFLOP per token; step time: {causes} ({info['source']})",
-                          True, step.mfu, step.shares())
+        mfu = step.mfu * scaling
+        return Throughput(step.tokens_per_card_s * scaling,
+                          f"estimate: step model, MFU {mfu:.1%} of {hardware.peak_tflops_bf16:g} TFLOPS at "
+                          f"{flops / 1e9:.1f} GFLOP per token; step time: {causes} ({info['source']}){scaled}",
+                          True, mfu, step.shares())
     key = "moe" if model.is_moe and not trains_adapters(method) else method
-    mfu = info["mfu"][key]
+    mfu = info["mfu"][key] * scaling
     tps = mfu * hardware.peak_tflops_bf16 * 1e12 / flops
     return Throughput(tps, f"estimate: MFU {mfu:.1%} x {hardware.peak_tflops_bf16:g} TFLOPS / "
-                           f"{flops / 1e9:.1f} GFLOP per token ({info['source']})", True, mfu)
+                           f"{flops / 1e9:.1f} GFLOP per token ({info['source']}){scaled}", True, mfu)
 
 
 def hours(tokens: float, tps: float, cards: int, efficiency: float) -> float:
