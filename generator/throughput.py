@@ -120,35 +120,16 @@ def step_time(model: Model, method: str, seq_len: int, par: Parallel, hardware: 
     peak = hardware.peak_tflops_bf16 * 1e12
     link = _step_input(hardware, "link_gb_s", hardware.link_gb_s) * 1e9
     scaleout = _step_input(hardware, "scaleout_gb_s", hardware.scaleout_gb_s) * 1e9
-    factor = weight_factor(method)
-    forward_share = 2.0 / factor
     tokens = par.micro_batch_size * seq_len  # one micro batch
-    # The slowest pipeline stage sets the pace: its share of the layers (1 / PP when the split is even).
-    stage = max(par.num_layer_list) / sum(par.num_layer_list) if par.num_layer_list else 1 / par.pp
-    per_card = tokens * stage / (par.tp * par.cp)  # tokens' worth of work the slowest card does per micro batch
-    gemm_forward = per_card * 2.0 * model.matmul_params / (gemm_efficiency * peak)
-    gemm = gemm_forward * factor / 2.0 * (1 + par.forward_twice * forward_share)
-    attention_work = attention_flops_per_token(model, seq_len) * (0.5 if par.causal else 1.0)
-    # A third of attention's work is its forward (4 of 12 L q s).
-    attention_forward = per_card * attention_work / 3 / (attention_efficiency(hardware, par.attention_call_len(seq_len))
-                                                         * peak)
-    attention = attention_forward * (3 + par.forward_twice)
-
-    layers = model.layers * stage
-    moe_layers = model.moe_layers * stage
     activation = tokens / par.cp * model.hidden * BF16_BYTES  # one full activation tensor of the micro batch
-    tp_comm = 0.0
-    if par.tp > 1:
-        # Sequence parallelism: all-gather before and reduce-scatter after attention and the MLP, mirrored in the
-        # backward; recompute runs the forward ones again. Expert MLPs sharded by TP move top-k copies of each token.
-        pairs = layers + (layers - moe_layers) + moe_layers * max(model.topk, 1)
-        collectives = 2 * pairs * (2 + par.forward_twice)
-        tp_comm = collectives * activation * (par.tp - 1) / par.tp / link
-    ep_comm = 0.0
-    if par.ep > 1 and model.is_moe:
-        # Dispatch and combine, forward and backward, each moving top-k copies of this card's tokens.
-        rate = link if par.tp * par.ep <= par.cards_per_node else scaleout
-        ep_comm = moe_layers * 4 * activation / par.tp * model.topk * (par.ep - 1) / par.ep / rate
+    # The slowest pipeline stage sets the pace: the one with the most layers, or the last, which also runs the
+    # output layer (Megatron builds it on the post-process stage: megatron/core/models/gpt/gpt_model.py l. 180-197);
+    # a large vocabulary on a small model weighs several layers there (Qwen3-30B-A3B: about 5 of its layers).
+    counts = par.num_layer_list or (model.layers / par.pp,) * par.pp
+    shapes = [(counts[-1], True)] + ([(max(counts[:-1]), False)] if par.pp > 1 else [])
+    stage = max(_stage(model, method, seq_len, activation, n, output, par, hardware, gemm_efficiency, link, scaleout)
+                for n, output in shapes)
+    gemm, attention, tp_comm, ep_comm = stage.gemm, stage.attention, stage.tp_comm, stage.ep_comm
     pp_comm = 0.0
     if par.pp > 1 and par.vpp == 1:
         # 1F1B: each micro batch a stage sends its output forward and the input's gradient back, blocking (Megatron
@@ -161,14 +142,58 @@ def step_time(model: Model, method: str, seq_len: int, par: Parallel, hardware: 
     bubble_share = (par.pp - 1) / (micro * par.vpp)  # 1F1B: (pp - 1) idle slots per step, fewer with VPP
     per_micro = gemm + attention + tp_comm + ep_comm + pp_comm
     dp_comm = 0.0 if trains_adapters(method) else _data_parallel_sync(
-        model, par, stage, link, scaleout, forward=gemm_forward + attention_forward,
-        backward=gemm + attention - gemm_forward - attention_forward)
+        model, par, max(counts) / sum(counts), link, scaleout, forward=stage.forward,
+        backward=gemm + attention - stage.forward)
     step_tokens_per_card = par.global_batch_size * seq_len / par.cards
     total = per_micro * micro * (1 + bubble_share) + dp_comm
     tps = step_tokens_per_card / total
     return StepTime(gemm=gemm * micro, attention=attention * micro, tp_comm=tp_comm * micro, ep_comm=ep_comm * micro,
                     pp_comm=pp_comm * micro, dp_comm=dp_comm, bubble=per_micro * micro * bubble_share,
                     tokens_per_card_s=tps, mfu=tps * flops_per_token(model, method, seq_len) / peak)
+
+
+@dataclass(frozen=True, order=True)
+class _StageTime:
+    """One pipeline stage's seconds per micro batch (ordered by their sum: the slowest stage compares highest)."""
+
+    total: float
+    gemm: float
+    attention: float
+    tp_comm: float
+    ep_comm: float
+    forward: float  # the compute of its forward pass alone
+
+
+def _stage(model: Model, method: str, seq_len: int, activation: float, layers: float, output: bool, par: Parallel,
+           hardware: Hardware, gemm_efficiency: float, link: float, scaleout: float) -> _StageTime:
+    """A stage of `layers` decoder layers (and the output layer when `output`), per micro batch, on one card."""
+    peak = hardware.peak_tflops_bf16 * 1e12
+    factor = weight_factor(method)
+    share = layers / model.layers
+    per_card = par.micro_batch_size * seq_len / (par.tp * par.cp)  # tokens a card of the stage works on per micro batch
+    matmul = share * (model.matmul_params - model.embedding_params) + (model.embedding_params if output else 0)
+    gemm_forward = per_card * 2.0 * matmul / (gemm_efficiency * peak)
+    gemm = gemm_forward * factor / 2.0 * (1 + par.forward_twice * 2.0 / factor)
+    attention_work = share * attention_flops_per_token(model, seq_len) * (0.5 if par.causal else 1.0)
+    # A third of attention's work is its forward (4 of 12 L q s).
+    attention_forward = per_card * attention_work / 3 / (attention_efficiency(hardware, par.attention_call_len(seq_len))
+                                                         * peak)
+    attention = attention_forward * (3 + par.forward_twice)
+    moe_layers = model.moe_layers * share
+    tp_comm = 0.0
+    if par.tp > 1:
+        # Sequence parallelism: all-gather before and reduce-scatter after attention and the MLP, mirrored in the
+        # backward; recompute runs the forward ones again. Expert MLPs sharded by TP move top-k copies of each token.
+        pairs = layers + (layers - moe_layers) + moe_layers * max(model.topk, 1)
+        collectives = 2 * pairs * (2 + par.forward_twice)
+        tp_comm = collectives * activation * (par.tp - 1) / par.tp / link
+    ep_comm = 0.0
+    if par.ep > 1 and model.is_moe:
+        # Dispatch and combine, forward and backward, each moving top-k copies of this card's tokens.
+        rate = link if par.tp * par.ep <= par.cards_per_node else scaleout
+        ep_comm = moe_layers * 4 * activation / par.tp * model.topk * (par.ep - 1) / par.ep / rate
+    return _StageTime(gemm + attention + tp_comm + ep_comm, gemm, attention, tp_comm, ep_comm,
+                      gemm_forward + attention_forward)
 
 
 def _data_parallel_sync(model: Model, par: Parallel, stage: float, link: float, scaleout: float, forward: float,

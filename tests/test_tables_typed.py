@@ -36,8 +36,8 @@ BAD_EDITS = {
         "frameworks.yaml", "qwen3-0.6b:  &qwen3 {layout: mcore,", "qwen3-0.6b:  &qwen3 {layout: legacy,",
         "frameworks.yaml mindformers qwen3-0.6b: layout 'legacy' is not one of mcore, research"),
     "throughput-model": (
-        "frameworks.yaml", ("throughput: {model: step, gemm_efficiency: 0.796,\n                 source: \"matmul "
-        "efficiency fitted"), ("throughput: {model: steps, gemm_efficiency: 0.796,\n                 source: \"matmul "
+        "frameworks.yaml", ("throughput: {model: step, gemm_efficiency: 0.826,\n                 source: \"matmul "
+        "efficiency fitted"), ("throughput: {model: steps, gemm_efficiency: 0.826,\n                 source: \"matmul "
         "efficiency fitted"),
         "frameworks.yaml mindspeed-llm: throughput.model 'steps' is not one of step, mfu"),
     "support": (
@@ -92,12 +92,12 @@ BAD_EDITS = {
         ("frameworks.yaml llama-factory: throughput.mfu needs a share for each of full, lora, qlora, pretrain, moe, "
          "and no other")),
     "gemm-efficiency": (
-        "frameworks.yaml", ("throughput: {model: step, gemm_efficiency: 0.796,\n                 source: \"matmul "
+        "frameworks.yaml", ("throughput: {model: step, gemm_efficiency: 0.826,\n                 source: \"matmul "
         "efficiency fitted"), ("throughput: {model: step, gemm_efficiency: 79,\n                 source: \"matmul "
         "efficiency fitted"),
         "frameworks.yaml mindspeed-llm: throughput.gemm_efficiency 79 must be a number in (0, 1]"),
     "throughput-keys": (
-        "frameworks.yaml", ("throughput: {model: step, gemm_efficiency: 0.796,\n                 source: \"matmul "
+        "frameworks.yaml", ("throughput: {model: step, gemm_efficiency: 0.826,\n                 source: \"matmul "
         "efficiency fitted"), ("throughput: {model: step, mfu: 0.79,\n                 source: \"matmul "
         "efficiency fitted"),
         ("frameworks.yaml mindspeed-llm: throughput model step takes model, gemm_efficiency, source, not model, mfu, "

@@ -190,7 +190,12 @@ def test_an_uneven_pipeline_runs_at_its_slowest_stage():
     model = T.models["qwen2.5-72b"]
     even = step_time(model, "full", 4096, par(pp=8, dp=1, num_layer_list=(10,) * 8), SNT9B, EFF)
     uneven = step_time(model, "full", 4096, par(pp=8, dp=1, num_layer_list=(12,) * 4 + (8,) * 4), SNT9B, EFF)
-    assert uneven.tokens_per_card_s == pytest.approx(even.tokens_per_card_s * 10 / 12, rel=0.02)
+    # The even split's slowest stage is its last: 10 layers and the output layer (152K x 8192, about 1.4 layers'
+    # matrix multiplies, no attention), so 12 layers are not 12/10 of it.
+    layer = (model.matmul_params - model.embedding_params) / model.layers
+    last = 10 + model.embedding_params / layer * 0.8  # matmuls are ~80% of a layer's time here (attention the rest)
+    assert uneven.tokens_per_card_s == pytest.approx(even.tokens_per_card_s * last / 12, rel=0.03)
+    assert uneven.tokens_per_card_s < even.tokens_per_card_s
 
 
 def test_multi_node_estimates_keep_the_hardware_rows_scaling_efficiency_unless_the_spec_gives_one():
@@ -226,7 +231,8 @@ def test_pipeline_sends_are_blocking_without_virtual_stages_and_leave_the_node_w
 
 def test_the_gradient_sync_is_exposed_beyond_one_micro_batchs_compute():
     # DP 32 across 4 nodes: the reduce-scatter of 8 B parameters' fp32 gradients and the all-gather of their bf16
-    # copies outlast one micro batch's backward and forward, so part of them shows; with gradient accumulation it does not grow with the micro batches.
+    # copies outlast one micro batch's backward and forward, so part of them shows; it does not grow with the
+    # micro batches (only the last one's backward reduces).
     model = T.models["qwen3-8b"]
     few = step_time(model, "full", 4096, par(dp=32, global_batch_size=32), SNT9B, EFF)
     many = step_time(model, "full", 4096, par(dp=32, global_batch_size=256), SNT9B, EFF)

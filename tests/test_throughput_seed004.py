@@ -127,9 +127,6 @@ def test_the_scaling_efficiency_is_the_mixtral_rows_ratio():
 # Rows where the search picks a layout the step model rates above upstream's recipe, and why. The fine-tuning rows
 # are not searched: llama2-7b's table row holds 4096 positions, below their 16K and 32K.
 PICKS_ABOVE_RECIPE = {
-    "pretrain llama2-70b 4x8": "the recipe runs MC2 (tensor-parallel collectives overlapped with matrix multiplies), "
-                               "which the model does not credit: its TP8 costs 45% of the step, and the model "
-                               "predicts the recipe 8.7% below its measurement",
     "pretrain mixtral-8x7b 8x8": "the recipe (2.2.0, TP8 EP1 CP4) spends 37% of its step on TP collectives; the "
                                  "search keeps expert parallelism inside a node (EP8) at a smaller TP, which no seed "
                                  "row measures",
