@@ -242,3 +242,14 @@ def test_the_gradient_sync_is_exposed_beyond_one_micro_batchs_compute():
     assert step_time(model, "lora", 4096, par(dp=32, global_batch_size=32), SNT9B, EFF).dp_comm == 0
     inside = step_time(model, "full", 4096, par(dp=8, global_batch_size=32), SNT9B, EFF)
     assert inside.dp_comm < few.dp_comm  # one node: HCCS instead of RoCE
+
+
+@pytest.mark.parametrize("model,seq,cards", [("qwen3_moe-30b_a3b", 32768, None), ("mixtral-8x7b", 4096, 64)])
+def test_moe_layouts_keep_experts_apart_rather_than_pipelining_deep(model, seq, cards):
+    # Issue 26: with pipeline stages free but for the bubble, Qwen3-30B-A3B at 32K got 16 stages and no EP, and
+    # Mixtral at 4K on 64 cards 16 stages; the last stage's output layer (152K x 2048 weighs ~5 of Qwen3-30B-A3B's
+    # layers), the pipeline sends and the gradient sync make those slower than expert parallelism inside a node.
+    plan = resolve(make_spec(model=model, method="full", seq_len=seq, cards=cards, frameworks=["mindspeed-llm"],
+                             data={"total_tokens": 10**9}), T)
+    lay = plan.frameworks["mindspeed-llm"].layout
+    assert lay.ep > 1 and lay.pp < 16, lay.describe()
