@@ -153,3 +153,32 @@ def test_the_recipe_ranks_at_least_as_high_as_the_search_pick(name):
             assert pick.ep > 1  # an expert keeps experts apart on MoE
     else:
         assert recipe_rate >= pick_rate * 0.999
+
+
+# Beyond seed 004: MindSpeed-LLM's own published pretraining throughput (docs/zh/pytorch/features/README.md, table
+# "分布式预训练", master of 2026: Qwen3 30B on Atlas 900 A2 PODc 2x8, 2318.373 tokens/s per NPU) with its linked recipe
+# examples/mcore/qwen3_moe/pretrain_qwen3_30b_a3b_4K_ptd.sh (l. 9-29: 8 NPUs x 2 nodes, TP1 PP2 EP8 CP1, MBS 1,
+# GBS 256, seq 4096; l. 65-67 full recompute of every layer).
+QWEN3_30B = (T.models["qwen3_moe-30b_a3b"], "pretrain", 4096,
+             recipe(1, 2, 8, 256, ep=8, recompute="full"), 2318.373)
+
+
+def test_the_search_picks_upstreams_structure_for_qwen3_30b_a3b():
+    from helpers import make_spec
+
+    from generator.resolve import resolve
+
+    model, method, seq, par, _ = QWEN3_30B
+    plan = resolve(make_spec(model=model.name, method=method, seq_len=seq, cards=par.cards,
+                             global_batch_size=par.global_batch_size, frameworks=["mindspeed-llm"]), T)
+    pick = plan.frameworks["mindspeed-llm"].layout
+    assert (pick.tp, pick.pp, pick.ep) == (par.tp, par.pp, par.ep), pick.describe()
+
+
+@pytest.mark.xfail(strict=True, reason="fine-grained MoE (128 experts of 2048 x 768, top-8) runs below the step "
+                                       "model: small grouped matmuls, token permutation and routing are not costed; "
+                                       "predicted 3387 tokens/s per card against 2318 measured (+46%)")
+def test_qwen3_30b_a3b_within_15_percent():
+    model, method, seq, par, measured = QWEN3_30B
+    predicted = step_time(model, method, seq, par, PODC, STORED).tokens_per_card_s * PODC.scaling_efficiency
+    assert abs(predicted - measured) / measured <= 0.15
