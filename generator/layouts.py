@@ -313,7 +313,7 @@ def rate(ctx: Context, layout: Layout | None) -> Throughput:
         return Throughput(0.0, f"not estimated: {ctx.role_kind.value} does not train; gen-launch has no "
                                f"generation-rate model yet", is_estimate=True)
     return throughput(ctx.model, ctx.spec.method, ctx.spec.seq_len, ctx.fw, ctx.hw, ctx.spec.tokens_per_card_s,
-                      layout)
+                      layout, ctx.spec.scaling_given)
 
 
 def no_accumulation(ctx: Context, cards: int) -> bool:

@@ -60,6 +60,7 @@ class Spec:
     time_budget_hours: float | None = None
     tokens_per_card_s: float | None = None
     scaling_efficiency: float = 1.0
+    scaling_given: bool = False  # the spec set scaling_efficiency: it replaces the hardware row's multi-node one
     global_batch_size: int | None = None
     quantization_bit: int | None = None  # qlora: 4 or 8
     master_addr: str | None = None
@@ -593,6 +594,7 @@ def _build(data: dict, sha256: str) -> Spec:
         time_budget_hours=data.get("time_budget_hours"),
         tokens_per_card_s=data.get("tokens_per_card_s"),
         scaling_efficiency=data.get("scaling_efficiency", 1.0),
+        scaling_given="scaling_efficiency" in data,
         global_batch_size=data.get("global_batch_size"),
         quantization_bit=data.get("quantization_bit"),
         master_addr=cluster.get("master_addr"),

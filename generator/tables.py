@@ -220,6 +220,8 @@ class Hardware:
     link_gb_s: float | None  # rate of a ring collective inside a node, per card
     scaleout_gb_s: float | None  # per card, between nodes
     attention_efficiency: dict | None  # fused attention forward: sequence length -> share of peak
+    scaling_efficiency: float  # share of the estimated rate a multi-node job keeps (measured), with its source
+    scaling_source: str
     aliases: tuple[dict, ...]  # {name, source}: other names a spec may give for this row
 
 

@@ -9,10 +9,12 @@ TPS, unless the spec measured it, comes from one of two models; the framework ro
 - "step" (Megatron-style frameworks on Ascend): the time of one optimizer step of the chosen layout, from the
   work each card does and the rates it does it at: matrix multiplies at one efficiency fitted on ONE seed-004
   row, fused attention at the measured efficiency of the attention kernel for the length each call sees, the
-  tensor-parallel collectives of sequence parallelism at the node's link rate, expert all-to-alls, and the 1F1B
-  pipeline bubble. Gradient reduction, parameter gathers, pipeline sends and context-parallel KV exchange run
-  overlapped with compute in the upstream recipes (--overlap-grad-reduce, --overlap-param-gather,
-  --use-cp-send-recv-overlap) and are left to the spec's scaling_efficiency.
+  tensor-parallel collectives of sequence parallelism at the node's link rate, expert all-to-alls at the planned
+  EP, pipeline sends between stages, the 1F1B pipeline bubble at the planned micro-batch count, and the part of the
+  distributed optimizer's gradient reduce-scatter and parameter all-gather that upstream's overlap flags do not
+  hide (see `_data_parallel_sync`). Context-parallel KV exchange runs overlapped with attention in the upstream
+  recipes (--use-cp-send-recv-overlap) and is left, with what else the model does not cost, to the scaling
+  efficiency (hardware.yaml scaling_efficiency, or the spec's).
 - "mfu" (LLaMA-Factory, GPUs): an assumed model-FLOPs utilisation x peak / FLOPs per token.
 Model FLOPs follow Megatron's count (the one MindSpeed-LLM logs and seed 004's MFU uses): 6 x the parameters a
 token multiplies through (input embedding lookup excluded, output projection included; 4x for adapters, which
@@ -59,17 +61,20 @@ class StepTime:
     attention: float
     tp_comm: float
     ep_comm: float
+    pp_comm: float
+    dp_comm: float
     bubble: float
     tokens_per_card_s: float
     mfu: float  # model FLOPs / (seconds x peak)
 
     @property
     def total(self) -> float:
-        return self.gemm + self.attention + self.tp_comm + self.ep_comm + self.bubble
+        return self.gemm + self.attention + self.tp_comm + self.ep_comm + self.pp_comm + self.dp_comm + self.bubble
 
     def shares(self) -> dict[str, float]:
         parts = {"matmul": self.gemm, "attention": self.attention, "tensor-parallel communication": self.tp_comm,
-                 "expert all-to-all": self.ep_comm, "pipeline bubble": self.bubble}
+                 "expert all-to-all": self.ep_comm, "pipeline sends": self.pp_comm,
+                 "data-parallel gradient sync": self.dp_comm, "pipeline bubble": self.bubble}
         return {k: v / self.total for k, v in parts.items() if v > 0}
 
 
@@ -95,47 +100,127 @@ def attention_efficiency(hardware: Hardware, length: int) -> float:
     return 3.0 * forward / (1.0 + 2.0 / FA_BACKWARD_RATIO)
 
 
+# Megatron core_v0.12.1 facts the step model reads (NVIDIA/Megatron-LM at tag core_v0.12.1):
+# - rank order "tp-cp-ep-dp-pp" (megatron/core/parallel_state.py l. 445): a TP group is the closest ranks, then CP,
+#   then DP; the stages of one pipeline are TP x CP x DP ranks apart, so a pipeline leaves the node once the job
+#   does, and a DP (x CP) group stays inside a node while TP x CP x DP fits one. Experts use the same order with
+#   expert TP = TP (l. 694-695) and expert DP = the rest (l. 699), so an expert group spans TP x EP ranks.
+# - bf16 training reduces gradients in fp32 (megatron/training/arguments.py l. 588-596) and the distributed optimizer
+#   all-gathers bf16 parameters: 4 + 2 bytes per parameter through each ring.
+GRAD_BYTES = 4
+# - Gradient buckets of max(40 M, 1 M x DP) parameters (megatron/core/distributed/distributed_data_parallel.py
+#   l. 56-59): with --overlap-grad-reduce each bucket is reduced as the backward fills it.
+BUCKET_PARAMS = 40_000_000
+BUCKET_PARAMS_PER_DP = 1_000_000
+
+
 def step_time(model: Model, method: str, seq_len: int, par: Parallel, hardware: Hardware,
               gemm_efficiency: float) -> StepTime:
     """One optimizer step of `par` on `hardware`, per card."""
     peak = hardware.peak_tflops_bf16 * 1e12
-    factor = weight_factor(method)
-    forward_share = 2.0 / factor
+    link = _step_input(hardware, "link_gb_s", hardware.link_gb_s) * 1e9
+    scaleout = _step_input(hardware, "scaleout_gb_s", hardware.scaleout_gb_s) * 1e9
     tokens = par.micro_batch_size * seq_len  # one micro batch
-    # The slowest pipeline stage sets the pace: its share of the layers (1 / PP when the split is even).
-    stage = max(par.num_layer_list) / sum(par.num_layer_list) if par.num_layer_list else 1 / par.pp
-    per_card = tokens * stage / (par.tp * par.cp)  # tokens' worth of work the slowest card does per micro batch
-    gemm = per_card * factor * model.matmul_params * (1 + par.forward_twice * forward_share) / (gemm_efficiency * peak)
-    attention_work = attention_flops_per_token(model, seq_len) * (0.5 if par.causal else 1.0)
-    attention = per_card * attention_work * (1 + par.forward_twice / 3) / \
-        (attention_efficiency(hardware, par.attention_call_len(seq_len)) * peak)
-
-    layers = model.layers * stage
-    moe_layers = model.moe_layers * stage
     activation = tokens / par.cp * model.hidden * BF16_BYTES  # one full activation tensor of the micro batch
+    # The slowest pipeline stage sets the pace: the one with the most layers, or the last, which also runs the
+    # output layer (Megatron builds it on the post-process stage: megatron/core/models/gpt/gpt_model.py l. 180-197);
+    # a large vocabulary on a small model weighs several layers there (Qwen3-30B-A3B: about 5 of its layers).
+    counts = par.num_layer_list or (model.layers / par.pp,) * par.pp
+    shapes = [(counts[-1], True)] + ([(max(counts[:-1]), False)] if par.pp > 1 else [])
+    stage = max(_stage(model, method, seq_len, activation, n, output, par, hardware, gemm_efficiency, link, scaleout)
+                for n, output in shapes)
+    gemm, attention, tp_comm, ep_comm = stage.gemm, stage.attention, stage.tp_comm, stage.ep_comm
+    pp_comm = 0.0
+    if par.pp > 1 and par.vpp == 1:
+        # 1F1B: each micro batch a stage sends its output forward and the input's gradient back, blocking (Megatron
+        # overlaps pipeline sends with compute only in the interleaved schedule: arguments.py l. 468-470 turn
+        # overlap_p2p_comm off without virtual stages). The tensor is split by CP, and by TP under sequence
+        # parallelism (megatron/core/pipeline_parallel/schedules.py get_tensor_shapes, l. 1619-1624).
+        rate = link if par.cards <= par.cards_per_node else scaleout
+        pp_comm = 2 * activation / (par.tp if par.sequence_parallel else 1) / rate
+    micro = par.grad_accum
+    bubble_share = (par.pp - 1) / (micro * par.vpp)  # 1F1B: (pp - 1) idle slots per step, fewer with VPP
+    per_micro = gemm + attention + tp_comm + ep_comm + pp_comm
+    dp_comm = 0.0 if trains_adapters(method) else _data_parallel_sync(
+        model, par, max(counts) / sum(counts), link, scaleout, forward=stage.forward,
+        backward=gemm + attention - stage.forward)
+    step_tokens_per_card = par.global_batch_size * seq_len / par.cards
+    total = per_micro * micro * (1 + bubble_share) + dp_comm
+    tps = step_tokens_per_card / total
+    return StepTime(gemm=gemm * micro, attention=attention * micro, tp_comm=tp_comm * micro, ep_comm=ep_comm * micro,
+                    pp_comm=pp_comm * micro, dp_comm=dp_comm, bubble=per_micro * micro * bubble_share,
+                    tokens_per_card_s=tps, mfu=tps * flops_per_token(model, method, seq_len) / peak)
+
+
+@dataclass(frozen=True, order=True)
+class _StageTime:
+    """One pipeline stage's seconds per micro batch (ordered by their sum: the slowest stage compares highest)."""
+
+    total: float
+    gemm: float
+    attention: float
+    tp_comm: float
+    ep_comm: float
+    forward: float  # the compute of its forward pass alone
+
+
+def _stage(model: Model, method: str, seq_len: int, activation: float, layers: float, output: bool, par: Parallel,
+           hardware: Hardware, gemm_efficiency: float, link: float, scaleout: float) -> _StageTime:
+    """A stage of `layers` decoder layers (and the output layer when `output`), per micro batch, on one card."""
+    peak = hardware.peak_tflops_bf16 * 1e12
+    factor = weight_factor(method)
+    share = layers / model.layers
+    per_card = par.micro_batch_size * seq_len / (par.tp * par.cp)  # tokens a card of the stage works on per micro batch
+    matmul = share * (model.matmul_params - model.embedding_params) + (model.embedding_params if output else 0)
+    gemm_forward = per_card * 2.0 * matmul / (gemm_efficiency * peak)
+    gemm = gemm_forward * factor / 2.0 * (1 + par.forward_twice * 2.0 / factor)
+    attention_work = share * attention_flops_per_token(model, seq_len) * (0.5 if par.causal else 1.0)
+    # A third of attention's work is its forward (4 of 12 L q s).
+    attention_forward = per_card * attention_work / 3 / (attention_efficiency(hardware, par.attention_call_len(seq_len))
+                                                         * peak)
+    attention = attention_forward * (3 + par.forward_twice)
+    moe_layers = model.moe_layers * share
     tp_comm = 0.0
     if par.tp > 1:
         # Sequence parallelism: all-gather before and reduce-scatter after attention and the MLP, mirrored in the
         # backward; recompute runs the forward ones again. Expert MLPs sharded by TP move top-k copies of each token.
         pairs = layers + (layers - moe_layers) + moe_layers * max(model.topk, 1)
         collectives = 2 * pairs * (2 + par.forward_twice)
-        link = _step_input(hardware, "link_gb_s", hardware.link_gb_s)
-        tp_comm = collectives * activation * (par.tp - 1) / par.tp / (link * 1e9)
+        tp_comm = collectives * activation * (par.tp - 1) / par.tp / link
     ep_comm = 0.0
     if par.ep > 1 and model.is_moe:
         # Dispatch and combine, forward and backward, each moving top-k copies of this card's tokens.
-        rate = _step_input(hardware, "link_gb_s", hardware.link_gb_s) if par.tp * par.ep <= par.cards_per_node \
-            else _step_input(hardware, "scaleout_gb_s", hardware.scaleout_gb_s)
-        ep_comm = moe_layers * 4 * activation / par.tp * model.topk * (par.ep - 1) / par.ep / (rate * 1e9)
-    micro = par.grad_accum
-    bubble_share = (par.pp - 1) / (micro * par.vpp)  # 1F1B: (pp - 1) idle slots per step, fewer with VPP
-    per_micro = gemm + attention + tp_comm + ep_comm
-    step_tokens_per_card = par.global_batch_size * seq_len / par.cards
-    total = per_micro * micro * (1 + bubble_share)
-    tps = step_tokens_per_card / total
-    return StepTime(gemm=gemm * micro, attention=attention * micro, tp_comm=tp_comm * micro, ep_comm=ep_comm * micro,
-                    bubble=per_micro * micro * bubble_share, tokens_per_card_s=tps,
-                    mfu=tps * flops_per_token(model, method, seq_len) / peak)
+        rate = link if par.tp * par.ep <= par.cards_per_node else scaleout
+        ep_comm = moe_layers * 4 * activation / par.tp * model.topk * (par.ep - 1) / par.ep / rate
+    return _StageTime(gemm + attention + tp_comm + ep_comm, gemm, attention, tp_comm, ep_comm,
+                      gemm_forward + attention_forward)
+
+
+def _data_parallel_sync(model: Model, par: Parallel, stage: float, link: float, scaleout: float, forward: float,
+                        backward: float) -> float:
+    """Seconds per step of the distributed optimizer's gradient reduce-scatter and parameter all-gather that compute
+    does not hide, on the slowest stage (the MindSpeed-LLM recipes run --use-distributed-optimizer
+    --overlap-grad-reduce --overlap-param-gather).
+
+    What overlap hides, from Megatron core_v0.12.1: gradients are reduced only in the step's last micro batch (the
+    schedules run the others under no_sync and enable grad sync for the last backward: schedules.py l. 1759-1772,
+    1926-1930, 1946-1955), so the reduce-scatter overlaps ONE micro batch's backward, and the bucket holding the
+    first layers starts only when that backward ends (l. 1968-1970 launch the rest). With --overlap-param-gather the
+    next step's all-gather runs bucket by bucket ahead of ONE micro batch's forward (distributed_data_parallel.py
+    l. 359-390, its forward pre-hooks), and the first bucket is waited for before that forward starts. So the exposed
+    part is what exceeds one micro batch's backward (forward) compute, and at least one bucket of each."""
+    dense = (model.layers * model.layer_params * stage + model.embedding_params) / par.tp
+    experts = model.expert_params * stage / (par.tp * par.ep)
+    group = par.dp * par.cp  # gradients of dense weights are reduced over DP x CP
+    expert_group = group / par.ep  # expert DP: the ranks holding the same experts
+    if group == 1:
+        return 0.0
+    rate = link if par.tp * group <= par.cards_per_node else scaleout
+    moved = dense * (group - 1) / group + (experts * (expert_group - 1) / expert_group if expert_group > 1 else 0.0)
+    bucket = min(max(BUCKET_PARAMS, BUCKET_PARAMS_PER_DP * par.dp), dense + experts) * (group - 1) / group
+    reduce, gather = (moved * size / rate for size in (GRAD_BYTES, BF16_BYTES))
+    last_reduce, first_gather = (bucket * size / rate for size in (GRAD_BYTES, BF16_BYTES))
+    return max(last_reduce, reduce - backward) + max(first_gather, gather - forward)
 
 
 @dataclass(frozen=True)
@@ -152,27 +237,32 @@ def uses_step_model(framework: Framework, hardware: Hardware) -> bool:
 
 
 def throughput(model: Model, method: str, seq_len: int, framework: Framework, hardware: Hardware,
-               measured: float | None, par: Parallel | None = None) -> Throughput:
+               measured: float | None, par: Parallel | None = None, scaling_given: bool = False) -> Throughput:
     """The spec's measured tokens/s per card; else the step model for `par` (Megatron-style frameworks on
     Ascend); else MFU x peak / FLOPs per token. Without `par` the step model assumes one card's worth of work
-    with no communication or bubble: the rate a time budget is first sized with."""
+    with no communication or bubble: the rate a time budget is first sized with. An estimate for more than one
+    node keeps the hardware row's measured scaling efficiency of it, unless the spec gives its own
+    (`scaling_given`: the time formula divides by the spec's)."""
     if measured is not None:
         return Throughput(measured, "measured (spec tokens_per_card_s)", False)
     info = framework.throughput
     flops = flops_per_token(model, method, seq_len)
+    scaling = hardware.scaling_efficiency if par is not None and par.nodes > 1 and not scaling_given else 1.0
+    scaled = f"; x {scaling:g} multi-node scaling efficiency ({hardware.scaling_source})" if scaling != 1.0 else ""
     if uses_step_model(framework, hardware):
         par = par or Parallel(cards=1, cards_per_node=hardware.cards_per_node, global_batch_size=1)
         step = step_time(model, method, seq_len, par, hardware, info["gemm_efficiency"])
         causes = ", ".join(f"{k} {v:.0%}" for k, v in step.shares().items())
-        return Throughput(step.tokens_per_card_s,
-                          f"estimate: step model, MFU {step.mfu:.1%} of {hardware.peak_tflops_bf16:g} TFLOPS at "
-                          f"{flops / 1e9:.1f} GFLOP per token; step time: {causes} ({info['source']})",
-                          True, step.mfu, step.shares())
+        mfu = step.mfu * scaling
+        return Throughput(step.tokens_per_card_s * scaling,
+                          f"estimate: step model, MFU {mfu:.1%} of {hardware.peak_tflops_bf16:g} TFLOPS at "
+                          f"{flops / 1e9:.1f} GFLOP per token; step time: {causes} ({info['source']}){scaled}",
+                          True, mfu, step.shares())
     key = "moe" if model.is_moe and not trains_adapters(method) else method
-    mfu = info["mfu"][key]
+    mfu = info["mfu"][key] * scaling
     tps = mfu * hardware.peak_tflops_bf16 * 1e12 / flops
     return Throughput(tps, f"estimate: MFU {mfu:.1%} x {hardware.peak_tflops_bf16:g} TFLOPS / "
-                           f"{flops / 1e9:.1f} GFLOP per token ({info['source']})", True, mfu)
+                           f"{flops / 1e9:.1f} GFLOP per token ({info['source']}){scaled}", True, mfu)
 
 
 def hours(tokens: float, tps: float, cards: int, efficiency: float) -> float:

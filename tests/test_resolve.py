@@ -322,8 +322,8 @@ def test_a_budget_job_with_pins_names_the_final_count():
                    data={"total_tokens": 5 * 10**10}, time_budget_hours=168,
                    layout={"mindspeed-llm": {"tp": 1, "pp": 16}})
     fp = plan.frameworks["mindspeed-llm"]
-    assert (fp.layout.tp, fp.layout.pp, fp.layout.cards) == (1, 16, 272) and fp.estimate.time_hours <= 168
-    assert any("256 cards fall short" in n and "272 cards are the fewest that meet it" in n for n in plan.notes)
+    assert (fp.layout.tp, fp.layout.pp, fp.layout.cards) == (1, 16, 336) and fp.estimate.time_hours <= 168
+    assert any("320 cards fall short" in n and "336 cards are the fewest that meet it" in n for n in plan.notes)
 
 
 def test_the_global_batch_stays_the_target_when_cards_change():

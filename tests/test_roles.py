@@ -173,8 +173,9 @@ def test_the_cards_are_the_peak_the_largest_role_needs(duo, monkeypatch):
     assert (critic["tp"], critic["dp"]) == (2, 16)
     assert fw["min_cards"]["value"] == 8  # the first role's own minimum (the memory model's)
     assert critic["memory_breakdown_gib"]["gradients"] > 0 and critic["estimate"]["time_hours"] > 0
+    # plan.json rounds each of the three to 0.01 h, so their sum may miss by up to 0.015
     assert fw["estimate"]["time_hours"] == pytest.approx(actor["estimate"]["time_hours"]
-                                                         + critic["estimate"]["time_hours"], abs=0.01)
+                                                         + critic["estimate"]["time_hours"], abs=0.015)
 
 
 def test_a_card_count_too_small_for_a_colocated_role_is_refused(duo, monkeypatch):

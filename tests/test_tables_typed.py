@@ -36,8 +36,8 @@ BAD_EDITS = {
         "frameworks.yaml", "qwen3-0.6b:  &qwen3 {layout: mcore,", "qwen3-0.6b:  &qwen3 {layout: legacy,",
         "frameworks.yaml mindformers qwen3-0.6b: layout 'legacy' is not one of mcore, research"),
     "throughput-model": (
-        "frameworks.yaml", ("throughput: {model: step, gemm_efficiency: 0.79,\n                 source: \"matmul "
-        "efficiency fitted"), ("throughput: {model: steps, gemm_efficiency: 0.79,\n                 source: \"matmul "
+        "frameworks.yaml", ("throughput: {model: step, gemm_efficiency: 0.826,\n                 source: \"matmul "
+        "efficiency fitted"), ("throughput: {model: steps, gemm_efficiency: 0.826,\n                 source: \"matmul "
         "efficiency fitted"),
         "frameworks.yaml mindspeed-llm: throughput.model 'steps' is not one of step, mfu"),
     "support": (
@@ -93,12 +93,12 @@ BAD_EDITS = {
         ("frameworks.yaml llama-factory: throughput.mfu needs a share for each of full, lora, qlora, pretrain, moe, "
          "and no other")),
     "gemm-efficiency": (
-        "frameworks.yaml", ("throughput: {model: step, gemm_efficiency: 0.79,\n                 source: \"matmul "
+        "frameworks.yaml", ("throughput: {model: step, gemm_efficiency: 0.826,\n                 source: \"matmul "
         "efficiency fitted"), ("throughput: {model: step, gemm_efficiency: 79,\n                 source: \"matmul "
         "efficiency fitted"),
         "frameworks.yaml mindspeed-llm: throughput.gemm_efficiency 79 must be a number in (0, 1]"),
     "throughput-keys": (
-        "frameworks.yaml", ("throughput: {model: step, gemm_efficiency: 0.79,\n                 source: \"matmul "
+        "frameworks.yaml", ("throughput: {model: step, gemm_efficiency: 0.826,\n                 source: \"matmul "
         "efficiency fitted"), ("throughput: {model: step, mfu: 0.79,\n                 source: \"matmul "
         "efficiency fitted"),
         ("frameworks.yaml mindspeed-llm: throughput model step takes model, gemm_efficiency, source, not model, mfu, "
@@ -177,7 +177,7 @@ BAD_EDITS = {
         "hardware.yaml", "    usable_gb: 58.0\n", "    usable_gb: 58.0\n    hbm_gb_s: 1600\n",
         ("hardware.yaml snt9b: hbm_gb_s is not a declared column (declared: name, label, cards_per_node, "
         "parallel_unit, memory_gb, usable_gb, peak_tflops_bf16, accelerator, frameworks, quantization_bits, source, "
-        "link_gb_s, scaleout_gb_s, attention_efficiency, aliases)")),
+        "link_gb_s, scaleout_gb_s, attention_efficiency, scaling_efficiency, scaling_source, aliases)")),
     "hardware-share": (
         "hardware.yaml", "{1024: 0.0259,", "{1024: 2.59,",
         "hardware.yaml snt9b: attention_efficiency[1024] 2.59 must be a number in (0, 1]"),

@@ -81,9 +81,10 @@ def test_the_seeds_peak_follows_from_its_fine_tuning_rows(name):
 def test_prediction_within_15_percent(name):
     model, method, seq, par, mfu, samples, script = ROWS[name]
     step = step_time(model, method, seq, par, PODC, STORED)
-    measured, predicted, unit = mfu, step.mfu, "MFU"
+    scaling = PODC.scaling_efficiency if par.nodes > 1 else 1.0  # as the plan states it (throughput.throughput)
+    measured, predicted, unit = mfu, step.mfu * scaling, "MFU"
     if samples is not None:  # the seed's headline figure for fine-tuning is throughput
-        measured, predicted, unit = samples, step.tokens_per_card_s * par.cards / seq, "samples/s"
+        measured, predicted, unit = samples, step.tokens_per_card_s * scaling * par.cards / seq, "samples/s"
     error = (predicted - measured) / measured
     causes = ", ".join(f"{k} {v:.0%}" for k, v in step.shares().items())
     print(f"\n{name:30s} {unit:9s} measured {measured:6.3f} predicted {predicted:6.3f} error {error:+.1%}"
@@ -104,3 +105,80 @@ def test_every_term_of_the_model_moves_a_row():
     without_bubble = {n: step_time(*ROWS[n][:3], replace(ROWS[n][3], pp=1),  # the same cards, all DP
                                    PODC, STORED).mfu for n in ROWS}
     assert without_bubble["pretrain llama2-7b 1x8"] > base["pretrain llama2-7b 1x8"]
+
+
+def test_every_row_within_15_percent_of_its_measured_mfu():
+    # The MFU each row states (the fine-tuning rows' too, besides their samples/s above), the fit row included and
+    # the MoE row (Mixtral 8x8, 32K); multi-node rows keep the hardware row's scaling efficiency (fitted below).
+    for name, (model, method, seq, par, mfu, *_) in ROWS.items():
+        scaling = PODC.scaling_efficiency if par.nodes > 1 else 1.0
+        predicted = step_time(model, method, seq, par, PODC, STORED).mfu * scaling
+        assert abs(predicted - mfu) / mfu <= 0.15, (name, predicted, mfu)
+
+
+def test_the_scaling_efficiency_is_the_mixtral_rows_ratio():
+    # hardware.yaml snt9b scaling_efficiency: measured / step model on the one multi-node row whose communication
+    # the model costs in full (the 70B row's MC2 overlap is not modelled; its ratio is above 1).
+    ratio = ROWS["pretrain mixtral-8x7b 8x8"][4] / predicted_mfu("pretrain mixtral-8x7b 8x8", STORED)
+    assert ratio == pytest.approx(T.hardware["snt9b"].scaling_efficiency, abs=0.005)
+    assert ROWS["pretrain llama2-70b 4x8"][4] / predicted_mfu("pretrain llama2-70b 4x8", STORED) > 1
+
+
+# Rows where the search picks a layout the step model rates above upstream's recipe, and why. The fine-tuning rows
+# are not searched: llama2-7b's table row holds 4096 positions, below their 16K and 32K.
+PICKS_ABOVE_RECIPE = {
+    "pretrain mixtral-8x7b 8x8": "the recipe (2.2.0, TP8 EP1 CP4) spends 37% of its step on TP collectives; the "
+                                 "search keeps expert parallelism inside a node (EP8) at a smaller TP, which no seed "
+                                 "row measures",
+}
+
+
+@pytest.mark.parametrize("name", [n for n in ROWS if ROWS[n][0].max_positions >= ROWS[n][2]])
+def test_the_recipe_ranks_at_least_as_high_as_the_search_pick(name):
+    from helpers import make_spec
+
+    from generator.resolve import resolve
+
+    model, method, seq, par, *_ = ROWS[name]
+    plan = resolve(make_spec(model=model.name, method=method, seq_len=seq, cards=par.cards,
+                             global_batch_size=par.global_batch_size, frameworks=["mindspeed-llm"]), T)
+    pick = plan.frameworks["mindspeed-llm"].layout
+    hardware = T.hardware["snt9b"]
+    recipe_rate, pick_rate = (step_time(model, method, seq, lay, hardware, STORED).tokens_per_card_s
+                              for lay in (par, pick))
+    print(f"\n{name}: recipe {recipe_rate:.0f} tokens/s per card, search pick {pick.describe()} {pick_rate:.0f}")
+    if name in PICKS_ABOVE_RECIPE:
+        assert pick_rate > recipe_rate, f"{name} is listed as a pick above the recipe: remove it"
+        if model.is_moe:
+            assert pick.ep > 1  # an expert keeps experts apart on MoE
+    else:
+        assert recipe_rate >= pick_rate * 0.999
+
+
+# Beyond seed 004: MindSpeed-LLM's own published pretraining throughput (docs/zh/pytorch/features/README.md, table
+# "分布式预训练", master of 2026: Qwen3 30B on Atlas 900 A2 PODc 2x8, 2318.373 tokens/s per NPU) with its linked recipe
+# examples/mcore/qwen3_moe/pretrain_qwen3_30b_a3b_4K_ptd.sh (l. 9-29: 8 NPUs x 2 nodes, TP1 PP2 EP8 CP1, MBS 1,
+# GBS 256, seq 4096; l. 65-67 full recompute of every layer).
+QWEN3_30B = (T.models["qwen3_moe-30b_a3b"], "pretrain", 4096,
+             recipe(1, 2, 8, 256, ep=8, recompute="full"), 2318.373)
+
+
+def test_the_search_picks_upstreams_structure_for_qwen3_30b_a3b():
+    from helpers import make_spec
+
+    from generator.resolve import resolve
+
+    model, method, seq, par, _ = QWEN3_30B
+    plan = resolve(make_spec(model=model.name, method=method, seq_len=seq, cards=par.cards,
+                             global_batch_size=par.global_batch_size, frameworks=["mindspeed-llm"]), T)
+    pick = plan.frameworks["mindspeed-llm"].layout
+    assert (pick.tp, pick.pp, pick.ep) == (par.tp, par.pp, par.ep), pick.describe()
+
+
+@pytest.mark.xfail(strict=True, reason="fine-grained MoE (128 experts of 2048 x 768, top-8) runs below the step "
+                                       "model: small grouped matmuls, token permutation and routing are not costed; "
+                                       "predicted 3387 tokens/s per card against 2318 measured (+46%)")
+def test_qwen3_30b_a3b_within_15_percent():
+    model, method, seq, par, measured = QWEN3_30B
+    predicted = step_time(model, method, seq, par, PODC, STORED).tokens_per_card_s * PODC.scaling_efficiency
+    assert abs(predicted - measured) / measured <= 0.15
