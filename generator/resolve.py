@@ -320,8 +320,9 @@ def _recipe(spec: Spec, model: Model, tables: Tables, plans: dict[str, Framework
             planning: dict[str, Planning], batch: int) -> tuple[Training, dict[str, Training]]:
     """The method's training recipe and the one each framework trains with (its own defaults where recipes.yaml
     gives them), with checkpoint intervals timed on the slowest framework's step."""
-    step_seconds = max(batch * spec.seq_len / (fp.estimate.tokens_per_card_s * fp.layout.cards)
-                       for fp in plans.values())
+    # A framework with no rate (a server) times no step: it saves no checkpoints.
+    step_seconds = max([batch * spec.seq_len / (fp.estimate.tokens_per_card_s * fp.layout.cards)
+                        for fp in plans.values() if fp.estimate.tokens_per_card_s] or [math.inf])
     thinking = any(own.chat_template_fact and plans[name].info.get(own.chat_template_fact) == THINKING_TEMPLATE
                    for name, own in planning.items())
     if "enable_thinking" in spec.train and spec.method != "pretrain" and not thinking:
@@ -530,7 +531,8 @@ def _resolve_framework(ctx: Context, tables: Tables):
         warnings.append(f"predicted {est.time_hours:.1f} h exceeds the {ctx.spec.time_budget_hours:g} h budget "
                         f"on {layout.cards} cards")
     info = ctx.fw.models.get(ctx.model.name) or {}
-    upstream = info.get("pretrain" if ctx.spec.method == "pretrain" else "finetune")
+    # The upstream file the method follows: its own column (pretrain, predict), else the fine-tuning one.
+    upstream = info.get(ctx.spec.method if ctx.spec.method in info else "finetune")
     # What upstream's file sets that this plan does not follow, and why (frameworks.yaml).
     notes.extend(f"upstream {upstream} {text}" for text in info.get("departures", ()))
     notes.extend(ctx.planning.layout_notes(ctx, layout))

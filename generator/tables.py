@@ -32,7 +32,9 @@ from .facts import (
 )
 from .resources import DATA_DIR
 
-METHODS = ("full", "lora", "qlora", "pretrain")
+METHODS = ("full", "lora", "qlora", "pretrain",
+           "predict")
+SERVING_METHODS = ("predict",)  # methods that train nothing: inference (no MFU share, no time)
 
 
 def trains_adapters(method: str) -> bool:
@@ -291,7 +293,7 @@ class Framework:
         if "finetune" not in info:
             return None
         offered = ("full", "lora") if info["finetune"] else ()
-        return offered + (("pretrain",) if info.get("pretrain") else ())
+        return offered + tuple(method for method in ("pretrain", "predict") if info.get(method))
 
 
 @dataclass(frozen=True)
@@ -674,9 +676,9 @@ def _check_hardware(where: str, hw: Hardware) -> None:
         check_share(where, f"attention_efficiency[{length}]", share)
 
 
-# throughput.mfu's keys: one share per method, and `moe` for full training and pretraining of MoE models
+# throughput.mfu's keys: one share per training method, and `moe` for full training and pretraining of MoE models
 # (throughput.py picks it there)
-MFU_KEYS = (*METHODS, "moe")
+MFU_KEYS = (*(method for method in METHODS if method not in SERVING_METHODS), "moe")
 
 
 def _check_throughput(where: str, throughput) -> None:
