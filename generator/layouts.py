@@ -5,6 +5,7 @@ keeps the rule it broke."""
 
 from __future__ import annotations
 
+import itertools
 import math
 from dataclasses import fields, replace
 from enum import Enum
@@ -376,8 +377,16 @@ def smallest_fit(ctx: Context) -> int:
     # Memory alone decides here: no pins, and no global batch that a card count may not divide.
     free = replace(ctx, spec=replace(ctx.spec, layout={}, global_batch_size=None), free_batch=True)
     # Activations, logits and runtime do not shrink with more cards: if the largest job cannot fit, none can.
-    # A server has no data parallelism to take more cards: at most one card per attention head.
-    largest = round_up(ctx.hw, ctx.model.heads if ctx.role_kind is RoleKind.SERVE else MAX_SEARCH_CARDS)
+    if ctx.role_kind is RoleKind.SERVE:
+        # A server splits the model over all its cards (no data parallelism), which not every count can: each count
+        # up to one card per attention head is tried, the fewest that fits kept.
+        counts = itertools.takewhile(lambda n: n <= ctx.model.heads, valid_counts(ctx.hw, 1))
+        fewest = next((n for n in counts if search(free, n)[0] is not None), None)
+        if fewest is None:
+            raise NoFit("model", f"no {ctx.fw.name} layout serves {ctx.model.name} at seq_len {ctx.spec.seq_len} "
+                                 f"on {ctx.hw.name}", ctx, ctx.model.heads)
+        return fewest
+    largest = round_up(ctx.hw, MAX_SEARCH_CARDS)
     found = search(free, largest)[0]
     if found is None:
         raise NoFit("model", f"no {ctx.fw.name} layout fits {ctx.model.name} {ctx.spec.method} at seq_len "

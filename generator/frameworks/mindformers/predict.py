@@ -61,6 +61,16 @@ class PredictSpace:
         if pins.tp is not None and pins.tp != cards:
             raise SpecError.at(ctx.pin_path("tp"), f"MindFormers predict runs data_parallel 1 and model_parallel = "
                                                    f"the cards ({NO_DP_RULE}; {WORLD_RULE}): tp must be {cards}")
+        model = ctx.model
+        split = kv_split_problem(model.heads, model.kv_heads, cards) or (
+            f"num_attention_heads {model.heads} must divide by model_parallel {cards}"
+            if model.heads % cards else None)
+        if split and cards == ctx.spec.cards:  # the spec's count cannot split the model: say which counts can
+            counts = [n for n in range(1, model.heads + 1) if model.heads % n == model.ffn % n == model.vocab % n == 0
+                      and not kv_split_problem(model.heads, model.kv_heads, n)]
+            raise SpecError.at("cards", f"MindFormers predict runs model_parallel = the {cards} cards, and {split} "
+                                        f"(mindformers {KV_RULE}); {model.name} splits over "
+                                        f"{', '.join(map(str, counts))} cards")
         return [Structure(tp=cards)]
 
     def recomputes(self, ctx: Context) -> list[str]:
@@ -78,9 +88,11 @@ SPACE = PredictSpace()
 
 
 def memory(ctx: Context, shape: Parallel) -> MemoryBreakdown:
-    """One card of the server: the bf16 weights split by TP, the prefill's working set (one layer's activations
-    and the fp32 logits of the batch's prompt tokens, split by TP), the runtime overhead (memory.py's forward-only
-    role), and the KV cache for the whole batch at seq_len (prompt + generated), its KV heads split by TP."""
+    """One card of the server: the bf16 weights split by TP and the prefill's working set, one layer's activations
+    for the whole batch at seq_len (memory.py's forward-only role), with the runtime overhead; the fp32 logits of
+    each sequence's last token only (the prefill gathers them before the output layer: parallel_core/inference/
+    base_models/gpt/gpt_model.py l. 230-236, 337), split by TP; and the KV cache for the whole batch at seq_len
+    (prompt + generated), its KV heads split by TP."""
     model = ctx.model
     job = MemoryJob(model=model, method=ctx.spec.method, scheme=ctx.fw.memory, seq_len=ctx.spec.seq_len,
                     lora_rank=0, overhead_gb=ctx.fw.overhead_gb, trains=False)
@@ -89,7 +101,9 @@ def memory(ctx: Context, shape: Parallel) -> MemoryBreakdown:
     forward = estimate(job, replace(shape, micro_batch_size=batch, global_batch_size=batch))
     cache = (model.layers * 2 * kv_heads_per_card(model.kv_heads, shape.tp) * model.kv_channels * KV_BYTES
              * batch * ctx.spec.seq_len)
-    return replace(forward, extra=(*forward.extra, ("KV cache (batch x seq_len)", cache / GIB)))
+    logits = batch * model.vocab * 4.0 / shape.tp
+    return replace(forward, logits=logits / GIB,
+                   extra=(*forward.extra, ("KV cache (batch x seq_len)", cache / GIB)))
 
 
 @dataclass(frozen=True)
@@ -124,7 +138,7 @@ def settings(plan: Plan, fp: FrameworkPlan) -> PredictSettings:
         ("pretrained_model_dir", weights, "paths.model_dir: a HuggingFace folder (config.json, tokenizer, "
                                           "safetensors), loaded online with no conversion (seed 003 推理 step 1)"),
         ("--predict_data", inputs, "paths.dataset: a text file of one prompt per line, global_batch_size lines "
-                                   "(seed 003: run_mindformer.py reads an existing file path as the batch)"),
+                                   "(trainer/causal_language_modeling/causal_language_modeling.py l. 332-339 reads a file path's lines)"),
     )
     return PredictSettings(batch, memory_cap, weights, inputs, rows)
 
