@@ -22,6 +22,7 @@ import yaml
 from ...checks import run_isolated
 from ...resources import DATA_DIR
 from ...tables import Model
+from .predict import SPLIT_RULE, split_problem
 
 # Strict sections (rule V18): any other key raises KeyError when the config is loaded.
 MINDFORMERS_STRICT = {
@@ -401,9 +402,9 @@ def key_tree(doc: dict, prefix: str = "") -> set[str]:
     return out
 
 
-def _kv_split_broken(v: View) -> bool:
-    tp, heads, kv = v.size("model_parallel"), v.model.heads, v.model.kv_heads
-    return tp < 1 or heads % kv != 0 or (kv % tp != 0 if kv >= tp else tp % kv != 0)
+def _split_broken(v: View) -> bool:
+    tp = v.size("model_parallel")
+    return not isinstance(tp, int) or tp < 1 or split_problem(v.model.heads, v.model.kv_heads, tp) is not None
 
 
 def _device_gb(v: View) -> float | None:
@@ -422,8 +423,8 @@ PREDICT_RULES: tuple[Rule, ...] = (
     Rule("P4", "parallel_core/inference/parallel_state.py l. 240-265; seed 003 多卡推理 point 1", "data_parallel x "
          "model_parallel must equal the cards (model_parallel = the cards used)",
          lambda v: v.size("data_parallel") * v.size("model_parallel") != v.cards),
-    Rule("P5", "parallel_core/inference/transformer/attention.py l. 206-224", "model_parallel must divide the KV "
-         "heads, or be a multiple of them where it exceeds them", _kv_split_broken),
+    Rule("P5", SPLIT_RULE, "model_parallel must divide the attention heads, and the KV heads or be a multiple of them "
+         "where it exceeds them", _split_broken),
     Rule("P6", "seed 003 推理 launch lines (--use_parallel False on one card, True on several)", "use_parallel must "
          "be True exactly when more than one card runs", lambda v: v.parallel != (v.cards > 1)),
     Rule("P7", "MindSpore runtime/memory.py l. 31, 98-108; seed 003 并行配置建议 note", "context.max_device_memory "

@@ -5,9 +5,9 @@ its "推理" sections; code at the project's pin, master 167a50d, unless a line 
 - predict runs no data parallelism: data_parallel 1, model_parallel = the cards used (seed 003 "多卡推理" points 1-2);
 - Mcore inference's world check dp x tp x pp x cp = world size (parallel_core/inference/parallel_state.py
   l. 240-265), so with dp = pp = cp = 1, model_parallel = the workers msrun starts;
-- the attention splits its KV heads over TP: heads % kv_heads == 0, and kv_heads % tp == 0 where kv_heads >= tp,
-  else tp % kv_heads == 0 (each card then holds one replicated KV head) (parallel_core/inference/transformer/
-  attention.py l. 206-224).
+- the attention splits its heads over TP (parallel_core/inference/transformer/attention.py l. 148) and its KV
+  heads: heads % kv_heads == 0, and kv_heads % tp == 0 where kv_heads >= tp, else tp % kv_heads == 0 (each card
+  then holds one replicated KV head) (l. 206-224).
 """
 
 from __future__ import annotations
@@ -26,20 +26,23 @@ from ..contract import Structure
 
 UPSTREAM = "configs/qwen3/predict_qwen3.yaml"
 WORLD_RULE = "parallel_core/inference/parallel_state.py l. 240-265"
-KV_RULE = "parallel_core/inference/transformer/attention.py l. 206-224"
+SPLIT_RULE = "parallel_core/inference/transformer/attention.py l. 148, 206-224"
 NO_DP_RULE = "seed 003 (configs/qwen3/README.md v1.8.0) 多卡推理 points 1-2"
 KV_BYTES = 2  # bf16 cache (predict_qwen3.yaml l. 20-25: compute_dtype and params_dtype bfloat16)
 
 
 def kv_heads_per_card(kv_heads: int, tp: int) -> int:
-    """KV heads one card caches: its share, or one replicated head where TP exceeds them (KV_RULE)."""
+    """KV heads one card caches: its share, or one replicated head where TP exceeds them (SPLIT_RULE)."""
     return kv_heads // tp if kv_heads >= tp else 1
 
 
-def kv_split_problem(heads: int, kv_heads: int, tp: int) -> str | None:
-    """Why `tp` cannot split the attention for inference (KV_RULE), or None."""
+def split_problem(heads: int, kv_heads: int, tp: int) -> str | None:
+    """Why model_parallel `tp` cannot split the attention for inference (SPLIT_RULE), or None: the heads split over
+    TP (l. 148), and the KV heads too where there are at least as many, else TP is a multiple of them (l. 206-224)."""
     if heads % kv_heads:
         return f"num_attention_heads {heads} must divide by num_key_value_heads {kv_heads}"
+    if heads % tp:
+        return f"num_attention_heads {heads} must divide by model_parallel {tp}"
     if kv_heads >= tp and kv_heads % tp:
         return f"num_key_value_heads {kv_heads} must divide by model_parallel {tp}"
     if kv_heads < tp and tp % kv_heads:
@@ -62,14 +65,13 @@ class PredictSpace:
             raise SpecError.at(ctx.pin_path("tp"), f"MindFormers predict runs data_parallel 1 and model_parallel = "
                                                    f"the cards ({NO_DP_RULE}; {WORLD_RULE}): tp must be {cards}")
         model = ctx.model
-        split = kv_split_problem(model.heads, model.kv_heads, cards) or (
-            f"num_attention_heads {model.heads} must divide by model_parallel {cards}"
-            if model.heads % cards else None)
+        split = split_problem(model.heads, model.kv_heads, cards)
         if split and cards == ctx.spec.cards:  # the spec's count cannot split the model: say which counts can
-            counts = [n for n in range(1, model.heads + 1) if model.heads % n == model.ffn % n == model.vocab % n == 0
-                      and not kv_split_problem(model.heads, model.kv_heads, n)]
+            # (the MLP and the vocabulary split over TP too: the core's rules, layouts.py)
+            counts = [n for n in range(1, model.heads + 1) if model.ffn % n == model.vocab % n == 0
+                      and not split_problem(model.heads, model.kv_heads, n)]
             raise SpecError.at("cards", f"MindFormers predict runs model_parallel = the {cards} cards, and {split} "
-                                        f"(mindformers {KV_RULE}); {model.name} splits over "
+                                        f"(mindformers {SPLIT_RULE}); {model.name} splits over "
                                         f"{', '.join(map(str, counts))} cards")
         return [Structure(tp=cards)]
 
@@ -138,7 +140,8 @@ def settings(plan: Plan, fp: FrameworkPlan) -> PredictSettings:
         ("pretrained_model_dir", weights, "paths.model_dir: a HuggingFace folder (config.json, tokenizer, "
                                           "safetensors), loaded online with no conversion (seed 003 推理 step 1)"),
         ("--predict_data", inputs, "paths.dataset: a text file of one prompt per line, global_batch_size lines "
-                                   "(trainer/causal_language_modeling/causal_language_modeling.py l. 332-339 reads a file path's lines)"),
+                                   "(trainer/causal_language_modeling/causal_language_modeling.py l. 332-339 "
+                                   "reads a file path's lines)"),
     )
     return PredictSettings(batch, memory_cap, weights, inputs, rows)
 
