@@ -161,7 +161,7 @@ def render(plan: Plan, env: jinja2.Environment) -> dict[str, str]:
     if not isinstance(own, PredictSettings):
         raise ValueError(f"{NAME}: a predict plan carries its PredictSettings; resolve.py decides them")
     text = env.get_template("mindformers/predict.yaml.j2").render(
-        upstream=fp.upstream, cards=lay.cards, seed=plan.train.seed, output_dir=plan.output_dir(NAME),
+        upstream=fp.upstream, cards=lay.cards, output_dir=plan.output_dir(NAME),
         use_parallel=lay.cards > 1, model_parallel=lay.tp, model_dir=own.weights,
         max_device_memory=own.max_device_memory)
     launch = env.get_template("mindformers/predict_launch.sh.j2").render(
