@@ -319,6 +319,7 @@ try:
     from mindformers.core.lr.build_lr import build_lr
     from mindformers.tools.register import MindFormerModuleType, MindFormerRegister
     if mode == "predict":
+        from mindformers.parallel_core.inference import parallel_state
         from mindformers.parallel_core.inference.transformer.attention import Attention
 except Exception as exc:
     print(json.dumps({"status": "env", "detail": f"{type(exc).__name__}: {exc}"}))
@@ -326,14 +327,21 @@ except Exception as exc:
 try:
     if mode == "predict":
         # As run_mindformer.py loads a predict config (l. 246-247) and checks it before building the network
-        # (check_rules predict mode, task text_generation); then Mcore inference's own GQA split check on the
-        # model's heads at model_parallel (attention.py l. 206-224; a stand-in for the network it belongs to).
+        # (check_rules predict mode, task text_generation); then Mcore inference's own checks: its world-size check
+        # (parallel_state.py l. 240-265) with msrun's world standing in for the cluster's group, and its GQA split
+        # on the model's heads at model_parallel (attention.py l. 206-224, a stand-in for the network it is in).
         config = MindFormerConfig(path, run_mode="predict")
         build_parallel_config(config)
         check_rules(config, mode="predict", task="text_generation")
+        pc = config.parallel_config
+        parallel_state.get_group_size = lambda *args, **kwargs: int(world)
+        parallel_state._valid_parallel_config(
+            tensor_model_parallel_size=pc.model_parallel, data_parallel_size=pc.data_parallel,
+            pipeline_model_parallel_size=getattr(pc, "pipeline_stage", 1),
+            context_parallel_size=getattr(pc, "context_parallel", 1))
         heads, kv_heads = int(sys.argv[4]), int(sys.argv[5])
         Attention._check_gqa_valid(types.SimpleNamespace(num_heads=heads, num_query_groups=kv_heads,
-                                                         tp_group_size=config.parallel_config.model_parallel))
+                                                         tp_group_size=pc.model_parallel))
         print(json.dumps({"status": "ok", "detail": ""}))
         sys.exit(0)
     config = MindFormerConfig(path)
