@@ -522,7 +522,7 @@ def _resolve_framework(ctx: Context, tables: Tables):
                      "unchanged on use_seq_parallel, and configs/qwen3/finetune_qwen3.yaml sets it True, although "
                      "the seed's config table says False; the activation memory counts it. Pin "
                      f"layout.{ctx.fw.name}.sequence_parallel: false for the table's value")
-    if ctx.hw.accelerator == "npu" and layout.cards < 8 and layout.cards == minimum.value:
+    if ctx.hw.accelerator == "npu" and ctx.role_kind.trains and layout.cards < 8 and layout.cards == minimum.value:
         notes.append(f"{layout.cards} card(s) is below one node; seed 000: below 8 cards one normally uses 8 "
                      f"(set cards: 8 to do so)")
     est = _estimate(ctx, layout, budget_cards)
