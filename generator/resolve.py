@@ -514,7 +514,7 @@ def _resolve_framework(ctx: Context, tables: Tables):
         fewer = fits_below(ctx, layout.cards)
         if fewer is not None:
             notes.append(table_above_memory(minimum, fewer))
-    if layout.cards == 1 and not ctx.fw.one_card_accumulation:
+    if layout.cards == 1 and not ctx.fw.one_card_accumulation and ctx.role_kind.trains:
         notes.append(f"one card: no gradient accumulation ({ctx.fw.one_card_rule}), so the global batch is the "
                      f"micro batch, {layout.global_batch_size}")
     if layout.preset_level and layout.sequence_parallel and ctx.pins.sequence_parallel is None:
