@@ -376,7 +376,6 @@ def smallest_fit(ctx: Context) -> int:
     alone, perfectly sharded, fill the budget (nothing smaller can fit)."""
     # Memory alone decides here: no pins, and no global batch that a card count may not divide.
     free = replace(ctx, spec=replace(ctx.spec, layout={}, global_batch_size=None), free_batch=True)
-    # Activations, logits and runtime do not shrink with more cards: if the largest job cannot fit, none can.
     if ctx.role_kind is RoleKind.SERVE:
         # A server splits the model over all its cards (no data parallelism), which not every count can: each count
         # up to one card per attention head is tried, the fewest that fits kept.
@@ -386,6 +385,7 @@ def smallest_fit(ctx: Context) -> int:
             raise NoFit("model", f"no {ctx.fw.name} layout serves {ctx.model.name} at seq_len {ctx.spec.seq_len} "
                                  f"on {ctx.hw.name}", ctx, ctx.model.heads)
         return fewest
+    # Activations, logits and runtime do not shrink with more cards: if the largest job cannot fit, none can.
     largest = round_up(ctx.hw, MAX_SEARCH_CARDS)
     found = search(free, largest)[0]
     if found is None:

@@ -97,7 +97,7 @@ def memory(ctx: Context, shape: Parallel) -> MemoryBreakdown:
     (prompt + generated), its KV heads split by TP."""
     model = ctx.model
     job = MemoryJob(model=model, method=ctx.spec.method, scheme=ctx.fw.memory, seq_len=ctx.spec.seq_len,
-                    lora_rank=0, overhead_gb=ctx.fw.overhead_gb, trains=False)
+                    lora_rank=0, overhead_gb=ctx.fw.overhead_gb, trains=False, expert_tp=ctx.fw.expert_tp)
     # The server takes the whole batch at once: its micro batch is the predict batch.
     batch = shape.global_batch_size
     forward = estimate(job, replace(shape, micro_batch_size=batch, global_batch_size=batch))
