@@ -41,13 +41,17 @@ def table_row(ctx: Context, tables: Tables):
 
 # Why the memory model sets the minimum, as the plan states it (MinCards.case).
 NO_ROW, SILENT = "memory model (no table row)", "memory model (the table gives no count)"
+FORWARD = "memory model (the table and presets count training cards)"
 
 
 def minimum_cards(ctx: Context, tables: Tables, notes: list[str]) -> tuple[MinCards | None, str]:
-    """The table's minimum for this framework; None when only the memory model can say, with why (NO_ROW or
-    SILENT). A '-' cell gives no count: the seed's table is silent there, it does not say the job cannot run
-    (min_cards_notes.md), so the memory model decides, as for a model without a row."""
+    """The table's minimum for this framework; None when only the memory model can say, with why (NO_ROW, SILENT,
+    or FORWARD for a first role that does not train). A '-' cell gives no count: the seed's table is silent there,
+    it does not say the job cannot run (min_cards_notes.md), so the memory model decides, as for a model without a
+    row."""
     spec, hw = ctx.spec, ctx.hw
+    if not ctx.role_kind.trains:  # a server: its weights and cache alone decide
+        return None, FORWARD
     if ctx.planning.presets_first:
         preset = preset_for(ctx, tables, cards=None)
         if preset is not None:

@@ -5,6 +5,7 @@ keeps the rule it broke."""
 
 from __future__ import annotations
 
+import itertools
 import json
 import math
 from dataclasses import fields, replace
@@ -14,6 +15,7 @@ from . import memory as memory_model
 from .cards import MAX_SEARCH_CARDS, preset_for, round_up, valid_counts
 from .context import Context
 from .errors import Problem, SpecError
+from .frameworks.contract import RoleKind
 from .memory import GIB, MemoryBreakdown, MemoryJob, estimate
 from .parallel import Parallel
 from .plan import HEADROOM, Layout, Rejected
@@ -196,12 +198,15 @@ def _validate_pins(ctx: Context, cards: int) -> None:
 def _structure_problems(ctx: Context, cards: int, tp: int, pp: int, cp: int, ep: int) -> list[tuple[str, str]]:
     """Every rule a (tp, pp, cp, ep) breaks, as (pin key, sentence)."""
     model, hw, seq = ctx.model, ctx.hw, ctx.spec.seq_len
+    # A server splits the model over all its cards, across nodes too, and replicates a KV head where TP exceeds them
+    # (its framework's plugin checks its own split: MindFormers predict.py).
+    serving = ctx.role_kind is RoleKind.SERVE
     out = []
-    if tp > hw.cards_per_node:
+    if tp > hw.cards_per_node and not serving:
         out.append(("tp", f"TP ({tp}) must stay within one node ({hw.cards_per_node} cards on {hw.name})"))
     if model.heads % tp:
         out.append(("tp", f"TP ({tp}) must divide the {model.heads} attention heads of {model.name}"))
-    if model.kv_heads % tp:
+    if model.kv_heads % tp and not (serving and tp % model.kv_heads == 0):
         out.append(("tp", f"TP ({tp}) must divide the {model.kv_heads} KV heads (query groups) of {model.name}"))
     if pp > model.layers:
         out.append(("pp", f"PP ({pp}) exceeds the {model.layers} layers of {model.name}"))
@@ -255,6 +260,8 @@ def candidates(ctx: Context, cards: int) -> tuple[list[Layout], Layout | None, l
         (space.micro_batches(ctx, cards) or [m for m in (4, 2, 1) if m * seq <= 4096] or [1])
     if no_accumulation(ctx, cards) and ctx.spec.global_batch_size and not pins.micro_batch_size:
         mbs_options = [ctx.spec.global_batch_size]  # the whole step in one micro batch
+    if ctx.role_kind is RoleKind.SERVE and not pins.micro_batch_size:  # a server takes its whole batch at once
+        mbs_options = [ctx.spec.global_batch_size or batch_target(ctx.defaults, ctx.spec)[0]]
     fitting: list[tuple[tuple, Layout]] = []
     rejected: list[Rejected] = []
     closest: Layout | None = None
@@ -390,6 +397,15 @@ def smallest_fit(ctx: Context) -> int:
     alone, perfectly sharded, fill the budget (nothing smaller can fit)."""
     # Memory alone decides here: no pins, and no global batch that a card count may not divide.
     free = replace(ctx, spec=replace(ctx.spec, layout={}, global_batch_size=None), free_batch=True)
+    if ctx.role_kind is RoleKind.SERVE:
+        # A server splits the model over all its cards (no data parallelism), which not every count can: each count
+        # up to one card per attention head is tried, the fewest that fits kept.
+        counts = itertools.takewhile(lambda n: n <= ctx.model.heads, valid_counts(ctx.hw, 1))
+        fewest = next((n for n in counts if search(free, n)[0] is not None), None)
+        if fewest is None:
+            raise NoFit("model", f"no {ctx.fw.name} layout serves {ctx.model.name} at seq_len {ctx.spec.seq_len} "
+                                 f"on {ctx.hw.name}", ctx, ctx.model.heads)
+        return fewest
     # Activations, logits and runtime do not shrink with more cards: if the largest job cannot fit, none can.
     largest = round_up(ctx.hw, MAX_SEARCH_CARDS)
     found = search(free, largest)[0]

@@ -329,6 +329,11 @@ class Plan:
         return self.main.cards
 
     @property
+    def trains(self) -> bool:
+        """Whether any role trains (inference alone has no training recipe and no time)."""
+        return any(role.trains for fp in self.frameworks.values() for role in fp.roles.values())
+
+    @property
     def several_roles(self) -> bool:
         """Whether a framework runs more than one role (PLAN.md and `plan` then show each role's layout)."""
         return any(len(fp.roles) > 1 for fp in self.frameworks.values())

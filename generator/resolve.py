@@ -632,7 +632,7 @@ def _resolve_framework(ctx: Context, tables: Tables):
         fewer = fits_below(ctx, layout.cards)
         if fewer is not None:
             notes.append(table_above_memory(minimum, fewer))
-    if layout.cards == 1 and not ctx.fw.one_card_accumulation:
+    if layout.cards == 1 and not ctx.fw.one_card_accumulation and ctx.role_kind.trains:
         notes.append(f"one card: no gradient accumulation ({ctx.fw.one_card_rule}), so the global batch is the "
                      f"micro batch, {layout.global_batch_size}")
     if layout.preset_level and layout.sequence_parallel and ctx.pins.sequence_parallel is None:
@@ -640,12 +640,13 @@ def _resolve_framework(ctx: Context, tables: Tables):
                      "unchanged on use_seq_parallel, and configs/qwen3/finetune_qwen3.yaml sets it True, although "
                      "the seed's config table says False; the activation memory counts it. Pin "
                      f"layout.{ctx.fw.name}.sequence_parallel: false for the table's value")
-    if ctx.hw.accelerator == "npu" and layout.cards < 8 and layout.cards == minimum.value:
+    if ctx.hw.accelerator == "npu" and ctx.role_kind.trains and layout.cards < 8 and layout.cards == minimum.value:
         notes.append(f"{layout.cards} card(s) is below one node; seed 000: below 8 cards one normally uses 8 "
                      f"(set cards: 8 to do so)")
     est = _estimate(ctx, layout, budget_cards)
     info = ctx.fw.models.get(ctx.model.name) or {}
-    upstream = info.get("pretrain" if ctx.spec.method == "pretrain" else "finetune")
+    # The upstream file the method follows: its own column (pretrain, predict), else the fine-tuning one.
+    upstream = info.get(ctx.spec.method if ctx.spec.method in info else "finetune")
     # What upstream's file sets that this plan does not follow, and why (frameworks.yaml).
     notes.extend(f"upstream {upstream} {text}" for text in info.get("departures", ()))
     notes.extend(ctx.planning.layout_notes(ctx, layout))

@@ -32,11 +32,12 @@ from .facts import (
 )
 from .resources import DATA_DIR
 
-# Fine-tuning and pretraining methods, and the reinforcement-learning methods a framework with roles (an actor, a
-# rollout engine ...) offers.
+# Fine-tuning and pretraining methods, the reinforcement-learning methods a framework with roles (an actor, a
+# rollout engine ...) offers, and the methods that train nothing (inference: no MFU share, no time).
 TRAINING_METHODS = ("full", "lora", "qlora", "pretrain")
 RL_METHODS = ("grpo", "dapo", "ppo")
-METHODS = TRAINING_METHODS + RL_METHODS
+SERVING_METHODS = ("predict",)
+METHODS = TRAINING_METHODS + RL_METHODS + SERVING_METHODS
 
 
 def trains_adapters(method: str) -> bool:
@@ -297,7 +298,7 @@ class Framework:
         if "finetune" not in info:
             return None
         offered = ("full", "lora") if info["finetune"] else ()
-        return offered + (("pretrain",) if info.get("pretrain") else ())
+        return offered + tuple(method for method in ("pretrain", "predict") if info.get(method))
 
 
 @dataclass(frozen=True)

@@ -68,3 +68,33 @@ def test_mindformers_refuses_a_broken_length_or_schedule(tmp_path, edit, message
     path.write_text(yaml.safe_dump(doc))
     status, detail = loader_check(PYTHON, path, plan.frameworks["mindformers"].layout.cards)
     assert status == "problem" and message in detail, detail
+
+
+# Predict (issue 28): MindFormerConfig in predict mode, check_rules, Mcore inference's world-size and GQA checks.
+PREDICT_CASES = [{"model": "qwen3-8b", "cards": 1}, {"model": "qwen3-32b", "cards": 2},
+                 {"model": "qwen3-8b", "cards": 4}, {"model": "qwen3-0.6b", "cards": 16},
+                 {"model": "qwen3-4b", "hardware": "snt9b23", "cards": 32}]
+
+
+@pytest.mark.parametrize("case", PREDICT_CASES, ids=lambda c: f"{c['model']}-{c['cards']}")
+def test_mindformers_loads_and_checks_the_predict_yaml(case, tmp_path):
+    plan, files = render_job(T, method="predict", frameworks=["mindformers"], **case)
+    write(files, tmp_path, plan.job, overwrite=False)
+    path = tmp_path / plan.job / "mindformers" / "predict.yaml"
+    assert loader_check(PYTHON, path, case["cards"], "predict", plan.shape) == ("ok", "")
+
+
+@pytest.mark.parametrize("model_parallel,message", [
+    (4, "total_model_size(4)"),  # parallel_state.py l. 258-264: dp x tp x pp x cp != the 2 workers
+    (3, "kv_num_heads must be divisible by tp_group_size"),  # attention.py l. 212-217
+])
+def test_mindformers_refuses_a_broken_predict_yaml(tmp_path, model_parallel, message):
+    plan, files = render_job(T, method="predict", frameworks=["mindformers"], model="qwen3-32b", cards=2)
+    write(files, tmp_path, plan.job, overwrite=False)
+    path = tmp_path / plan.job / "mindformers" / "predict.yaml"
+    doc = yaml.safe_load(path.read_text())
+    doc["parallel_config"]["model_parallel"] = model_parallel
+    path.write_text(yaml.safe_dump(doc))
+    world = 2 if model_parallel == 4 else 3
+    status, detail = loader_check(PYTHON, path, world, "predict", plan.shape)
+    assert status == "problem" and message in detail, detail

@@ -227,11 +227,12 @@ def test_the_two_role_plugin_meets_the_contract(duo, monkeypatch):
 
 def test_every_plugin_declares_its_paths_in_the_schema():
     # The contract: the paths a plugin writes defaults for are paths.<key> the spec may give (schema), and each
-    # training framework's first role is `train` (an RL framework's, the actor).
+    # training framework's first role is `train` (an RL framework's, the actor; a served method's, serve).
     keys = spec_module.path_keys()
     tables = tables_module.load_tables()
     for name, found in registry().items():
         assert set(found.planning.path_keys) <= set(keys), name
         for method in tables.frameworks[name].methods:
-            first = "actor" if method in tables_module.RL_METHODS else "train"
+            first = "actor" if method in tables_module.RL_METHODS else \
+                "serve" if method in tables_module.SERVING_METHODS else "train"
             assert found.planning.roles(method)[0].kind.value == first, (name, method)

@@ -22,6 +22,7 @@ import yaml
 from ...checks import run_isolated
 from ...resources import DATA_DIR
 from ...tables import Model
+from .predict import SPLIT_RULE, split_problem
 
 # Strict sections (rule V18): any other key raises KeyError when the config is loaded.
 MINDFORMERS_STRICT = {
@@ -306,8 +307,8 @@ def router_problems(doc: dict, model: Model) -> list[str]:
 # does not have), so the user points validate at that interpreter. It runs isolated (-I) in a scratch folder: the
 # import writes ./output/log, and nothing from the job folder may be imported.
 LOADER_CHECK = """
-import json, os, sys
-path, world = sys.argv[1], sys.argv[2]
+import json, os, sys, types
+path, world, mode = sys.argv[1], sys.argv[2], sys.argv[3]
 os.environ["RANK_SIZE"] = world  # get_real_group_size() falls back to it without a cluster (tools/utils.py l. 449-453)
 try:
     import mindspore as ms
@@ -317,10 +318,32 @@ try:
     from mindformers.core.callback.build_callback import build_callback
     from mindformers.core.lr.build_lr import build_lr
     from mindformers.tools.register import MindFormerModuleType, MindFormerRegister
+    if mode == "predict":
+        from mindformers.parallel_core.inference import parallel_state
+        from mindformers.parallel_core.inference.transformer.attention import Attention
 except Exception as exc:
     print(json.dumps({"status": "env", "detail": f"{type(exc).__name__}: {exc}"}))
     sys.exit(0)
 try:
+    if mode == "predict":
+        # As run_mindformer.py loads a predict config (l. 246-247) and checks it before building the network
+        # (check_rules predict mode, task text_generation); then Mcore inference's own checks: its world-size check
+        # (parallel_state.py l. 240-265) with msrun's world standing in for the cluster's group, and its GQA split
+        # on the model's heads at model_parallel (attention.py l. 206-224, a stand-in for the network it is in).
+        config = MindFormerConfig(path, run_mode="predict")
+        build_parallel_config(config)
+        check_rules(config, mode="predict", task="text_generation")
+        pc = config.parallel_config
+        parallel_state.get_group_size = lambda *args, **kwargs: int(world)
+        parallel_state._valid_parallel_config(
+            tensor_model_parallel_size=pc.model_parallel, data_parallel_size=pc.data_parallel,
+            pipeline_model_parallel_size=getattr(pc, "pipeline_stage", 1),
+            context_parallel_size=getattr(pc, "context_parallel", 1))
+        heads, kv_heads = int(sys.argv[4]), int(sys.argv[5])
+        Attention._check_gqa_valid(types.SimpleNamespace(num_heads=heads, num_query_groups=kv_heads,
+                                                         tp_group_size=pc.model_parallel))
+        print(json.dumps({"status": "ok", "detail": ""}))
+        sys.exit(0)
     config = MindFormerConfig(path)
     build_parallel_config(config)  # as BaseTrainer.set_config does first (trainer/base_trainer.py l. 180)
     if config.use_parallel:
@@ -350,7 +373,79 @@ print(json.dumps({"status": "ok", "detail": ""}))
 """
 
 
-def loader_check(python: str, yaml_path: Path, world: int) -> tuple[str, str]:
-    """("ok" | "problem" | "env", detail) from MindFormerConfig + check_rules in the interpreter `python`."""
+def loader_check(python: str, yaml_path: Path, world: int, mode: str = "train",
+                 model: Model | None = None) -> tuple[str, str]:
+    """("ok" | "problem" | "env", detail) from MindFormerConfig + check_rules in the interpreter `python`; `mode`
+    "predict": a predict config, with the inference GQA check on `model`'s heads."""
+    heads = [str(model.heads), str(model.kv_heads)] if model is not None else []
     with tempfile.TemporaryDirectory() as scratch:
-        return run_isolated(python, LOADER_CHECK, [str(yaml_path.resolve()), str(world)], Path(scratch))
+        return run_isolated(python, LOADER_CHECK, [str(yaml_path.resolve()), str(world), mode, *heads],
+                            Path(scratch))
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# predict.yaml (run_mode predict): upstream's keys and the inference rules (reference mindformers_predict.md s3)
+
+# The key tree of upstream's configs/qwen3/predict_qwen3.yaml (master 167a50d; the v1.8.0 file seed 003 documents is
+# byte-identical), every key with its parents: predict.yaml holds these and no other.
+PREDICT_KEYS = frozenset({
+    "seed", "output_dir", "load_checkpoint", "use_parallel", "run_mode", "use_legacy", "load_ckpt_format", "trainer",
+    "trainer.type", "trainer.model_name", "parallel_config", "parallel_config.data_parallel",
+    "parallel_config.model_parallel", "pretrained_model_dir", "model", "model.model_config",
+    "model.model_config.compute_dtype", "model.model_config.layernorm_compute_dtype",
+    "model.model_config.softmax_compute_dtype", "model.model_config.rotary_dtype", "model.model_config.params_dtype",
+    "context", "context.mode", "context.enable_graph_kernel", "context.ascend_config",
+    "context.ascend_config.precision_mode", "context.max_device_memory", "context.save_graphs",
+    "context.save_graphs_path", "parallel", "parallel.parallel_mode", "parallel.enable_alltoall"})
+PREDICT_MAX_DEVICE_GB = 60  # seed 003 并行配置建议 note: at most 60GB on Atlas 800T A2 / Atlas 900 A3
+
+
+def key_tree(doc: dict, prefix: str = "") -> set[str]:
+    """Every key of a mapping with its parents' names, dotted."""
+    out = set()
+    for key, value in doc.items():
+        out.add(f"{prefix}{key}")
+        if isinstance(value, dict):
+            out |= key_tree(value, f"{prefix}{key}.")
+    return out
+
+
+def _split_broken(v: View) -> bool:
+    tp = v.size("model_parallel")
+    return not isinstance(tp, int) or tp < 1 or split_problem(v.model.heads, v.model.kv_heads, tp) is not None
+
+
+def _device_gb(v: View) -> float | None:
+    found = MAX_DEVICE_MEMORY.match(str((v.doc.get("context") or {}).get("max_device_memory", "")))
+    return float(found.group(0)[:-2]) if found else None
+
+
+PREDICT_RULES: tuple[Rule, ...] = (
+    Rule("P1", "configs/qwen3/predict_qwen3.yaml (the key tree)", "predict.yaml must hold upstream "
+         "predict_qwen3.yaml's keys and no other",
+         lambda v: key_tree(v.doc) != PREDICT_KEYS),
+    Rule("P2", "run_mindformer.py l. 288 (run_mode choices); seed 003 推理 parameter table", "run_mode must be "
+         "'predict'", lambda v: v.doc.get("run_mode") != "predict"),
+    Rule("P3", "seed 003 (configs/qwen3/README.md v1.8.0) 多卡推理 point 2", "predict supports no data parallelism: "
+         "data_parallel must be 1", lambda v: v.size("data_parallel") != 1),
+    Rule("P4", "parallel_core/inference/parallel_state.py l. 240-265; seed 003 多卡推理 point 1", "data_parallel x "
+         "model_parallel must equal the cards (model_parallel = the cards used)",
+         lambda v: v.size("data_parallel") * v.size("model_parallel") != v.cards),
+    Rule("P5", SPLIT_RULE, "model_parallel must divide the attention heads, and the KV heads or be a multiple of them "
+         "where it exceeds them", _split_broken),
+    Rule("P6", "seed 003 推理 launch lines (--use_parallel False on one card, True on several)", "use_parallel must "
+         "be True exactly when more than one card runs", lambda v: v.parallel != (v.cards > 1)),
+    Rule("P7", "MindSpore runtime/memory.py l. 31, 98-108; seed 003 并行配置建议 note", "context.max_device_memory "
+         f"must read '<number>GB', at most {PREDICT_MAX_DEVICE_GB}GB",
+         lambda v: (_device_gb(v) or PREDICT_MAX_DEVICE_GB + 1) > PREDICT_MAX_DEVICE_GB),
+    Rule("P8", "configs/qwen3/predict_qwen3.yaml l. 3, 6, 18; models/build_config.py l. 125-136", "the weights "
+         "load from pretrained_model_dir (a HuggingFace folder) with load_checkpoint '' and use_legacy False",
+         lambda v: not v.doc.get("pretrained_model_dir") or v.doc.get("load_checkpoint") != ""
+         or v.doc.get("use_legacy") is not False),
+)
+
+
+def predict_problems(doc: dict, cards: int, model: Model) -> list[str]:
+    """Every predict rule `doc` breaks, naming the rule and where upstream (or the seed) states it."""
+    view = View(doc, cards, model)
+    return [f"{rule.message} ({rule.id}; mindformers {rule.source})" for rule in PREDICT_RULES if rule.broken(view)]

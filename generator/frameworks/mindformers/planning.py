@@ -5,10 +5,13 @@ from __future__ import annotations
 import math
 
 from ...context import Context
+from ...memory import MemoryBreakdown
+from ...parallel import Parallel
 from ...plan import FrameworkPlan, Layout, Plan, RunLength
 from ...tables import Model
 from ..base import DefaultPlanning
-from ..contract import MemoryInputs, PathDefault
+from ..contract import MemoryInputs, PathDefault, RoleDef, RoleKind, SearchSpace, Settings
+from . import predict
 
 
 class Planning(DefaultPlanning):
@@ -29,6 +32,18 @@ class Planning(DefaultPlanning):
     unshared_storage_refusal = ("MindFormers refuses to slice the weights (auto_trans_ckpt) into an output_dir that "
                                 "not every node reads unless SHARED_PATHS names it (trainer/trainer.py l. 1487-1499)")
 
+    def roles(self, method: str) -> tuple[RoleDef, ...]:
+        return (RoleDef(RoleKind.SERVE),) if method == "predict" else super().roles(method)
+
+    def space(self, role: RoleKind) -> SearchSpace:
+        return predict.SPACE if role is RoleKind.SERVE else super().space(role)
+
+    def memory(self, ctx: Context, shape: Parallel) -> MemoryBreakdown | None:
+        return predict.memory(ctx, shape) if ctx.role_kind is RoleKind.SERVE else None
+
+    def settings(self, plan: Plan, fp: FrameworkPlan) -> Settings | None:
+        return predict.settings(plan, fp) if plan.method == "predict" else None
+
     def memory_inputs(self, ctx: Context) -> MemoryInputs:
         # Its facts for the model (frameworks.yaml): the recipe's context.max_device_memory caps what a card may use
         # (the plan then writes it); its parallel optimizer shards the states; it keeps DeepSeek-V3's MTP layers
@@ -43,7 +58,7 @@ class Planning(DefaultPlanning):
     def path_defaults(self, output_dir: str, model: Model, layout: Layout) -> dict[str, PathDefault]:
         return {"mindformers_dir": PathDefault("/path/to/mindformers")}
 
-    def run_length(self, plan: Plan, fp: FrameworkPlan) -> RunLength:
+    def run_length(self, plan: Plan, fp: FrameworkPlan) -> RunLength | None:
         """How long MindFormers trains, in its own terms. `epochs` are whole passes (MindFormers counts in integers
         and turns them into steps, trainer/utils.py l. 191-214); `stop_step` ends the run at the plan's steps
         through the TrainCallBack callback (core/callback/callback.py l. 2781-2797; runner_config.stop_step is read
@@ -51,6 +66,8 @@ class Planning(DefaultPlanning):
         span the steps MindFormers counts in its data (base_trainer.py l. 700-708); `save_every_steps` is the
         checkpoint interval in those steps."""
         t, samples, save = plan.train, plan.samples_per_epoch, plan.train.save_every_steps
+        if plan.method == "predict":  # inference runs no steps
+            return None
         if plan.method == "pretrain":  # `sizes` = steps x global batch: one pass is the plan's steps
             return RunLength(1, t.steps, t.steps if t.steps is not None else -1, save,
                              "pretraining: one pass over steps x global batch samples, the plan's steps")

@@ -19,6 +19,8 @@ PYTHON_OPTION = CheckOption(
 
 
 def check(job: Job, path: str) -> Result | None:
+    if path == f"{NAME}/predict.yaml":
+        return _predict_yaml(job, path)
     return _train_yaml(job, path) if path == f"{NAME}/train.yaml" else None
 
 
@@ -40,6 +42,36 @@ def _data(doc: dict, plan: dict | None, folder: Path) -> str | None:
     return checks.preprocessed_path(text(folder / "preprocess_data.sh"))
 
 
+def _predict_yaml(job: Job, path: str) -> Result:
+    """predict.yaml against upstream's keys and the inference rules, and launch.sh's worker count against it."""
+    file, cards, model = job.folder / path, job.layout_value(NAME, "cards"), job.model
+    doc, error = yaml_mapping(file)
+    if doc is None or cards is None or model is None:
+        return Result(path, "problem", error or NO_PLAN)
+    problems = checks.predict_problems(doc, cards, model)
+    launched = _msrun_world(file.parent / "launch.sh")
+    if launched != cards:
+        problems.append(f"launch.sh starts {launched} worker(s) for a {cards}-card YAML")
+    if problems:
+        return Result(path, "problem", "; ".join(problems))
+    return _own_loader(job, path, file, cards, "predict", ("MindFormers' MindFormerConfig rejects it",
+                                                          "MindFormers' MindFormerConfig accepts it"))
+
+
+def _own_loader(job: Job, path: str, file: Path, cards: int, mode: str, verdicts: tuple[str, str]) -> Result:
+    """The opt-in tier: MindFormers' own loader on the file (`mode`: checks.loader_check's), in the interpreter the
+    user names; `verdicts`: what a refusal and an acceptance say."""
+    python = job.options.get(PYTHON_OPTION.dest)
+    if python is None:
+        return Result(path, "ok", f"MindFormers' own loader not run (opt-in: {PYTHON_OPTION.flag}, see README)")
+    status, detail = checks.loader_check(python, file, cards, mode, job.model)
+    if status == "problem":
+        return Result(path, "problem", f"{verdicts[0]}: {detail}")
+    if status == "env":
+        return Result(path, "env", f"MindFormers does not run in {python} ({detail}); its rules passed offline")
+    return Result(path, "ok", verdicts[1])
+
+
 def _train_yaml(job: Job, path: str) -> Result:
     file, cards, model = job.folder / path, job.layout_value(NAME, "cards"), job.model
     doc, error = yaml_mapping(file)
@@ -58,12 +90,5 @@ def _train_yaml(job: Job, path: str) -> Result:
                         f"(the legacy loader reads them as they are)")
     if problems:
         return Result(path, "problem", "; ".join(problems))
-    python = job.options.get(PYTHON_OPTION.dest)
-    if python is None:
-        return Result(path, "ok", f"MindFormers' own loader not run (opt-in: {PYTHON_OPTION.flag}, see README)")
-    status, detail = checks.loader_check(python, file, cards)
-    if status == "problem":
-        return Result(path, "problem", f"MindFormers' MindFormerConfig / check_rules reject it: {detail}")
-    if status == "env":
-        return Result(path, "env", f"MindFormers does not run in {python} ({detail}); its rules passed offline")
-    return Result(path, "ok", "MindFormers' MindFormerConfig and check_rules accept it")
+    return _own_loader(job, path, file, cards, "train", ("MindFormers' MindFormerConfig / check_rules reject it",
+                                                        "MindFormers' MindFormerConfig and check_rules accept it"))
