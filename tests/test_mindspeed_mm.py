@@ -13,6 +13,7 @@ from helpers import check_script, make_spec, render_job, table_cells
 
 from generator.checks.shell import bash_arrays
 from generator.cli import main
+from generator.errors import SpecError
 from generator.frameworks import megatron_flags as flags
 from generator.frameworks.mindspeed_mm import checks
 from generator.frameworks.mindspeed_mm.planning import upstream_models
@@ -69,10 +70,10 @@ UPSTREAM = [
 
 @pytest.mark.parametrize("model,hw,cards,tp,pp,mbs,gbs,text,vision", UPSTREAM)
 def test_upstream_examples_are_reproduced_when_pinned(model, hw, cards, tp, pp, mbs, gbs, text, vision):
-    # Upstream's scripts leave sequence parallel off (the plan turns it on with TP > 1 unless pinned off).
+    # Upstream's scripts leave sequence parallel off, and so does the plan unless the spec pins it.
     plan, files = render_job(T, model=model, method="full", seq_len=1024, hardware=hw, frameworks=[NAME],
                              cards=cards, global_batch_size=gbs,
-                             layout={NAME: {"tp": tp, "pp": pp, "micro_batch_size": mbs, "sequence_parallel": False}})
+                             layout={NAME: {"tp": tp, "pp": pp, "micro_batch_size": mbs}})
     lay = plan.frameworks[NAME].layout
     assert (lay.tp, lay.pp, lay.cp, lay.micro_batch_size, lay.global_batch_size) == (tp, pp, 1, mbs, gbs)
     assert list(lay.layers_per_stage) == text
@@ -194,6 +195,8 @@ BREAKS = {
     "groups_div_tp": ("launch", "--tensor-model-parallel-size 1", "--tensor-model-parallel-size 8"),
     "ulysses_cp_heads": ("both", ("--context-parallel-size 1", "--context-parallel-size 2"),
                          (["text_decoder", "num_attention_heads"], 27)),
+    "sp_tp_divides_patches": ("launch", "--tensor-model-parallel-size 1",
+                              "--tensor-model-parallel-size 8\n  --sequence-parallel"),
     "text_list_pp": ("json", TEXT, [28]),
     "vision_list_pp": ("json", VISION, [32]),
     "text_layer_sum": ("json", TEXT, [12, 15]),
@@ -267,3 +270,24 @@ def test_validate_runs_the_rules(tmp_path):
                           encoding="utf-8")
     result = CliRunner().invoke(main, ["validate", str(out / "mm7b")])
     assert result.exit_code == 1 and re.search(r"rule text_layer_sum", result.output), result.output
+
+
+def test_sequence_parallel_is_off_unless_pinned_and_needs_tp_dividing_4():
+    # qwen2vl_vit_model.py:556-557 scatters the image patches (a multiple of 4) over TP unpadded; Megatron's split
+    # needs them divisible (mappings.py:66-69). Upstream's scripts never pass --sequence-parallel.
+    def sp(**layout):
+        plan = resolve(make_spec(model="qwen2.5_vl-32b", method="full", seq_len=1024, hardware="snt9b",
+                                 frameworks=[NAME], cards=16, global_batch_size=96, layout={NAME: layout}), T,
+                       force=True)
+        lay = plan.frameworks[NAME].layout
+        return lay.tp, lay.sequence_parallel
+    assert sp(tp=2, pp=8) == (2, False)
+    assert sp(tp=2, pp=8, sequence_parallel=True) == (2, True)
+    with pytest.raises(SpecError, match="sequence_parallel: true with TP 8"):
+        sp(tp=8, pp=2, sequence_parallel=True)
+
+
+def test_selective_recompute_is_refused():
+    with pytest.raises(SpecError, match="recompute: selective"):
+        resolve(make_spec(model="qwen2.5_vl-7b", method="full", seq_len=1024, hardware="snt9b", frameworks=[NAME],
+                          layout={NAME: {"recompute": "selective"}}), T)

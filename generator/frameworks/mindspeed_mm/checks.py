@@ -16,6 +16,7 @@ from ...jobdir import read_regular
 from ...tables import Model
 from .. import megatron_flags as flags
 from ..megatron_launch import LOADING, launch_line
+from .planning import sp_breaks
 
 MM = "Ascend/MindSpeed-MM v2.2.0"
 MEGATRON = "Megatron core_v0.12.1"
@@ -94,6 +95,10 @@ RULES = (
          lambda a, m: a.context_parallel_size > 1 and a.context_parallel_algo == "ulysses_cp_algo" and (
              a.seq_length % a.context_parallel_size != 0 or m["text_decoder"]["num_attention_heads"] %
              (a.context_parallel_size * a.tensor_model_parallel_size) != 0)),
+    Rule("sp_tp_divides_patches", f"{MM} mindspeed_mm/models/vision/vision_encoders/qwen2vl_vit_model.py:556-557; "
+         f"{MEGATRON} megatron/core/tensor_parallel/mappings.py:66-69",
+         "--sequence-parallel scatters each image's patches (a multiple of 4) over TP unpadded: TP must divide 4",
+         lambda a, m: a.sequence_parallel and sp_breaks(a.tensor_model_parallel_size)),
     Rule("text_list_pp", f"{MM} mindspeed_mm/models/vlm_model.py:312-321",
          "length of pipeline_num_layers must equal to pipeline-model-parallel-size (x vpp-size)",
          lambda a, m: _list_shape_broken(a, m["text_decoder"]["pipeline_num_layers"])),

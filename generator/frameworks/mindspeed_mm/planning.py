@@ -14,6 +14,7 @@ from dataclasses import dataclass, replace
 from functools import cache
 
 from ...context import Context
+from ...errors import SpecError
 from ...layouts import split_layers
 from ...memory import GIB, MemoryBreakdown, MemoryJob, megatron_stages
 from ...parallel import Parallel
@@ -62,16 +63,41 @@ def vision_trains(method: str) -> bool:
     return method == "pretrain"
 
 
+# Sequence parallel scatters the vision encoder's patches over the TP ranks with no padding
+# (mindspeed_mm/models/vision/vision_encoders/qwen2vl_vit_model.py:556-557 at 4c75a551), and Megatron's split needs
+# the length divisible by TP (core_v0.12.1 megatron/core/tensor_parallel/mappings.py:66-69). An image brings
+# spatial_merge_size^2 = 4 patches per token (model_*.json), so only a TP that divides 4 splits every image.
+SP_PATCH_MULTIPLE = 4
+SP_SOURCE = ("qwen2vl_vit_model.py:556-557 scatters the image patches over TP unpadded; Megatron core_v0.12.1 "
+             "mappings.py:66-69 needs them divisible by TP; an image brings a multiple of 4 patches")
+
+
+def sp_breaks(tp: int) -> bool:
+    """Sequence parallel at this TP would crash on an image whose patches TP does not divide."""
+    return SP_PATCH_MULTIPLE % tp != 0
+
+
 class Space(GridSpace):
-    """The model-parallel grid with upstream's layer split; recompute none or full (recompute_granularity full /
-    uniform / 1 in model.json: the text decoder's, README.md l. 300-304, and a trained ViT's, l. 406-430); selective
-    recompute in MindSpeed-MM is Megatron's core-attention recompute, which the memory model does not count."""
+    """The model-parallel grid with upstream's layer split and sequence parallel off unless pinned (none of
+    upstream's finetune_qwen2_5_vl_*.sh passes --sequence-parallel); recompute none or full (recompute_granularity
+    full / uniform / 1 in model.json: the text decoder's, README.md l. 300-304, and a trained ViT's, l. 406-430).
+    Selective recompute is refused: MindSpeed-MM's is Megatron's core-attention recompute, which neither the
+    memory model counts nor upstream's Qwen2.5-VL examples use."""
 
     def structures(self, ctx: Context, cards: int) -> list[Structure]:
-        return [replace(s, num_layer_list=text_layers(ctx.model, ctx.info, s.pp))
+        # The core asks a pinned TP of a pinned sequence parallel
+        if ctx.pins.sequence_parallel and ctx.pins.tp and sp_breaks(ctx.pins.tp):
+            raise SpecError.at(ctx.pin_path("sequence_parallel"),
+                               f"true with TP {ctx.pins.tp}: {SP_SOURCE}; pin a TP of 2 or 4, or leave it off")
+        return [replace(s, num_layer_list=text_layers(ctx.model, ctx.info, s.pp), sequence_parallel=False)
                 for s in super().structures(ctx, cards)]
 
     def recomputes(self, ctx: Context) -> list[str]:
+        if ctx.pins.recompute == "selective":
+            raise SpecError.at(ctx.pin_path("recompute"),
+                               "selective: the mindspeed-mm plan writes recompute none or full (model.json "
+                               "recompute_granularity full, README.md l. 300-304); upstream's Qwen2.5-VL examples "
+                               "use no selective recompute")
         return [ctx.pins.recompute] if ctx.pins.recompute else ["none", "full"]
 
 

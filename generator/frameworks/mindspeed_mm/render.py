@@ -104,8 +104,7 @@ def gpt_flags(plan: Plan, fp: FrameworkPlan) -> Flags:
     return [("--use-mcore-models", True), ("--tensor-model-parallel-size", lay.tp),
             ("--pipeline-model-parallel-size", lay.pp), ("--context-parallel-size", lay.cp),
             ("--context-parallel-algo", "ulysses_cp_algo"),
-            # The text decoder's sequence parallel, which the image merge gathers (vlm_model.py l. 590-591);
-            # upstream's TP2 examples leave it off (pin layout.mindspeed-mm.sequence_parallel: false for theirs).
+            # Off unless pinned, as upstream's finetune_qwen2_5_vl_*.sh (planning.py Space: a pin needs TP | 4)
             ("--sequence-parallel", lay.sequence_parallel),
             ("--micro-batch-size", lay.micro_batch_size), ("--global-batch-size", lay.global_batch_size),
             ("--tokenizer-type", "NullTokenizer"), ("--vocab-size", m.vocab), ("--seq-length", plan.seq_len),
