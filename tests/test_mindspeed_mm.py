@@ -291,3 +291,45 @@ def test_selective_recompute_is_refused():
     with pytest.raises(SpecError, match="recompute: selective"):
         resolve(make_spec(model="qwen2.5_vl-7b", method="full", seq_len=1024, hardware="snt9b", frameworks=[NAME],
                           layout={NAME: {"recompute": "selective"}}), T)
+
+
+def test_each_node_has_its_own_cache_dir():
+    # README.md l. 327 (examples/qwen2.5vl): nodes must not share a cache_dir. Two nodes: one data JSON per node rank.
+    plan, files = render_job(T, model="qwen2.5_vl-32b", method="full", seq_len=1024, hardware="snt9b",
+                             frameworks=[NAME], cards=16, global_batch_size=96, layout={NAME: {"tp": 2, "pp": 8}})
+    caches = [json.loads(files[f"{NAME}/data_node{rank}.json"])["dataset_param"]["basic_parameters"]["cache_dir"]
+              for rank in (0, 1)]
+    assert f"{NAME}/data.json" not in files and len(set(caches)) == 2
+    assert plan.to_json()["frameworks"][NAME]["settings"]["data.json basic_parameters.cache_dir"]["value"] == caches
+    assert 'DATA_JSON="$JOB_DIR/data_node$NODE_RANK.json"' in files[f"{NAME}/launch.sh"]
+    assert all(cache in files[f"{NAME}/DATA.md"] for cache in caches)
+
+
+def test_upstream_values_are_written_and_on_the_plan():
+    # finetune_qwen2_5_vl_72b.sh l. 3-13 and 76: the performance environment, --clip-grad 0.0; CPU_AFFINITY_CONF 2 there
+    # (1 in the 7B's, which sets no PYTORCH_NPU_ALLOC_CONF).
+    for model, affinity, alloc in (("qwen2.5_vl-72b", "2", True), ("qwen2.5_vl-7b", "1", False)):
+        plan, files = render_job(T, model=model, method="full", seq_len=1024, hardware="snt9b23", frameworks=[NAME])
+        launch = files[f"{NAME}/launch.sh"]
+        own = plan.to_json()["frameworks"][NAME]["settings"]
+        for name, value in (("TASK_QUEUE_ENABLE", "2"), ("CPU_AFFINITY_CONF", affinity), ("NPU_ASD_ENABLE", "0"),
+                            ("COMBINED_ENABLE", "1"), ("ACLNN_CACHE_LIMIT", "100000")):
+            assert f"\nexport {name}={value}\n" in launch
+            assert own[f"env {name}"]["value"] == value and "finetune_qwen2_5_vl_" in own[f"env {name}"]["source"]
+        assert ("PYTORCH_NPU_ALLOC_CONF" in launch) is alloc
+        words = flags.parse("mm-train", [w for n in ("GPT_ARGS", "START_ARGS") for w in bash_arrays(launch)[n]])
+        assert words.clip_grad == 0.0 and words.num_workers == own["--num-workers"]["value"] == 8
+        assert own["data.json preprocess_parameters.image_max_pixels"]["value"] == 262144
+    assert "mindspeed-llm/" not in Path("templates/mindspeed-mm/launch.sh.j2").read_text(encoding="utf-8")
+
+
+def test_optimizer_states_are_saved_only_for_resume():
+    # Upstream's scripts save neither optimizer nor RNG (7b.sh l. 80-81); a job that resumes needs both.
+    for resume in (True, False):
+        plan, files = render_job(T, model="qwen2.5_vl-72b", method="full", seq_len=1024, hardware="snt9b23",
+                                 frameworks=[NAME], train={"resume": resume})
+        output = bash_arrays(files[f"{NAME}/launch.sh"])["OUTPUT_ARGS"]
+        assert ("--no-save-optim" in output and "--no-save-rng" in output) is not resume
+        note = next(n for n in plan.notes if n.startswith("mindspeed-mm keeps every checkpoint"))
+        assert ("optimizer states" in note) is resume
+        assert "every one is kept" in files["PLAN.md"]

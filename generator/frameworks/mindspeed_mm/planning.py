@@ -10,6 +10,7 @@ and the memory of the first stage counts the vision encoder.
 from __future__ import annotations
 
 import json
+import math
 from dataclasses import dataclass, replace
 from functools import cache
 
@@ -21,8 +22,10 @@ from ...parallel import Parallel
 from ...plan import FrameworkPlan, Layout, Plan
 from ...resources import DATA_DIR
 from ...spaces import GridSpace
+from ...spec import Spec
 from ...tables import Model
 from ...throughput import Throughput
+from ...training import Training
 from ..base import DefaultPlanning
 from ..contract import PathDefault, RoleKind, SearchSpace, Structure
 
@@ -104,14 +107,21 @@ class Space(GridSpace):
 SPACE = Space()
 
 
+Value = bool | int | float | str | list[int] | list[str]
+
+
 @dataclass(frozen=True)
 class Setting:
-    """One value model.json or launch.sh holds beyond the core's layout and recipe: its key as the reader names it,
-    the value in the reader's type, and its source."""
+    """One value model.json, data.json or launch.sh holds beyond the core's layout and recipe: its key as the reader
+    names it (an environment variable as `env NAME`), the value in the reader's type, and its source."""
 
     key: str
-    value: bool | list[int]
+    value: Value
     source: str
+
+
+ENV = "env "
+DATA = "data.json "
 
 
 @dataclass(frozen=True)
@@ -120,25 +130,30 @@ class MmSettings:
 
     items: tuple[Setting, ...]
 
-    def value(self, key: str) -> bool | list[int]:
+    def value(self, key: str) -> Value:
         return next(item.value for item in self.items if item.key == key)
 
     def split(self, key: str) -> list[int]:
         """A pipeline split (layers per stage)."""
         value = self.value(key)
         assert isinstance(value, list), key
-        return value
+        return [int(n) for n in value]
 
     def switch(self, key: str) -> bool:
         value = self.value(key)
         assert isinstance(value, bool), key
         return value
 
+    def prefixed(self, prefix: str) -> list[tuple[str, Value]]:
+        """(key less the prefix, value) of every item under `prefix`, in the plan's order."""
+        return [(item.key[len(prefix):], item.value) for item in self.items if item.key.startswith(prefix)]
+
     def to_json(self) -> dict:
         return {item.key: {"value": item.value, "source": item.source} for item in self.items}
 
     def rows(self) -> list[tuple[str, str, str]]:
-        return [(item.key, json.dumps(item.value), item.source) for item in self.items]
+        return [(item.key, item.value if isinstance(item.value, str) else json.dumps(item.value), item.source)
+                for item in self.items]
 
 
 VISION_SPLIT = "image_encoder.vision_encoder.pipeline_num_layers"
@@ -146,9 +161,67 @@ TEXT_SPLIT = "text_decoder.pipeline_num_layers"
 VISION_FREEZE = "image_encoder.vision_encoder.freeze"
 PROJECTOR_FREEZE = "image_encoder.vision_projector.freeze"
 DUMMY_OPTIMIZER = "--enable-dummy-optimizer"
+NO_SAVE_OPTIM = "--no-save-optim"
+NO_SAVE_RNG = "--no-save-rng"
+NUM_WORKERS = "--num-workers"
+EVAL_ITERS = "--eval-iters"
+MM_TOOL = "--mm-tool"
+CACHE_DIRS = f"{DATA}basic_parameters.cache_dir"
+UPSTREAM = "MindSpeed-MM v2.2.0 examples/qwen2.5vl"
+
+# The environment of upstream's finetune_qwen2_5_vl_<size>.sh (4c75a551): the same in every script but
+# CPU_AFFINITY_CONF (2 in the 72B's, binding cores per die on A3) and PYTORCH_NPU_ALLOC_CONF (32B and 72B only).
+_ENV_COMMON = (("CUDA_DEVICE_MAX_CONNECTIONS", "1", "Megatron's check (no effect on NPU)"),
+               ("ASCEND_SLOG_PRINT_TO_STDOUT", "0", "logs"), ("ASCEND_GLOBAL_LOG_LEVEL", "3", "logs: errors only"),
+               ("TASK_QUEUE_ENABLE", "2", "performance: task queue level 2"),
+               ("COMBINED_ENABLE", "1", "performance: combined non-contiguous copies"),
+               ("CPU_AFFINITY_CONF", None, "performance: core binding"),
+               ("HCCL_CONNECT_TIMEOUT", "1200", "link setup timeout, s"),
+               ("NPU_ASD_ENABLE", "0", "performance: silent-data-corruption detection off"),
+               ("ASCEND_LAUNCH_BLOCKING", "0", "asynchronous launches"),
+               ("ACLNN_CACHE_LIMIT", "100000", "performance: operator cache size"),
+               ("PYTORCH_NPU_ALLOC_CONF", "expandable_segments:True", "memory: expandable segments"))
+# script -> (first export line, CPU_AFFINITY_CONF, exports PYTORCH_NPU_ALLOC_CONF)
+_ENV_SCRIPTS = {"finetune_qwen2_5_vl_3b.sh": (4, "1", False), "finetune_qwen2_5_vl_7b.sh": (5, "1", False),
+                "finetune_qwen2_5_vl_32b.sh": (3, "1", True), "finetune_qwen2_5_vl_72b.sh": (3, "2", True)}
+
+# data_<size>.json's processing values (the same in every size's file, l. 6-25 of data_7b.json).
+_DATA_VALUES = (("preprocess_parameters.use_fast_tokenizer", True, 6),
+                ("preprocess_parameters.split_special_tokens", False, 7),
+                ("preprocess_parameters.image_max_pixels", 262144, 8),
+                ("preprocess_parameters.image_min_pixels", 0, 9),
+                ("preprocess_parameters.video_max_pixels", 16384, 10),
+                ("preprocess_parameters.video_min_pixels", 0, 11), ("preprocess_parameters.video_fps", 2.0, 12),
+                ("preprocess_parameters.video_maxlen", 64, 13), ("basic_parameters.template", "qwen2vl", 16),
+                ("basic_parameters.train_on_prompt", False, 20), ("basic_parameters.mask_history", False, 21),
+                ("basic_parameters.preprocessing_batch_size", 1000, 22),
+                ("basic_parameters.preprocessing_num_workers", 16, 23))
 
 
-def settings(method: str, layout: Layout, info: dict) -> MmSettings:
+def _env(example: str) -> list[Setting]:
+    script = example.rsplit("/", 1)[-1]
+    first, affinity, alloc = _ENV_SCRIPTS[script]
+    out = []
+    for line, (name, value, why) in enumerate(_ENV_COMMON, start=first):
+        if name == "PYTORCH_NPU_ALLOC_CONF" and not alloc:
+            continue
+        out.append(Setting(f"{ENV}{name}", affinity if value is None else value,
+                           f"{UPSTREAM}/{script} l. {line}: {why}"))
+    return out
+
+
+def cache_dirs(output_dir: str, nodes: int) -> list[str]:
+    """data.json's cache_dir per node: upstream's README.md l. 327 says nodes must not share one, so every node
+    rank has its own folder (and its own data JSON naming it)."""
+    return [f"{output_dir}/cache/node{rank}" for rank in range(nodes)]
+
+
+def data_files(nodes: int) -> list[str]:
+    """The data JSON of each node rank: one per node, as each names its own cache_dir."""
+    return ["data.json"] if nodes == 1 else [f"data_node{rank}.json" for rank in range(nodes)]
+
+
+def settings(method: str, layout: Layout, info: dict, output_dir: str, resume: bool) -> MmSettings:
     text = list(layout.layers_per_stage)
     vision = list(vision_layers(layout.pp))
     frozen = not vision_trains(method)
@@ -156,12 +229,28 @@ def settings(method: str, layout: Layout, info: dict) -> MmSettings:
              else "pretraining trains every module (freeze false; README.md l. 408 says how)")
     # README.md l. 404: a stage whose parameters are all frozen has no gradients and needs the dummy optimizer
     idle = any(t == 0 and (v == 0 or frozen) for t, v in zip(text, vision))
+    saves = ("upstream's finetune_qwen2_5_vl_*.sh save neither (7b.sh l. 80-81); train.resume is false, so this "
+             "job does not either" if not resume else
+             "kept (upstream's 7b.sh l. 80-81 drops them): train.resume relaunches from the last checkpoint, which "
+             "needs the optimizer states and the LR schedule (Megatron loads neither under --no-load-optim)")
+    files = data_files(layout.nodes)
     return MmSettings((
         Setting(VISION_SPLIT, vision, "upstream's every model_*.json: the whole vision encoder on the first stage"),
         Setting(TEXT_SPLIT, text, f"plan: the layout's layers, the first stage weighing the vision encoder as "
                                   f"{info['vision_stage_layers']} text layers (frameworks.yaml vision_stage_layers)"),
         Setting(VISION_FREEZE, frozen, tower), Setting(PROJECTOR_FREEZE, frozen, tower),
-        Setting(DUMMY_OPTIMIZER, idle, "README.md l. 404: needed where a stage holds only frozen parameters")))
+        Setting(DUMMY_OPTIMIZER, idle, "README.md l. 404: needed where a stage holds only frozen parameters"),
+        Setting(NO_SAVE_OPTIM, not resume, saves), Setting(NO_SAVE_RNG, not resume, saves),
+        Setting(NUM_WORKERS, 8, f"{UPSTREAM}/finetune_qwen2_5_vl_7b.sh l. 82 (every size's script)"),
+        Setting(EVAL_ITERS, 0, "gen-launch: data.json names no validation data, so no evaluation (upstream's "
+                               "7b.sh l. 94-95 evaluates only at --eval-interval 10000 = --train-iters)"),
+        Setting(MM_TOOL, "./mindspeed_mm/tools/tools.json",
+                f"{UPSTREAM}/finetune_qwen2_5_vl_7b.sh l. 26 (relative to paths.mindspeed_mm_dir)"),
+        *_env(info["example"]),
+        *(Setting(f"{DATA}{key}", value, f"{UPSTREAM}/data_7b.json l. {line} (every size's data JSON)")
+          for key, value, line in _DATA_VALUES),
+        Setting(CACHE_DIRS, cache_dirs(output_dir, layout.nodes),
+                f"one per node rank ({', '.join(files)}): README.md l. 327, nodes must not share a cache_dir")))
 
 
 @dataclass(frozen=True)
@@ -245,7 +334,22 @@ class Planning(DefaultPlanning):
                 f"there; the vision tower {tower}"]
 
     def settings(self, plan: Plan, fp: FrameworkPlan) -> MmSettings:
-        return settings(plan.method, fp.layout, fp.info)
+        return settings(plan.method, fp.layout, fp.info, plan.output_dir("mindspeed-mm"), plan.train.resume)
+
+    def checkpoint_note(self, spec: Spec, model: Model, recipe: Training) -> str | None:
+        """Megatron core_v0.12.1 keeps every checkpoint it saves (no keep-N option: arguments.py
+        _add_checkpointing_args), so the plan states what they weigh: bf16 weights, and with train.resume the
+        distributed optimizer's fp32 master weights and two Adam moments of every trained parameter (12 bytes)."""
+        trained = model.params - (0 if vision_trains(spec.method) else model.vision_params)
+        one = (2 * model.params + (12 * trained if recipe.resume else 0)) / GIB
+        what = ("bf16 weights with the optimizer states train.resume needs" if recipe.resume
+                else "bf16 weights only (--no-save-optim --no-save-rng, as upstream's scripts)")
+        count = (f"{math.ceil(recipe.steps / recipe.save_every_steps)} checkpoints, "
+                 f"{math.ceil(recipe.steps / recipe.save_every_steps) * one / 1024:,.1f} TiB in all"
+                 if recipe.steps else f"one every {recipe.save_every_steps} steps")
+        return (f"mindspeed-mm keeps every checkpoint (Megatron has no keep-N option): about {one:,.0f} GiB each "
+                f"({what}), {count}; train.keep_checkpoints ({recipe.keep_checkpoints}) limits the other frameworks "
+                f"only. Delete old iter_* folders as the run goes, or raise train.save_every_steps")
 
     def path_defaults(self, output_dir: str, model: Model, layout: Layout) -> dict[str, PathDefault]:
         # The converted weights are split for training's TP and pipeline layer lists, so the folder names them.
