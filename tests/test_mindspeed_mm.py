@@ -333,3 +333,35 @@ def test_optimizer_states_are_saved_only_for_resume():
         note = next(n for n in plan.notes if n.startswith("mindspeed-mm keeps every checkpoint"))
         assert ("optimizer states" in note) is resume
         assert "every one is kept" in files["PLAN.md"]
+
+
+HAND_EDITS = [
+    ("model.json", None, "[]", "the file is not a JSON object"),
+    ("model.json", None, "{}", "text_decoder.num_layers is missing"),
+    ("model.json", None, '{"text_decoder": 5}', "text_decoder is not a JSON object"),
+    ("model.json", "num_attention_heads", None, "text_decoder.num_attention_heads is missing"),
+    ("convert_ckpt.sh", "llm_pp_layers '[[12,16]]'", """llm_pp_layers '[[12,"a"]]'""", "must be lists of layer counts"),
+    ("convert_ckpt.sh", "llm_pp_layers '[[12,16]]'", """llm_pp_layers '{"a":1}'""", "must be lists of layer counts"),
+    ("launch.sh", "NPUS_PER_NODE=8", "NPUS_PER_NODE=eight", "NPUS_PER_NODE=eight: must be a whole number"),
+]
+
+
+@pytest.mark.parametrize("name,old,new,expected", HAND_EDITS)
+def test_validate_reports_hand_edits_without_a_traceback(name, old, new, expected, tmp_path):
+    spec = tmp_path / "job.yaml"
+    spec.write_text("job: mm7b\nmodel: qwen2.5_vl-7b\nmethod: full\nhardware: snt9b\nseq_len: 1024\n"
+                    "frameworks: [mindspeed-mm]\n", encoding="utf-8")
+    out = tmp_path / "out"
+    assert CliRunner().invoke(main, ["render", str(spec), "-o", str(out)]).exit_code == 0
+    path = out / "mm7b" / NAME / name
+    if name == "model.json" and old is not None:
+        _edit_json(path.parent, lambda m: m["text_decoder"].pop(old))
+    elif old is None:
+        path.write_text(new, encoding="utf-8")
+    else:
+        text_ = path.read_text(encoding="utf-8")
+        assert old in text_
+        path.write_text(text_.replace(old, new), encoding="utf-8")
+    result = CliRunner().invoke(main, ["validate", str(out / "mm7b")])
+    assert result.exception is None or isinstance(result.exception, SystemExit), result.exception
+    assert result.exit_code == 1 and expected in result.output, result.output

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -152,6 +153,10 @@ def training_problems(argv: list[str], world_size: int, model_json: dict | None)
 CONVERT = f"{MM} checkpoint/vlm_model/config.py"
 
 
+def _words(value) -> str:
+    return json.dumps(value, separators=(",", ":"))
+
+
 def _converter_config_problems(direction: str, llm, vit, tp: int, model_json: dict | None) -> list[str]:
     """mm-convert's own pydantic checks of its parallel config (the models' validators, reimplemented)."""
     if direction == "mm_to_hf":  # ParallelConfig: flat lists of the same length, at least 1 (l. 48-53)
@@ -191,6 +196,9 @@ def conversion_problems(direction: str, words: list[str], args: argparse.Namespa
         tp = int(pairs["--cfg.parallel_config.tp_size"])
     except (KeyError, ValueError) as exc:
         return [f"mm-convert needs llm_pp_layers, vit_pp_layers and tp_size ({exc})"]
+    if not (_is_layer_lists(llm) and _is_layer_lists(vit)):
+        return [f"llm_pp_layers {_words(llm)} and vit_pp_layers {_words(vit)} must be lists of layer counts "
+                f"({CONVERT}:16-23, 57-64)"]
     problems = _converter_config_problems(direction, llm, vit, tp, model_json)
     if model_json is not None:
         if _flat(llm) != _flat(model_json["text_decoder"]["pipeline_num_layers"]):
@@ -208,6 +216,54 @@ def conversion_problems(direction: str, words: list[str], args: argparse.Namespa
             problems.append(f"--cfg.mm_dir {pairs.get('--cfg.mm_dir')} is not training's "
                             f"{'--load' if direction == 'hf_to_mm' else '--save'} {wanted}")
     return problems
+
+
+def _is_count(value) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _is_layer_lists(value) -> bool:
+    """A pipeline split: layer counts, flat or one list per virtual stage."""
+    return isinstance(value, list) and all(
+        _is_count(x) or (isinstance(x, list) and all(_is_count(y) for y in x)) for x in value)
+
+
+# What the rules read of model.json, and the type MindSpeed-MM reads it in (upstream's model_*.json).
+_SHAPE = (("text_decoder.num_layers", _is_count, "a whole number"),
+          ("text_decoder.num_attention_heads", _is_count, "a whole number"),
+          ("text_decoder.pipeline_num_layers", _is_layer_lists, "a list of layer counts (or of such lists)"),
+          ("image_encoder.vision_encoder.num_layers", _is_count, "a whole number"),
+          ("image_encoder.vision_encoder.pipeline_num_layers", _is_layer_lists,
+           "a list of layer counts (or of such lists)"))
+_OPTIONAL = (("text_decoder.num_query_groups", _is_count, "a whole number"),
+             ("image_encoder.vision_encoder.freeze", lambda v: isinstance(v, bool), "true or false"))
+
+
+def _at(tree, key: str):
+    """The value at a dotted key, or KeyError naming the first part that is missing or not an object."""
+    node = tree
+    for i, part in enumerate(key.split(".")):
+        if not isinstance(node, dict):
+            raise KeyError(f"{'.'.join(key.split('.')[:i]) or 'the file'} is not a JSON object")
+        if part not in node:
+            raise KeyError(f"{key} is missing")
+        node = node[part]
+    return node
+
+
+def shape_problems(model_json) -> list[str]:
+    """model.json's keys the rules read, each present (or optional) in its type; the rules run only without these."""
+    problems = []
+    for required, (key, ok, kind) in [(True, row) for row in _SHAPE] + [(False, row) for row in _OPTIONAL]:
+        try:
+            value = _at(model_json, key)
+        except KeyError as exc:
+            if required:  # an optional key's parents are required ones, reported there
+                problems.append(f"{exc.args[0]} (upstream's model_*.json has {key}: {kind})")
+            continue
+        if not ok(value):
+            problems.append(f"{key} is {json.dumps(value)}, must be {kind} (as upstream's model_*.json)")
+    return list(dict.fromkeys(problems))
 
 
 def model_problems(model_json: dict, model: Model) -> list[str]:
@@ -229,6 +285,10 @@ def job_problems(folder: Path, model: Model | None) -> dict[str, list[str]]:
             model_json = json.loads(texts["model.json"])
         except ValueError as exc:
             problems["model.json"].append(f"not JSON: {exc}")
+        if model_json is not None:
+            shape = shape_problems(model_json)
+            problems["model.json"] += shape
+            model_json = None if shape else model_json  # the rules need the keys they read
         if model_json is not None and model is not None:
             problems["model.json"] += model_problems(model_json, model)
     args = None
@@ -238,7 +298,11 @@ def job_problems(folder: Path, model: Model | None) -> dict[str, list[str]]:
         problems["launch.sh"] += launch_problems
         if entry and entry != "pretrain_vlm.py":
             problems["launch.sh"].append(f"{entry} is not MindSpeed-MM's entry pretrain_vlm.py")
-        world = int(assignment(launch, "NPUS_PER_NODE") or 0) * int(assignment(launch, "NNODES") or 0)
+        counts = {name: assignment(launch, name) or "0" for name in ("NPUS_PER_NODE", "NNODES")}
+        for name, value in counts.items():
+            if not value.isdigit():
+                problems["launch.sh"].append(f"{name}={value}: must be a whole number of cards / nodes")
+        world = math.prod(int(v) if v.isdigit() else 0 for v in counts.values())
         for name, argv in zip(LOADING, loadings):
             found = training_problems(argv, world, model_json)
             problems["launch.sh"] += [f"{'relaunch: ' if name == 'RESUME_ARGS' else ''}{p}" for p in found]
