@@ -204,6 +204,8 @@ BREAKS = {
     "vision_before_text": ("json2", (VISION, [30, 2]), (TEXT, [1, 27])),
     "vpp_nesting": ("json", TEXT, [[6, 8], [6, 8]]),
     "frozen_stage_dummy_optimizer": ("json2", (VISION, [32, 0]), (TEXT, [0, 28])),
+    "vpp_needs_pp": ("launch", "--pipeline-model-parallel-size 2", "--pipeline-model-parallel-size 2\n"
+                     "  --virtual-pipeline-model-parallel-size 2\n  --no-overlap-p2p-communication"),
 }
 
 
@@ -365,3 +367,22 @@ def test_validate_reports_hand_edits_without_a_traceback(name, old, new, expecte
     result = CliRunner().invoke(main, ["validate", str(out / "mm7b")])
     assert result.exception is None or isinstance(result.exception, SystemExit), result.exception
     assert result.exit_code == 1 and expected in result.output, result.output
+
+
+def test_pipeline_lists_are_not_read_at_pp_1(tmp_path):
+    # vlm_model.py:144, 298: with PP 1 each module is built whole; upstream never reads pipeline_num_layers.
+    folder = _rendered(tmp_path, model="qwen2.5_vl-3b", cards=8, global_batch_size=256,
+                       layout={NAME: {"tp": 1, "pp": 1, "micro_batch_size": 1}})
+    _edit_json(folder, lambda m: (_set(TEXT, [30, 6])(m), _set(VISION, [32, 0])(m)))
+    assert checks.job_problems(folder, None)["launch.sh"] == []
+
+
+def test_a_trained_projector_is_not_a_frozen_stage(tmp_path):
+    # The projector sits on the stage that ends the vision encoder (vlm_model.py:183-184): trained, that stage has
+    # gradients even with the vision encoder frozen and no text layers.
+    folder = _rendered(tmp_path, cards=8, global_batch_size=192, layout={NAME: {"tp": 1, "pp": 2}})
+    _edit_json(folder, lambda m: (_set(VISION, [32, 0])(m), _set(TEXT, [0, 28])(m),
+                                  _set(["image_encoder", "vision_projector", "freeze"], False)(m)))
+    assert checks.job_problems(folder, None)["launch.sh"] == []
+    _edit_json(folder, _set(["image_encoder", "vision_projector", "freeze"], True))
+    assert any("frozen_stage_dummy_optimizer" in p for p in checks.job_problems(folder, None)["launch.sh"])

@@ -17,7 +17,7 @@ from ...jobdir import read_regular
 from ...tables import Model
 from .. import megatron_flags as flags
 from ..megatron_launch import LOADING, launch_line
-from .planning import sp_breaks
+from .planning import has_frozen_stage, sp_breaks
 
 MM = "Ascend/MindSpeed-MM v2.2.0"
 MEGATRON = "Megatron core_v0.12.1"
@@ -59,10 +59,18 @@ def _vision_after_text(vision, text_) -> bool:
     return any(n and i > first_text for i, n in enumerate(vis))
 
 
-def _frozen_stage(args, vision_cfg, text_) -> bool:
-    vis, txt = _flat(vision_cfg["pipeline_num_layers"]), _flat(text_)
-    frozen = vision_cfg.get("freeze", False)
-    return not args.enable_dummy_optimizer and any(t == 0 and (v == 0 or frozen) for v, t in zip(vis, txt))
+def _frozen_stage(args, model_json: dict) -> bool:
+    encoder = model_json["image_encoder"]
+    projector_frozen = encoder.get("vision_projector", {}).get("freeze", False)
+    return not args.enable_dummy_optimizer and has_frozen_stage(
+        _flat(encoder["vision_encoder"]["pipeline_num_layers"]), _flat(model_json["text_decoder"]["pipeline_num_layers"]),
+        encoder["vision_encoder"].get("freeze", False), projector_frozen)
+
+
+def _pipelined(args) -> bool:
+    """Upstream reads pipeline_num_layers only with PP > 1: at PP 1 each module is built whole from num_layers
+    (vlm_model.py:144-149, 298-311)."""
+    return args.pipeline_model_parallel_size > 1
 
 
 @dataclass(frozen=True)
@@ -78,7 +86,8 @@ def _vision(m: dict) -> dict:
 
 
 RULES = (
-    Rule("world_div_tp_pp_cp", f"{MEGATRON} megatron/training/arguments.py:315-317",
+    # MindSpeed-MM replaces Megatron's validate_args (validate_args_patch.py:773, force_patch): its check runs
+    Rule("world_div_tp_pp_cp", f"{MM} mindspeed_mm/patchs/validate_args_patch.py:129-132",
          "world size is not divisible by TP x PP x CP",
          lambda a, m: a.world_size % (a.tensor_model_parallel_size * a.pipeline_model_parallel_size *
                                       a.context_parallel_size) != 0),
@@ -100,30 +109,35 @@ RULES = (
          f"{MEGATRON} megatron/core/tensor_parallel/mappings.py:66-69",
          "--sequence-parallel scatters each image's patches (a multiple of 4) over TP unpadded: TP must divide 4",
          lambda a, m: a.sequence_parallel and sp_breaks(a.tensor_model_parallel_size)),
-    Rule("text_list_pp", f"{MM} mindspeed_mm/models/vlm_model.py:312-321",
+    Rule("text_list_pp", f"{MM} mindspeed_mm/models/vlm_model.py:298, 312-321",
          "length of pipeline_num_layers must equal to pipeline-model-parallel-size (x vpp-size)",
-         lambda a, m: _list_shape_broken(a, m["text_decoder"]["pipeline_num_layers"])),
-    Rule("vision_list_pp", f"{MM} mindspeed_mm/models/vlm_model.py:151-160",
+         lambda a, m: _pipelined(a) and _list_shape_broken(a, m["text_decoder"]["pipeline_num_layers"])),
+    Rule("vision_list_pp", f"{MM} mindspeed_mm/models/vlm_model.py:144, 151-160",
          "length of vision_encoder.pipeline_num_layers must equal to pipeline-model-parallel-size (x vpp-size)",
-         lambda a, m: _list_shape_broken(a, _vision(m)["pipeline_num_layers"])),
+         lambda a, m: _pipelined(a) and _list_shape_broken(a, _vision(m)["pipeline_num_layers"])),
     Rule("text_layer_sum", f"{MM} mindspeed_mm/models/vlm_model.py:339-343",
          "text_decoder.pipeline_num_layers does not sum to num_layers (the last stage's post_process never holds)",
-         lambda a, m: sum(_flat(m["text_decoder"]["pipeline_num_layers"])) != m["text_decoder"]["num_layers"]),
-    Rule("vision_layer_sum", f"{MM} mindspeed_mm/models/vlm_model.py:176-181",
+         lambda a, m: _pipelined(a) and
+         sum(_flat(m["text_decoder"]["pipeline_num_layers"])) != m["text_decoder"]["num_layers"]),
+    Rule("vision_layer_sum", f"{MM} mindspeed_mm/models/vlm_model.py:180-184",
          "vision_encoder.pipeline_num_layers does not sum to its num_layers",
-         lambda a, m: sum(_flat(_vision(m)["pipeline_num_layers"])) != _vision(m)["num_layers"]),
+         lambda a, m: _pipelined(a) and sum(_flat(_vision(m)["pipeline_num_layers"])) != _vision(m)["num_layers"]),
     Rule("vision_before_text", f"{MM} examples/qwen2.5vl/README.md:402",
          "vision_encoder layers must all be placed before the text_decoder's",
-         lambda a, m: _vision_after_text(_vision(m)["pipeline_num_layers"], m["text_decoder"]["pipeline_num_layers"])),
+         lambda a, m: _pipelined(a) and
+         _vision_after_text(_vision(m)["pipeline_num_layers"], m["text_decoder"]["pipeline_num_layers"])),
     Rule("vpp_nesting", f"{MM} mindspeed_mm/patchs/validate_args_patch.py:249-263",
          "vpp must be enabled by --virtual-pipeline-model-parallel-size and a nested pipeline_num_layers of that "
          "length",
          lambda a, m: (_vpp(a) > 1) != (len(_stages(m["text_decoder"]["pipeline_num_layers"])) > 1 or
                                          any(isinstance(x, list) for x in m["text_decoder"]["pipeline_num_layers"]))
          or (_vpp(a) > 1 and len(_stages(m["text_decoder"]["pipeline_num_layers"])) != _vpp(a))),
+    Rule("vpp_needs_pp", f"{MM} mindspeed_mm/patchs/validate_args_patch.py:249-258",
+         "the interleaved schedule needs pipeline-model-parallel size > 1, and > 2 with --no-overlap-p2p-communication",
+         lambda a, m: _vpp(a) > 1 and a.pipeline_model_parallel_size <= (1 if a.overlap_p2p_comm else 2)),
     Rule("frozen_stage_dummy_optimizer", f"{MM} examples/qwen2.5vl/README.md:404",
          "a stage whose parameters are all frozen has no gradients: it needs --enable-dummy-optimizer",
-         lambda a, m: _frozen_stage(a, _vision(m), m["text_decoder"]["pipeline_num_layers"])),
+         lambda a, m: _pipelined(a) and _frozen_stage(a, m)),
 )
 
 

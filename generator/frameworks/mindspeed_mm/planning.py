@@ -80,6 +80,15 @@ def sp_breaks(tp: int) -> bool:
     return SP_PATCH_MULTIPLE % tp != 0
 
 
+def has_frozen_stage(vision: list[int], text: list[int], vision_frozen: bool, projector_frozen: bool) -> bool:
+    """Whether a pipeline stage (in order, virtual stage by virtual stage) holds only frozen parameters, so needs
+    --enable-dummy-optimizer (README.md l. 404): no text layers, and no vision layers or only frozen ones; the
+    projector trains on the stage that ends the vision encoder (VisionModel's post_process, vlm_model.py:183-184)."""
+    last_vision = max((i for i, n in enumerate(vision) if n), default=-1)
+    return any(t == 0 and (v == 0 or (vision_frozen and (projector_frozen or i != last_vision)))
+               for i, (v, t) in enumerate(zip(vision, text)))
+
+
 class Space(GridSpace):
     """The model-parallel grid with upstream's layer split and sequence parallel off unless pinned (none of
     upstream's finetune_qwen2_5_vl_*.sh passes --sequence-parallel); recompute none or full (recompute_granularity
@@ -227,8 +236,7 @@ def settings(method: str, layout: Layout, info: dict, output_dir: str, resume: b
     frozen = not vision_trains(method)
     tower = ("fine-tuning keeps the vision tower frozen, as upstream's model_*.json (freeze true)" if frozen
              else "pretraining trains every module (freeze false; README.md l. 408 says how)")
-    # README.md l. 404: a stage whose parameters are all frozen has no gradients and needs the dummy optimizer
-    idle = any(t == 0 and (v == 0 or frozen) for t, v in zip(text, vision))
+    idle = has_frozen_stage(vision, text, frozen, frozen)
     saves = ("upstream's finetune_qwen2_5_vl_*.sh save neither (7b.sh l. 80-81); train.resume is false, so this "
              "job does not either" if not resume else
              "kept (upstream's 7b.sh l. 80-81 drops them): train.resume relaunches from the last checkpoint, which "
