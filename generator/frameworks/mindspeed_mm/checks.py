@@ -61,10 +61,10 @@ def _vision_after_text(vision, text_) -> bool:
 
 def _frozen_stage(args, model_json: dict) -> bool:
     encoder = model_json["image_encoder"]
-    projector_frozen = encoder.get("vision_projector", {}).get("freeze", False)
+    vision, text_ = encoder["vision_encoder"], model_json["text_decoder"]
     return not args.enable_dummy_optimizer and has_frozen_stage(
-        _flat(encoder["vision_encoder"]["pipeline_num_layers"]), _flat(model_json["text_decoder"]["pipeline_num_layers"]),
-        encoder["vision_encoder"].get("freeze", False), projector_frozen)
+        _flat(vision["pipeline_num_layers"]), _flat(text_["pipeline_num_layers"]), vision.get("freeze", False),
+        encoder.get("vision_projector", {}).get("freeze", False))
 
 
 def _pipelined(args) -> bool:
