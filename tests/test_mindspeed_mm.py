@@ -386,3 +386,10 @@ def test_a_trained_projector_is_not_a_frozen_stage(tmp_path):
     assert checks.job_problems(folder, None)["launch.sh"] == []
     _edit_json(folder, _set(["image_encoder", "vision_projector", "freeze"], True))
     assert any("frozen_stage_dummy_optimizer" in p for p in checks.job_problems(folder, None)["launch.sh"])
+
+
+def test_plan_names_the_master_address_launch_sh_uses():
+    # One node: launch.sh sets the local host, and PLAN.md says so (not "from the environment").
+    _, files = render_job(T, model="qwen2.5_vl-7b", method="full", seq_len=1024, hardware="snt9b", frameworks=[NAME])
+    assert "\nMASTER_ADDR=127.0.0.1\n" in files[f"{NAME}/launch.sh"]
+    assert "- master: `127.0.0.1`" in files["PLAN.md"]
