@@ -4,6 +4,7 @@ files parse under the pinned pretrain_vlm.py parser, and each start-up rule refu
 from __future__ import annotations
 
 import json
+import math
 import re
 from pathlib import Path
 
@@ -16,10 +17,11 @@ from generator.cli import main
 from generator.errors import SpecError
 from generator.frameworks import megatron_flags as flags
 from generator.frameworks.mindspeed_mm import checks
-from generator.frameworks.mindspeed_mm.planning import upstream_models
+from generator.frameworks.mindspeed_mm.planning import CALIBRATION, upstream_models
 from generator.render import render_files
 from generator.resolve import resolve
 from generator.tables import load_tables
+from generator.throughput import throughput
 
 T = load_tables()
 NAME = "mindspeed-mm"
@@ -108,18 +110,46 @@ def test_72b_upstream_split_and_why_its_layout_needs_force():
     assert list(plan.frameworks[NAME].layout.layers_per_stage) == [6, 11, 11, 11, 11, 11, 11, 8]
 
 
-def test_published_throughput_gives_the_time_where_measured():
-    plan, _ = render_job(T, model="qwen2.5_vl-7b", method="full", seq_len=1024, hardware="snt9b", frameworks=[NAME])
-    rate = plan.frameworks[NAME].estimate
-    assert rate.tokens_per_card_s == 1324.5 and rate.tps_source.startswith("published: 18.82 samples/s")
-    plan, _ = render_job(T, model="qwen2.5_vl-7b", method="full", seq_len=1024, hardware="snt9b23",
-                         frameworks=[NAME])
-    assert not plan.frameworks[NAME].estimate.tps_source.startswith("published")
-    # Upstream measured fine-tuning at --seq-length 1024 with the vision tower frozen: not pretraining, not 4096.
-    for method, seq in (("pretrain", 1024), ("full", 4096)):
-        plan, _ = render_job(T, model="qwen2.5_vl-7b", method=method, seq_len=seq, hardware="snt9b",
-                             frameworks=[NAME])
-        assert not plan.frameworks[NAME].estimate.tps_source.startswith("published")
+def test_published_throughput_only_for_the_layout_upstream_measured():
+    # 7B on 8 A2 cards: upstream's TP1 PP2 MBS 1 is the published 18.82 samples/s; any other layout is the step
+    # model scaled to the published rows, and so is another hardware, pretraining or a longer sequence.
+    def estimate(hw="snt9b", method="full", seq=1024, **layout):
+        plan, _ = render_job(T, model="qwen2.5_vl-7b", method=method, seq_len=seq, hardware=hw, frameworks=[NAME],
+                             cards=8, global_batch_size=192, layout={NAME: {"micro_batch_size": 1, **layout}})
+        return plan.frameworks[NAME].estimate
+    rate = estimate(tp=1, pp=2)
+    assert rate.tokens_per_card_s == 1324.5 and rate.tps_source.startswith("published, upstream's own layout")
+    # Other layouts of the 7B on A2: the step model x the 7B's own ratio (published / step model at TP1 PP2)
+    for other in (estimate(tp=2, pp=1), estimate(tp=1, pp=2, method="pretrain"), estimate(tp=1, pp=2, seq=4096)):
+        assert other.tps_source.startswith("estimate: step model") and \
+            "x 0.446: qwen2.5_vl-7b's published figure over the step model" in other.tps_source, other
+    # No 7B row on A3: the A3 rows' calibration
+    assert "x 0.771: MindSpeed-MM's published rows on snt9b23" in estimate(tp=1, pp=2, hw="snt9b23").tps_source
+
+
+def test_the_calibration_is_upstreams_published_rows_over_the_step_model():
+    # planning.CALIBRATION per hardware: the geometric mean of published / step model at each published layout.
+    ratios: dict[str, list[float]] = {}
+    for name, row in T.frameworks[NAME].models.items():
+        published = row["published"]
+        hw = "snt9b23" if "A3" in published["source"] else "snt9b"
+        spec = make_spec(model=name, method="full", seq_len=1024, hardware=hw, frameworks=[NAME],
+                         cards=published["cards"], global_batch_size=published["global_batch_size"],
+                         layout={NAME: {"tp": published["tp"], "pp": published["pp"], "micro_batch_size": 1,
+                                        "recompute": "none"}})
+        fp = resolve(spec, T, force=True).frameworks[NAME]
+        step = throughput(T.models[name], "full", 1024, T.frameworks[NAME], T.hardware[hw], None, fp.layout)
+        ratios.setdefault(hw, []).append(published["tokens_per_card_s"] / step.tokens_per_card_s)
+    for hw, found in ratios.items():
+        assert CALIBRATION[hw] == pytest.approx(math.prod(found) ** (1 / len(found)), abs=0.001), (hw, found)
+
+
+def test_layouts_rank_by_the_step_model():
+    # 32B on 16 A2 cards: TP2 PP8 without recompute fits, so the search no longer takes full recompute on PP16.
+    plan, _ = render_job(T, model="qwen2.5_vl-32b", method="full", seq_len=1024, hardware="snt9b", frameworks=[NAME],
+                         cards=16)
+    lay = plan.frameworks[NAME].layout
+    assert (lay.tp, lay.pp, lay.recompute) == (2, 8, "none")
 
 
 def test_vision_encoder_weighs_on_the_first_stage():
@@ -238,7 +268,7 @@ def test_the_pinned_parser_refuses_an_unknown_flag(tmp_path):
 
 
 def test_conversion_must_match_training(tmp_path):
-    folder = _rendered(tmp_path)
+    folder = _rendered(tmp_path, layout={NAME: {"tp": 1, "pp": 2}})
     original = (folder / "convert_ckpt.sh").read_text(encoding="utf-8")
     assert "llm_pp_layers '[[12,16]]'" in original and "llm_pp_layers '[12,16]'" in original
 
@@ -262,7 +292,7 @@ def test_conversion_must_match_training(tmp_path):
 def test_validate_runs_the_rules(tmp_path):
     spec = tmp_path / "job.yaml"
     spec.write_text("job: mm7b\nmodel: qwen2.5_vl-7b\nmethod: full\nhardware: snt9b\nseq_len: 1024\n"
-                    "frameworks: [mindspeed-mm]\n", encoding="utf-8")
+                    "frameworks: [mindspeed-mm]\nlayout: {mindspeed-mm: {tp: 1, pp: 2}}\n", encoding="utf-8")
     out = tmp_path / "out"
     assert CliRunner().invoke(main, ["render", str(spec), "-o", str(out)]).exit_code == 0
     result = CliRunner().invoke(main, ["validate", str(out / "mm7b")])
@@ -352,7 +382,7 @@ HAND_EDITS = [
 def test_validate_reports_hand_edits_without_a_traceback(name, old, new, expected, tmp_path):
     spec = tmp_path / "job.yaml"
     spec.write_text("job: mm7b\nmodel: qwen2.5_vl-7b\nmethod: full\nhardware: snt9b\nseq_len: 1024\n"
-                    "frameworks: [mindspeed-mm]\n", encoding="utf-8")
+                    "frameworks: [mindspeed-mm]\nlayout: {mindspeed-mm: {tp: 1, pp: 2}}\n", encoding="utf-8")
     out = tmp_path / "out"
     assert CliRunner().invoke(main, ["render", str(spec), "-o", str(out)]).exit_code == 0
     path = out / "mm7b" / NAME / name
