@@ -360,8 +360,7 @@ class Planning(DefaultPlanning):
                               f"published, upstream's own layout: {published['source']}", is_estimate=False)
         step = throughput(ctx.model, ctx.spec.method, ctx.spec.seq_len, ctx.fw, ctx.hw, None, layout,
                           ctx.spec.scaling_given)
-        own = published is not None and measured_on(published) == ctx.hw.name
-        if own:
+        if published is not None and measured_on(published) == ctx.hw.name:
             factor = published["tokens_per_card_s"] / _published_step(ctx, published)
             why = (f"{ctx.model.name}'s published figure over the step model at upstream's layout (TP{published['tp']} "
                    f"PP{published['pp']}, {published['cards']} cards)")
