@@ -112,6 +112,22 @@ def measured_layout(ctx: Context, layout: Layout, published: dict) -> bool:
             (published["cards"], published["tp"], published["pp"], 1, 1, "none"))
 
 
+def swaps_attention(info: dict, recompute: str) -> bool:
+    """--swap-attention where upstream's script for the model passes it and the layout recomputes nothing (it
+    stands in for full recompute: MindSpeed 5176c6f5 docs/features/swap_attention.md l. 15-21)."""
+    return bool(info.get("swap_attention")) and recompute == "none"
+
+
+def swapped_attention_bytes(model: Model, seq_len: int, shape: Parallel) -> float:
+    """What --swap-attention moves to host memory per layer and micro batch: in mcore only the self_attention
+    module's saved activations (docs/features/swap_attention.md l. 28), counted with memory.layer_activation_bytes'
+    terms: its input (2 bytes x hidden per token, split over TP only with sequence parallel) and q, k, v and the
+    attention output (2 bytes each per token, split over TP). The device keeps one layer's worth (the prefetch)."""
+    tokens = seq_len // shape.cp * shape.micro_batch_size
+    hidden = 2.0 * tokens * model.hidden / (shape.tp if shape.sequence_parallel else 1)
+    return hidden + 2.0 * tokens * (2 * model.q_dim + 2 * model.kv_dim) / shape.tp
+
+
 def _published_step(ctx: Context, published: dict) -> float:
     """The step model's tokens/s per card at the layout and batch of the model's published row."""
     pp = published["pp"]
@@ -205,6 +221,7 @@ DUMMY_OPTIMIZER = "--enable-dummy-optimizer"
 NO_SAVE_OPTIM = "--no-save-optim"
 NO_SAVE_RNG = "--no-save-rng"
 NUM_WORKERS = "--num-workers"
+SWAP_ATTENTION = "--swap-attention"
 EVAL_ITERS = "--eval-iters"
 MM_TOOL = "--mm-tool"
 CACHE_DIRS = f"{DATA}basic_parameters.cache_dir"
@@ -281,6 +298,9 @@ def settings(method: str, layout: Layout, info: dict, output_dir: str, resume: b
         Setting(VISION_FREEZE, frozen, tower), Setting(PROJECTOR_FREEZE, frozen, tower),
         Setting(DUMMY_OPTIMIZER, idle, "README.md l. 404: needed where a stage holds only frozen parameters"),
         Setting(NO_SAVE_OPTIM, not resume, saves), Setting(NO_SAVE_RNG, not resume, saves),
+        Setting(SWAP_ATTENTION, swaps_attention(info, layout.recompute),
+                f"MindSpeed-MM v2.2.0 {info['swap_attention']}, where the layout recomputes nothing"
+                if info.get("swap_attention") else "upstream's script for the model does not pass it"),
         Setting(NUM_WORKERS, 8, f"{UPSTREAM}/finetune_qwen2_5_vl_7b.sh l. 82 (every size's script)"),
         Setting(EVAL_ITERS, 0, "gen-launch: data.json names no validation data, so no evaluation (upstream's "
                                "7b.sh l. 94-95 evaluates only at --eval-interval 10000 = --train-iters)"),
@@ -340,6 +360,11 @@ class Planning(DefaultPlanning):
         job = MemoryJob(model=ctx.model, method=ctx.spec.method, scheme=ctx.fw.memory, seq_len=ctx.spec.seq_len,
                         lora_rank=0, overhead_gb=ctx.fw.overhead_gb)
         stages = megatron_stages(job, shape)
+        if swaps_attention(ctx.info, shape.recompute):
+            swapped = swapped_attention_bytes(ctx.model, ctx.spec.seq_len, shape)
+            for i, stage in enumerate(stages):
+                held = (shape.num_layer_list or (0,) * shape.pp)[i] * max(1, min(shape.pp - i, shape.grad_accum))
+                stages[i] = replace(stage, activations=stage.activations - swapped * max(0, held - 1) / GIB)
         vision = _vision(ctx.model, ctx.spec.method, ctx.spec.seq_len, shape)
         first = stages[0]
         stages[0] = replace(first, weights=first.weights + vision.weights / GIB,
@@ -379,9 +404,15 @@ class Planning(DefaultPlanning):
         held = (vision.weights + vision.gradients + vision.optimizer + vision.activations) / GIB
         what = ("weights, gradients, optimizer states and activations (every token an image token)"
                 if vision_trains(ctx.spec.method) else "bf16 weights (frozen: no backward, nothing else kept)")
-        return [f"the vision encoder ({VISION_LAYERS} layers) and projector sit on pipeline stage 0 with "
-                f"{layout.layers_per_stage[0]} text layers; {held:.1f} GiB per card of their {what} counted "
-                f"there; the vision tower {tower}"]
+        notes = [f"the vision encoder ({VISION_LAYERS} layers) and projector sit on pipeline stage 0 with "
+                 f"{layout.layers_per_stage[0]} text layers; {held:.1f} GiB per card of their {what} counted "
+                 f"there; the vision tower {tower}"]
+        if swaps_attention(ctx.info, layout.recompute):
+            swapped = swapped_attention_bytes(ctx.model, ctx.spec.seq_len, layout) / GIB
+            notes.append(f"--swap-attention ({ctx.info['swap_attention']}) keeps each layer's self-attention "
+                         f"activations in host memory, {swapped * 1024:.0f} MiB per layer and micro batch, all "
+                         f"but one layer's counted off the device (an estimate: MindSpeed publishes no figure)")
+        return notes
 
     def settings(self, plan: Plan, fp: FrameworkPlan) -> MmSettings:
         return settings(plan.method, fp.layout, fp.info, plan.output_dir("mindspeed-mm"), plan.train.resume)

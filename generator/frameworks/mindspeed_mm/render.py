@@ -27,6 +27,7 @@ from .planning import (
     NO_SAVE_RNG,
     NUM_WORKERS,
     PROJECTOR_FREEZE,
+    SWAP_ATTENTION,
     TEXT_SPLIT,
     VISION_FREEZE,
     VISION_SPLIT,
@@ -128,7 +129,8 @@ def gpt_flags(plan: Plan, fp: FrameworkPlan) -> Flags:
             ("--clip-grad", t.max_grad_norm), ("--adam-beta1", t.adam_betas[0]), ("--adam-beta2", t.adam_betas[1]),
             ("--seed", t.seed), ("--bf16", True), ("--use-flash-attn", True), ("--variable-seq-lengths", True),
             ("--use-distributed-optimizer", True), ("--no-gradient-accumulation-fusion", True),
-            ("--enable-dummy-optimizer", own.switch(DUMMY_OPTIMIZER)), ("--num-workers", own.value(NUM_WORKERS))]
+            ("--enable-dummy-optimizer", own.switch(DUMMY_OPTIMIZER)), ("--num-workers", own.value(NUM_WORKERS)),
+            ("--swap-attention", own.switch(SWAP_ATTENTION))]
 
 
 def groups(plan: Plan, fp: FrameworkPlan) -> list[tuple[str, list[tuple[str, list[str]]]]]:
