@@ -15,7 +15,7 @@ from . import memory as memory_model
 from .cards import MAX_SEARCH_CARDS, preset_for, round_up, valid_counts
 from .context import Context
 from .errors import Problem, SpecError
-from .frameworks.contract import RoleKind
+from .frameworks.contract import RoleKind, Structure
 from .memory import GIB, MemoryBreakdown, MemoryJob, estimate
 from .parallel import Parallel
 from .plan import HEADROOM, Layout, Rejected
@@ -195,6 +195,13 @@ def _validate_pins(ctx: Context, cards: int) -> None:
         raise SpecError(problems)
 
 
+def _sequence_parallel(pinned: bool | None, structure: Structure) -> bool:
+    """The spec's pin, else the framework's default for the structure, else on wherever TP splits the layers."""
+    if pinned is not None:
+        return pinned
+    return structure.tp > 1 if structure.sequence_parallel is None else structure.sequence_parallel
+
+
 def _structure_problems(ctx: Context, cards: int, tp: int, pp: int, cp: int, ep: int) -> list[tuple[str, str]]:
     """Every rule a (tp, pp, cp, ep) breaks, as (pin key, sentence)."""
     model, hw, seq = ctx.model, ctx.hw, ctx.spec.seq_len
@@ -285,7 +292,7 @@ def candidates(ctx: Context, cards: int) -> tuple[list[Layout], Layout | None, l
                 shape = Parallel(cards=cards, cards_per_node=ctx.hw.cards_per_node, tp=tp, pp=pp, cp=cp, ep=ep,
                                  micro_batch_size=mbs, global_batch_size=gbs, recompute=recompute,
                                  mtp_layers=ctx.mtp_layers,
-                                 sequence_parallel=tp > 1 if pins.sequence_parallel is None else pins.sequence_parallel,
+                                 sequence_parallel=_sequence_parallel(pins.sequence_parallel, structure),
                                  num_layer_list=structure.num_layer_list or split_layers(model.layers, pp,
                                                                                          ctx.mtp_layers),
                                  zero_stage=zero_stage, offload=offload)

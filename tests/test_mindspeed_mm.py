@@ -4,6 +4,7 @@ files parse under the pinned pretrain_vlm.py parser, and each start-up rule refu
 from __future__ import annotations
 
 import json
+import math
 import re
 from pathlib import Path
 
@@ -13,12 +14,14 @@ from helpers import check_script, make_spec, render_job, table_cells
 
 from generator.checks.shell import bash_arrays
 from generator.cli import main
+from generator.errors import SpecError
 from generator.frameworks import megatron_flags as flags
 from generator.frameworks.mindspeed_mm import checks
-from generator.frameworks.mindspeed_mm.planning import upstream_models
+from generator.frameworks.mindspeed_mm.planning import CALIBRATION, upstream_models
 from generator.render import render_files
 from generator.resolve import resolve
 from generator.tables import load_tables
+from generator.throughput import throughput
 
 T = load_tables()
 NAME = "mindspeed-mm"
@@ -69,10 +72,10 @@ UPSTREAM = [
 
 @pytest.mark.parametrize("model,hw,cards,tp,pp,mbs,gbs,text,vision", UPSTREAM)
 def test_upstream_examples_are_reproduced_when_pinned(model, hw, cards, tp, pp, mbs, gbs, text, vision):
-    # Upstream's scripts leave sequence parallel off (the plan turns it on with TP > 1 unless pinned off).
+    # Upstream's scripts leave sequence parallel off, and so does the plan unless the spec pins it.
     plan, files = render_job(T, model=model, method="full", seq_len=1024, hardware=hw, frameworks=[NAME],
                              cards=cards, global_batch_size=gbs,
-                             layout={NAME: {"tp": tp, "pp": pp, "micro_batch_size": mbs, "sequence_parallel": False}})
+                             layout={NAME: {"tp": tp, "pp": pp, "micro_batch_size": mbs}})
     lay = plan.frameworks[NAME].layout
     assert (lay.tp, lay.pp, lay.cp, lay.micro_batch_size, lay.global_batch_size) == (tp, pp, 1, mbs, gbs)
     assert list(lay.layers_per_stage) == text
@@ -97,28 +100,71 @@ def test_upstream_examples_are_reproduced_when_pinned(model, hw, cards, tp, pp, 
     assert pairs["--cfg.parallel_config.tp_size"] == str(tp)
 
 
-def test_72b_upstream_split_and_why_its_layout_needs_force():
-    # examples/qwen2.5vl/model_72b.json: [6, 11 x 6, 8] on PP8 (A3, 16 dies per node). The layer split is
-    # reproduced; upstream's TP2 PP8 on 32 dies holds 57.7 GiB per die in the memory model, over the 52.2 GiB budget
-    # (58 usable less 10% headroom), so the pinned layout needs --force.
+def test_72b_upstream_example_with_swap_attention_and_why_it_needs_force():
+    # examples/qwen2.5vl/model_72b.json: [6, 11 x 6, 8] on PP8, TP2, GRAD_ACC_STEP 96, on 4 A3 nodes of 16 dies
+    # (README.md "4x8 (A3)"); finetune_qwen2_5_vl_72b.sh l. 91 passes --swap-attention, which the plan writes and
+    # counts (the self-attention activations in host memory). The busiest stage still holds 53.6 GiB per die, within
+    # the 58 GiB usable but over the 52.2 GiB budget (10% headroom), so the pinned layout needs --force.
+    layout = {NAME: {"tp": 2, "pp": 8, "micro_batch_size": 1, "recompute": "none"}}
     spec = make_spec(model="qwen2.5_vl-72b", method="full", seq_len=1024, hardware="snt9b23", frameworks=[NAME],
-                     cards=32, global_batch_size=192, layout={NAME: {"tp": 2, "pp": 8, "micro_batch_size": 1}})
+                     cards=64, global_batch_size=384, layout=layout)
+    with pytest.raises(SpecError):
+        resolve(spec, T)
     plan = resolve(spec, T, force=True)
-    assert list(plan.frameworks[NAME].layout.layers_per_stage) == [6, 11, 11, 11, 11, 11, 11, 8]
+    lay = plan.frameworks[NAME].layout
+    assert list(lay.layers_per_stage) == [6, 11, 11, 11, 11, 11, 11, 8]
+    assert lay.memory.total == pytest.approx(53.6, abs=0.05) and lay.budget_gb < lay.memory.total < lay.usable_gb
+    files = render_files(plan)
+    words = flags.parse("mm-train", bash_arrays(files[f"{NAME}/launch.sh"])["GPT_ARGS"])
+    assert words.swap_attention and words.use_flash_attn
+    assert plan.frameworks[NAME].estimate.tokens_per_card_s == 322.96
+    # Full recompute leaves nothing to swap (README.md l. 296 drops the flag with it); the 7B's script has none.
+    layout[NAME]["recompute"] = "full"
+    spec = make_spec(model="qwen2.5_vl-72b", method="full", seq_len=1024, hardware="snt9b23", frameworks=[NAME],
+                     cards=64, global_batch_size=384, layout=layout)
+    assert "--swap-attention" not in render_files(resolve(spec, T))[f"{NAME}/launch.sh"]
 
 
-def test_published_throughput_gives_the_time_where_measured():
-    plan, _ = render_job(T, model="qwen2.5_vl-7b", method="full", seq_len=1024, hardware="snt9b", frameworks=[NAME])
-    rate = plan.frameworks[NAME].estimate
-    assert rate.tokens_per_card_s == 1324.5 and rate.tps_source.startswith("published: 18.82 samples/s")
-    plan, _ = render_job(T, model="qwen2.5_vl-7b", method="full", seq_len=1024, hardware="snt9b23",
-                         frameworks=[NAME])
-    assert not plan.frameworks[NAME].estimate.tps_source.startswith("published")
-    # Upstream measured fine-tuning at --seq-length 1024 with the vision tower frozen: not pretraining, not 4096.
-    for method, seq in (("pretrain", 1024), ("full", 4096)):
-        plan, _ = render_job(T, model="qwen2.5_vl-7b", method=method, seq_len=seq, hardware="snt9b",
-                             frameworks=[NAME])
-        assert not plan.frameworks[NAME].estimate.tps_source.startswith("published")
+def test_published_throughput_only_for_the_layout_upstream_measured():
+    # 7B on 8 A2 cards: upstream's TP1 PP2 MBS 1 is the published 18.82 samples/s; any other layout is the step
+    # model scaled to the published rows, and so is another hardware, pretraining or a longer sequence.
+    def estimate(hw="snt9b", method="full", seq=1024, **layout):
+        plan, _ = render_job(T, model="qwen2.5_vl-7b", method=method, seq_len=seq, hardware=hw, frameworks=[NAME],
+                             cards=8, global_batch_size=192, layout={NAME: {"micro_batch_size": 1, **layout}})
+        return plan.frameworks[NAME].estimate
+    rate = estimate(tp=1, pp=2)
+    assert rate.tokens_per_card_s == 1324.5 and rate.tps_source.startswith("published, upstream's own layout")
+    # Other layouts of the 7B on A2: the step model x the 7B's own ratio (published / step model at TP1 PP2)
+    for other in (estimate(tp=2, pp=1), estimate(tp=1, pp=2, method="pretrain"), estimate(tp=1, pp=2, seq=4096)):
+        assert other.tps_source.startswith("estimate: step model") and \
+            "x 0.446: qwen2.5_vl-7b's published figure over the step model" in other.tps_source, other
+    # No 7B row on A3: the A3 rows' calibration
+    assert "x 0.771: MindSpeed-MM's published rows on snt9b23" in estimate(tp=1, pp=2, hw="snt9b23").tps_source
+
+
+def test_the_calibration_is_upstreams_published_rows_over_the_step_model():
+    # planning.CALIBRATION per hardware: the geometric mean of published / step model at each published layout.
+    ratios: dict[str, list[float]] = {}
+    for name, row in T.frameworks[NAME].models.items():
+        published = row["published"]
+        hw = "snt9b23" if "A3" in published["source"] else "snt9b"
+        spec = make_spec(model=name, method="full", seq_len=1024, hardware=hw, frameworks=[NAME],
+                         cards=published["cards"], global_batch_size=published["global_batch_size"],
+                         layout={NAME: {"tp": published["tp"], "pp": published["pp"], "micro_batch_size": 1,
+                                        "recompute": "none"}})
+        fp = resolve(spec, T, force=True).frameworks[NAME]
+        step = throughput(T.models[name], "full", 1024, T.frameworks[NAME], T.hardware[hw], None, fp.layout)
+        ratios.setdefault(hw, []).append(published["tokens_per_card_s"] / step.tokens_per_card_s)
+    for hw, found in ratios.items():
+        assert CALIBRATION[hw] == pytest.approx(math.prod(found) ** (1 / len(found)), abs=0.001), (hw, found)
+
+
+def test_layouts_rank_by_the_step_model():
+    # 32B on 16 A2 cards: TP2 PP8 without recompute fits, so the search no longer takes full recompute on PP16.
+    plan, _ = render_job(T, model="qwen2.5_vl-32b", method="full", seq_len=1024, hardware="snt9b", frameworks=[NAME],
+                         cards=16)
+    lay = plan.frameworks[NAME].layout
+    assert (lay.tp, lay.pp, lay.recompute) == (2, 8, "none")
 
 
 def test_vision_encoder_weighs_on_the_first_stage():
@@ -194,6 +240,8 @@ BREAKS = {
     "groups_div_tp": ("launch", "--tensor-model-parallel-size 1", "--tensor-model-parallel-size 8"),
     "ulysses_cp_heads": ("both", ("--context-parallel-size 1", "--context-parallel-size 2"),
                          (["text_decoder", "num_attention_heads"], 27)),
+    "sp_tp_divides_patches": ("launch", "--tensor-model-parallel-size 1",
+                              "--tensor-model-parallel-size 8\n  --sequence-parallel"),
     "text_list_pp": ("json", TEXT, [28]),
     "vision_list_pp": ("json", VISION, [32]),
     "text_layer_sum": ("json", TEXT, [12, 15]),
@@ -201,6 +249,8 @@ BREAKS = {
     "vision_before_text": ("json2", (VISION, [30, 2]), (TEXT, [1, 27])),
     "vpp_nesting": ("json", TEXT, [[6, 8], [6, 8]]),
     "frozen_stage_dummy_optimizer": ("json2", (VISION, [32, 0]), (TEXT, [0, 28])),
+    "vpp_needs_pp": ("launch", "--pipeline-model-parallel-size 2", "--pipeline-model-parallel-size 2\n"
+                     "  --virtual-pipeline-model-parallel-size 2\n  --no-overlap-p2p-communication"),
 }
 
 
@@ -233,7 +283,7 @@ def test_the_pinned_parser_refuses_an_unknown_flag(tmp_path):
 
 
 def test_conversion_must_match_training(tmp_path):
-    folder = _rendered(tmp_path)
+    folder = _rendered(tmp_path, layout={NAME: {"tp": 1, "pp": 2}})
     original = (folder / "convert_ckpt.sh").read_text(encoding="utf-8")
     assert "llm_pp_layers '[[12,16]]'" in original and "llm_pp_layers '[12,16]'" in original
 
@@ -257,7 +307,7 @@ def test_conversion_must_match_training(tmp_path):
 def test_validate_runs_the_rules(tmp_path):
     spec = tmp_path / "job.yaml"
     spec.write_text("job: mm7b\nmodel: qwen2.5_vl-7b\nmethod: full\nhardware: snt9b\nseq_len: 1024\n"
-                    "frameworks: [mindspeed-mm]\n", encoding="utf-8")
+                    "frameworks: [mindspeed-mm]\nlayout: {mindspeed-mm: {tp: 1, pp: 2}}\n", encoding="utf-8")
     out = tmp_path / "out"
     assert CliRunner().invoke(main, ["render", str(spec), "-o", str(out)]).exit_code == 0
     result = CliRunner().invoke(main, ["validate", str(out / "mm7b")])
@@ -267,3 +317,124 @@ def test_validate_runs_the_rules(tmp_path):
                           encoding="utf-8")
     result = CliRunner().invoke(main, ["validate", str(out / "mm7b")])
     assert result.exit_code == 1 and re.search(r"rule text_layer_sum", result.output), result.output
+
+
+def test_sequence_parallel_is_off_unless_pinned_and_needs_tp_dividing_4():
+    # qwen2vl_vit_model.py:556-557 scatters the image patches (a multiple of 4) over TP unpadded; Megatron's split
+    # needs them divisible (mappings.py:66-69). Upstream's scripts never pass --sequence-parallel.
+    def sp(**layout):
+        plan = resolve(make_spec(model="qwen2.5_vl-32b", method="full", seq_len=1024, hardware="snt9b",
+                                 frameworks=[NAME], cards=16, global_batch_size=96, layout={NAME: layout}), T,
+                       force=True)
+        lay = plan.frameworks[NAME].layout
+        return lay.tp, lay.sequence_parallel
+    assert sp(tp=2, pp=8) == (2, False)
+    assert sp(tp=2, pp=8, sequence_parallel=True) == (2, True)
+    with pytest.raises(SpecError, match="sequence_parallel: true with TP 8"):
+        sp(tp=8, pp=2, sequence_parallel=True)
+
+
+def test_selective_recompute_is_refused():
+    with pytest.raises(SpecError, match="recompute: selective"):
+        resolve(make_spec(model="qwen2.5_vl-7b", method="full", seq_len=1024, hardware="snt9b", frameworks=[NAME],
+                          layout={NAME: {"recompute": "selective"}}), T)
+
+
+def test_each_node_has_its_own_cache_dir():
+    # README.md l. 327 (examples/qwen2.5vl): nodes must not share a cache_dir. Two nodes: one data JSON per node rank.
+    plan, files = render_job(T, model="qwen2.5_vl-32b", method="full", seq_len=1024, hardware="snt9b",
+                             frameworks=[NAME], cards=16, global_batch_size=96, layout={NAME: {"tp": 2, "pp": 8}})
+    caches = [json.loads(files[f"{NAME}/data_node{rank}.json"])["dataset_param"]["basic_parameters"]["cache_dir"]
+              for rank in (0, 1)]
+    assert f"{NAME}/data.json" not in files and len(set(caches)) == 2
+    assert plan.to_json()["frameworks"][NAME]["settings"]["data.json basic_parameters.cache_dir"]["value"] == caches
+    assert 'DATA_JSON="$JOB_DIR/data_node$NODE_RANK.json"' in files[f"{NAME}/launch.sh"]
+    assert all(cache in files[f"{NAME}/DATA.md"] for cache in caches)
+
+
+def test_upstream_values_are_written_and_on_the_plan():
+    # finetune_qwen2_5_vl_72b.sh l. 3-13 and 76: the performance environment, --clip-grad 0.0; CPU_AFFINITY_CONF 2 there
+    # (1 in the 7B's, which sets no PYTORCH_NPU_ALLOC_CONF).
+    for model, affinity, alloc in (("qwen2.5_vl-72b", "2", True), ("qwen2.5_vl-7b", "1", False)):
+        plan, files = render_job(T, model=model, method="full", seq_len=1024, hardware="snt9b23", frameworks=[NAME])
+        launch = files[f"{NAME}/launch.sh"]
+        own = plan.to_json()["frameworks"][NAME]["settings"]
+        for name, value in (("TASK_QUEUE_ENABLE", "2"), ("CPU_AFFINITY_CONF", affinity), ("NPU_ASD_ENABLE", "0"),
+                            ("COMBINED_ENABLE", "1"), ("ACLNN_CACHE_LIMIT", "100000")):
+            assert f"\nexport {name}={value}\n" in launch
+            assert own[f"env {name}"]["value"] == value and "finetune_qwen2_5_vl_" in own[f"env {name}"]["source"]
+        assert ("PYTORCH_NPU_ALLOC_CONF" in launch) is alloc
+        words = flags.parse("mm-train", [w for n in ("GPT_ARGS", "START_ARGS") for w in bash_arrays(launch)[n]])
+        assert words.clip_grad == 0.0 and words.num_workers == own["--num-workers"]["value"] == 8
+        assert own["data.json preprocess_parameters.image_max_pixels"]["value"] == 262144
+    assert "mindspeed-llm/" not in Path("templates/mindspeed-mm/launch.sh.j2").read_text(encoding="utf-8")
+
+
+def test_optimizer_states_are_saved_only_for_resume():
+    # Upstream's scripts save neither optimizer nor RNG (7b.sh l. 80-81); a job that resumes needs both.
+    for resume in (True, False):
+        plan, files = render_job(T, model="qwen2.5_vl-72b", method="full", seq_len=1024, hardware="snt9b23",
+                                 frameworks=[NAME], train={"resume": resume})
+        output = bash_arrays(files[f"{NAME}/launch.sh"])["OUTPUT_ARGS"]
+        assert ("--no-save-optim" in output and "--no-save-rng" in output) is not resume
+        note = next(n for n in plan.notes if n.startswith("mindspeed-mm keeps every checkpoint"))
+        assert ("optimizer states" in note) is resume
+        assert "every one is kept" in files["PLAN.md"]
+
+
+HAND_EDITS = [
+    ("model.json", None, "[]", "the file is not a JSON object"),
+    ("model.json", None, "{}", "text_decoder.num_layers is missing"),
+    ("model.json", None, '{"text_decoder": 5}', "text_decoder is not a JSON object"),
+    ("model.json", "num_attention_heads", None, "text_decoder.num_attention_heads is missing"),
+    ("convert_ckpt.sh", "llm_pp_layers '[[12,16]]'", """llm_pp_layers '[[12,"a"]]'""", "must be lists of layer counts"),
+    ("convert_ckpt.sh", "llm_pp_layers '[[12,16]]'", """llm_pp_layers '{"a":1}'""", "must be lists of layer counts"),
+    ("launch.sh", "NPUS_PER_NODE=8", "NPUS_PER_NODE=eight", "NPUS_PER_NODE=eight: must be a whole number"),
+]
+
+
+@pytest.mark.parametrize("name,old,new,expected", HAND_EDITS)
+def test_validate_reports_hand_edits_without_a_traceback(name, old, new, expected, tmp_path):
+    spec = tmp_path / "job.yaml"
+    spec.write_text("job: mm7b\nmodel: qwen2.5_vl-7b\nmethod: full\nhardware: snt9b\nseq_len: 1024\n"
+                    "frameworks: [mindspeed-mm]\nlayout: {mindspeed-mm: {tp: 1, pp: 2}}\n", encoding="utf-8")
+    out = tmp_path / "out"
+    assert CliRunner().invoke(main, ["render", str(spec), "-o", str(out)]).exit_code == 0
+    path = out / "mm7b" / NAME / name
+    if name == "model.json" and old is not None:
+        _edit_json(path.parent, lambda m: m["text_decoder"].pop(old))
+    elif old is None:
+        path.write_text(new, encoding="utf-8")
+    else:
+        text_ = path.read_text(encoding="utf-8")
+        assert old in text_
+        path.write_text(text_.replace(old, new), encoding="utf-8")
+    result = CliRunner().invoke(main, ["validate", str(out / "mm7b")])
+    assert result.exception is None or isinstance(result.exception, SystemExit), result.exception
+    assert result.exit_code == 1 and expected in result.output, result.output
+
+
+def test_pipeline_lists_are_not_read_at_pp_1(tmp_path):
+    # vlm_model.py:144, 298: with PP 1 each module is built whole; upstream never reads pipeline_num_layers.
+    folder = _rendered(tmp_path, model="qwen2.5_vl-3b", cards=8, global_batch_size=256,
+                       layout={NAME: {"tp": 1, "pp": 1, "micro_batch_size": 1}})
+    _edit_json(folder, lambda m: (_set(TEXT, [30, 6])(m), _set(VISION, [32, 0])(m)))
+    assert checks.job_problems(folder, None)["launch.sh"] == []
+
+
+def test_a_trained_projector_is_not_a_frozen_stage(tmp_path):
+    # The projector sits on the stage that ends the vision encoder (vlm_model.py:183-184): trained, that stage has
+    # gradients even with the vision encoder frozen and no text layers.
+    folder = _rendered(tmp_path, cards=8, global_batch_size=192, layout={NAME: {"tp": 1, "pp": 2}})
+    _edit_json(folder, lambda m: (_set(VISION, [32, 0])(m), _set(TEXT, [0, 28])(m),
+                                  _set(["image_encoder", "vision_projector", "freeze"], False)(m)))
+    assert checks.job_problems(folder, None)["launch.sh"] == []
+    _edit_json(folder, _set(["image_encoder", "vision_projector", "freeze"], True))
+    assert any("frozen_stage_dummy_optimizer" in p for p in checks.job_problems(folder, None)["launch.sh"])
+
+
+def test_plan_names_the_master_address_launch_sh_uses():
+    # One node: launch.sh sets the local host, and PLAN.md says so (not "from the environment").
+    _, files = render_job(T, model="qwen2.5_vl-7b", method="full", seq_len=1024, hardware="snt9b", frameworks=[NAME])
+    assert "\nMASTER_ADDR=127.0.0.1\n" in files[f"{NAME}/launch.sh"]
+    assert "- master: `127.0.0.1`" in files["PLAN.md"]

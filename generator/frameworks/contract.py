@@ -73,6 +73,7 @@ class Structure:
     zero_stage: int | None = None
     offload: bool = False
     num_layer_list: tuple[int, ...] | None = None  # layers per pipeline stage (None: the core's even split)
+    sequence_parallel: bool | None = None  # the framework's default where the spec pins none (None: on with TP > 1)
 
 
 class SearchSpace(Protocol):

@@ -7,6 +7,7 @@ import json
 import jinja2
 
 from ..plan import HEADROOM, Plan
+from .common import master_addr
 
 
 def plan_json(plan: Plan, extra: dict | None = None) -> str:
@@ -16,5 +17,11 @@ def plan_json(plan: Plan, extra: dict | None = None) -> str:
 
 def render(plan: Plan, env: jinja2.Environment, sections: dict[str, str]) -> dict[str, str]:
     """`sections`: each framework renderer's part of PLAN.md (its files and how to launch them)."""
-    text = env.get_template("PLAN.md.j2").render(plan=plan, headroom_pct=round(HEADROOM * 100), sections=sections)
+    # The address the launch files use: the spec's, the local host on one node, else MASTER_ADDR at launch time
+    masters = {name: master_addr(plan, fp) or "MASTER_ADDR from the environment"
+               for name, fp in plan.frameworks.items()}
+    master = (next(iter(masters.values())) if len(set(masters.values())) == 1
+              else ", ".join(f"{name}: {address}" for name, address in masters.items()))
+    text = env.get_template("PLAN.md.j2").render(plan=plan, headroom_pct=round(HEADROOM * 100), sections=sections,
+                                                 master=master)
     return {"PLAN.md": text, "plan.json": plan_json(plan)}

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -16,6 +17,7 @@ from ...jobdir import read_regular
 from ...tables import Model
 from .. import megatron_flags as flags
 from ..megatron_launch import LOADING, launch_line
+from .planning import has_frozen_stage, sp_breaks
 
 MM = "Ascend/MindSpeed-MM v2.2.0"
 MEGATRON = "Megatron core_v0.12.1"
@@ -57,10 +59,18 @@ def _vision_after_text(vision, text_) -> bool:
     return any(n and i > first_text for i, n in enumerate(vis))
 
 
-def _frozen_stage(args, vision_cfg, text_) -> bool:
-    vis, txt = _flat(vision_cfg["pipeline_num_layers"]), _flat(text_)
-    frozen = vision_cfg.get("freeze", False)
-    return not args.enable_dummy_optimizer and any(t == 0 and (v == 0 or frozen) for v, t in zip(vis, txt))
+def _frozen_stage(args, model_json: dict) -> bool:
+    encoder = model_json["image_encoder"]
+    vision, text_ = encoder["vision_encoder"], model_json["text_decoder"]
+    return not args.enable_dummy_optimizer and has_frozen_stage(
+        _flat(vision["pipeline_num_layers"]), _flat(text_["pipeline_num_layers"]), vision.get("freeze", False),
+        encoder.get("vision_projector", {}).get("freeze", False))
+
+
+def _pipelined(args) -> bool:
+    """Upstream reads pipeline_num_layers only with PP > 1: at PP 1 each module is built whole from num_layers
+    (vlm_model.py:144-149, 298-311)."""
+    return args.pipeline_model_parallel_size > 1
 
 
 @dataclass(frozen=True)
@@ -76,7 +86,8 @@ def _vision(m: dict) -> dict:
 
 
 RULES = (
-    Rule("world_div_tp_pp_cp", f"{MEGATRON} megatron/training/arguments.py:315-317",
+    # MindSpeed-MM replaces Megatron's validate_args (validate_args_patch.py:773, force_patch): its check runs
+    Rule("world_div_tp_pp_cp", f"{MM} mindspeed_mm/patchs/validate_args_patch.py:129-132",
          "world size is not divisible by TP x PP x CP",
          lambda a, m: a.world_size % (a.tensor_model_parallel_size * a.pipeline_model_parallel_size *
                                       a.context_parallel_size) != 0),
@@ -94,30 +105,39 @@ RULES = (
          lambda a, m: a.context_parallel_size > 1 and a.context_parallel_algo == "ulysses_cp_algo" and (
              a.seq_length % a.context_parallel_size != 0 or m["text_decoder"]["num_attention_heads"] %
              (a.context_parallel_size * a.tensor_model_parallel_size) != 0)),
-    Rule("text_list_pp", f"{MM} mindspeed_mm/models/vlm_model.py:312-321",
+    Rule("sp_tp_divides_patches", f"{MM} mindspeed_mm/models/vision/vision_encoders/qwen2vl_vit_model.py:556-557; "
+         f"{MEGATRON} megatron/core/tensor_parallel/mappings.py:66-69",
+         "--sequence-parallel scatters each image's patches (a multiple of 4) over TP unpadded: TP must divide 4",
+         lambda a, m: a.sequence_parallel and sp_breaks(a.tensor_model_parallel_size)),
+    Rule("text_list_pp", f"{MM} mindspeed_mm/models/vlm_model.py:298, 312-321",
          "length of pipeline_num_layers must equal to pipeline-model-parallel-size (x vpp-size)",
-         lambda a, m: _list_shape_broken(a, m["text_decoder"]["pipeline_num_layers"])),
-    Rule("vision_list_pp", f"{MM} mindspeed_mm/models/vlm_model.py:151-160",
+         lambda a, m: _pipelined(a) and _list_shape_broken(a, m["text_decoder"]["pipeline_num_layers"])),
+    Rule("vision_list_pp", f"{MM} mindspeed_mm/models/vlm_model.py:144, 151-160",
          "length of vision_encoder.pipeline_num_layers must equal to pipeline-model-parallel-size (x vpp-size)",
-         lambda a, m: _list_shape_broken(a, _vision(m)["pipeline_num_layers"])),
+         lambda a, m: _pipelined(a) and _list_shape_broken(a, _vision(m)["pipeline_num_layers"])),
     Rule("text_layer_sum", f"{MM} mindspeed_mm/models/vlm_model.py:339-343",
          "text_decoder.pipeline_num_layers does not sum to num_layers (the last stage's post_process never holds)",
-         lambda a, m: sum(_flat(m["text_decoder"]["pipeline_num_layers"])) != m["text_decoder"]["num_layers"]),
-    Rule("vision_layer_sum", f"{MM} mindspeed_mm/models/vlm_model.py:176-181",
+         lambda a, m: _pipelined(a) and
+         sum(_flat(m["text_decoder"]["pipeline_num_layers"])) != m["text_decoder"]["num_layers"]),
+    Rule("vision_layer_sum", f"{MM} mindspeed_mm/models/vlm_model.py:180-184",
          "vision_encoder.pipeline_num_layers does not sum to its num_layers",
-         lambda a, m: sum(_flat(_vision(m)["pipeline_num_layers"])) != _vision(m)["num_layers"]),
+         lambda a, m: _pipelined(a) and sum(_flat(_vision(m)["pipeline_num_layers"])) != _vision(m)["num_layers"]),
     Rule("vision_before_text", f"{MM} examples/qwen2.5vl/README.md:402",
          "vision_encoder layers must all be placed before the text_decoder's",
-         lambda a, m: _vision_after_text(_vision(m)["pipeline_num_layers"], m["text_decoder"]["pipeline_num_layers"])),
+         lambda a, m: _pipelined(a) and
+         _vision_after_text(_vision(m)["pipeline_num_layers"], m["text_decoder"]["pipeline_num_layers"])),
     Rule("vpp_nesting", f"{MM} mindspeed_mm/patchs/validate_args_patch.py:249-263",
          "vpp must be enabled by --virtual-pipeline-model-parallel-size and a nested pipeline_num_layers of that "
          "length",
          lambda a, m: (_vpp(a) > 1) != (len(_stages(m["text_decoder"]["pipeline_num_layers"])) > 1 or
                                          any(isinstance(x, list) for x in m["text_decoder"]["pipeline_num_layers"]))
          or (_vpp(a) > 1 and len(_stages(m["text_decoder"]["pipeline_num_layers"])) != _vpp(a))),
+    Rule("vpp_needs_pp", f"{MM} mindspeed_mm/patchs/validate_args_patch.py:249-258",
+         "the interleaved schedule needs pipeline-model-parallel size > 1, and > 2 with --no-overlap-p2p-communication",
+         lambda a, m: _vpp(a) > 1 and a.pipeline_model_parallel_size <= (1 if a.overlap_p2p_comm else 2)),
     Rule("frozen_stage_dummy_optimizer", f"{MM} examples/qwen2.5vl/README.md:404",
          "a stage whose parameters are all frozen has no gradients: it needs --enable-dummy-optimizer",
-         lambda a, m: _frozen_stage(a, _vision(m), m["text_decoder"]["pipeline_num_layers"])),
+         lambda a, m: _pipelined(a) and _frozen_stage(a, m)),
 )
 
 
@@ -145,6 +165,10 @@ def training_problems(argv: list[str], world_size: int, model_json: dict | None)
 
 
 CONVERT = f"{MM} checkpoint/vlm_model/config.py"
+
+
+def _words(value) -> str:
+    return json.dumps(value, separators=(",", ":"))
 
 
 def _converter_config_problems(direction: str, llm, vit, tp: int, model_json: dict | None) -> list[str]:
@@ -186,6 +210,9 @@ def conversion_problems(direction: str, words: list[str], args: argparse.Namespa
         tp = int(pairs["--cfg.parallel_config.tp_size"])
     except (KeyError, ValueError) as exc:
         return [f"mm-convert needs llm_pp_layers, vit_pp_layers and tp_size ({exc})"]
+    if not (_is_layer_lists(llm) and _is_layer_lists(vit)):
+        return [f"llm_pp_layers {_words(llm)} and vit_pp_layers {_words(vit)} must be lists of layer counts "
+                f"({CONVERT}:16-23, 57-64)"]
     problems = _converter_config_problems(direction, llm, vit, tp, model_json)
     if model_json is not None:
         if _flat(llm) != _flat(model_json["text_decoder"]["pipeline_num_layers"]):
@@ -203,6 +230,54 @@ def conversion_problems(direction: str, words: list[str], args: argparse.Namespa
             problems.append(f"--cfg.mm_dir {pairs.get('--cfg.mm_dir')} is not training's "
                             f"{'--load' if direction == 'hf_to_mm' else '--save'} {wanted}")
     return problems
+
+
+def _is_count(value) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _is_layer_lists(value) -> bool:
+    """A pipeline split: layer counts, flat or one list per virtual stage."""
+    return isinstance(value, list) and all(
+        _is_count(x) or (isinstance(x, list) and all(_is_count(y) for y in x)) for x in value)
+
+
+# What the rules read of model.json, and the type MindSpeed-MM reads it in (upstream's model_*.json).
+_SHAPE = (("text_decoder.num_layers", _is_count, "a whole number"),
+          ("text_decoder.num_attention_heads", _is_count, "a whole number"),
+          ("text_decoder.pipeline_num_layers", _is_layer_lists, "a list of layer counts (or of such lists)"),
+          ("image_encoder.vision_encoder.num_layers", _is_count, "a whole number"),
+          ("image_encoder.vision_encoder.pipeline_num_layers", _is_layer_lists,
+           "a list of layer counts (or of such lists)"))
+_OPTIONAL = (("text_decoder.num_query_groups", _is_count, "a whole number"),
+             ("image_encoder.vision_encoder.freeze", lambda v: isinstance(v, bool), "true or false"))
+
+
+def _at(tree, key: str):
+    """The value at a dotted key, or KeyError naming the first part that is missing or not an object."""
+    node = tree
+    for i, part in enumerate(key.split(".")):
+        if not isinstance(node, dict):
+            raise KeyError(f"{'.'.join(key.split('.')[:i]) or 'the file'} is not a JSON object")
+        if part not in node:
+            raise KeyError(f"{key} is missing")
+        node = node[part]
+    return node
+
+
+def shape_problems(model_json) -> list[str]:
+    """model.json's keys the rules read, each present (or optional) in its type; the rules run only without these."""
+    problems = []
+    for required, (key, ok, kind) in [(True, row) for row in _SHAPE] + [(False, row) for row in _OPTIONAL]:
+        try:
+            value = _at(model_json, key)
+        except KeyError as exc:
+            if required:  # an optional key's parents are required ones, reported there
+                problems.append(f"{exc.args[0]} (upstream's model_*.json has {key}: {kind})")
+            continue
+        if not ok(value):
+            problems.append(f"{key} is {json.dumps(value)}, must be {kind} (as upstream's model_*.json)")
+    return list(dict.fromkeys(problems))
 
 
 def model_problems(model_json: dict, model: Model) -> list[str]:
@@ -224,6 +299,10 @@ def job_problems(folder: Path, model: Model | None) -> dict[str, list[str]]:
             model_json = json.loads(texts["model.json"])
         except ValueError as exc:
             problems["model.json"].append(f"not JSON: {exc}")
+        if model_json is not None:
+            shape = shape_problems(model_json)
+            problems["model.json"] += shape
+            model_json = None if shape else model_json  # the rules need the keys they read
         if model_json is not None and model is not None:
             problems["model.json"] += model_problems(model_json, model)
     args = None
@@ -233,7 +312,11 @@ def job_problems(folder: Path, model: Model | None) -> dict[str, list[str]]:
         problems["launch.sh"] += launch_problems
         if entry and entry != "pretrain_vlm.py":
             problems["launch.sh"].append(f"{entry} is not MindSpeed-MM's entry pretrain_vlm.py")
-        world = int(assignment(launch, "NPUS_PER_NODE") or 0) * int(assignment(launch, "NNODES") or 0)
+        counts = {name: assignment(launch, name) or "0" for name in ("NPUS_PER_NODE", "NNODES")}
+        for name, value in counts.items():
+            if not value.isdigit():
+                problems["launch.sh"].append(f"{name}={value}: must be a whole number of cards / nodes")
+        world = math.prod(int(v) if v.isdigit() else 0 for v in counts.values())
         for name, argv in zip(LOADING, loadings):
             found = training_problems(argv, world, model_json)
             problems["launch.sh"] += [f"{'relaunch: ' if name == 'RESUME_ARGS' else ''}{p}" for p in found]

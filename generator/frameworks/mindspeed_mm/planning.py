@@ -10,18 +10,22 @@ and the memory of the first stage counts the vision encoder.
 from __future__ import annotations
 
 import json
+import math
 from dataclasses import dataclass, replace
 from functools import cache
 
 from ...context import Context
+from ...errors import SpecError
 from ...layouts import split_layers
 from ...memory import GIB, MemoryBreakdown, MemoryJob, megatron_stages
 from ...parallel import Parallel
 from ...plan import FrameworkPlan, Layout, Plan
 from ...resources import DATA_DIR
 from ...spaces import GridSpace
+from ...spec import Spec
 from ...tables import Model
-from ...throughput import Throughput
+from ...throughput import Throughput, throughput, uses_step_model
+from ...training import Training
 from ..base import DefaultPlanning
 from ..contract import PathDefault, RoleKind, SearchSpace, Structure
 
@@ -62,30 +66,119 @@ def vision_trains(method: str) -> bool:
     return method == "pretrain"
 
 
+# Sequence parallel scatters the vision encoder's patches over the TP ranks with no padding
+# (mindspeed_mm/models/vision/vision_encoders/qwen2vl_vit_model.py:556-557 at 4c75a551), and Megatron's split needs
+# the length divisible by TP (core_v0.12.1 megatron/core/tensor_parallel/mappings.py:66-69). An image brings
+# spatial_merge_size^2 = 4 patches per token (model_*.json), so only a TP that divides 4 splits every image.
+SP_PATCH_MULTIPLE = 4
+SP_SOURCE = ("qwen2vl_vit_model.py:556-557 scatters the image patches over TP unpadded; Megatron core_v0.12.1 "
+             "mappings.py:66-69 needs them divisible by TP; an image brings a multiple of 4 patches")
+
+
+def sp_breaks(tp: int) -> bool:
+    """Sequence parallel at this TP would crash on an image whose patches TP does not divide."""
+    return SP_PATCH_MULTIPLE % tp != 0
+
+
+def has_frozen_stage(vision: list[int], text: list[int], vision_frozen: bool, projector_frozen: bool) -> bool:
+    """Whether a pipeline stage (in order, virtual stage by virtual stage) holds only frozen parameters, so needs
+    --enable-dummy-optimizer (README.md l. 404): no text layers, and no vision layers or only frozen ones; the
+    projector trains on the stage that ends the vision encoder (VisionModel's post_process, vlm_model.py:183-184)."""
+    last_vision = max((i for i, n in enumerate(vision) if n), default=-1)
+    return any(t == 0 and (v == 0 or (vision_frozen and (projector_frozen or i != last_vision)))
+               for i, (v, t) in enumerate(zip(vision, text)))
+
+
+# The step model (generator/throughput.py) overestimates what upstream publishes for its own layouts: published
+# tokens/s per card over the step model at that layout and batch (MBS 1, seq 1024, no recompute, sequence parallel
+# off), per hardware, the geometric mean of its rows (tests/test_mindspeed_mm.py recomputes them from the published
+# rows in frameworks.yaml). The A2 rows differ by up to 1.7x from each other: a calibration, not a measurement.
+CALIBRATION = {"snt9b": 0.364, "snt9b23": 0.771}
+CALIBRATION_SOURCE = {"snt9b": "3B 1x8 TP1 PP1 0.263, 7B 1x8 TP1 PP2 0.446, 32B 2x8 TP2 PP8 0.413",
+                      "snt9b23": "72B 4x16 dies TP2 PP8 0.771"}
+
+
+def measured_on(published: dict) -> str:
+    """The hardware a published row ran on: the A3 row on snt9b23, the A2 (Atlas 900 A2 PODc) rows on snt9b."""
+    return "snt9b23" if "A3" in published["source"] else "snt9b"
+
+
+def measured_layout(ctx: Context, layout: Layout, published: dict) -> bool:
+    """Whether `layout` is the one upstream's published figure ran: its hardware, fine-tuning at --seq-length 1024,
+    and its script's cards, TP, PP, CP 1, MBS 1, no recompute."""
+    return (ctx.hw.name == measured_on(published) and ctx.spec.method == "full" and
+            ctx.spec.seq_len == PUBLISHED_SEQ_LEN
+            and (layout.cards, layout.tp, layout.pp, layout.cp, layout.micro_batch_size, layout.recompute) ==
+            (published["cards"], published["tp"], published["pp"], 1, 1, "none"))
+
+
+def swaps_attention(info: dict, recompute: str) -> bool:
+    """--swap-attention where upstream's script for the model passes it and the layout recomputes nothing (it
+    stands in for full recompute: MindSpeed 5176c6f5 docs/features/swap_attention.md l. 15-21)."""
+    return bool(info.get("swap_attention")) and recompute == "none"
+
+
+def swapped_attention_bytes(model: Model, seq_len: int, shape: Parallel) -> float:
+    """What --swap-attention moves to host memory per layer and micro batch: in mcore only the self_attention
+    module's saved activations (docs/features/swap_attention.md l. 28), counted with memory.layer_activation_bytes'
+    terms: its input (2 bytes x hidden per token, split over TP only with sequence parallel) and q, k, v and the
+    attention output (2 bytes each per token, split over TP). The device keeps one layer's worth (the prefetch)."""
+    tokens = seq_len // shape.cp * shape.micro_batch_size
+    hidden = 2.0 * tokens * model.hidden / (shape.tp if shape.sequence_parallel else 1)
+    return hidden + 2.0 * tokens * (2 * model.q_dim + 2 * model.kv_dim) / shape.tp
+
+
+def _published_step(ctx: Context, published: dict) -> float:
+    """The step model's tokens/s per card at the layout and batch of the model's published row."""
+    pp = published["pp"]
+    shape = Parallel(cards=published["cards"], cards_per_node=ctx.hw.cards_per_node, tp=published["tp"], pp=pp,
+                     global_batch_size=published["global_batch_size"],
+                     num_layer_list=text_layers(ctx.model, ctx.info, pp))
+    return throughput(ctx.model, "full", PUBLISHED_SEQ_LEN, ctx.fw, ctx.hw, None, shape).tokens_per_card_s
+
+
 class Space(GridSpace):
-    """The model-parallel grid with upstream's layer split; recompute none or full (recompute_granularity full /
-    uniform / 1 in model.json: the text decoder's, README.md l. 300-304, and a trained ViT's, l. 406-430); selective
-    recompute in MindSpeed-MM is Megatron's core-attention recompute, which the memory model does not count."""
+    """The model-parallel grid with upstream's layer split and sequence parallel off unless pinned (none of
+    upstream's finetune_qwen2_5_vl_*.sh passes --sequence-parallel); recompute none or full (recompute_granularity
+    full / uniform / 1 in model.json: the text decoder's, README.md l. 300-304, and a trained ViT's, l. 406-430).
+    Selective recompute is refused: MindSpeed-MM's is Megatron's core-attention recompute, which neither the
+    memory model counts nor upstream's Qwen2.5-VL examples use."""
 
     def structures(self, ctx: Context, cards: int) -> list[Structure]:
-        return [replace(s, num_layer_list=text_layers(ctx.model, ctx.info, s.pp))
+        # The core asks a pinned TP of a pinned sequence parallel
+        if ctx.pins.sequence_parallel and ctx.pins.tp and sp_breaks(ctx.pins.tp):
+            raise SpecError.at(ctx.pin_path("sequence_parallel"),
+                               f"true with TP {ctx.pins.tp}: {SP_SOURCE}; pin a TP of 2 or 4, or leave it off")
+        return [replace(s, num_layer_list=text_layers(ctx.model, ctx.info, s.pp), sequence_parallel=False)
                 for s in super().structures(ctx, cards)]
 
     def recomputes(self, ctx: Context) -> list[str]:
+        if ctx.pins.recompute == "selective":
+            raise SpecError.at(ctx.pin_path("recompute"),
+                               "selective: the mindspeed-mm plan writes recompute none or full (model.json "
+                               "recompute_granularity full, README.md l. 300-304); upstream's Qwen2.5-VL examples "
+                               "use no selective recompute")
         return [ctx.pins.recompute] if ctx.pins.recompute else ["none", "full"]
 
 
 SPACE = Space()
 
 
+Value = bool | int | float | str | list[int] | list[str]
+
+
 @dataclass(frozen=True)
 class Setting:
-    """One value model.json or launch.sh holds beyond the core's layout and recipe: its key as the reader names it,
-    the value in the reader's type, and its source."""
+    """One value model.json, data.json or launch.sh holds beyond the core's layout and recipe: its key as the reader
+    names it (an environment variable as `env NAME`), the value in the reader's type, and its source."""
 
     key: str
-    value: bool | list[int]
+    value: Value
     source: str
+
+
+ENV = "env "
+DATA = "data.json "
 
 
 @dataclass(frozen=True)
@@ -94,25 +187,30 @@ class MmSettings:
 
     items: tuple[Setting, ...]
 
-    def value(self, key: str) -> bool | list[int]:
+    def value(self, key: str) -> Value:
         return next(item.value for item in self.items if item.key == key)
 
     def split(self, key: str) -> list[int]:
         """A pipeline split (layers per stage)."""
         value = self.value(key)
         assert isinstance(value, list), key
-        return value
+        return [int(n) for n in value]
 
     def switch(self, key: str) -> bool:
         value = self.value(key)
         assert isinstance(value, bool), key
         return value
 
+    def prefixed(self, prefix: str) -> list[tuple[str, Value]]:
+        """(key less the prefix, value) of every item under `prefix`, in the plan's order."""
+        return [(item.key[len(prefix):], item.value) for item in self.items if item.key.startswith(prefix)]
+
     def to_json(self) -> dict:
         return {item.key: {"value": item.value, "source": item.source} for item in self.items}
 
     def rows(self) -> list[tuple[str, str, str]]:
-        return [(item.key, json.dumps(item.value), item.source) for item in self.items]
+        return [(item.key, item.value if isinstance(item.value, str) else json.dumps(item.value), item.source)
+                for item in self.items]
 
 
 VISION_SPLIT = "image_encoder.vision_encoder.pipeline_num_layers"
@@ -120,22 +218,99 @@ TEXT_SPLIT = "text_decoder.pipeline_num_layers"
 VISION_FREEZE = "image_encoder.vision_encoder.freeze"
 PROJECTOR_FREEZE = "image_encoder.vision_projector.freeze"
 DUMMY_OPTIMIZER = "--enable-dummy-optimizer"
+NO_SAVE_OPTIM = "--no-save-optim"
+NO_SAVE_RNG = "--no-save-rng"
+NUM_WORKERS = "--num-workers"
+SWAP_ATTENTION = "--swap-attention"
+EVAL_ITERS = "--eval-iters"
+MM_TOOL = "--mm-tool"
+CACHE_DIRS = f"{DATA}basic_parameters.cache_dir"
+UPSTREAM = "MindSpeed-MM v2.2.0 examples/qwen2.5vl"
+
+# The environment of upstream's finetune_qwen2_5_vl_<size>.sh (4c75a551): the same in every script but
+# CPU_AFFINITY_CONF (2 in the 72B's, binding cores per die on A3) and PYTORCH_NPU_ALLOC_CONF (32B and 72B only).
+_ENV_COMMON = (("CUDA_DEVICE_MAX_CONNECTIONS", "1", "Megatron's check (no effect on NPU)"),
+               ("ASCEND_SLOG_PRINT_TO_STDOUT", "0", "logs"), ("ASCEND_GLOBAL_LOG_LEVEL", "3", "logs: errors only"),
+               ("TASK_QUEUE_ENABLE", "2", "performance: task queue level 2"),
+               ("COMBINED_ENABLE", "1", "performance: combined non-contiguous copies"),
+               ("CPU_AFFINITY_CONF", None, "performance: core binding"),
+               ("HCCL_CONNECT_TIMEOUT", "1200", "link setup timeout, s"),
+               ("NPU_ASD_ENABLE", "0", "performance: silent-data-corruption detection off"),
+               ("ASCEND_LAUNCH_BLOCKING", "0", "asynchronous launches"),
+               ("ACLNN_CACHE_LIMIT", "100000", "performance: operator cache size"),
+               ("PYTORCH_NPU_ALLOC_CONF", "expandable_segments:True", "memory: expandable segments"))
+# script -> (first export line, CPU_AFFINITY_CONF, exports PYTORCH_NPU_ALLOC_CONF)
+_ENV_SCRIPTS = {"finetune_qwen2_5_vl_3b.sh": (4, "1", False), "finetune_qwen2_5_vl_7b.sh": (5, "1", False),
+                "finetune_qwen2_5_vl_32b.sh": (3, "1", True), "finetune_qwen2_5_vl_72b.sh": (3, "2", True)}
+
+# data_<size>.json's processing values (the same in every size's file, l. 6-25 of data_7b.json).
+_DATA_VALUES = (("preprocess_parameters.use_fast_tokenizer", True, 6),
+                ("preprocess_parameters.split_special_tokens", False, 7),
+                ("preprocess_parameters.image_max_pixels", 262144, 8),
+                ("preprocess_parameters.image_min_pixels", 0, 9),
+                ("preprocess_parameters.video_max_pixels", 16384, 10),
+                ("preprocess_parameters.video_min_pixels", 0, 11), ("preprocess_parameters.video_fps", 2.0, 12),
+                ("preprocess_parameters.video_maxlen", 64, 13), ("basic_parameters.template", "qwen2vl", 16),
+                ("basic_parameters.train_on_prompt", False, 20), ("basic_parameters.mask_history", False, 21),
+                ("basic_parameters.preprocessing_batch_size", 1000, 22),
+                ("basic_parameters.preprocessing_num_workers", 16, 23))
 
 
-def settings(method: str, layout: Layout, info: dict) -> MmSettings:
+def _env(example: str) -> list[Setting]:
+    script = example.rsplit("/", 1)[-1]
+    first, affinity, alloc = _ENV_SCRIPTS[script]
+    out = []
+    for line, (name, value, why) in enumerate(_ENV_COMMON, start=first):
+        if name == "PYTORCH_NPU_ALLOC_CONF" and not alloc:
+            continue
+        out.append(Setting(f"{ENV}{name}", affinity if value is None else value,
+                           f"{UPSTREAM}/{script} l. {line}: {why}"))
+    return out
+
+
+def cache_dirs(output_dir: str, nodes: int) -> list[str]:
+    """data.json's cache_dir per node: upstream's README.md l. 327 says nodes must not share one, so every node
+    rank has its own folder (and its own data JSON naming it)."""
+    return [f"{output_dir}/cache/node{rank}" for rank in range(nodes)]
+
+
+def data_files(nodes: int) -> list[str]:
+    """The data JSON of each node rank: one per node, as each names its own cache_dir."""
+    return ["data.json"] if nodes == 1 else [f"data_node{rank}.json" for rank in range(nodes)]
+
+
+def settings(method: str, layout: Layout, info: dict, output_dir: str, resume: bool) -> MmSettings:
     text = list(layout.layers_per_stage)
     vision = list(vision_layers(layout.pp))
     frozen = not vision_trains(method)
     tower = ("fine-tuning keeps the vision tower frozen, as upstream's model_*.json (freeze true)" if frozen
              else "pretraining trains every module (freeze false; README.md l. 408 says how)")
-    # README.md l. 404: a stage whose parameters are all frozen has no gradients and needs the dummy optimizer
-    idle = any(t == 0 and (v == 0 or frozen) for t, v in zip(text, vision))
+    idle = has_frozen_stage(vision, text, frozen, frozen)
+    saves = ("upstream's finetune_qwen2_5_vl_*.sh save neither (7b.sh l. 80-81); train.resume is false, so this "
+             "job does not either" if not resume else
+             "kept (upstream's 7b.sh l. 80-81 drops them): train.resume relaunches from the last checkpoint, which "
+             "needs the optimizer states and the LR schedule (Megatron loads neither under --no-load-optim)")
+    files = data_files(layout.nodes)
     return MmSettings((
         Setting(VISION_SPLIT, vision, "upstream's every model_*.json: the whole vision encoder on the first stage"),
         Setting(TEXT_SPLIT, text, f"plan: the layout's layers, the first stage weighing the vision encoder as "
                                   f"{info['vision_stage_layers']} text layers (frameworks.yaml vision_stage_layers)"),
         Setting(VISION_FREEZE, frozen, tower), Setting(PROJECTOR_FREEZE, frozen, tower),
-        Setting(DUMMY_OPTIMIZER, idle, "README.md l. 404: needed where a stage holds only frozen parameters")))
+        Setting(DUMMY_OPTIMIZER, idle, "README.md l. 404: needed where a stage holds only frozen parameters"),
+        Setting(NO_SAVE_OPTIM, not resume, saves), Setting(NO_SAVE_RNG, not resume, saves),
+        Setting(SWAP_ATTENTION, swaps_attention(info, layout.recompute),
+                f"MindSpeed-MM v2.2.0 {info['swap_attention']}, where the layout recomputes nothing"
+                if info.get("swap_attention") else "upstream's script for the model does not pass it"),
+        Setting(NUM_WORKERS, 8, f"{UPSTREAM}/finetune_qwen2_5_vl_7b.sh l. 82 (every size's script)"),
+        Setting(EVAL_ITERS, 0, "gen-launch: data.json names no validation data, so no evaluation (upstream's "
+                               "7b.sh l. 94-95 evaluates only at --eval-interval 10000 = --train-iters)"),
+        Setting(MM_TOOL, "./mindspeed_mm/tools/tools.json",
+                f"{UPSTREAM}/finetune_qwen2_5_vl_7b.sh l. 26 (relative to paths.mindspeed_mm_dir)"),
+        *_env(info["example"]),
+        *(Setting(f"{DATA}{key}", value, f"{UPSTREAM}/data_7b.json l. {line} (every size's data JSON)")
+          for key, value, line in _DATA_VALUES),
+        Setting(CACHE_DIRS, cache_dirs(output_dir, layout.nodes),
+                f"one per node rank ({', '.join(files)}): README.md l. 327, nodes must not share a cache_dir")))
 
 
 @dataclass(frozen=True)
@@ -185,6 +360,11 @@ class Planning(DefaultPlanning):
         job = MemoryJob(model=ctx.model, method=ctx.spec.method, scheme=ctx.fw.memory, seq_len=ctx.spec.seq_len,
                         lora_rank=0, overhead_gb=ctx.fw.overhead_gb)
         stages = megatron_stages(job, shape)
+        if swaps_attention(ctx.info, shape.recompute):
+            swapped = swapped_attention_bytes(ctx.model, ctx.spec.seq_len, shape)
+            for i, stage in enumerate(stages):
+                held = (shape.num_layer_list or (0,) * shape.pp)[i] * max(1, min(shape.pp - i, shape.grad_accum))
+                stages[i] = replace(stage, activations=stage.activations - swapped * max(0, held - 1) / GIB)
         vision = _vision(ctx.model, ctx.spec.method, ctx.spec.seq_len, shape)
         first = stages[0]
         stages[0] = replace(first, weights=first.weights + vision.weights / GIB,
@@ -194,18 +374,28 @@ class Planning(DefaultPlanning):
         return max(stages, key=lambda m: m.total)
 
     def rate(self, ctx: Context, layout: Layout | None) -> Throughput | None:
-        """Upstream's published figure where it measured this job: fine-tuning (the vision tower frozen) at its
-        scripts' --seq-length 1024, on the hardware it ran on (the A2 rows on snt9b, the 72B A3 row on snt9b23);
-        otherwise the core's step model (a pretraining job also trains the vision encoder, a longer sequence costs
-        more attention per token)."""
+        """The core's step model scaled to upstream's published figures, so layouts rank by the step model and a
+        cell is not several times optimistic: by the model's own published row where upstream measured it on this
+        hardware (its layout then gets exactly the published figure, labelled so), else by CALIBRATION."""
+        if ctx.spec.tokens_per_card_s is not None or not uses_step_model(ctx.fw, ctx.hw):
+            return None
         published = ctx.info.get("published")
-        if published is None or ctx.spec.tokens_per_card_s is not None:
-            return None
-        measured_on = "snt9b23" if "A3" in published["source"] else "snt9b"
-        if ctx.hw.name != measured_on or ctx.spec.method != "full" or ctx.spec.seq_len != PUBLISHED_SEQ_LEN:
-            return None
-        return Throughput(float(published["tokens_per_card_s"]), f"published: {published['source']}",
-                          is_estimate=False)
+        if published is not None and layout is not None and measured_layout(ctx, layout, published):
+            return Throughput(float(published["tokens_per_card_s"]),
+                              f"published, upstream's own layout: {published['source']}", is_estimate=False)
+        step = throughput(ctx.model, ctx.spec.method, ctx.spec.seq_len, ctx.fw, ctx.hw, None, layout,
+                          ctx.spec.scaling_given)
+        if published is not None and measured_on(published) == ctx.hw.name:
+            factor = published["tokens_per_card_s"] / _published_step(ctx, published)
+            why = (f"{ctx.model.name}'s published figure over the step model at upstream's layout (TP{published['tp']} "
+                   f"PP{published['pp']}, {published['cards']} cards)")
+        else:
+            factor = CALIBRATION[ctx.hw.name]
+            why = (f"MindSpeed-MM's published rows on {ctx.hw.name} over the step model at their layouts "
+                   f"({CALIBRATION_SOURCE[ctx.hw.name]})")
+        return replace(step, tokens_per_card_s=step.tokens_per_card_s * factor,
+                       mfu=None if step.mfu is None else step.mfu * factor,
+                       source=f"{step.source}; x {factor:.3f}: {why}")
 
     def layout_notes(self, ctx: Context, layout: Layout) -> list[str]:
         tower = ("trains (pretrain: every module trains)" if vision_trains(ctx.spec.method)
@@ -214,12 +404,33 @@ class Planning(DefaultPlanning):
         held = (vision.weights + vision.gradients + vision.optimizer + vision.activations) / GIB
         what = ("weights, gradients, optimizer states and activations (every token an image token)"
                 if vision_trains(ctx.spec.method) else "bf16 weights (frozen: no backward, nothing else kept)")
-        return [f"the vision encoder ({VISION_LAYERS} layers) and projector sit on pipeline stage 0 with "
-                f"{layout.layers_per_stage[0]} text layers; {held:.1f} GiB per card of their {what} counted "
-                f"there; the vision tower {tower}"]
+        notes = [f"the vision encoder ({VISION_LAYERS} layers) and projector sit on pipeline stage 0 with "
+                 f"{layout.layers_per_stage[0]} text layers; {held:.1f} GiB per card of their {what} counted "
+                 f"there; the vision tower {tower}"]
+        if swaps_attention(ctx.info, layout.recompute):
+            swapped = swapped_attention_bytes(ctx.model, ctx.spec.seq_len, layout) / GIB
+            notes.append(f"--swap-attention ({ctx.info['swap_attention']}) keeps each layer's self-attention "
+                         f"activations in host memory, {swapped * 1024:.0f} MiB per layer and micro batch, all "
+                         f"but one layer's counted off the device (an estimate: MindSpeed publishes no figure)")
+        return notes
 
     def settings(self, plan: Plan, fp: FrameworkPlan) -> MmSettings:
-        return settings(plan.method, fp.layout, fp.info)
+        return settings(plan.method, fp.layout, fp.info, plan.output_dir("mindspeed-mm"), plan.train.resume)
+
+    def checkpoint_note(self, spec: Spec, model: Model, recipe: Training) -> str | None:
+        """Megatron core_v0.12.1 keeps every checkpoint it saves (no keep-N option: arguments.py
+        _add_checkpointing_args), so the plan states what they weigh: bf16 weights, and with train.resume the
+        distributed optimizer's fp32 master weights and two Adam moments of every trained parameter (12 bytes)."""
+        trained = model.params - (0 if vision_trains(spec.method) else model.vision_params)
+        one = (2 * model.params + (12 * trained if recipe.resume else 0)) / GIB
+        what = ("bf16 weights with the optimizer states train.resume needs" if recipe.resume
+                else "bf16 weights only (--no-save-optim --no-save-rng, as upstream's scripts)")
+        count = (f"{math.ceil(recipe.steps / recipe.save_every_steps)} checkpoints, "
+                 f"{math.ceil(recipe.steps / recipe.save_every_steps) * one / 1024:,.1f} TiB in all"
+                 if recipe.steps else f"one every {recipe.save_every_steps} steps")
+        return (f"mindspeed-mm keeps every checkpoint (Megatron has no keep-N option): about {one:,.0f} GiB each "
+                f"({what}), {count}; train.keep_checkpoints ({recipe.keep_checkpoints}) limits the other frameworks "
+                f"only. Delete old iter_* folders as the run goes, or raise train.save_every_steps")
 
     def path_defaults(self, output_dir: str, model: Model, layout: Layout) -> dict[str, PathDefault]:
         # The converted weights are split for training's TP and pipeline layer lists, so the folder names them.

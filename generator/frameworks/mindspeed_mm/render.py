@@ -17,19 +17,27 @@ from ...plan import FrameworkPlan, Plan
 from ...render.common import commands_txt, launch_context, section_context
 from ..megatron_flags import Flags, typed
 from .planning import (
+    CACHE_DIRS,
+    DATA,
     DUMMY_OPTIMIZER,
+    ENV,
+    EVAL_ITERS,
+    MM_TOOL,
+    NO_SAVE_OPTIM,
+    NO_SAVE_RNG,
+    NUM_WORKERS,
     PROJECTOR_FREEZE,
+    SWAP_ATTENTION,
     TEXT_SPLIT,
     VISION_FREEZE,
     VISION_SPLIT,
     MmSettings,
+    data_files,
     upstream_models,
 )
 
 NAME = "mindspeed-mm"
 VERSION = "MindSpeed-MM v2.2.0 (4c75a551) / MindSpeed 5176c6f5 / Megatron core_v0.12.1"
-# pretrain_vlm.py's flags; upstream's scripts pass the tools JSON of the MindSpeed-MM checkout, relative to it.
-MM_TOOL = "./mindspeed_mm/tools/tools.json"
 
 
 def train_iters(plan: Plan) -> int:
@@ -72,23 +80,26 @@ def model_json(plan: Plan, fp: FrameworkPlan) -> dict:
     return model
 
 
-def data_json(plan: Plan, fp: FrameworkPlan) -> dict:
-    """Upstream's data_*.json (examples/qwen2.5vl/data_7b.json) with the job's paths: the HF folder for the
-    processor, the data file, a per-job cache (not shared between nodes, README.md)."""
+def data_json(plan: Plan, fp: FrameworkPlan, rank: int) -> dict:
+    """Upstream's data_*.json (examples/qwen2.5vl/data_7b.json) with the job's paths (the HF folder for the
+    processor, the data file) and node `rank`'s own cache_dir; its processing values are the plan's."""
+    own = mm_settings(fp)
     dataset = plan.paths["dataset"].value
     media = plan.paths["media_dir"].value if "media_dir" in plan.paths else dataset.rsplit("/", 1)[0]
+    values: dict[str, dict] = {"preprocess_parameters": {}, "basic_parameters": {}}
+    for key, value in own.prefixed(DATA):
+        group, name = key.split(".")
+        values[group][name] = value
+    basic = values["basic_parameters"]
+    caches = basic.pop("cache_dir")
     return {
         "dataset_param": {
             "dataset_type": "huggingface",
-            "preprocess_parameters": {
-                "model_name_or_path": plan.paths["model_dir"].value, "use_fast_tokenizer": True,
-                "split_special_tokens": False, "image_max_pixels": 262144, "image_min_pixels": 0,
-                "video_max_pixels": 16384, "video_min_pixels": 0, "video_fps": 2.0, "video_maxlen": 64},
-            "basic_parameters": {
-                "template": "qwen2vl", "dataset_dir": media, "dataset": dataset,
-                "cache_dir": f"{plan.output_dir(NAME)}/cache", "train_on_prompt": False, "mask_history": False,
-                "preprocessing_batch_size": 1000, "preprocessing_num_workers": 16, "max_samples": None,
-                "tool_format": None},
+            "preprocess_parameters": {"model_name_or_path": plan.paths["model_dir"].value,
+                                      **values["preprocess_parameters"]},
+            # upstream's key order (data_7b.json l. 15-26)
+            "basic_parameters": {"template": basic.pop("template"), "dataset_dir": media, "dataset": dataset,
+                                 "cache_dir": caches[rank], **basic, "max_samples": None, "tool_format": None},
             "attr": {"system": None, "images": "images", "videos": None, "messages": "messages", "role_tag": "role",
                      "content_tag": "content", "user_tag": "user", "assistant_tag": "assistant",
                      "observation_tag": None, "function_tag": None, "system_tag": None}},
@@ -100,12 +111,11 @@ def data_json(plan: Plan, fp: FrameworkPlan) -> dict:
 
 def gpt_flags(plan: Plan, fp: FrameworkPlan) -> Flags:
     """GPT_ARGS as upstream's finetune_qwen2_5_vl_*.sh writes them; the model's shape lives in model.json."""
-    lay, t, m = fp.layout, plan.train, plan.shape
+    lay, t, m, own = fp.layout, plan.train, plan.shape, mm_settings(fp)
     return [("--use-mcore-models", True), ("--tensor-model-parallel-size", lay.tp),
             ("--pipeline-model-parallel-size", lay.pp), ("--context-parallel-size", lay.cp),
             ("--context-parallel-algo", "ulysses_cp_algo"),
-            # The text decoder's sequence parallel, which the image merge gathers (vlm_model.py l. 590-591);
-            # upstream's TP2 examples leave it off (pin layout.mindspeed-mm.sequence_parallel: false for theirs).
+            # Off unless pinned, as upstream's finetune_qwen2_5_vl_*.sh (planning.py Space: a pin needs TP | 4)
             ("--sequence-parallel", lay.sequence_parallel),
             ("--micro-batch-size", lay.micro_batch_size), ("--global-batch-size", lay.global_batch_size),
             ("--tokenizer-type", "NullTokenizer"), ("--vocab-size", m.vocab), ("--seq-length", plan.seq_len),
@@ -119,15 +129,18 @@ def gpt_flags(plan: Plan, fp: FrameworkPlan) -> Flags:
             ("--clip-grad", t.max_grad_norm), ("--adam-beta1", t.adam_betas[0]), ("--adam-beta2", t.adam_betas[1]),
             ("--seed", t.seed), ("--bf16", True), ("--use-flash-attn", True), ("--variable-seq-lengths", True),
             ("--use-distributed-optimizer", True), ("--no-gradient-accumulation-fusion", True),
-            ("--enable-dummy-optimizer", mm_settings(fp).switch(DUMMY_OPTIMIZER)), ("--num-workers", 8)]
+            ("--enable-dummy-optimizer", own.switch(DUMMY_OPTIMIZER)), ("--num-workers", own.value(NUM_WORKERS)),
+            ("--swap-attention", own.switch(SWAP_ATTENTION))]
 
 
 def groups(plan: Plan, fp: FrameworkPlan) -> list[tuple[str, list[tuple[str, list[str]]]]]:
+    own = mm_settings(fp)
     out: list[tuple[str, Flags]] = [
         ("GPT_ARGS", gpt_flags(plan, fp)),
         ("OUTPUT_ARGS", [("--log-interval", 1), ("--save-interval", plan.train.save_every_steps),
-                         ("--eval-interval", plan.train.save_every_steps), ("--eval-iters", 0),
-                         ("--save", checkpoint_dirs(plan)[1]), ("--ckpt-format", "torch"),
+                         ("--eval-interval", plan.train.save_every_steps), ("--eval-iters", own.value(EVAL_ITERS)),
+                         ("--save", checkpoint_dirs(plan)[1]), ("--no-save-optim", own.switch(NO_SAVE_OPTIM)),
+                         ("--no-save-rng", own.switch(NO_SAVE_RNG)), ("--ckpt-format", "torch"),
                          ("--distributed-backend", "nccl")])]
     return [(name, typed("mm-train", flags)) for name, flags in out]
 
@@ -172,23 +185,27 @@ def _json(value: dict) -> str:
 
 def render(plan: Plan, env: jinja2.Environment) -> dict[str, str]:
     fp = plan.frameworks[NAME]
-    lay = fp.layout
+    lay, own = fp.layout, mm_settings(fp)
     paths = ["model_dir", "dataset", "output_dir", "mindspeed_mm_dir", "mm_ckpt_dir"]
     load, save = checkpoint_dirs(plan)
     common = {"version": VERSION, "mindspeed_mm_dir": plan.paths["mindspeed_mm_dir"].value}
     launch = env.get_template("mindspeed-mm/launch.sh.j2").render(
         **launch_context(plan, fp, paths), **common,
         title=f"MindSpeed-MM launch for job {plan.job}: {plan.model} {plan.method}, generated by gen-launch",
-        npus_per_node=lay.local_cards, cards=lay.cards, multi_node=lay.nodes > 1, groups=groups(plan, fp),
-        mm_tool=MM_TOOL, log_dir=f"{plan.output_dir(NAME)}/logs", load_dir=load, save_dir=save,
+        npus_per_node=lay.local_cards, cards=lay.cards, groups=groups(plan, fp), mm_tool=own.value(MM_TOOL),
+        env=own.prefixed(ENV), data_files=data_files(lay.nodes), log_dir=f"{plan.output_dir(NAME)}/logs",
+        load_dir=load, save_dir=save,
         start=start_flags(plan), resume=resume_flags(plan) if plan.train.resume else None, iters=train_iters(plan))
     convert = env.get_template("mindspeed-mm/convert_ckpt.sh.j2").render(
         **common, job=plan.job, directions=convert_args(plan, fp),
         used_paths=[(k, plan.paths[k].value) for k in ("model_dir", "mm_ckpt_dir")])
     data_note = env.get_template("mindspeed-mm/DATA.md.j2").render(
-        plan=plan, dataset=plan.paths["dataset"].value, data=data_json(plan, fp))
+        plan=plan, dataset=plan.paths["dataset"].value, data=data_json(plan, fp, 0), files=data_files(lay.nodes),
+        caches=own.value(CACHE_DIRS))
     return {"mindspeed-mm/launch.sh": launch, "mindspeed-mm/model.json": _json(model_json(plan, fp)),
-            "mindspeed-mm/data.json": _json(data_json(plan, fp)), "mindspeed-mm/convert_ckpt.sh": convert,
+            **{f"mindspeed-mm/{name}": _json(data_json(plan, fp, rank))
+               for rank, name in enumerate(data_files(lay.nodes))},
+            "mindspeed-mm/convert_ckpt.sh": convert,
             "mindspeed-mm/DATA.md": data_note,
             "mindspeed-mm/commands.txt": commands_txt(plan, fp, env, "MindSpeed-MM")}
 
