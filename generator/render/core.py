@@ -7,6 +7,7 @@ import json
 import jinja2
 
 from ..plan import HEADROOM, Plan
+from .submit import Submit
 
 
 def plan_json(plan: Plan, extra: dict | None = None) -> str:
@@ -14,7 +15,10 @@ def plan_json(plan: Plan, extra: dict | None = None) -> str:
     return json.dumps({**plan.to_json(), **(extra or {})}, indent=2, ensure_ascii=False, allow_nan=False) + "\n"
 
 
-def render(plan: Plan, env: jinja2.Environment, sections: dict[str, str]) -> dict[str, str]:
-    """`sections`: each framework renderer's part of PLAN.md (its files and how to launch them)."""
-    text = env.get_template("PLAN.md.j2").render(plan=plan, headroom_pct=round(HEADROOM * 100), sections=sections)
+def render(plan: Plan, env: jinja2.Environment, sections: dict[str, str],
+           submits: dict[str, Submit | None]) -> dict[str, str]:
+    """`sections`: each framework renderer's part of PLAN.md (its files and how to launch them); `submits`: how each
+    is submitted under cluster.scheduler (None: by hand)."""
+    text = env.get_template("PLAN.md.j2").render(plan=plan, headroom_pct=round(HEADROOM * 100), sections=sections,
+                                                 submits=submits)
     return {"PLAN.md": text, "plan.json": plan_json(plan)}
