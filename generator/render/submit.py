@@ -68,7 +68,7 @@ def volcano_job(plan: Plan, fp: FrameworkPlan, framework: str) -> str:
     nodes, cards = fp.layout.nodes, fp.layout.local_cards
     resource = {DEVICE_RESOURCE[plan.accelerator]: cards}
     container: dict = {"name": framework, "image": sched.image, "command": ["bash", launch_path(plan, framework)],
-                       "resources": {"limits": resource, "requests": resource}}
+                       "resources": {"limits": resource, "requests": dict(resource)}}
     pod: dict = {"restartPolicy": "Never", "containers": [container]}
     if sched.volume_claim:
         container["volumeMounts"] = [{"name": "shared", "mountPath": sched.mount_path}]
