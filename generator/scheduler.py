@@ -107,6 +107,15 @@ def scheduler_of(spec: Spec, accelerator: str) -> Scheduler:
                      mount_path=volcano.get("mount_path"))
 
 
+def scheduler_notes(sched: Scheduler) -> list[str]:
+    """What the plan notes of the submission settings."""
+    if sched.kind == "slurm" and sched.devices == "gres" and sched.cpus_per_task is None:
+        return ["cluster.slurm.cpus_per_task is not set: each node's one task (the launcher and every training "
+                "process it starts) gets the partition's default CPUs, often 1; set it to the CPUs of a node (or "
+                "use cluster.slurm.devices: exclusive)"]
+    return []
+
+
 def volcano_name(job: str, framework: str) -> str:
     return f"{job}-{framework}"
 
