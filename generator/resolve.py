@@ -49,7 +49,7 @@ from .layouts import (
 from .nofit import way_out
 from .plan import Estimate, FrameworkPlan, Layout, MinCards, PathValue, Plan, Rejected, Role
 from .recipe import adapter, batch_target, schedule_warnings, training
-from .scheduler import check_names, scheduler_notes, scheduler_of
+from .scheduler import check_names, scheduler_notes, scheduler_of, time_limit
 from .spec import Spec
 from .tables import RL_METHODS, Model, RecipeDefaults, Tables
 from .throughput import Throughput, cards_for_budget, hours
@@ -143,6 +143,9 @@ def resolve(spec: Spec, tables: Tables, force: bool = False) -> Plan:
     scheduler = scheduler_of(spec, hw.accelerator)
     check_names(scheduler, spec.job, {name: fp.layout.nodes for name, fp in plans.items()})
     notes += scheduler_notes(scheduler)
+    if scheduler.kind == "slurm":
+        scheduler = replace(scheduler, time_limits={name: time_limit(scheduler, fp.estimate.time_hours)
+                                                    for name, fp in plans.items()})
     plan = Plan(job=spec.job, model=model.name, hf_id=hf_id, method=spec.method, seq_len=spec.seq_len,
                 hardware=hw.name, hardware_label=hw.label, accelerator=hw.accelerator, cards_per_node=hw.cards_per_node,
                 frameworks=plans,

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import math
 import re
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING
 
 from .errors import Problem, SpecError
@@ -50,6 +50,12 @@ RUN_TIME: dict[str, dict[str, str]] = {
 }
 
 
+# The settings each scheduler reads (plan.json shows those of the chosen one).
+OWN_KEYS = {"slurm": ("partition", "account", "time_limit_minutes", "time_margin", "devices", "gres", "output",
+                      "cpus_per_task"),
+            "volcano": ("image", "queue", "namespace", "volume_claim", "mount_path")}
+
+
 @dataclass(frozen=True)
 class Scheduler:
     """cluster.scheduler and its settings, defaults filled in."""
@@ -69,9 +75,14 @@ class Scheduler:
     namespace: str = "default"
     volume_claim: str | None = None
     mount_path: str | None = None
+    # Slurm: each framework's sbatch --time in minutes (None: the partition's limit) and why (resolve: time_limit)
+    time_limits: dict[str, tuple[int | None, str]] = field(default_factory=dict)
 
     def to_json(self) -> dict:
-        return {"scheduler": self.kind, **{k: v for k, v in asdict(self).items() if k != "kind"}}
+        own = OWN_KEYS.get(self.kind, ())
+        fields = {k: v for k, v in asdict(self).items() if k == "job_dir" or k in own}
+        limits = {name: {"minutes": minutes, "source": why} for name, (minutes, why) in self.time_limits.items()}
+        return {"scheduler": self.kind, **fields, **({"time_limits": limits} if limits else {})}
 
     @property
     def run_time(self) -> dict[str, str] | None:

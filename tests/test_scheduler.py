@@ -328,3 +328,20 @@ def test_the_sbatch_script_runs_under_a_real_slurm(tmp_path, slurm, framework):
     log = "".join(p.read_text() for p in tmp_path.glob("slurm-*.out"))
     assert result.returncode == 0, (result.stderr, log)
     assert sorted(started([call]) for call in s.calls()) == [("0", "n1"), ("1", "n1")], log
+
+
+@pytest.mark.parametrize("framework", ["mindspeed-llm", "llama-factory"])
+def test_nodes_started_together_all_start(tmp_path, framework):
+    """A scheduler starts every node's launch.sh at once on the shared output folder: none may trip over a folder
+    another node is making (MindSpeed-LLM's logs/ did, once in three real Slurm runs)."""
+    s = stage(tmp_path / "s", framework, cards=32, global_batch_size=64, cluster=CLUSTER["modelarts"])
+    nodes = s.plan.frameworks[framework].layout.nodes
+    for _ in range(5):
+        s.reset_output()
+        s.record.unlink(missing_ok=True)
+        running = [subprocess.Popen(["bash", str(s.folder / "launch.sh")], cwd=s.folder.parent.parent, text=True,
+                                    env={**s.env, **scheduler_env("modelarts", rank, nodes, tmp_path)},
+                                    stdout=subprocess.PIPE, stderr=subprocess.PIPE) for rank in range(nodes)]
+        failed = [p.communicate()[1] for p in running if p.wait() != 0]
+        assert not failed, failed
+        assert sorted(started([call])[0] for call in s.calls()) == [str(r) for r in range(nodes)]

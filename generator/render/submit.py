@@ -10,7 +10,7 @@ import jinja2
 import yaml
 
 from ..plan import FrameworkPlan, Plan
-from ..scheduler import DEVICE_RESOURCE, VOLCANO_TASK, slurm_time, time_limit, volcano_name
+from ..scheduler import DEVICE_RESOURCE, VOLCANO_TASK, slurm_time, volcano_name
 from ..shell import quote
 
 SBATCH = "submit.sbatch"
@@ -36,7 +36,7 @@ def submit_files(plan: Plan, fp: FrameworkPlan, env: jinja2.Environment,
     sched = plan.scheduler
     nodes, cards = fp.layout.nodes, fp.layout.local_cards
     if sched.kind == "slurm":
-        minutes, why = time_limit(sched, fp.estimate.time_hours)
+        minutes, why = sched.time_limits[framework]
         text = env.get_template("submit.sbatch.j2").render(
             name=f"{plan.job}-{framework}", nodes=nodes, cards=cards, s=sched, framework=framework,
             time=None if minutes is None else slurm_time(minutes), time_source=why)
