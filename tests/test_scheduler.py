@@ -345,3 +345,74 @@ def test_nodes_started_together_all_start(tmp_path, framework):
         failed = [p.communicate()[1] for p in running if p.wait() != 0]
         assert not failed, failed
         assert sorted(started([call])[0] for call in s.calls()) == [str(r) for r in range(nodes)]
+
+
+@pytest.mark.parametrize("framework", STAGED)
+@pytest.mark.parametrize("scheduler", ["volcano", "modelarts"])
+def test_the_container_command_runs_on_each_replica(tmp_path, framework, scheduler):
+    """The Volcano Job's container command (ModelArts: PLAN.md's boot command), as written, on every replica with the
+    variables Volcano's env and svc plugins (ModelArts) give it: each starts its rank, with pod 0 as the master."""
+    job_dir = tmp_path / "s" / "job" / "t"
+    s = stage(tmp_path / "s", framework, cards=16, cluster={**CLUSTER[scheduler], "job_dir": str(job_dir)})
+    if scheduler == "volcano":
+        manifest = yaml.safe_load((s.folder / "volcano-job.yaml").read_text())
+        name, task = manifest["metadata"]["name"], manifest["spec"]["tasks"][0]
+        command, replicas = task["template"]["spec"]["containers"][0]["command"], task["replicas"]
+        hosts = ",".join(f"{name}-{task['name']}-{i}.{name}" for i in range(replicas))  # svc.go l.320-341
+    else:
+        plan_md = (job_dir / "PLAN.md").read_text()
+        command = plan_md.split(f"**Submit (modelarts).** `", 1)[1].split("`", 1)[0].split()
+        replicas, hosts = 2, "modelarts-job-worker-0.modelarts-job,modelarts-job-worker-1.modelarts-job"
+    assert command == ["bash", f"{job_dir}/{framework}/launch.sh"]
+    for rank in reversed(range(replicas)):
+        env = {**s.env, "VC_TASK_INDEX": str(rank), "VK_TASK_INDEX": str(rank), "VC_WORKER_NUM": str(replicas),
+               "VC_WORKER_HOSTS": hosts}
+        s.record.unlink(missing_ok=True)
+        result = subprocess.run(command, env=env, capture_output=True, text=True, cwd="/")
+        assert result.returncode == 0, result.stderr
+        assert started(s.calls()) == (str(rank), hosts.split(",")[0])
+
+
+SRUN = r'''#!/bin/bash
+# Stand-in for srun inside an allocation of n[1-N]: runs the command once per node at the same time, with the
+# variables srun sets for each task (SLURM_NODEID, SLURM_PROCID, SLURM_NNODES, SLURM_JOB_NODELIST).
+nodes=
+while [ "${1#--}" != "$1" ]; do
+  case $1 in --nodes=*) nodes=${1#--nodes=} ;; esac
+  shift
+done
+pids=()
+for ((i = 0; i < nodes; i++)); do
+  SLURM_NODEID=$i SLURM_PROCID=$i SLURM_NNODES=$nodes SLURM_JOB_NODELIST="n[1-$nodes]" "$@" &
+  pids+=($!)
+done
+rc=0
+for pid in "${pids[@]}"; do wait "$pid" || rc=$?; done
+exit $rc
+'''
+SCONTROL = ('#!/bin/bash\n[ "$1 $2" = "show hostnames" ] || exit 1\nlast=${3//[!0-9-]/}\n'
+            'for ((i = 1; i <= ${last#*-}; i++)); do echo "n$i"; done\n')
+
+
+@pytest.mark.parametrize("framework", STAGED)
+@pytest.mark.parametrize("cards", [8, 16, 32])
+def test_the_sbatch_body_runs_every_node_with_stand_in_srun(tmp_path, framework, cards):
+    """Where no Slurm runs (CI): the sbatch script's body as sbatch runs it (SLURM_SUBMIT_DIR, a copy of the file
+    elsewhere), with srun and scontrol stand-ins that set each node's variables as Slurm does."""
+    s = stage(tmp_path / "s", framework, cards=cards, global_batch_size=64, cluster=CLUSTER["slurm"])
+    bindir = Path(s.env["PATH"].split(":")[0])
+    for name, text in (("srun", SRUN), ("scontrol", SCONTROL)):
+        (bindir / name).write_text(text)
+        (bindir / name).chmod(0o755)
+    copy = tmp_path / "spool" / "slurm_script"  # sbatch runs a copy, not the file in the job folder
+    copy.parent.mkdir()
+    shutil.copy(s.folder / "submit.sbatch", copy)
+    result = subprocess.run(["bash", str(copy)], env={**s.env, "SLURM_SUBMIT_DIR": str(s.folder.parent)},
+                            capture_output=True, text=True, cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    nodes = s.plan.frameworks[framework].layout.nodes
+    master = "n1" if nodes > 1 else "127.0.0.1"  # one node needs no address
+    assert sorted(started([call]) for call in s.calls()) == sorted((str(r), master) for r in range(nodes))
+    moved = subprocess.run(["bash", str(copy)], env={**s.env, "SLURM_SUBMIT_DIR": str(tmp_path)},
+                           capture_output=True, text=True, cwd=tmp_path)
+    assert moved.returncode == 2 and "submit from the job folder" in moved.stderr
