@@ -361,7 +361,7 @@ def test_the_container_command_runs_on_each_replica(tmp_path, framework, schedul
         hosts = ",".join(f"{name}-{task['name']}-{i}.{name}" for i in range(replicas))  # svc.go l.320-341
     else:
         plan_md = (job_dir / "PLAN.md").read_text()
-        command = plan_md.split(f"**Submit (modelarts).** `", 1)[1].split("`", 1)[0].split()
+        command = plan_md.split("**Submit (modelarts).** `", 1)[1].split("`", 1)[0].split()
         replicas, hosts = 2, "modelarts-job-worker-0.modelarts-job,modelarts-job-worker-1.modelarts-job"
     assert command == ["bash", f"{job_dir}/{framework}/launch.sh"]
     for rank in reversed(range(replicas)):
