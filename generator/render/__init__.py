@@ -18,7 +18,7 @@ from pathlib import Path, PurePosixPath
 
 import jinja2
 
-from ..errors import TableError, UserError, show, show_path
+from ..errors import SpecError, TableError, UserError, show, show_path
 from ..frameworks import registry
 from ..jobdir import (
     MANIFEST,
@@ -113,6 +113,10 @@ def render_files(plan: Plan) -> dict[str, str]:
         if f"{framework}/launch.sh" in written:  # the scheduler's files run it on every node
             scheduled, submits[framework] = submit_files(own, own.frameworks[framework], env, framework)
             files.update(scheduled)
+        elif plan.scheduler.kind != "none":
+            raise SpecError.at("cluster.scheduler", f"{framework} writes no launch.sh, so {plan.scheduler.kind} "
+                                                    f"has nothing to start on its nodes: leave it out (none) or "
+                                                    f"plan without {framework}")
     files.update(core.render(plan, env, sections, submits))
     header = header_text(plan)
     out = {path: with_header(path, files[path], header) for path in sorted(files)}
