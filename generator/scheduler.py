@@ -16,12 +16,11 @@ from .errors import Problem, SpecError
 if TYPE_CHECKING:
     from .spec import Spec
 
-KINDS = ("none", "slurm", "volcano", "modelarts")
-
 # The device resource a pod asks for per node: Huawei's Ascend device plugin advertises the training NPUs as
 # huawei.com/Ascend910 (MindCluster's resource names, hiascend.com mindcluster 70rc1 dlug mxdlug_appendices_014:
-# "huawei.com/Ascend910: Atlas 训练系列产品资源名称"; the A2 and A3 training series are scheduled under that name,
-# told apart by the node's accelerator-type label); NVIDIA's device plugin advertises nvidia.com/gpu.
+# "huawei.com/Ascend910: Atlas 训练系列产品资源名称", the one name it lists for training NPUs; no page read here
+# names another for the A3 series (snt9b23), so it asks for that one too: a cluster whose device plugin names its
+# dies otherwise shows it in `kubectl describe node`); NVIDIA's device plugin advertises nvidia.com/gpu.
 DEVICE_RESOURCE = {"npu": "huawei.com/Ascend910", "gpu": "nvidia.com/gpu"}
 DEFAULT_GRES = {"npu": "npu", "gpu": "gpu"}  # slurm.conf's GresTypes names sites give the devices
 DEFAULT_MARGIN = 0.25  # cluster.slurm.time_margin: share added to the plan's time estimate
