@@ -11,6 +11,7 @@ from .dataset import DataShape
 from .frameworks.contract import RoleKind, Settings
 from .memory import MemoryBreakdown, optimizer_shard_groups
 from .parallel import Parallel
+from .scheduler import Scheduler
 from .tables import Model
 from .training import Training, plan_json
 
@@ -300,6 +301,7 @@ class Plan:
     data_rows: int | None = None  # fine-tuning: the data file's rows the steps are sized for (data.samples)
     recipes: dict[str, Training] = field(default_factory=dict)  # the recipe each framework trains with
     rl: dict = field(default_factory=dict)  # the spec's `rl:` keys (an RL plugin decides the rest from them)
+    scheduler: Scheduler = Scheduler()  # cluster.scheduler: how the job is submitted
 
     @property
     def framework_recipes(self) -> dict[str, Training]:
@@ -361,7 +363,8 @@ class Plan:
             "train": plan_json(self.framework_recipes),
             "cluster": {"master_addr": self.master_addr, "master_port": self.master_port,
                         "socket_ifname": self.socket_ifname, "socket_ifname_env": self.socket_ifname_env,
-                        "shared_storage": self.shared_storage},
+                        "shared_storage": self.shared_storage,
+                        **({"submit": self.scheduler.to_json()} if self.scheduler.kind != "none" else {})},
             "spec_sha256": self.spec_sha256,
             "made_from": self.made_from.to_json(),
             "gen_launch_version": self.version,

@@ -49,6 +49,7 @@ from .layouts import (
 from .nofit import way_out
 from .plan import Estimate, FrameworkPlan, Layout, MinCards, PathValue, Plan, Rejected, Role
 from .recipe import adapter, batch_target, schedule_warnings, training
+from .scheduler import check_names, scheduler_notes, scheduler_of, time_limit
 from .spec import Spec
 from .tables import RL_METHODS, Model, RecipeDefaults, Tables
 from .throughput import Throughput, cards_for_budget, hours
@@ -139,6 +140,12 @@ def resolve(spec: Spec, tables: Tables, force: bool = False) -> Plan:
     if placeholders:
         notes.append(f"paths not given in the spec, written as placeholders to edit before launch: "
                      f"{', '.join(placeholders)}")
+    scheduler = scheduler_of(spec, hw.accelerator)
+    check_names(scheduler, spec.job, {name: fp.layout.nodes for name, fp in plans.items()})
+    notes += scheduler_notes(scheduler)
+    if scheduler.kind == "slurm":
+        scheduler = replace(scheduler, time_limits={name: time_limit(scheduler, fp.estimate.time_hours)
+                                                    for name, fp in plans.items()})
     plan = Plan(job=spec.job, model=model.name, hf_id=hf_id, method=spec.method, seq_len=spec.seq_len,
                 hardware=hw.name, hardware_label=hw.label, accelerator=hw.accelerator, cards_per_node=hw.cards_per_node,
                 frameworks=plans,
@@ -149,7 +156,8 @@ def resolve(spec: Spec, tables: Tables, force: bool = False) -> Plan:
                 epochs=spec.epochs, samples_per_epoch=spec.samples_per_epoch, tokens_per_epoch=spec.tokens_per_epoch,
                 quantization_bit=spec.quantization_bit,
                 train=recipe, recipes=recipes, version=__version__,
-                data_rows=spec.samples if spec.method != "pretrain" else None, rl=dict(spec.rl))
+                data_rows=spec.samples if spec.method != "pretrain" else None, rl=dict(spec.rl),
+                scheduler=scheduler)
     # A framework that counts its run in its own terms decides them here, from the finished plan it renders, and so
     # does one whose files hold values of their own (Planning.settings).
     plans = {name: replace(fp, run=planning[name].run_length(plan.for_framework(name), fp))

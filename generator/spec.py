@@ -67,6 +67,10 @@ class Spec:
     master_port: int | None = None
     socket_ifname: str | None = None  # the collective library's network interface across nodes
     shared_storage: bool = True  # output_dir, data and weights on storage every node reads
+    scheduler: str = "none"  # how the job is submitted: none, slurm, volcano, modelarts
+    job_dir: str | None = None  # the rendered job folder's path on the nodes
+    slurm: dict[str, Any] = field(default_factory=dict)  # cluster.slurm as given
+    volcano: dict[str, Any] = field(default_factory=dict)  # cluster.volcano as given
     paths: dict[str, str] = field(default_factory=dict)  # only the keys the spec gave
     dataset_format: str | None = None  # None: the resolver's default for the model
     dataset_columns: tuple[str, ...] | None = None  # optional columns the data has; None: the model's default
@@ -601,6 +605,10 @@ def _build(data: dict, sha256: str) -> Spec:
         master_port=cluster.get("master_port"),
         socket_ifname=cluster.get("socket_ifname"),
         shared_storage=cluster.get("shared_storage", True),
+        scheduler=cluster.get("scheduler", "none"),
+        job_dir=cluster.get("job_dir"),
+        slurm=dict(cluster.get("slurm") or {}),
+        volcano=dict(cluster.get("volcano") or {}),
         paths=paths,
         dataset_format=dataset_format,
         dataset_columns=None if columns is None else tuple(columns),

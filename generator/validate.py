@@ -87,7 +87,7 @@ def _check(job: Job, path: str) -> Result:
     plugin = registry().get(folder) if folder else None
     notes: list[str] = []
     problems: list[str] = []
-    if path.endswith(".sh"):
+    if path.endswith((".sh", ".sbatch")):  # an sbatch script is a bash script (its #SBATCH lines are comments)
         found, skipped = shell_problems(file)
         problems += found
         notes += [skipped] if skipped else []

@@ -199,6 +199,15 @@ def test_a_plugin_that_fails_to_import_is_a_table_error(toy, monkeypatch, source
     assert "Traceback" not in result.output + result.stderr
 
 
+def test_a_scheduler_needs_a_launch_sh_to_start(toy):
+    """The toy writes no launch.sh: a scheduler has nothing to start on its nodes, and says so at the key."""
+    spec = _spec(toy, cluster={"scheduler": "slurm"})
+    result = CliRunner().invoke(main, ["render", str(spec), "-o", str(toy / "out")])
+    assert result.exit_code == 2 and "cluster.scheduler: toy writes no launch.sh, so slurm has nothing to start" in \
+        result.stderr, result.output + result.stderr
+    assert not (toy / "out").exists()
+
+
 def test_a_plugin_writes_only_into_its_own_folder(toy):
     plugin = toy / "plugins" / "toy_plugin.py"
     plugin.write_text(plugin.read_text(encoding="utf-8").replace('{"toy/train.yaml":', '{"train.yaml":'),

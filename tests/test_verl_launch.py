@@ -99,12 +99,12 @@ class Job:
 
 
 def job(tmp_path: Path, nodes: int, master_addr: str | None = ADDR, hardware: str = "snt9b", model_dir: str = "/m",
-        model: str = "qwen3-8b", method: str = "grpo") -> Job:
+        model: str = "qwen3-8b", method: str = "grpo", scheduler: str = "none") -> Job:
     """A verl job on `nodes` nodes of 8 cards, rendered and written as `render` does, and the stand-ins."""
     plan, files = render_job(T, frameworks=["verl"], model=model, method=method, hardware=hardware, cards=8 * nodes,
                              data={"samples": 6000, "tokens_per_sample": 1024},
                              paths={"model_dir": model_dir, "dataset": "/d.json", "output_dir": str(tmp_path / "out")},
-                             **({"cluster": {"master_addr": master_addr}} if master_addr else {}))
+                             cluster={"scheduler": scheduler, **({"master_addr": master_addr} if master_addr else {})})
     assert plan.frameworks["verl"].layout.nodes == nodes
     write(files, tmp_path, plan.job, overwrite=False)
     for path in data_files(plan.frameworks["verl"].settings):  # what prepare_data.py writes

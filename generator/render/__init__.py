@@ -18,7 +18,7 @@ from pathlib import Path, PurePosixPath
 
 import jinja2
 
-from ..errors import TableError, UserError, show, show_path
+from ..errors import SpecError, TableError, UserError, show, show_path
 from ..frameworks import registry
 from ..jobdir import (
     MANIFEST,
@@ -41,6 +41,7 @@ from ..training import rows as recipe_rows
 from ..yamlvalue import yaml_value
 from . import core
 from .common import FILES_DIGEST
+from .submit import Submit, submit_files
 
 MAX_LISTED = 20  # paths named in one refusal
 
@@ -97,6 +98,7 @@ def render_files(plan: Plan) -> dict[str, str]:
     env = environment()
     files: dict[str, str] = {}
     sections: dict[str, str] = {}
+    submits: dict[str, Submit | None] = {}
     plugins = registry()
     for framework in plan.frameworks:
         output = plugins[framework].output
@@ -108,7 +110,14 @@ def render_files(plan: Plan) -> dict[str, str]:
                              f"{framework}/")
         files.update(written)
         sections[framework] = output.plan_section(own, env)
-    files.update(core.render(plan, env, sections))
+        if f"{framework}/launch.sh" in written:  # the scheduler's files run it on every node
+            scheduled, submits[framework] = submit_files(own, own.frameworks[framework], env, framework)
+            files.update(scheduled)
+        elif plan.scheduler.kind != "none":
+            raise SpecError.at("cluster.scheduler", f"{framework} writes no launch.sh, so {plan.scheduler.kind} "
+                                                    f"has nothing to start on its nodes: leave it out (none) or "
+                                                    f"plan without {framework}")
+    files.update(core.render(plan, env, sections, submits))
     header = header_text(plan)
     out = {path: with_header(path, files[path], header) for path in sorted(files)}
     for framework in plan.frameworks:

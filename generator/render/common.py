@@ -69,6 +69,9 @@ def launch_context(plan: Plan, fp: FrameworkPlan, path_keys: list[str], override
         "output_root": plan.output_dir(fp.name),
         "render_mark": f"{plan.output_dir(fp.name)}/{RENDER_MARK}",
         "reads_json": reads_json,
+        "scheduler": plan.scheduler.run_time and {**plan.scheduler.run_time, "kind": plan.scheduler.kind},
+        # Under a scheduler every node's launch.sh is one task of the job, which ends when they all have.
+        "scheduled": plan.scheduler.kind != "none",
     }
 
 

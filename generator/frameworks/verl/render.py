@@ -34,6 +34,9 @@ RESOURCE = {"npu": "NPU", "gpu": "GPU"}
 # JOIN_ATTEMPTS times (10 minutes), then a clear failure.
 JOIN_ATTEMPTS = 120
 JOIN_WAIT_S = 5
+# Under a scheduler a worker node's launch.sh stays while the head answers `ray status` (each a Python start), asked
+# this often: a worker outlives the head by at most this long.
+HEAD_POLL_S = 30
 ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 # What each role does in a step, in PLAN.md's words (verl's hybrid engine: the rollout engine generates, the
 # reference and critic score, the actor and critic update: verl/trainer/ppo/ray_trainer.py fit()).
@@ -115,6 +118,7 @@ def render(plan: Plan, env: jinja2.Environment) -> dict[str, str]:
         cards=lay.cards, per_node=lay.local_cards, entry=settings.entry, environment=environment(settings),
         ray_port=RAY_PORT, dashboard_port=DASHBOARD_PORT, device_flag=device_flag(plan, fp),
         resource=RESOURCE[plan.accelerator], join_attempts=JOIN_ATTEMPTS, join_wait=JOIN_WAIT_S,
+        head_poll=HEAD_POLL_S,
         workdir=plan.output_dir(NAME), in_clone=in_clone(settings), data_files=data_files(settings),
         entry_file=settings.entry.replace(".", "/") + ".py")
     return {
@@ -132,7 +136,7 @@ def plan_section(plan: Plan, env: jinja2.Environment) -> str:
         plan=plan, fp=fp, settings=settings, config_name=ENTRIES[settings.config][1], ray_port=RAY_PORT,
         dashboard_port=DASHBOARD_PORT,
         device_flag=device_flag(plan, fp), resource=RESOURCE[plan.accelerator],
-        join_attempts=JOIN_ATTEMPTS, join_wait=JOIN_WAIT_S, workdir=plan.output_dir(NAME),
+        join_attempts=JOIN_ATTEMPTS, join_wait=JOIN_WAIT_S, head_poll=HEAD_POLL_S, workdir=plan.output_dir(NAME),
         in_clone=in_clone(settings), phases=PHASES,
         steps=[("environment", settings.environment), ("data preparation", settings.prepare),
                ("model merge", settings.merge)], shown=shown,

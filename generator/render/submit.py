@@ -1,0 +1,92 @@
+"""The scheduler's files beside each framework's launch.sh (cluster.scheduler): Slurm's sbatch script, Volcano's Job
+manifest (YAML through the real serializer); ModelArts needs none, only the command PLAN.md gives. Every node runs
+the framework's own launch.sh, which takes its rank and node 0's address from the scheduler's variables."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import jinja2
+import yaml
+
+from ..plan import FrameworkPlan, Plan
+from ..scheduler import DEVICE_RESOURCE, VOLCANO_TASK, slurm_time, volcano_name
+from ..shell import quote
+
+SBATCH = "submit.sbatch"
+VOLCANO = "volcano-job.yaml"
+
+
+@dataclass(frozen=True)
+class Submit:
+    """What PLAN.md says of one framework's submission: the command, and what it asks for."""
+
+    command: str
+    details: tuple[str, ...]
+
+
+def launch_path(plan: Plan, framework: str) -> str:
+    """The framework's launch.sh on the nodes (cluster.job_dir)."""
+    return f"{(plan.scheduler.job_dir or '').rstrip('/')}/{framework}/launch.sh"
+
+
+def submit_files(plan: Plan, fp: FrameworkPlan, env: jinja2.Environment,
+                 framework: str) -> tuple[dict[str, str], Submit | None]:
+    """{path: text} of `framework`'s scheduler files and PLAN.md's submit line (None: cluster.scheduler none)."""
+    sched = plan.scheduler
+    nodes, cards = fp.layout.nodes, fp.layout.local_cards
+    if sched.kind == "slurm":
+        minutes, why = sched.time_limits[framework]
+        text = env.get_template("submit.sbatch.j2").render(
+            name=f"{plan.job}-{framework}", nodes=nodes, cards=cards, s=sched, framework=framework,
+            time=None if minutes is None else slurm_time(minutes), time_source=why)
+        devices = f"--gres={sched.gres}:{cards}" if sched.devices == "gres" else "--exclusive"
+        return {f"{framework}/{SBATCH}": text}, Submit(
+            f"sbatch {framework}/{SBATCH}",
+            ("run from the job folder: srun starts launch.sh from there on every node",
+             f"{nodes} node(s), one task each, {devices}",
+             f"time limit: {slurm_time(minutes) if minutes else 'none'} ({why})"))
+    if sched.kind == "volcano":
+        return {f"{framework}/{VOLCANO}": volcano_job(plan, fp, framework)}, Submit(
+            f"kubectl create -f {framework}/{VOLCANO}",
+            (f"{nodes} pod(s) gang-scheduled (minAvailable {nodes}), {cards} x {DEVICE_RESOURCE[plan.accelerator]} "
+             f"each, image {sched.image}", f"each pod runs bash {launch_path(plan, framework)}"))
+    if sched.kind == "modelarts":
+        return {}, Submit(f"bash {quote(launch_path(plan, framework))}",
+                          (f"the training job's boot command, the same on all {nodes} node(s) (instances): "
+                           f"launch.sh reads VC_TASK_INDEX, VC_WORKER_NUM and VC_WORKER_HOSTS",))
+    return {}, None
+
+
+def volcano_job(plan: Plan, fp: FrameworkPlan, framework: str) -> str:
+    """A batch.volcano.sh/v1alpha1 Job: one task of `nodes` pods, all scheduled together (gang: minAvailable, the
+    Volcano Job's `spec.minAvailable`), each running launch.sh with the env plugin's VC_TASK_INDEX as its rank and
+    the svc plugin's VC_WORKER_HOSTS (pod 0's host name first) for node 0's address (docs/user-guide/
+    how_to_use_env_plugin.md, how_to_use_svc_plugin.md at volcano-sh/volcano ed72c7c8). No ssh plugin: launch.sh
+    starts itself on every pod, nothing logs in to another."""
+    sched = plan.scheduler
+    nodes, cards = fp.layout.nodes, fp.layout.local_cards
+    resource = {DEVICE_RESOURCE[plan.accelerator]: cards}
+    container: dict = {"name": framework, "image": sched.image, "command": ["bash", launch_path(plan, framework)],
+                       "resources": {"limits": resource, "requests": dict(resource)}}
+    pod: dict = {"restartPolicy": "Never", "containers": [container]}
+    if sched.volume_claim:
+        container["volumeMounts"] = [{"name": "shared", "mountPath": sched.mount_path}]
+        pod["volumes"] = [{"name": "shared", "persistentVolumeClaim": {"claimName": sched.volume_claim}}]
+    job = {
+        "apiVersion": "batch.volcano.sh/v1alpha1",
+        "kind": "Job",
+        "metadata": {"name": volcano_name(plan.job, framework), "namespace": sched.namespace},
+        "spec": {
+            "schedulerName": "volcano",
+            "queue": sched.queue,
+            "minAvailable": nodes,
+            "maxRetry": 0,  # a training run resumes from its checkpoints when submitted again, not blindly
+            "plugins": {"env": [], "svc": []},
+            # A pod that fails or is evicted ends the job, rather than leaving the others waiting for it.
+            "policies": [{"event": "PodFailed", "action": "AbortJob"},
+                         {"event": "PodEvicted", "action": "AbortJob"}],
+            "tasks": [{"name": VOLCANO_TASK, "replicas": nodes, "template": {"spec": pod}}],
+        },
+    }
+    return yaml.safe_dump(job, sort_keys=False, default_flow_style=False, allow_unicode=True)
