@@ -222,3 +222,22 @@ def test_plan_json_plan_md_and_plan_show_the_roles(tmp_path):
             if line.startswith("verl ")] == ["actor", "rollout", "reference"]
 
 
+
+
+@pytest.mark.parametrize(("model", "method", "hardware", "nodes"), [
+    ("qwen3-8b", "grpo", "snt9b", 1), ("qwen2.5_vl-7b", "dapo", "snt9b23", 1), ("qwen3-32b", "ppo", "snt9b", 4),
+    ("qwen3-8b", "grpo", "h800", 1)])
+def test_npu_jobs_turn_vllm_ascends_nz_format_off(model, method, hardware, nodes):
+    # vllm-ascend v0.11.0rc1's wake_up refuses its default NZ weight format, and verl wakes the rollout engine on
+    # every switch to rollout: verl's NPU CI exports VLLM_ASCEND_ENABLE_NZ=0 (tests/special_npu/*.sh l.2).
+    plan = _plan(model, method, hardware, cards=8 * nodes)
+    env = {item.key: item for item in plan.frameworks["verl"].settings.environment}
+    if hardware == "h800":
+        assert env == {}
+        return
+    nz = env["VLLM_ASCEND_ENABLE_NZ"]
+    assert nz.value == "0" and "worker_v1.py l. 183-186" in nz.source
+    assert "tests/special_npu/run_qwen2_5_05b_grpo.sh l. 2" in nz.source
+    assert env["VLLM_USE_V1"].value == "1"
+    assert ("USE_OPTIMIZED_MODEL" in env) == model.startswith("qwen2.5_vl")
+    assert ("HCCL_CONNECT_TIMEOUT" in env) == (nodes > 1)

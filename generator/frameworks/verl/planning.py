@@ -345,13 +345,6 @@ def settings(plan: Plan, fp: FrameworkPlan) -> VerlSettings:
     else:
         add("trainer.total_epochs", steps, "derived: without a data size, one step an epoch at least, so the run "
                                            "stops at total_training_steps")
-    env: list[Setting] = []
-    if hw.accelerator == "npu":
-        env.append(Setting("VLLM_USE_V1", "1", "upstream examples/ppo_trainer/run_qwen3-8b_npu.sh l. 3"))
-        if vl:
-            env.append(Setting("USE_OPTIMIZED_MODEL", "0",
-                               "upstream examples/grpo_trainer/run_qwen2_5_vl_7b_npu.sh l. 6: vllm-ascend's optimized "
-                               "model may not suit RL training"))
     line = DATA_SOURCES[rl.reward][1]
     prepare = (Setting("data_source", rl.data_source, f"{VERL} verl/utils/reward_score/__init__.py l. {line} "
                                               f"(rl.reward {rl.reward}: {rl.sources['reward']})"),
@@ -369,8 +362,55 @@ def settings(plan: Plan, fp: FrameworkPlan) -> VerlSettings:
              Setting("target_dir", f"{out}/merged", "paths.output_dir: the merged HuggingFace model"))
     return VerlSettings(entry="recipe.dapo.main_dapo" if dapo else "verl.trainer.main_ppo",
                         config="dapo" if dapo else "ppo", upstream=f"{rl.script} at {VERL} (f9c855f7)",
-                        overrides=tuple(o), environment=tuple(env), prepare=prepare, merge=merge,
-                        nnodes=actor.nodes, gpus_per_node=min(cards, hw.cards_per_node))
+                        overrides=tuple(o), environment=environment(plan, hw.accelerator, vl, actor.nodes),
+                        prepare=prepare, merge=merge,
+                        nnodes=actor.nodes, gpus_per_node=min(cards, hw.cards_per_node),
+                        node_ifname=node_ifname(plan, actor.nodes))
+
+
+# Why verl's NPU jobs turn vllm-ascend's NZ weight format off: vllm-ascend v0.11.0rc1 turns it on by default
+# (vllm_ascend/envs.py l. 173-174) and its worker's wake_up refuses it (vllm_ascend/worker/worker_v1.py l. 183-186),
+# which verl's hybrid engine calls on every switch to rollout (verl/workers/rollout/vllm_rollout/vllm_rollout.py
+# l. 227).
+NZ_WHY = ("vllm-ascend v0.11.0rc1 turns the NZ weight format on by default (vllm_ascend/envs.py l. 173-174) and its "
+          "wake_up, which verl's hybrid engine calls on every switch to rollout (verl/workers/rollout/vllm_rollout/"
+          "vllm_rollout.py l. 227), refuses it (vllm_ascend/worker/worker_v1.py l. 183-186)")
+R1_START = f"{VERL} recipe/r1_ascend/ray_start_grpo_npu.sh"
+
+
+def environment(plan: Plan, accelerator: str, vl: bool, nodes: int) -> tuple[Setting, ...]:
+    """The variables launch.sh exports on every node before Ray starts: those verl's NPU CI and example scripts set
+    (each with its source), and across nodes the interface of node_ifname for torch's Gloo groups and TensorPipe, as
+    upstream's multi-node NPU start script sets them (the core's prologue exports HCCL_/NCCL_SOCKET_IFNAME)."""
+    env: list[Setting] = []
+    if accelerator == "npu":
+        env.append(Setting("VLLM_USE_V1", "1", f"upstream {VERL} examples/ppo_trainer/run_qwen3-8b_npu.sh l. 3"))
+        env.append(Setting("VLLM_ASCEND_ENABLE_NZ", "0",
+                           f"upstream {VERL} tests/special_npu/run_qwen2_5_05b_grpo.sh l. 2 (verl's NPU CI; "
+                           f"run_qwen2_5_05b_dapo.sh l. 3, run_qwen3_06b_ppo.sh l. 2): {NZ_WHY}"))
+        if vl:
+            env.append(Setting("USE_OPTIMIZED_MODEL", "0",
+                               f"upstream {VERL} examples/grpo_trainer/run_qwen2_5_vl_7b_npu.sh l. 6: vllm-ascend's "
+                               f"optimized model may not suit RL training"))
+        if nodes > 1:
+            env.append(Setting("HCCL_CONNECT_TIMEOUT", "600",
+                               f"upstream {R1_START} l. 31: seconds HCCL waits for every node's link (its default, "
+                               f"120, may pass while the other nodes still load the model)"))
+    ifname = node_ifname(plan, nodes)
+    if ifname:
+        env.append(Setting("GLOO_SOCKET_IFNAME", ifname, f"cluster.socket_ifname, as upstream {R1_START} l. 24"))
+        env.append(Setting("TP_SOCKET_IFNAME", ifname, f"cluster.socket_ifname, as upstream {R1_START} l. 22"))
+    return tuple(env)
+
+
+def node_ifname(plan: Plan, nodes: int) -> str | None:
+    """The one interface every node of a multi-node job talks over: cluster.socket_ifname where it names a single
+    interface (`eth0` or `=eth0`). launch.sh gives Ray that interface's address (ray start --node-ip-address, as
+    upstream's recipe/r1_ascend/ray_start_grpo_npu.sh l. 19, 47, 70 does) and Gloo and TensorPipe its name (they
+    take exact names only). With a list, an exclusion (`^...`: HCCL's and NCCL's syntax) or none: Ray and Gloo use
+    the address of the node's host name, as they do by default."""
+    ifname = (plan.socket_ifname or "").removeprefix("=")
+    return ifname if nodes > 1 and ifname and not ifname.startswith("^") and "," not in ifname else None
 
 
 def _sp(rl: RL, model, cards: int) -> tuple[int, str]:
