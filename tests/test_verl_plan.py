@@ -241,3 +241,33 @@ def test_npu_jobs_turn_vllm_ascends_nz_format_off(model, method, hardware, nodes
     assert env["VLLM_USE_V1"].value == "1"
     assert ("USE_OPTIMIZED_MODEL" in env) == model.startswith("qwen2.5_vl")
     assert ("HCCL_CONNECT_TIMEOUT" in env) == (nodes > 1)
+
+
+@pytest.mark.parametrize("model", sorted({model for model, method in SEED_ROWS if method == "dapo"}))
+def test_dapo_writes_every_key_its_recipe_sets(model):
+    # Group filtering without a metric dies after the first rollout (recipe/dapo/dapo_ray_trainer.py l. 233-247:
+    # KeyError on None): upstream's DAPO scripts set metric acc and max_num_gen_batches 10, and the rest below.
+    s = _plan(model, "dapo", "snt9b23").frameworks["verl"].settings
+    source = {item.key: item.source for item in s.overrides}
+    script = s.upstream.split(" at ")[0]
+    for key, value in (("algorithm.filter_groups.metric", "acc"),
+                       ("algorithm.filter_groups.max_num_gen_batches", 10),
+                       ("actor_rollout_ref.actor.clip_ratio_c", 10.0),
+                       ("actor_rollout_ref.actor.optim.lr_warmup_steps", 10),
+                       ("actor_rollout_ref.actor.loss_agg_mode", "token-mean"),
+                       ("actor_rollout_ref.rollout.val_kwargs.do_sample", True),
+                       ("actor_rollout_ref.rollout.val_kwargs.n", 1), ("actor_rollout_ref.rollout.top_k", -1),
+                       ("actor_rollout_ref.model.use_remove_padding", True)):
+        assert s.value(key) == value, (model, key)
+        assert source[key].startswith(f"upstream {script} l. "), (model, key, source[key])
+    assert s.value("actor_rollout_ref.rollout.val_kwargs.top_p") == (0.7 if "32b" in script else 1.0)
+    assert source["reward_model.reward_manager"].endswith("dapo_trainer.yaml l. 13")
+    # A spec's warmup is the spec's.
+    assert _plan(model, "dapo", "snt9b23", train={"warmup_steps": 3}).frameworks["verl"].settings.value(
+        "actor_rollout_ref.actor.optim.lr_warmup_steps") == 3
+
+
+def test_ppo_caps_vllms_sequences_as_its_example():
+    s = _plan("qwen3-8b", "ppo").frameworks["verl"].settings
+    assert s.value("actor_rollout_ref.rollout.max_num_seqs") == 64
+    assert "run_qwen3-8b_npu.sh l. 30" in next(i.source for i in s.overrides if i.key.endswith("max_num_seqs"))

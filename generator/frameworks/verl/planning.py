@@ -28,6 +28,25 @@ NAME = "verl"
 FSDP_WORKERS = f"{VERL} verl/workers/fsdp_workers.py"
 CONFIG_PY = f"{VERL} verl/utils/config.py"
 ROLLOUT_TPS = (1, 2, 4, 8, 16)
+DAPO_YAML = f"{VERL} recipe/dapo/config/dapo_trainer.yaml"
+# Override -> examples.yaml key: written with the example's value where the followed script sets it.
+EXAMPLE_KEYS = (
+    ("algorithm.filter_groups.metric", "filter_groups_metric"),
+    ("algorithm.filter_groups.max_num_gen_batches", "max_num_gen_batches"),
+    ("actor_rollout_ref.actor.clip_ratio_c", "clip_ratio_c"),
+    ("actor_rollout_ref.actor.loss_agg_mode", "loss_agg_mode"),
+    ("actor_rollout_ref.rollout.temperature", "temperature"),
+    ("actor_rollout_ref.rollout.top_p", "top_p"),
+    ("actor_rollout_ref.rollout.top_k", "top_k"),
+    ("actor_rollout_ref.rollout.max_num_seqs", "max_num_seqs"),
+    ("actor_rollout_ref.rollout.val_kwargs.temperature", "val_temperature"),
+    ("actor_rollout_ref.rollout.val_kwargs.top_p", "val_top_p"),
+    ("actor_rollout_ref.rollout.val_kwargs.top_k", "val_top_k"),
+    ("actor_rollout_ref.rollout.val_kwargs.do_sample", "val_do_sample"),
+    ("actor_rollout_ref.rollout.val_kwargs.n", "val_n"),
+    ("trainer.val_before_train", "val_before_train"),
+    ("trainer.test_freq", "test_freq"),
+)
 
 
 def rl_of(ctx: Context) -> RL:
@@ -231,8 +250,12 @@ def settings(plan: Plan, fp: FrameworkPlan) -> VerlSettings:
     add("actor_rollout_ref.model.path", plan.paths["model_dir"].value, "paths.model_dir")
     add("actor_rollout_ref.actor.optim.lr", t.learning_rate, t.origin.get("learning_rate", ""))
     add("actor_rollout_ref.actor.optim.weight_decay", t.weight_decay, t.origin.get("weight_decay", ""))
-    add("actor_rollout_ref.actor.optim.lr_warmup_steps", t.warmup_steps if t.warmup_steps else -1,
-        t.origin.get("warmup_steps", "derived: no warmup (-1: lr_warmup_steps_ratio 0.0)"))
+    warmup = ex("lr_warmup_steps")
+    if warmup and "given" not in (t.origin.get("warmup_steps"), t.origin.get("warmup_ratio")):
+        add("actor_rollout_ref.actor.optim.lr_warmup_steps", warmup[0], warmup[1])
+    else:
+        add("actor_rollout_ref.actor.optim.lr_warmup_steps", t.warmup_steps if t.warmup_steps else -1,
+            t.origin.get("warmup_steps", "derived: no warmup (-1: lr_warmup_steps_ratio 0.0)"))
     add("actor_rollout_ref.actor.optim.betas", tuple(t.adam_betas), t.origin.get("adam_betas", ""))
     add("actor_rollout_ref.actor.grad_clip", t.max_grad_norm, t.origin.get("max_grad_norm", ""))
     remove_padding = rl.remove_padding or sp > 1
@@ -298,8 +321,8 @@ def settings(plan: Plan, fp: FrameworkPlan) -> VerlSettings:
     if dapo:
         filter_found = ex("filter_groups")
         add("algorithm.filter_groups.enable", bool(filter_found[0]) if filter_found else False,
-            filter_found[1] if filter_found else "recipe/dapo/config/dapo_trainer.yaml l. 26: enable False")
-        add("reward_model.reward_manager", "dapo", "recipe/dapo/config/dapo_trainer.yaml l. 16 (verl 0.7.0)")
+            filter_found[1] if filter_found else f"{DAPO_YAML} l. 23: enable False")
+        add("reward_model.reward_manager", "dapo", f"{DAPO_YAML} l. 13")
         buffer = ex("overlong_buffer_len")
         if buffer:
             length = min(int(buffer[0]), rl.response_length // 2)
@@ -308,6 +331,13 @@ def settings(plan: Plan, fp: FrameworkPlan) -> VerlSettings:
                 f"derived: the example's {buffer[0]}, at most half the {rl.response_length}-token response")
             add("reward_model.overlong_buffer.penalty_factor", 1.0,
                 f"upstream {rl.script}: overlong_penalty_factor=1.0")
+    # The rest of what the followed script sets, where it sets it: DAPO's group filter (a metric it must have:
+    # recipe/dapo/dapo_ray_trainer.py l. 233-247 reads it from every batch), its dual-clip, loss aggregation, rollout
+    # and validation sampling, and validation schedule; PPO's vLLM sequence limit.
+    for key, example_key in EXAMPLE_KEYS:
+        found = ex(example_key)
+        if found:
+            add(key, found[0], found[1])
     if ppo:
         critic_lr = ex("critic_lr")
         add("critic.optim.lr", critic_lr[0] if critic_lr else 1e-5,
