@@ -271,3 +271,31 @@ def test_ppo_caps_vllms_sequences_as_its_example():
     s = _plan("qwen3-8b", "ppo").frameworks["verl"].settings
     assert s.value("actor_rollout_ref.rollout.max_num_seqs") == 64
     assert "run_qwen3-8b_npu.sh l. 30" in next(i.source for i in s.overrides if i.key.endswith("max_num_seqs"))
+
+
+@pytest.mark.parametrize(("method", "model", "extra", "loader", "epochs"), [
+    ("grpo", "qwen3-8b", {}, 256, 1),
+    ("grpo", "qwen3-8b", {"data": {"samples": 60000, "tokens_per_sample": 1024, "epochs": 2}}, 256, 2),
+    ("dapo", "qwen2.5-32b", {}, 384, 1), ("ppo", "qwen3-8b", {}, 256, 1)])
+def test_the_steps_are_the_batches_verls_loader_draws_and_the_last_is_saved(method, model, extra, loader, epochs):
+    # prepare_data.py holds out round(5%) of the 60000 rows; verl's loader draws whole batches of
+    # train_batch_size (DAPO: gen_batch_size) prompts and drops the rest (ray_trainer.py l. 392-399); it saves at
+    # the last step only where it reaches total_training_steps (l. 1356, 1585-1590).
+    s = _plan(model, method, **extra).frameworks["verl"].settings
+    assert s.value("data.gen_batch_size" if method == "dapo" else "data.train_batch_size") == loader
+    per_epoch = (60000 - 3000) // loader
+    assert s.value("trainer.total_training_steps") == per_epoch * epochs
+    assert s.value("trainer.total_epochs") == epochs
+    assert 0 < s.value("trainer.save_freq") <= per_epoch * epochs
+    # Checkpoints kept: the recipe's keep_checkpoints (ppo_trainer.yaml l. 199-202), the critic's too for PPO.
+    assert s.value("trainer.max_actor_ckpt_to_keep") == 3
+    assert ("trainer.max_critic_ckpt_to_keep" in [item.key for item in s.overrides]) == (method == "ppo")
+
+
+def test_given_steps_get_the_epochs_that_reach_them_and_too_few_rows_are_refused():
+    s = _plan(train={"steps": 500, "keep_checkpoints": 1}).frameworks["verl"].settings
+    assert s.value("trainer.total_training_steps") == 500 and s.value("trainer.total_epochs") == 3  # 222 an epoch
+    assert s.value("trainer.max_actor_ckpt_to_keep") == 1
+    error = _error(data={"samples": 260, "tokens_per_sample": 1024}, global_batch_size=256)
+    assert error.problems[0].path == "data.samples" and "less than one batch" in error.problems[0].message
+    assert "give at least 269 rows" in error.problems[0].message

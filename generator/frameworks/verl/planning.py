@@ -6,6 +6,7 @@ ref and critic), so every role is colocated and the job's cards are the peak ove
 
 from __future__ import annotations
 
+import itertools
 import math
 from dataclasses import dataclass, replace
 
@@ -29,6 +30,8 @@ FSDP_WORKERS = f"{VERL} verl/workers/fsdp_workers.py"
 CONFIG_PY = f"{VERL} verl/utils/config.py"
 ROLLOUT_TPS = (1, 2, 4, 8, 16)
 DAPO_YAML = f"{VERL} recipe/dapo/config/dapo_trainer.yaml"
+RAY_TRAINER = f"{VERL} verl/trainer/ppo/ray_trainer.py"
+VAL_SHARE = 0.05  # the rows prepare_data.py holds out for validation: round(rows x share), at least one
 # Override -> examples.yaml key: written with the example's value where the followed script sets it.
 EXAMPLE_KEYS = (
     ("algorithm.filter_groups.metric", "filter_groups_metric"),
@@ -239,6 +242,8 @@ def settings(plan: Plan, fp: FrameworkPlan) -> VerlSettings:
         ratio = int(ratio_found[0]) // int(train_found[0])
         add("data.gen_batch_size", t.global_batch_size * ratio,
             f"derived: {ratio} x the global batch, as {ratio_found[1]}")
+    else:
+        ratio = 1
     add("data.max_prompt_length", rl.prompt_length, rl.sources["prompt_length"])
     add("data.max_response_length", rl.response_length, rl.sources["response_length"])
     add("data.filter_overlong_prompts", True,
@@ -364,17 +369,18 @@ def settings(plan: Plan, fp: FrameworkPlan) -> VerlSettings:
     add("trainer.nnodes", actor.nodes, "plan: nodes")
     add("trainer.default_local_dir", f"{out}/checkpoints", "paths.output_dir: verl's checkpoints")
     add("trainer.resume_mode", "auto" if t.resume else "disable", t.origin.get("resume", ""))
-    add("trainer.save_freq", t.save_every_steps, t.origin.get("save_every_steps", ""))
-    steps = t.steps if t.steps is not None else t.placeholders["placeholder_steps"]
-    add("trainer.total_training_steps", steps,
-        t.origin["steps"] if t.steps is not None else t.origin["placeholder_steps"])
-    # verl loops over total_epochs and stops at total_training_steps (verl 0.7.0 verl/trainer/ppo/ray_trainer.py
-    # l. 422-427, l. 1327): enough epochs to reach it.
-    if t.epochs:
-        add("trainer.total_epochs", math.ceil(t.epochs), f"plan: epochs, whole ({t.origin.get('epochs', '')})")
-    else:
-        add("trainer.total_epochs", steps, "derived: without a data size, one step an epoch at least, so the run "
-                                           "stops at total_training_steps")
+    loader = t.global_batch_size * ratio if dapo else t.global_batch_size
+    steps, steps_source, epochs, epochs_source = run_length(plan, loader, dapo)
+    save = min(t.save_every_steps, steps)
+    add("trainer.save_freq", save, t.origin.get("save_every_steps", "") if save == t.save_every_steps else
+        f"derived: the run's {steps} steps (verl saves at every save_freq-th step and at the last: {RAY_TRAINER} "
+        f"l. 1585-1590)")
+    add("trainer.total_training_steps", steps, steps_source)
+    add("trainer.total_epochs", epochs, epochs_source)
+    keep = (t.keep_checkpoints, t.origin.get("keep_checkpoints", ""))
+    add("trainer.max_actor_ckpt_to_keep", *keep)
+    if ppo:
+        add("trainer.max_critic_ckpt_to_keep", *keep)
     line = DATA_SOURCES[rl.reward][1]
     prepare = (Setting("data_source", rl.data_source, f"{VERL} verl/utils/reward_score/__init__.py l. {line} "
                                               f"(rl.reward {rl.reward}: {rl.sources['reward']})"),
@@ -383,12 +389,13 @@ def settings(plan: Plan, fp: FrameworkPlan) -> VerlSettings:
                Setting("format", plan.data.format, "paths.dataset_format"),
                Setting("columns", tuple(plan.data.columns), "paths.dataset_columns"),
                Setting("image_column", "images" if vl else None, "data.image_key" if vl else "not a VL model"),
-               Setting("val_share", 0.05, "gen-launch: 5% of the rows held out for validation"),
+               Setting("val_share", VAL_SHARE, "gen-launch: 5% of the rows held out for validation"),
                Setting("input", plan.paths["dataset"].value, "paths.dataset"),
                Setting("output", data, "paths.rl_data"))
     merge = (Setting("backend", "fsdp", f"{VERL} verl/model_merger: --backend fsdp (FSDP checkpoints)"),
-             Setting("local_dir", f"{out}/checkpoints/global_step_{steps}/actor",
-                     "trainer.default_local_dir, the last step's actor"),
+             Setting("checkpoints", f"{out}/checkpoints",
+                     f"trainer.default_local_dir: the actor of the step its latest_checkpointed_iteration.txt names "
+                     f"({RAY_TRAINER} l. 1001-1005 writes it after every save)"),
              Setting("target_dir", f"{out}/merged", "paths.output_dir: the merged HuggingFace model"))
     return VerlSettings(entry="recipe.dapo.main_dapo" if dapo else "verl.trainer.main_ppo",
                         config="dapo" if dapo else "ppo", upstream=f"{rl.script} at {VERL} (f9c855f7)",
@@ -431,6 +438,48 @@ def environment(plan: Plan, accelerator: str, vl: bool, nodes: int) -> tuple[Set
         env.append(Setting("GLOO_SOCKET_IFNAME", ifname, f"cluster.socket_ifname, as upstream {R1_START} l. 24"))
         env.append(Setting("TP_SOCKET_IFNAME", ifname, f"cluster.socket_ifname, as upstream {R1_START} l. 22"))
     return tuple(env)
+
+
+def run_length(plan: Plan, loader: int, dapo: bool) -> tuple[int, str, int, str]:
+    """(trainer.total_training_steps, its source, trainer.total_epochs, its source): the steps verl runs. Its loader
+    draws batches of `loader` prompts (data.gen_batch_size for DAPO, else train_batch_size) from the train split and
+    drops the last partial one (verl/trainer/ppo/ray_trainer.py l. 392-399); it stops at total_training_steps or
+    after total_epochs, and saves at the last step only where it reaches total_training_steps (l. 1356, 1585-1590).
+    So the steps are whole batches of the rows prepare_data.py keeps for training, times whole epochs; a given
+    train.steps gets the epochs that reach it. Without a data size: the placeholder steps, one an epoch at least."""
+    t = plan.train
+    if plan.samples_per_epoch is None:
+        steps = t.steps if t.steps is not None else t.placeholders["placeholder_steps"]
+        source = t.origin["steps"] if t.steps is not None else t.origin["placeholder_steps"]
+        return steps, source, steps, ("derived: without a data size, one step an epoch at least, so the run stops "
+                                      "at total_training_steps")
+    rows = plan.samples_per_epoch
+    train_rows = _train_rows(rows)
+    per_epoch = train_rows // loader
+    if per_epoch == 0:
+        least = next(n for n in itertools.count(loader + 1) if _train_rows(n) >= loader)
+        raise SpecError.at("data.samples", f"{rows} rows leave {train_rows} for training after the validation "
+                                           f"split, less than one batch of {loader} prompts verl's loader draws "
+                                           f"({RAY_TRAINER} l. 392-399, drop_last); give at least "
+                                           f"{least} rows or a smaller "
+                                           f"global_batch_size")
+    why = (f"{train_rows} train rows (data.samples {rows} less the validation split) // {loader} prompts a batch "
+           f"({'data.gen_batch_size' if dapo else 'data.train_batch_size'}; {RAY_TRAINER} l. 392-399 drops the "
+           f"partial one) = {per_epoch} an epoch")
+    if dapo:
+        why += ("; DAPO's group filter may spend several generation batches on one step, so it can run fewer, and "
+                "then saves the last step when the data ends (recipe/dapo/dapo_ray_trainer.py l. 410-416)")
+    if "steps" in t.origin and t.origin["steps"] == "given" and t.steps is not None:
+        epochs = math.ceil(t.steps / per_epoch)
+        return t.steps, "given", epochs, f"derived: enough epochs to reach train.steps, {why}"
+    epochs = max(1, math.ceil(t.epochs or 1))
+    return per_epoch * epochs, f"derived: {why}, x {epochs} epoch(s)", epochs, \
+        f"plan: epochs, whole ({t.origin.get('epochs', '')})"
+
+
+def _train_rows(rows: int) -> int:
+    """The rows prepare_data.py keeps for training: all but round(rows x VAL_SHARE), at least one, held out."""
+    return rows - max(1, round(rows * VAL_SHARE))
 
 
 def node_ifname(plan: Plan, nodes: int) -> str | None:
