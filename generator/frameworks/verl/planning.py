@@ -391,7 +391,8 @@ def settings(plan: Plan, fp: FrameworkPlan) -> VerlSettings:
                Setting("image_column", "images" if vl else None, "data.image_key" if vl else "not a VL model"),
                Setting("val_share", VAL_SHARE, "gen-launch: 5% of the rows held out for validation"),
                Setting("input", plan.paths["dataset"].value, "paths.dataset"),
-               Setting("output", data, "paths.rl_data"))
+               Setting("output", data, "paths.rl_data"),
+               *answer_settings(rl.reward, plan.rl.get("answer_column")))
     merge = (Setting("backend", "fsdp", f"{VERL} verl/model_merger: --backend fsdp (FSDP checkpoints)"),
              Setting("checkpoints", f"{out}/checkpoints",
                      f"trainer.default_local_dir: the actor of the step its latest_checkpointed_iteration.txt names "
@@ -475,6 +476,44 @@ def run_length(plan: Plan, loader: int, dapo: bool) -> tuple[int, str, int, str]
     epochs = max(1, math.ceil(t.epochs or 1))
     return per_epoch * epochs, f"derived: {why}, x {epochs} epoch(s)", epochs, \
         f"plan: epochs, whole ({t.origin.get('epochs', '')})"
+
+
+PREPROCESS = f"{VERL} examples/data_preprocess"
+# rl.reward -> (the text put before / after the last user message, as upstream's preprocessor for that data set does;
+# how its final answer, reward_model.ground_truth, is found in the answer text; the sources). Every scorer compares
+# the response's final answer with ground_truth, which must be the final answer only (gsm8k.py l. 65-72: string
+# equality with the number after "####"; math_dapo.py l. 180-190 normalizes both sides; math_reward.py and geo3k.py
+# grade the \boxed{} content against it).
+ANSWER_FORMATS: dict[str, tuple[str, str, str, str]] = {
+    "gsm8k": ("", " Let's think step by step and output the final answer after \"####\".", "hashes",
+              f"{PREPROCESS}/gsm8k.py l. 57, 64 (instruction after the question); l. 27-32, 67 (ground truth: the "
+              f"number after '#### ', commas removed)"),
+    "math": ("", " Let's think step by step and output the final answer within \\boxed{}.", "boxed",
+             f"{PREPROCESS}/math_dataset.py l. 60, 67 (instruction after the question); l. 28-29, 70 (ground truth: "
+             f"the last \\boxed{{}} content of the solution)"),
+    "math_dapo": ("Solve the following math problem step by step. The last line of your response should be of the "
+                  "form Answer: $Answer (without quotes) where $Answer is the answer to the problem.\n\n",
+                  "\n\nRemember to put your answer on its own line after \"Answer:\".", "boxed_or_answer_line",
+                  f"the prompt of BytedTsinghua-SIA/DAPO-Math-17k, the train file of recipe/dapo's NPU scripts "
+                  f"(run_dapo_qwen2.5_32b_npu.sh l. 42), whose 'Answer:' line {VERL} verl/utils/reward_score/"
+                  f"math_dapo.py l. 166, 180-181 reads; ground truth: the last \\boxed{{}} content of the answer, "
+                  f"else its last 'Answer:' line"),
+    "geo3k": ("", " You FIRST think about the reasoning process as an internal monologue and then provide the final "
+                  "answer. The reasoning process MUST BE enclosed within <think> </think> tags. The final answer MUST "
+                  "BE put in \\boxed{}.", "boxed",
+              f"{PREPROCESS}/geo3k.py l. 51-55, 61 (instruction after the problem), l. 62, 75 (ground truth: the "
+              f"data set's final answer; here the last \\boxed{{}} content of the answer)"),
+}
+
+
+def answer_settings(reward: str, column: str | None) -> tuple[Setting, ...]:
+    """prepare_data.py's prompt instruction and final-answer rule for `reward` (ANSWER_FORMATS), or the column
+    rl.answer_column names, which holds each row's final answer."""
+    prefix, suffix, rule, source = ANSWER_FORMATS[reward]
+    return (Setting("prompt_prefix", prefix, source), Setting("prompt_suffix", suffix, source),
+            Setting("answer_rule", rule, source),
+            Setting("answer_column", column, "spec rl.answer_column: each row's final answer" if column else
+                    f"not given: the final answer is found in the answer text ({rule})"))
 
 
 def _train_rows(rows: int) -> int:

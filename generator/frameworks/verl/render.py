@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import re
+import unicodedata
 
 import jinja2
 
@@ -78,6 +79,8 @@ def shown(value: Value) -> str:
     """A data-preparation or merge option's value as PLAN.md shows it."""
     if isinstance(value, tuple):
         return json.dumps(list(value), ensure_ascii=False)
+    if isinstance(value, str) and any(unicodedata.category(char) == "Cc" for char in value):
+        return json.dumps(value, ensure_ascii=False)  # a line break would end the table's row
     return "null" if value is None else str(value)
 
 
