@@ -307,11 +307,13 @@ def test_a_planned_job_prepares_the_files_its_overrides_name(tmp_path):
 # Runs in verl's interpreter: each prepared row's prompt, ground truth and verl 0.7.0's own default_compute_score
 # (verl/utils/reward_score/__init__.py) of a correct and a wrong response.
 SCORE = """
-import json, sys
+import importlib.util, json, sys
 import pyarrow.parquet as pq
 from verl.utils.reward_score import default_compute_score
 out = {}
 for name, (path, right, wrong) in json.loads(sys.argv[1]).items():
+    if name == "geo3k" and importlib.util.find_spec("mathruler") is None:
+        continue  # an environment built before scripts/verl-requirements.txt listed it
     row = pq.read_table(path).to_pylist()[0]
     truth = row["reward_model"]["ground_truth"]
     scores = [default_compute_score(row["data_source"], text, truth) for text in (right, wrong)]
@@ -327,6 +329,8 @@ REWARDS = {
              "output the final answer within \\boxed{}."),
     "math_dapo": ("The sum is 34.\nAnswer: 34", "a+b+c = 34\nAnswer: 34", "Answer: 35",
                   'Remember to put your answer on its own line after "Answer:".'),
+    "geo3k": ("The angle is $\\boxed{72}$.", "<think>180 - 108</think> The angle is \\boxed{72}.", "\\boxed{7}",
+              "The final answer MUST BE put in \\boxed{}."),
 }
 
 
@@ -353,6 +357,9 @@ def test_a_correct_response_earns_verls_reward_and_a_wrong_one_does_not(tmp_path
     assert answer["gsm8k"]["truth"] == "1072" and answer["math"]["truth"] == "\\frac{1}{2}"
     assert answer["math_dapo"]["truth"] == "34"
     for reward, (_, _, _, ending) in REWARDS.items():
+        if reward not in answer:
+            assert reward == "geo3k" and os.environ.get("CI", "").lower() != "true", "mathruler is missing"
+            continue
         got = answer[reward]
         assert got["prompt"].endswith(ending), (reward, got["prompt"])
         # math_dapo scores a wrong answer -1 (math_dapo.py l. 265), the others 0.
