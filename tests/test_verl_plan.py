@@ -91,16 +91,22 @@ def test_qwen3_8b_grpo_on_one_snt9b_node_is_upstreams_example():
                 "actor_rollout_ref.rollout.log_prob_micro_batch_size_per_gpu": (32, 35)}
     for key, (value, line) in expected.items():
         item = next(item for item in s.overrides if item.key == key)
-        assert (item.value, item.source) == (value, f"upstream {EXAMPLE} l. {line} (v0.7.0 (f9c855f7))"), key
+        source = f"upstream {EXAMPLE} l. {line} (v0.7.0 (f9c855f7))"
+        # The KV cache's rule and capacity follow the gpu_memory_utilization's source.
+        assert item.value == value and item.source.split("; KV cache:")[0] == source, key
     assert s.value("data.max_response_length") == 1024 and s.value("data.train_batch_size") == 256
     assert s.value("actor_rollout_ref.actor.optim.lr") == 1e-6
     assert s.value("actor_rollout_ref.actor.fsdp_config.param_offload") is False
-    # Rollout phase: the actor's resident fp32 parameters and AdamW moments, plus vLLM's whole share.
+    # Rollout phase: the actor's resident fp32 parameters and AdamW moments, plus vLLM's share, which on Ascend
+    # already counts the fp32 parameters on the card when vLLM starts (vllm-ascend's worker_v1.py l. 241-254).
     rollout = fp.roles["rollout"].layout.memory
     extra = dict(rollout.extra)
     model = load_tables().model("qwen3-8b")
     assert extra["actor states resident (not offloaded)"] == pytest.approx(12 * model.params / 8 / 2**30)
-    assert rollout.total == pytest.approx(extra["actor states resident (not offloaded)"] + 0.6 * 64)
+    assert rollout.total == pytest.approx(8 * model.params / 8 / 2**30 + 0.6 * 64)
+    # As upstream runs it: 0.6 x 64 GiB less the actor's fp32 shard, vLLM's weights / TP 2 and the runtime.
+    assert "227 sequences of 1536 tokens per replica at once" in \
+        next(item.source for item in s.overrides if item.key == "actor_rollout_ref.rollout.gpu_memory_utilization")
 
 
 def test_the_memory_model_raises_the_seeds_count_when_the_peak_does_not_fit():
@@ -222,3 +228,48 @@ def test_plan_json_plan_md_and_plan_show_the_roles(tmp_path):
             if line.startswith("verl ")] == ["actor", "rollout", "reference"]
 
 
+
+
+def _kv_sequences(plan, hardware: str) -> tuple[float, float]:
+    """(sequences the rollout's KV cache holds, sequences as large as vLLM's weights per card), from the written
+    overrides by each accelerator's rule: vllm-ascend v0.11.0rc1 worker_v1.py l. 241-254 takes the share less
+    everything on the card when vLLM starts (the actor's, and PPO's critic's, fp32 parameters unless offloaded);
+    vLLM 0.11 on a GPU takes it less its own allocations."""
+    tables = load_tables()
+    model, hw = tables.model(plan.model), tables.hardware_row(hardware)
+    fp = plan.frameworks["verl"]
+    s = fp.settings
+    tp, gmu = s.value("actor_rollout_ref.rollout.tensor_model_parallel_size"), \
+        s.value("actor_rollout_ref.rollout.gpu_memory_utilization")
+    offloaded = s.value("actor_rollout_ref.actor.fsdp_config.param_offload")
+    models = 2 if plan.method == "ppo" else 1
+    inside = 0 if offloaded or hw.accelerator == "gpu" else 4 * model.params / fp.cards * models
+    weights = 2 * model.params / tp
+    kv = gmu * hw.memory_gb * 2**30 - inside - weights - 3.0 * 2**30
+    per_sequence = 2 * 2 * model.layers * model.kv_dim / tp * plan.seq_len
+    return kv / per_sequence, weights / per_sequence
+
+
+@pytest.mark.parametrize("hardware", ["snt9b", "snt9b23", "a800"])
+def test_the_kv_cache_holds_useful_sequences_by_each_accelerators_rule(hardware):
+    for model_name, method in SEED_ROWS:
+        plan = _plan(model_name, method, hardware)
+        s = plan.frameworks["verl"].settings
+        held, weight_sized = _kv_sequences(plan, hardware)
+        share = s.value("data.train_batch_size") * s.value("actor_rollout_ref.rollout.n") // (
+            plan.frameworks["verl"].cards // s.value("actor_rollout_ref.rollout.tensor_model_parallel_size"))
+        assert held >= min(weight_sized, share) - 1e-6, (model_name, method, held, weight_sized, share)
+        source = next(item.source for item in s.overrides
+                      if item.key == "actor_rollout_ref.rollout.gpu_memory_utilization")
+        assert f"{int(held + 1e-6)} sequences of 4096 tokens per replica at once" in source, (model_name, source)
+        assert ("vllm-ascend v0.11.0rc1" in source) is hardware.startswith("snt")
+
+
+def test_on_ascend_the_share_caps_the_resident_actor_and_vllm_together():
+    # Review 7: gmu 0.3 of a 64 GiB die is 19.2 GiB, less than vLLM's 15.3 GiB of weights / TP 4 and the actor's
+    # 10.2 GiB fp32 shard on 12 dies: no KV cache. Offloading the actor leaves vLLM the share.
+    plan = _plan("qwen3-32b", "dapo", "snt9b23")
+    s = plan.frameworks["verl"].settings
+    assert s.value("actor_rollout_ref.actor.fsdp_config.param_offload") is True
+    assert s.value("actor_rollout_ref.rollout.gpu_memory_utilization") >= 0.5
+    assert _kv_sequences(plan, "snt9b23")[0] >= 62

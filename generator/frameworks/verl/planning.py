@@ -13,7 +13,8 @@ from ...context import Context
 from ...errors import SpecError
 from ...memory import MemoryBreakdown
 from ...parallel import Parallel
-from ...plan import FrameworkPlan, Layout, Plan, Rejected
+from ...plan import HEADROOM, FrameworkPlan, Layout, Plan, Rejected
+from ...recipe import batch_target
 from ...spaces import divisors
 from ...tables import load_tables
 from ...throughput import Throughput
@@ -47,6 +48,8 @@ class VerlSpace:
 
     def structures(self, ctx: Context, cards: int) -> list[Structure]:
         offloads = [ctx.pins.offload] if ctx.pins.offload is not None else [False, True]
+        if self.kind is RoleKind.ACTOR and not rollout_fits(ctx, cards, offloads):
+            return []  # every role shares the actor's cards: a count the rollout phase cannot run on is none
         if self.kind is not RoleKind.ROLLOUT:
             return [Structure(offload=offload) for offload in offloads]
         return [Structure(tp=tp, offload=offload) for tp in rollout_tps(ctx, cards) for offload in offloads]
@@ -75,6 +78,16 @@ def rollout_tps(ctx: Context, cards: int) -> list[int]:
     fitting = [tp for tp in ROLLOUT_TPS if tp <= ctx.hw.cards_per_node and tp <= cards and cards % tp == 0
                and ctx.model.kv_heads % tp == 0]
     return [tp for tp in fitting if tp >= start] or fitting[-1:]
+
+
+def rollout_fits(ctx: Context, cards: int, offloads: list[bool]) -> bool:
+    """Whether some rollout layout fits at `cards` (the rollout's TP must divide the cards, so a count above one
+    that fits may not: the actor's search skips such a count, as the colocated roles run on its cards)."""
+    rl = rl_of(ctx)
+    batch = ctx.spec.global_batch_size or batch_target(ctx.defaults, ctx.spec)[0]
+    budget = ctx.usable_gb * (1.0 - HEADROOM)
+    return any(memory.rollout_memory(ctx.model, ctx.hw, ctx.fw.overhead_gb, rl, tp, cards, offload, ctx.spec.method,
+                                     batch).total <= budget for tp in rollout_tps(ctx, cards) for offload in offloads)
 
 
 class VerlPlanning(DefaultPlanning):
@@ -192,7 +205,8 @@ def settings(plan: Plan, fp: FrameworkPlan) -> VerlSettings:
     offload = bool(offloaded)
     offload_source = (f"plan: the {', '.join(offloaded)} phase needs the actor's states off the card (memory per "
                       f"role)") if offload else "plan: every phase fits with the actor's states on the card"
-    gmu, gmu_source = memory.gpu_memory_utilization(model, hw, fw.overhead_gb, rl, rollout.tp, cards, rollout.offload)
+    kv = memory.kv_cache(model, hw, fw.overhead_gb, rl, rollout.tp, cards, rollout.offload, plan.method,
+                         plan.train.global_batch_size)
     t = plan.train
     out = plan.output_dir(NAME)
     data = plan.paths["rl_data"].value
@@ -277,7 +291,7 @@ def settings(plan: Plan, fp: FrameworkPlan) -> VerlSettings:
     if vl:
         add("+actor_rollout_ref.rollout.engine_kwargs.vllm.disable_mm_preprocessor_cache", True,
             "upstream examples/grpo_trainer/run_qwen2_5_vl_7b_npu.sh l. 34 (a key outside verl's schema: +)")
-    add("actor_rollout_ref.rollout.gpu_memory_utilization", gmu, gmu_source)
+    add("actor_rollout_ref.rollout.gpu_memory_utilization", kv.gmu, f"{kv.source}; {kv.capacity(rl.seq_len)}")
     chunked = rl.chunked_prefill
     batched = rl.max_num_batched_tokens
     batched_source = rl.sources["max_num_batched_tokens"]
