@@ -6,6 +6,7 @@ nearest values that work."""
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 
 import pytest
 import yaml
@@ -13,6 +14,9 @@ from click.testing import CliRunner
 
 from generator.cli import main
 from generator.errors import SpecError
+from generator.frameworks.contract import RoleKind
+from generator.frameworks.verl.memory import train_memory
+from generator.frameworks.verl.rl import rl_config
 from generator.resolve import resolve
 from generator.spec import parse_spec
 from generator.tables import load_tables
@@ -109,12 +113,29 @@ def test_qwen3_8b_grpo_on_one_snt9b_node_is_upstreams_example():
         next(item.source for item in s.overrides if item.key == "actor_rollout_ref.rollout.gpu_memory_utilization")
 
 
-def test_the_memory_model_raises_the_seeds_count_when_the_peak_does_not_fit():
+def test_the_memory_model_sizes_the_micro_batch_the_files_write_and_lowers_it_before_adding_cards():
+    # Review 8: the actor was sized at the example's micro batch 8 while the files wrote 4, so 16 cards were refused
+    # (54.2 > 52.2 GiB) and the plan took 24. One value now: the largest that divides the per-card mini batch and
+    # fits, on the seed's 16 cards.
     plan = _plan("qwen3-32b", "grpo")
     fp = plan.frameworks["verl"]
-    assert fp.min_cards.value == 16 and fp.cards > 16 and fp.cards % 8 == 0
-    assert f"verl: the memory model raised the card count from 16 to {fp.cards}: no layout fits on 16 (see " \
-        "rejected)" in plan.notes
+    s = fp.settings
+    assert fp.min_cards.value == 16 and fp.cards == 16
+    micro = next(item for item in s.overrides if item.key == "actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu")
+    assert micro.value == 4 and "leaves the actor's training phase above the card's budget" in micro.source
+    tables = load_tables()
+    model, fw, hw = tables.model("qwen3-32b"), tables.frameworks["verl"], tables.hardware_row("snt9b")
+    actor = fp.roles["actor"].layout
+    rl = replace(rl_config({}, "grpo", 4096, model, fw),
+                 sp=s.value("actor_rollout_ref.actor.ulysses_sequence_parallel_size"),
+                 mini_batch_size=s.value("actor_rollout_ref.actor.ppo_mini_batch_size"))
+
+    def phase(micro_batch: int) -> float:
+        return train_memory(RoleKind.ACTOR, model, fw, "grpo", replace(rl, micro_batch_size=micro_batch), 16,
+                            actor.offload).total
+
+    assert actor.memory.total == pytest.approx(phase(4))
+    assert phase(8) > actor.budget_gb >= phase(4) and actor.budget_gb == pytest.approx(hw.usable_gb * 0.9)
 
 
 def test_ppo_counts_the_critic_beside_the_actor_and_offloads_both_together():

@@ -38,12 +38,11 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from ...context import Context
 from ...frameworks.contract import RoleKind
 from ...memory import GIB, MemoryBreakdown, hf_layer_bytes, hf_step_bytes
 from ...parallel import Parallel
 from ...plan import HEADROOM
-from ...tables import Hardware, Model
+from ...tables import Framework, Hardware, Model
 from .rl import RL, VERL
 
 TRAIN_STATE_BYTES = 16.0  # fp32 parameter + fp32 gradient + AdamW exp_avg + exp_avg_sq
@@ -174,33 +173,45 @@ def rollout_memory(model: Model, hw: Hardware, overhead_gb: float, rl: RL, tp: i
                                    max(kv.kv_gb, kv.minimum * kv.per_sequence_gb)), *states))
 
 
-def role_memory(ctx: Context, rl: RL, shape: Parallel) -> MemoryBreakdown:
-    """Memory per card of ctx.role_kind's phase at `shape` (its `offload`: the actor's, and the critic's, parameter
-    and optimizer offload between phases)."""
-    role, model, cards = ctx.role_kind, ctx.model, shape.cards
+def decoder_activations(fw: Framework, model: Model) -> dict:
+    """The measured activations of the model's decoder (frameworks.yaml verl: its HuggingFace code)."""
+    assert fw.activations is not None
+    return fw.activations[fw.models[model.name]["decoder"]]
+
+
+def role_memory(role: RoleKind, model: Model, hw: Hardware, fw: Framework, method: str, rl: RL,
+                shape: Parallel) -> MemoryBreakdown:
+    """Memory per card of `role`'s phase at `shape` (its `offload`: the actor's, and the critic's, parameter and
+    optimizer offload between phases), with `rl`'s ulysses SP and per-GPU micro batches as the files write them."""
+    cards = shape.cards
     resident = resident_gb(model, cards, shape.offload)
-    tokens = rl.micro_batch_size * rl.seq_len // rl.sp  # per card: ulysses splits each sequence over SP cards
     if role is RoleKind.ROLLOUT:
-        return rollout_memory(model, ctx.hw, ctx.fw.overhead_gb, rl, shape.tp, cards, shape.offload,
-                              ctx.spec.method, shape.global_batch_size)
+        return rollout_memory(model, hw, fw.overhead_gb, rl, shape.tp, cards, shape.offload, method,
+                              shape.global_batch_size)
+    measured = decoder_activations(fw, model)
     if role is RoleKind.REFERENCE:
         micro_tokens = rl.log_prob_micro_batch_size * rl.seq_len // rl.sp
-        assert ctx.activations is not None
-        working = hf_layer_bytes(ctx.activations["working"]["full"]["none"], model, rl.seq_len // rl.sp) * micro_tokens
+        working = hf_layer_bytes(measured["working"]["full"]["none"], model, rl.seq_len // rl.sp) * micro_tokens
         logits = 4.0 * micro_tokens * model.vocab
         return MemoryBreakdown(weights=unit_bytes(model) / GIB, gradients=0.0, optimizer=0.0, adapters=0.0,
-                               activations=working / GIB, logits=logits / GIB, overhead=ctx.fw.overhead_gb,
+                               activations=working / GIB, logits=logits / GIB, overhead=fw.overhead_gb,
                                extra=(("actor states resident (not offloaded)", resident),))
-    # actor or critic: the training phase
-    assert ctx.activations is not None
-    activations, logits = hf_step_bytes(ctx.activations, model, "full", "full", rl.seq_len // rl.sp,
+    return train_memory(role, model, fw, method, rl, cards, shape.offload)
+
+
+def train_memory(role: RoleKind, model: Model, fw: Framework, method: str, rl: RL, cards: int,
+                 offload: bool) -> MemoryBreakdown:
+    """The actor's or critic's training phase: one per-GPU micro batch of sequences (ulysses splits each over SP
+    cards), beside the other trained model's resident states (PPO)."""
+    resident = resident_gb(model, cards, offload)
+    activations, logits = hf_step_bytes(decoder_activations(fw, model), model, "full", "full", rl.seq_len // rl.sp,
                                         rl.micro_batch_size, fp32_loss=True)
     if role is RoleKind.CRITIC:
-        logits = 4.0 * tokens  # a value head: one fp32 number a token
+        logits = 4.0 * rl.micro_batch_size * rl.seq_len // rl.sp  # a value head: one fp32 number a token
     other = (("critic states resident (not offloaded)", resident),) if role is RoleKind.ACTOR and \
-        ctx.spec.method == "ppo" else (("actor states resident (not offloaded)", resident),) \
+        method == "ppo" else (("actor states resident (not offloaded)", resident),) \
         if role is RoleKind.CRITIC else ()
     return MemoryBreakdown(weights=4.0 * model.params / cards / GIB + unit_bytes(model) / GIB,
                            gradients=4.0 * model.params / cards / GIB, optimizer=8.0 * model.params / cards / GIB,
                            adapters=0.0, activations=activations / GIB, logits=logits / GIB,
-                           overhead=ctx.fw.overhead_gb, extra=other)
+                           overhead=fw.overhead_gb, extra=other)

@@ -16,7 +16,7 @@ from ...parallel import Parallel
 from ...plan import HEADROOM, FrameworkPlan, Layout, Plan, Rejected
 from ...recipe import batch_target
 from ...spaces import divisors
-from ...tables import load_tables
+from ...tables import Framework, Hardware, Model, load_tables
 from ...throughput import Throughput
 from ..base import DefaultPlanning
 from ..contract import PathDefault, RoleDef, RoleKind, Structure
@@ -103,8 +103,9 @@ class VerlPlanning(DefaultPlanning):
         return SPACES[role]
 
     def memory(self, ctx: Context, shape: Parallel) -> MemoryBreakdown | None:
-        rl = rl_of(ctx)
-        return memory.role_memory(ctx, replace(rl, sp=_sp(rl, ctx.model, shape.cards)[0]), shape)
+        rl = sized(rl_of(ctx), ctx.model, ctx.hw, ctx.fw, ctx.spec.method, shape.cards, shape.global_batch_size,
+                   shape.offload)
+        return memory.role_memory(ctx.role_kind, ctx.model, ctx.hw, ctx.fw, ctx.spec.method, rl, shape)
 
     def rate(self, ctx: Context, layout: Layout | None) -> Throughput | None:
         if ctx.role_kind is not RoleKind.ACTOR:
@@ -146,16 +147,40 @@ PLANNING = VerlPlanning()
 # Settings: every value the files hold, with its source
 
 
-def fitted_micro(rl: RL, cards: int) -> tuple[int, str]:
-    """verl's per-GPU micro batch and its source: the example's where it divides the per-card mini batch
-    (fsdp_workers.py l. 242-262: ppo_mini_batch_size x n // (cards / SP), which the micro batch must divide), else
-    the largest that does."""
+def fitted_micro(rl: RL, model: Model, hw: Hardware, fw: Framework, method: str, cards: int,
+                 offload: bool) -> tuple[int, str]:
+    """verl's per-GPU micro batch (sequences) and its source: the example's (at the spec's length) where it divides
+    the per-card mini batch (fsdp_workers.py l. 242-262: ppo_mini_batch_size x n // (cards / SP), which the micro
+    batch must divide) and the actor's training phase fits the card with it; else the largest that does both, so the
+    search lowers the micro batch before it adds cards (1 where none fits: the phase then does not fit). The memory
+    model sizes the actor and critic at this value, the one the files write."""
     per_card = rl.mini_batch_size * rl.n // (cards // rl.sp)
-    if per_card == 0 or per_card % rl.micro_batch_size == 0:
+    if rl.dynamic_bsz or per_card == 0:
         return rl.micro_batch_size, rl.sources["micro_batch_size"]
-    micro = max(d for d in divisors(per_card) if d <= rl.micro_batch_size)
-    return micro, (f"derived: the example's {rl.micro_batch_size} does not divide the {per_card} "
-                             f"sequences per card of a mini batch ({FSDP_WORKERS} l. 242-262); the largest that does")
+    dividing = [d for d in divisors(per_card) if d <= rl.micro_batch_size] or [1]
+    budget = hw.usable_gb * (1.0 - HEADROOM)
+    fitting = [d for d in dividing if memory.train_memory(RoleKind.ACTOR, model, fw, method,
+                                                          replace(rl, micro_batch_size=d), cards, offload).total
+               <= budget]
+    micro = max(fitting or [1])
+    if micro == rl.micro_batch_size:
+        return micro, rl.sources["micro_batch_size"]
+    why = (f"does not divide the {per_card} sequences per card of a mini batch ({FSDP_WORKERS} l. 242-262)"
+           if micro == max(dividing) else "leaves the actor's training phase above the card's budget")
+    return micro, (f"derived: the example's {rl.micro_batch_size} ({rl.sources['micro_batch_size']}) {why}; the "
+                   f"largest that divides it and fits")
+
+
+def sized(rl: RL, model: Model, hw: Hardware, fw: Framework, method: str, cards: int, batch: int,
+          offload: bool) -> RL:
+    """`rl` at `cards` and global batch `batch`: its ulysses SP, mini batch and per-GPU micro batch as the files
+    write them (one set of values for the memory model and the files), each with its source."""
+    sp, sp_source = _sp(rl, model, cards)
+    rl = replace(rl, sp=sp, sources={**rl.sources, "sp": sp_source})
+    mini, mini_source = fitted_mini(rl, batch, cards, sp)
+    rl = replace(rl, mini_batch_size=mini, sources={**rl.sources, "mini_batch_size": mini_source})
+    micro, micro_source = fitted_micro(rl, model, hw, fw, method, cards, offload)
+    return replace(rl, micro_batch_size=micro, sources={**rl.sources, "micro_batch_size": micro_source})
 
 
 def check_rules(plan: Plan, rl: RL, cards: int, sp: int) -> None:
@@ -196,16 +221,16 @@ def settings(plan: Plan, fp: FrameworkPlan) -> VerlSettings:
     rl = rl_config(plan.rl, plan.method, plan.seq_len, model, fw)
     actor, rollout = fp.roles[RoleKind.ACTOR.value].layout, fp.roles[RoleKind.ROLLOUT.value].layout
     cards = actor.cards
-    sp, sp_source = _sp(rl, model, cards)
-    check_rules(plan, rl, cards, sp)
-    mini, mini_source = fitted_mini(rl, plan.train.global_batch_size, cards, sp)
-    rl = replace(rl, sp=sp, mini_batch_size=mini, sources={**rl.sources, "mini_batch_size": mini_source})
-    micro, micro_source = fitted_micro(rl, cards)
+    check_rules(plan, rl, cards, _sp(rl, model, cards)[0])
+    rl = sized(rl, model, hw, fw, plan.method, cards, plan.train.global_batch_size, actor.offload)
+    sp, sp_source = rl.sp, rl.sources["sp"]
+    micro, micro_source = rl.micro_batch_size, rl.sources["micro_batch_size"]
     offloaded = [kind for kind, role in fp.roles.items() if role.layout.offload]
     offload = bool(offloaded)
     offload_source = (f"plan: the {', '.join(offloaded)} phase needs the actor's states off the card (memory per "
                       f"role)") if offload else "plan: every phase fits with the actor's states on the card"
-    kv = memory.kv_cache(model, hw, fw.overhead_gb, rl, rollout.tp, cards, rollout.offload, plan.method,
+    # The KV cache vLLM sizes with the offload the files write (every role's, where one needs it).
+    kv = memory.kv_cache(model, hw, fw.overhead_gb, rl, rollout.tp, cards, offload, plan.method,
                          plan.train.global_batch_size)
     t = plan.train
     out = plan.output_dir(NAME)
