@@ -292,7 +292,7 @@ def _with_roles(ctx: Context, tables: Tables, fp: FrameworkPlan, notes: list[str
     """`fp` (its first role planned) with the other roles its plugin runs the method with, each laid out in its
     own search space at the plan's global batch: a colocated role on the framework's cards (when one needs more,
     every colocated role moves to the peak), a role of its own on the fewest cards where it fits."""
-    defs = ctx.planning.roles(ctx.spec.method)[1:]
+    defs = [role for role in ctx.planning.roles(ctx.spec.method)[1:] if ctx.planning.role_runs(ctx, role.kind)]
     if not defs:
         return fp
     name = ctx.fw.name

@@ -52,7 +52,9 @@ def test_every_seed_row_plans_by_role_within_verls_rules(hardware):
         plan = _plan(model_name, method, hardware)
         fp = plan.frameworks["verl"]
         model = tables.model(model_name)
-        expected = ["actor", "rollout", "reference"] + (["critic"] if method == "ppo" else [])
+        # verl builds a reference only with a KL term: GRPO's examples use a KL loss, DAPO's and PPO's none.
+        expected = ["actor", "rollout"] + (["reference"] if method == "grpo" else []) + \
+            (["critic"] if method == "ppo" else [])
         assert list(fp.roles) == expected, (model_name, method)
         # Colocated: every role on the framework's cards, the peak over the phases; each phase fits.
         assert all(role.colocated and role.layout.cards == fp.cards for role in fp.roles.values())
@@ -294,3 +296,13 @@ def test_on_ascend_the_share_caps_the_resident_actor_and_vllm_together():
     assert s.value("actor_rollout_ref.actor.fsdp_config.param_offload") is True
     assert s.value("actor_rollout_ref.rollout.gpu_memory_utilization") >= 0.5
     assert _kv_sequences(plan, "snt9b23")[0] >= 62
+
+
+@pytest.mark.parametrize(("method", "rl", "reference"), [
+    ("grpo", {}, True), ("grpo", {"kl_coef": 0.0}, False), ("dapo", {}, False), ("ppo", {}, False),
+    ("ppo", {"kl_coef": 0.001}, True)])
+def test_a_reference_role_is_planned_only_where_verl_builds_one(method, rl, reference):
+    # main_ppo.py l. 138 / l. 252, recipe/dapo/main_dapo.py l. 148: the reference worker exists with a KL term.
+    fp = _plan("qwen3-8b", method, rl=rl).frameworks["verl"]
+    assert ("reference" in fp.roles) is reference
+    assert fp.settings.value("actor_rollout_ref.actor.use_kl_loss") is reference

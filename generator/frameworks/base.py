@@ -42,6 +42,9 @@ class DefaultPlanning:
     def roles(self, method: str) -> tuple[RoleDef, ...]:
         return (RoleDef(RoleKind.TRAIN),)
 
+    def role_runs(self, ctx: Context, role: RoleKind) -> bool:
+        return True
+
     def space(self, role: RoleKind) -> SearchSpace:
         return GRID
 

@@ -200,6 +200,10 @@ class Planning(Protocol):
         global batch and the framework's files follow."""
         ...
 
+    def role_runs(self, ctx: Context, role: RoleKind) -> bool:
+        """Whether the framework builds `role` (one of roles()) for this job: a role may depend on the recipe."""
+        ...
+
     def space(self, role: RoleKind) -> SearchSpace:
         """The search space of `role`'s layout."""
         ...

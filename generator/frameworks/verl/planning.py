@@ -1,8 +1,9 @@
 """verl: the resolver's side of the plugin (contract: generator/frameworks/contract.py Planning).
 
-GRPO and DAPO run an actor, a vLLM rollout engine and a frozen reference; PPO adds a critic. verl 0.7.0's hybrid
-engine puts them in one resource pool over every card (verl/trainer/main_ppo.py: one global_pool for actor_rollout,
-ref and critic), so every role is colocated and the job's cards are the peak over the phases."""
+GRPO and DAPO run an actor, a vLLM rollout engine and, with a KL term, a frozen reference; PPO adds a critic.
+verl 0.7.0's hybrid engine puts them in one resource pool over every card (verl/trainer/main_ppo.py: one
+global_pool for actor_rollout, ref and critic), so every role is colocated and the job's cards are the peak over
+the phases."""
 
 from __future__ import annotations
 
@@ -98,6 +99,12 @@ class VerlPlanning(DefaultPlanning):
     def roles(self, method: str) -> tuple[RoleDef, ...]:
         base = (RoleDef(RoleKind.ACTOR), RoleDef(RoleKind.ROLLOUT), RoleDef(RoleKind.REFERENCE))
         return base + ((RoleDef(RoleKind.CRITIC),) if method == "ppo" else ())
+
+    def role_runs(self, ctx: Context, role: RoleKind) -> bool:
+        # verl builds the reference worker only where a KL term needs its log-probs (main_ppo.py l. 138 and l. 252,
+        # recipe/dapo/main_dapo.py l. 148: algorithm.use_kl_in_reward, which the plan keeps off, or
+        # actor.use_kl_loss).
+        return role is not RoleKind.REFERENCE or rl_of(ctx).use_kl_loss
 
     def space(self, role: RoleKind) -> VerlSpace:
         return SPACES[role]
@@ -332,7 +339,8 @@ def settings(plan: Plan, fp: FrameworkPlan) -> VerlSettings:
         add("actor_rollout_ref.ref.log_prob_micro_batch_size_per_gpu", rl.log_prob_micro_batch_size,
             rl.sources["log_prob_micro_batch_size"])
     add("actor_rollout_ref.ref.fsdp_config.param_offload", True,
-        "upstream NPU examples: ref.fsdp_config.param_offload=True (the memory model counts it)")
+        "upstream NPU examples: ref.fsdp_config.param_offload=True (the memory model counts it where verl builds a "
+        "reference: with a KL term)")
     add("algorithm.use_kl_in_reward", False, f"upstream {rl.script}: use_kl_in_reward=False")
     if dapo:
         filter_found = ex("filter_groups")
