@@ -160,7 +160,16 @@ def test_a_longer_sequence_keeps_the_examples_tokens_per_micro_batch_and_lowers_
 def test_the_time_is_a_published_figure_labelled_as_such_or_none():
     timed = _plan(hardware="snt9b23").frameworks["verl"]
     assert timed.estimate.time_hours > 0 and "MindSpeed-RL's measurement, not verl's: 252" in timed.estimate.tps_source
-    assert timed.estimate.tokens_per_card_s == pytest.approx(252 / 5)  # per spec token: a prompt makes n sequences
+    # Review 11: the label and the figure agree. A step makes global batch x n (5) sequences of prompt + response =
+    # 4096 tokens, as the published figure counts them; the core times the data's 1024 tokens a sample.
+    assert timed.estimate.tokens_per_card_s == pytest.approx(252 * 1024 / (5 * 4096))
+    assert "a step counts global batch x n (5) x prompt + response (4096) tokens" in timed.estimate.tps_source
+    steps = 60000 / timed.settings.value("data.train_batch_size")
+    step_s = timed.settings.value("data.train_batch_size") * 5 * 4096 / (252 * timed.cards)
+    assert timed.estimate.time_hours == pytest.approx(steps * step_s / 3600, rel=1e-6)
+    dapo = _plan("qwen3-32b", "dapo", "snt9b23").frameworks["verl"]  # the recipe generates 3 x its train batch
+    assert dapo.estimate.tokens_per_card_s == pytest.approx(140 * 1024 / (16 * 3 * 4096))
+    assert "gen_batch / train_batch (3, DAPO's extra generation)" in dapo.estimate.tps_source
     measured = _plan(tokens_per_card_s=100.0).frameworks["verl"]  # the spec's own measurement wins
     assert measured.estimate.tokens_per_card_s == 100.0 and measured.estimate.time_hours > 0
     untimed = _plan().frameworks["verl"]

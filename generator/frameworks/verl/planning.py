@@ -127,11 +127,21 @@ class VerlPlanning(DefaultPlanning):
                                    f"on {ctx.hw.name} (verl publishes none; MindSpeed-RL's figures cover other "
                                    f"rows), so the plan gives no time", is_estimate=True)
         rl = rl_of(ctx)
-        # A step generates and trains global batch x n sequences of up to seq_len tokens; the core times the spec's
-        # tokens, one sequence a prompt, so the rate per spec token is the figure / n.
-        return Throughput(found.tokens_per_card_s / rl.n,
+        # The figure counts the prompt + response tokens of every sequence generated and trained (MindSpeed-RL's
+        # end-to-end tps); a step here makes global batch x n sequences, each counted at prompt + response = seq_len
+        # tokens, and DAPO generates gen_batch / train_batch times the prompts it trains. The core times the spec's
+        # data tokens, so the rate per data token is the figure x tokens per sample / (n x that ratio x seq_len).
+        found_gen, found_train = rl.example.get("gen_batch_size"), rl.example.get("train_batch_size")
+        ratio = int(found_gen[0]) // int(found_train[0]) if ctx.spec.method == "dapo" and found_gen and found_train \
+            else 1
+        tokens, samples = ctx.spec.tokens_per_epoch, ctx.spec.samples_per_epoch
+        per_sample = tokens / samples if tokens and samples else float(rl.seq_len)
+        generated = f" x gen_batch / train_batch ({ratio}, DAPO's extra generation)" if ratio > 1 else ""
+        return Throughput(found.tokens_per_card_s * per_sample / (rl.n * ratio * rl.seq_len),
                           f"MindSpeed-RL's measurement, not verl's: {found.tokens_per_card_s:g} tokens/s per card "
-                          f"({found.source}); a step counts global batch x n ({rl.n}) x seq_len tokens",
+                          f"({found.source}), counting prompt + response tokens; a step counts global batch x n "
+                          f"({rl.n}){generated} x prompt + response ({rl.seq_len}) tokens, so per data token (of "
+                          f"{per_sample:g} a sample) the figure x {per_sample:g} / {rl.n * ratio * rl.seq_len}",
                           is_estimate=True)
 
     def layout_notes(self, ctx: Context, layout: Layout) -> list[str]:
