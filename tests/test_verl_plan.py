@@ -209,8 +209,12 @@ def test_the_spec_rl_section_sets_the_values():
      "= 2048 must equal seq_len 4096; response_length 3072 does"),
     ({"seq_len": 512}, "seq_len", "the prompt length 512"),
     ({"global_batch_size": 100}, "global_batch_size", "nearest that work: 96 or 104"),
-    ({"rl": {"mini_batch_size": 48}}, "rl.mini_batch_size", "nearest that works: 32"),
-    ({"rl": {"mini_batch_size": 1, "samples_per_prompt": 1}, "cards": 16}, "rl.mini_batch_size", "at least 16"),
+    ({"rl": {"mini_batch_size": 48}}, "rl.mini_batch_size", "nearest that works: 32 or 64"),
+    ({"rl": {"mini_batch_size": 7}}, "rl.mini_batch_size", "nearest that works: 8"),
+    ({"rl": {"samples_per_prompt": 1}}, "rl.samples_per_prompt", "a group of one has none"),
+    ({"method": "dapo", "rl": {"samples_per_prompt": 1}}, "rl.samples_per_prompt", "at least 2"),
+    ({"rl": {"prompt_length": 1}}, "rl.prompt_length", "1 tokens hold no prompt"),
+    ({"rl": {"mini_batch_size": 1, "samples_per_prompt": 2}, "cards": 16}, "rl.mini_batch_size", "at least 8"),
 ])
 def test_a_broken_rule_is_refused_at_its_key_with_values_that_work(spec, path, words):
     error = _error(**spec)
@@ -315,3 +319,8 @@ def test_a_reference_role_is_planned_only_where_verl_builds_one(method, rl, refe
     fp = _plan("qwen3-8b", method, rl=rl).frameworks["verl"]
     assert ("reference" in fp.roles) is reference
     assert fp.settings.value("actor_rollout_ref.actor.use_kl_loss") is reference
+
+
+def test_the_kl_loss_coefficient_is_written_as_the_float_verl_declares():
+    s = _plan(rl={"kl_coef": 0}).frameworks["verl"].settings  # the spec's integer 0
+    assert "actor_rollout_ref.actor.kl_loss_coef=0.0" in s.override_lines()

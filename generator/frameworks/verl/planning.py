@@ -200,23 +200,41 @@ def sized(rl: RL, model: Model, hw: Hardware, fw: Framework, method: str, cards:
     return replace(rl, micro_batch_size=micro, sources={**rl.sources, "micro_batch_size": micro_source})
 
 
+# The Qwen chat template around a user turn alone: <|im_start|> user \n ... <|im_end|> \n <|im_start|> assistant \n.
+TEMPLATE_TOKENS = 8
+CORE_ALGOS = f"{VERL} verl/trainer/ppo/core_algos.py"
+
+
 def check_rules(plan: Plan, rl: RL, cards: int, sp: int) -> None:
-    """verl's mini batch rules at the spec's rl.mini_batch_size, refused with the nearest values that work. (Its
+    """verl's mini batch rules at the spec's rl.mini_batch_size, refused with the nearest values that work; a group
+    of one sequence for GRPO's (and DAPO's) group-relative advantage, and a prompt length no prompt fits in. (Its
     batch rule, train_batch_size x n divisible by the cards (verl/utils/config.py l. 88-113), always holds: the
     core's tiling keeps the global batch a multiple of the actor's micro batch 1 x DP = the cards.)"""
     batch = plan.train.global_batch_size
-    if "mini_batch_size" in plan.rl and (rl.mini_batch_size > batch or batch % rl.mini_batch_size):
-        fits = [d for d in divisors(batch) if d <= rl.mini_batch_size] or [batch]
-        raise SpecError.at("rl.mini_batch_size", f"{rl.mini_batch_size} must divide the global batch {batch} and not "
-                                                 f"exceed it ({VERL} verl/workers/config/actor.py l. 172-234: "
-                                                 f"train_batch_size >= ppo_mini_batch_size); nearest that works: "
-                                                 f"{fits[-1]}")
-    if "mini_batch_size" in plan.rl and rl.mini_batch_size * rl.n // (cards // sp) == 0:
-        least = -(-(cards // sp) // rl.n)
-        raise SpecError.at("rl.mini_batch_size", f"{rl.mini_batch_size} x samples_per_prompt {rl.n} = "
-                                                 f"{rl.mini_batch_size * rl.n} sequences leave none per card on "
-                                                 f"{cards // sp} data-parallel ranks ({FSDP_WORKERS} l. 242-246); "
-                                                 f"at least {least}")
+    ranks = cards // sp
+    if plan.method in ("grpo", "dapo") and rl.n < 2:
+        raise SpecError.at("rl.samples_per_prompt", f"{rl.n}: {plan.method}'s advantage compares each response with "
+                                                    f"the other responses to its prompt, and a group of one has none "
+                                                    f"({CORE_ALGOS} l. 312-314: mean 0, std 1, the raw reward); at "
+                                                    f"least 2")
+    if rl.prompt_length <= TEMPLATE_TOKENS:
+        raise SpecError.at("rl.prompt_length", f"{rl.prompt_length} tokens hold no prompt: the chat template alone "
+                                               f"takes {TEMPLATE_TOKENS}, and data.filter_overlong_prompts drops "
+                                               f"every prompt longer than max_prompt_length ({VERL} "
+                                               f"verl/utils/dataset/rl_dataset.py l. 183-255), leaving no data")
+    mini = rl.mini_batch_size
+    if "mini_batch_size" in plan.rl and (mini > batch or batch % mini or mini * rl.n // ranks == 0):
+        fits = [d for d in divisors(batch) if d * rl.n // ranks > 0]
+        if mini * rl.n // ranks == 0 and batch % mini == 0 and mini <= batch:
+            least = -(-ranks // rl.n)
+            raise SpecError.at("rl.mini_batch_size", f"{mini} x samples_per_prompt {rl.n} = {mini * rl.n} "
+                                                     f"sequences leave none per card on {ranks} data-parallel ranks "
+                                                     f"({FSDP_WORKERS} l. 242-246); at least {least}")
+        gap = min(abs(d - mini) for d in fits)
+        nearest = " or ".join(str(d) for d in fits if abs(d - mini) == gap)
+        raise SpecError.at("rl.mini_batch_size", f"{mini} must divide the global batch {batch} and not exceed it "
+                                                 f"({VERL} verl/workers/config/actor.py l. 172-234: train_batch_size "
+                                                 f">= ppo_mini_batch_size); nearest that works: {nearest}")
 
 
 def fitted_mini(rl: RL, batch: int, cards: int, sp: int) -> tuple[int, str]:
@@ -303,7 +321,7 @@ def settings(plan: Plan, fp: FrameworkPlan) -> VerlSettings:
     else:
         add("actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu", micro, micro_source)
     add("actor_rollout_ref.actor.use_kl_loss", rl.use_kl_loss, rl.sources["use_kl_loss"])
-    add("actor_rollout_ref.actor.kl_loss_coef", rl.kl_coef, rl.sources["kl_coef"])
+    add("actor_rollout_ref.actor.kl_loss_coef", float(rl.kl_coef), rl.sources["kl_coef"])  # a float key
     if rl.use_kl_loss:
         add("actor_rollout_ref.actor.kl_loss_type", "low_var_kl", f"upstream {rl.script}: low_var_kl")
     add("actor_rollout_ref.actor.clip_ratio_low", rl.clip_ratio_low, rl.sources["clip_ratio_low"])
