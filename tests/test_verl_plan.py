@@ -324,3 +324,80 @@ def test_a_reference_role_is_planned_only_where_verl_builds_one(method, rl, refe
 def test_the_kl_loss_coefficient_is_written_as_the_float_verl_declares():
     s = _plan(rl={"kl_coef": 0}).frameworks["verl"].settings  # the spec's integer 0
     assert "actor_rollout_ref.actor.kl_loss_coef=0.0" in s.override_lines()
+
+
+@pytest.mark.parametrize(("model", "method", "hardware", "nodes"), [
+    ("qwen3-8b", "grpo", "snt9b", 1), ("qwen2.5_vl-7b", "dapo", "snt9b23", 1), ("qwen3-32b", "ppo", "snt9b", 4),
+    ("qwen3-8b", "grpo", "h800", 1)])
+def test_npu_jobs_turn_vllm_ascends_nz_format_off(model, method, hardware, nodes):
+    # vllm-ascend v0.11.0rc1's wake_up refuses its default NZ weight format, and verl wakes the rollout engine on
+    # every switch to rollout: verl's NPU CI exports VLLM_ASCEND_ENABLE_NZ=0 (tests/special_npu/*.sh l.2).
+    plan = _plan(model, method, hardware, cards=8 * nodes)
+    env = {item.key: item for item in plan.frameworks["verl"].settings.environment}
+    if hardware == "h800":
+        assert env == {}
+        return
+    nz = env["VLLM_ASCEND_ENABLE_NZ"]
+    assert nz.value == "0" and "worker_v1.py l. 183-186" in nz.source
+    assert "tests/special_npu/run_qwen2_5_05b_grpo.sh l. 2" in nz.source
+    assert env["VLLM_USE_V1"].value == "1"
+    assert ("USE_OPTIMIZED_MODEL" in env) == model.startswith("qwen2.5_vl")
+    assert ("HCCL_CONNECT_TIMEOUT" in env) == (nodes > 1)
+
+
+@pytest.mark.parametrize("model", sorted({model for model, method in SEED_ROWS if method == "dapo"}))
+def test_dapo_writes_every_key_its_recipe_sets(model):
+    # Group filtering without a metric dies after the first rollout (recipe/dapo/dapo_ray_trainer.py l. 233-247:
+    # KeyError on None): upstream's DAPO scripts set metric acc and max_num_gen_batches 10, and the rest below.
+    s = _plan(model, "dapo", "snt9b23").frameworks["verl"].settings
+    source = {item.key: item.source for item in s.overrides}
+    script = s.upstream.split(" at ")[0]
+    for key, value in (("algorithm.filter_groups.metric", "acc"),
+                       ("algorithm.filter_groups.max_num_gen_batches", 10),
+                       ("actor_rollout_ref.actor.clip_ratio_c", 10.0),
+                       ("actor_rollout_ref.actor.optim.lr_warmup_steps", 10),
+                       ("actor_rollout_ref.actor.loss_agg_mode", "token-mean"),
+                       ("actor_rollout_ref.rollout.val_kwargs.do_sample", True),
+                       ("actor_rollout_ref.rollout.val_kwargs.n", 1), ("actor_rollout_ref.rollout.top_k", -1),
+                       ("actor_rollout_ref.model.use_remove_padding", True)):
+        assert s.value(key) == value, (model, key)
+        assert source[key].startswith(f"upstream {script} l. "), (model, key, source[key])
+    assert s.value("actor_rollout_ref.rollout.val_kwargs.top_p") == (0.7 if "32b" in script else 1.0)
+    assert source["reward_model.reward_manager"].endswith("dapo_trainer.yaml l. 13")
+    # A spec's warmup is the spec's.
+    assert _plan(model, "dapo", "snt9b23", train={"warmup_steps": 3}).frameworks["verl"].settings.value(
+        "actor_rollout_ref.actor.optim.lr_warmup_steps") == 3
+
+
+def test_ppo_caps_vllms_sequences_as_its_example():
+    s = _plan("qwen3-8b", "ppo").frameworks["verl"].settings
+    assert s.value("actor_rollout_ref.rollout.max_num_seqs") == 64
+    assert "run_qwen3-8b_npu.sh l. 30" in next(i.source for i in s.overrides if i.key.endswith("max_num_seqs"))
+
+
+@pytest.mark.parametrize(("method", "model", "extra", "loader", "epochs"), [
+    ("grpo", "qwen3-8b", {}, 256, 1),
+    ("grpo", "qwen3-8b", {"data": {"samples": 60000, "tokens_per_sample": 1024, "epochs": 2}}, 256, 2),
+    ("dapo", "qwen2.5-32b", {}, 384, 1), ("ppo", "qwen3-8b", {}, 256, 1)])
+def test_the_steps_are_the_batches_verls_loader_draws_and_the_last_is_saved(method, model, extra, loader, epochs):
+    # prepare_data.py holds out round(5%) of the 60000 rows; verl's loader draws whole batches of
+    # train_batch_size (DAPO: gen_batch_size) prompts and drops the rest (ray_trainer.py l. 392-399); it saves at
+    # the last step only where it reaches total_training_steps (l. 1356, 1585-1590).
+    s = _plan(model, method, **extra).frameworks["verl"].settings
+    assert s.value("data.gen_batch_size" if method == "dapo" else "data.train_batch_size") == loader
+    per_epoch = (60000 - 3000) // loader
+    assert s.value("trainer.total_training_steps") == per_epoch * epochs
+    assert s.value("trainer.total_epochs") == epochs
+    assert 0 < s.value("trainer.save_freq") <= per_epoch * epochs
+    # Checkpoints kept: the recipe's keep_checkpoints (ppo_trainer.yaml l. 199-202), the critic's too for PPO.
+    assert s.value("trainer.max_actor_ckpt_to_keep") == 3
+    assert ("trainer.max_critic_ckpt_to_keep" in [item.key for item in s.overrides]) == (method == "ppo")
+
+
+def test_given_steps_get_the_epochs_that_reach_them_and_too_few_rows_are_refused():
+    s = _plan(train={"steps": 500, "keep_checkpoints": 1}).frameworks["verl"].settings
+    assert s.value("trainer.total_training_steps") == 500 and s.value("trainer.total_epochs") == 3  # 222 an epoch
+    assert s.value("trainer.max_actor_ckpt_to_keep") == 1
+    error = _error(data={"samples": 260, "tokens_per_sample": 1024}, global_batch_size=256)
+    assert error.problems[0].path == "data.samples" and "less than one batch" in error.problems[0].message
+    assert "give at least 269 rows" in error.problems[0].message

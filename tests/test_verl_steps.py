@@ -43,7 +43,7 @@ def verl_plan(tmp_path: Path, fmt: str, dataset: Path, image_column: str | None 
                Setting("image_column", image_column, "test"), Setting("val_share", 0.25, "test"),
                Setting("input", str(dataset), "test"), Setting("output", str(out / "verl" / "data"), "test"))
     merge = (Setting("backend", "fsdp", "test"),
-             Setting("local_dir", f"{out}/verl/checkpoints/global_step_5/actor", "test"),
+             Setting("checkpoints", f"{out}/verl/checkpoints", "test"),
              Setting("target_dir", f"{out}/verl/merged", "test"))
     settings = VerlSettings(entry="verl.trainer.main_ppo", config="ppo", upstream="test", overrides=(),
                             environment=(), prepare=prepare, merge=merge, nnodes=1, gpus_per_node=8)
@@ -227,15 +227,24 @@ def test_settings_are_data_in_the_script(tmp_path):
     compile(script, "prepare_data.py", "exec")
 
 
-def test_merge_runs_verls_model_merger(tmp_path):
+def test_merge_runs_verls_model_merger_on_the_latest_saved_step(tmp_path):
+    # verl records the latest saved step in default_local_dir/latest_checkpointed_iteration.txt
+    # (ray_trainer.py l.1001-1005): merge.sh merges that step's actor, whatever step the run ended at.
     files = step_files(verl_plan(tmp_path, "alpaca", tmp_path / "d.json"), environment())
     script = tmp_path / "merge.sh"
     script.write_text(files["verl/merge.sh"], encoding="utf-8")
     check_script(files["verl/merge.sh"], tmp_path, "merge.sh")
     result, calls = run_recording(script, [], tmp_path, programs=("python3",))
-    assert result.returncode == 2 and "no checkpoint at" in result.stderr and calls == []
-    actor = tmp_path / "out" / "verl" / "checkpoints" / "global_step_5" / "actor"
+    assert result.returncode == 2 and "no checkpoint in" in result.stderr and calls == []
+    checkpoints = tmp_path / "out" / "verl" / "checkpoints"
+    actor = checkpoints / "global_step_7" / "actor"
     actor.mkdir(parents=True)
+    (checkpoints / "global_step_5" / "actor").mkdir(parents=True)
+    for text, words in (("12", "no actor checkpoint at"), ("7; touch x", "not a step number"), ("", "not a step")):
+        (checkpoints / "latest_checkpointed_iteration.txt").write_text(text)
+        result, calls = run_recording(script, [], tmp_path, programs=("python3",))
+        assert result.returncode == 2 and words in result.stderr and calls == [], text
+    (checkpoints / "latest_checkpointed_iteration.txt").write_text("7")
     result, calls = run_recording(script, [], tmp_path, programs=("python3",))
     assert result.returncode == 0, result.stderr
     assert [call["argv"] for call in calls] == [["-m", "verl.model_merger", "merge", "--backend", "fsdp",

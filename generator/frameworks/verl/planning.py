@@ -7,6 +7,7 @@ the phases."""
 
 from __future__ import annotations
 
+import itertools
 import math
 from dataclasses import dataclass, replace
 
@@ -30,6 +31,27 @@ NAME = "verl"
 FSDP_WORKERS = f"{VERL} verl/workers/fsdp_workers.py"
 CONFIG_PY = f"{VERL} verl/utils/config.py"
 ROLLOUT_TPS = (1, 2, 4, 8, 16)
+DAPO_YAML = f"{VERL} recipe/dapo/config/dapo_trainer.yaml"
+RAY_TRAINER = f"{VERL} verl/trainer/ppo/ray_trainer.py"
+VAL_SHARE = 0.05  # the rows prepare_data.py holds out for validation: round(rows x share), at least one
+# Override -> examples.yaml key: written with the example's value where the followed script sets it.
+EXAMPLE_KEYS = (
+    ("algorithm.filter_groups.metric", "filter_groups_metric"),
+    ("algorithm.filter_groups.max_num_gen_batches", "max_num_gen_batches"),
+    ("actor_rollout_ref.actor.clip_ratio_c", "clip_ratio_c"),
+    ("actor_rollout_ref.actor.loss_agg_mode", "loss_agg_mode"),
+    ("actor_rollout_ref.rollout.temperature", "temperature"),
+    ("actor_rollout_ref.rollout.top_p", "top_p"),
+    ("actor_rollout_ref.rollout.top_k", "top_k"),
+    ("actor_rollout_ref.rollout.max_num_seqs", "max_num_seqs"),
+    ("actor_rollout_ref.rollout.val_kwargs.temperature", "val_temperature"),
+    ("actor_rollout_ref.rollout.val_kwargs.top_p", "val_top_p"),
+    ("actor_rollout_ref.rollout.val_kwargs.top_k", "val_top_k"),
+    ("actor_rollout_ref.rollout.val_kwargs.do_sample", "val_do_sample"),
+    ("actor_rollout_ref.rollout.val_kwargs.n", "val_n"),
+    ("trainer.val_before_train", "val_before_train"),
+    ("trainer.test_freq", "test_freq"),
+)
 
 
 def rl_of(ctx: Context) -> RL:
@@ -294,6 +316,8 @@ def settings(plan: Plan, fp: FrameworkPlan) -> VerlSettings:
         ratio = int(ratio_found[0]) // int(train_found[0])
         add("data.gen_batch_size", t.global_batch_size * ratio,
             f"derived: {ratio} x the global batch, as {ratio_found[1]}")
+    else:
+        ratio = 1
     add("data.max_prompt_length", rl.prompt_length, rl.sources["prompt_length"])
     add("data.max_response_length", rl.response_length, rl.sources["response_length"])
     add("data.filter_overlong_prompts", True,
@@ -305,8 +329,12 @@ def settings(plan: Plan, fp: FrameworkPlan) -> VerlSettings:
     add("actor_rollout_ref.model.path", plan.paths["model_dir"].value, "paths.model_dir")
     add("actor_rollout_ref.actor.optim.lr", t.learning_rate, t.origin.get("learning_rate", ""))
     add("actor_rollout_ref.actor.optim.weight_decay", t.weight_decay, t.origin.get("weight_decay", ""))
-    add("actor_rollout_ref.actor.optim.lr_warmup_steps", t.warmup_steps if t.warmup_steps else -1,
-        t.origin.get("warmup_steps", "derived: no warmup (-1: lr_warmup_steps_ratio 0.0)"))
+    warmup = ex("lr_warmup_steps")
+    if warmup and "given" not in (t.origin.get("warmup_steps"), t.origin.get("warmup_ratio")):
+        add("actor_rollout_ref.actor.optim.lr_warmup_steps", warmup[0], warmup[1])
+    else:
+        add("actor_rollout_ref.actor.optim.lr_warmup_steps", t.warmup_steps if t.warmup_steps else -1,
+            t.origin.get("warmup_steps", "derived: no warmup (-1: lr_warmup_steps_ratio 0.0)"))
     add("actor_rollout_ref.actor.optim.betas", tuple(t.adam_betas), t.origin.get("adam_betas", ""))
     add("actor_rollout_ref.actor.grad_clip", t.max_grad_norm, t.origin.get("max_grad_norm", ""))
     remove_padding = rl.remove_padding or sp > 1
@@ -373,8 +401,8 @@ def settings(plan: Plan, fp: FrameworkPlan) -> VerlSettings:
     if dapo:
         filter_found = ex("filter_groups")
         add("algorithm.filter_groups.enable", bool(filter_found[0]) if filter_found else False,
-            filter_found[1] if filter_found else "recipe/dapo/config/dapo_trainer.yaml l. 26: enable False")
-        add("reward_model.reward_manager", "dapo", "recipe/dapo/config/dapo_trainer.yaml l. 16 (verl 0.7.0)")
+            filter_found[1] if filter_found else f"{DAPO_YAML} l. 23: enable False")
+        add("reward_model.reward_manager", "dapo", f"{DAPO_YAML} l. 13")
         buffer = ex("overlong_buffer_len")
         if buffer:
             length = min(int(buffer[0]), rl.response_length // 2)
@@ -383,6 +411,13 @@ def settings(plan: Plan, fp: FrameworkPlan) -> VerlSettings:
                 f"derived: the example's {buffer[0]}, at most half the {rl.response_length}-token response")
             add("reward_model.overlong_buffer.penalty_factor", 1.0,
                 f"upstream {rl.script}: overlong_penalty_factor=1.0")
+    # The rest of what the followed script sets, where it sets it: DAPO's group filter (a metric it must have:
+    # recipe/dapo/dapo_ray_trainer.py l. 233-247 reads it from every batch), its dual-clip, loss aggregation, rollout
+    # and validation sampling, and validation schedule; PPO's vLLM sequence limit.
+    for key, example_key in EXAMPLE_KEYS:
+        found = ex(example_key)
+        if found:
+            add(key, found[0], found[1])
     if ppo:
         critic_lr = ex("critic_lr")
         add("critic.optim.lr", critic_lr[0] if critic_lr else 1e-5,
@@ -409,24 +444,18 @@ def settings(plan: Plan, fp: FrameworkPlan) -> VerlSettings:
     add("trainer.nnodes", actor.nodes, "plan: nodes")
     add("trainer.default_local_dir", f"{out}/checkpoints", "paths.output_dir: verl's checkpoints")
     add("trainer.resume_mode", "auto" if t.resume else "disable", t.origin.get("resume", ""))
-    add("trainer.save_freq", t.save_every_steps, t.origin.get("save_every_steps", ""))
-    steps = t.steps if t.steps is not None else t.placeholders["placeholder_steps"]
-    add("trainer.total_training_steps", steps,
-        t.origin["steps"] if t.steps is not None else t.origin["placeholder_steps"])
-    # verl loops over total_epochs and stops at total_training_steps (verl 0.7.0 verl/trainer/ppo/ray_trainer.py
-    # l. 422-427, l. 1327): enough epochs to reach it.
-    if t.epochs:
-        add("trainer.total_epochs", math.ceil(t.epochs), f"plan: epochs, whole ({t.origin.get('epochs', '')})")
-    else:
-        add("trainer.total_epochs", steps, "derived: without a data size, one step an epoch at least, so the run "
-                                           "stops at total_training_steps")
-    env: list[Setting] = []
-    if hw.accelerator == "npu":
-        env.append(Setting("VLLM_USE_V1", "1", "upstream examples/ppo_trainer/run_qwen3-8b_npu.sh l. 3"))
-        if vl:
-            env.append(Setting("USE_OPTIMIZED_MODEL", "0",
-                               "upstream examples/grpo_trainer/run_qwen2_5_vl_7b_npu.sh l. 6: vllm-ascend's optimized "
-                               "model may not suit RL training"))
+    loader = t.global_batch_size * ratio if dapo else t.global_batch_size
+    steps, steps_source, epochs, epochs_source = run_length(plan, loader, dapo)
+    save = min(t.save_every_steps, steps)
+    add("trainer.save_freq", save, t.origin.get("save_every_steps", "") if save == t.save_every_steps else
+        f"derived: the run's {steps} steps (verl saves at every save_freq-th step and at the last: {RAY_TRAINER} "
+        f"l. 1585-1590)")
+    add("trainer.total_training_steps", steps, steps_source)
+    add("trainer.total_epochs", epochs, epochs_source)
+    keep = (t.keep_checkpoints, t.origin.get("keep_checkpoints", ""))
+    add("trainer.max_actor_ckpt_to_keep", *keep)
+    if ppo:
+        add("trainer.max_critic_ckpt_to_keep", *keep)
     line = DATA_SOURCES[rl.reward][1]
     prepare = (Setting("data_source", rl.data_source, f"{VERL} verl/utils/reward_score/__init__.py l. {line} "
                                               f"(rl.reward {rl.reward}: {rl.sources['reward']})"),
@@ -435,17 +464,107 @@ def settings(plan: Plan, fp: FrameworkPlan) -> VerlSettings:
                Setting("format", plan.data.format, "paths.dataset_format"),
                Setting("columns", tuple(plan.data.columns), "paths.dataset_columns"),
                Setting("image_column", "images" if vl else None, "data.image_key" if vl else "not a VL model"),
-               Setting("val_share", 0.05, "gen-launch: 5% of the rows held out for validation"),
+               Setting("val_share", VAL_SHARE, "gen-launch: 5% of the rows held out for validation"),
                Setting("input", plan.paths["dataset"].value, "paths.dataset"),
                Setting("output", data, "paths.rl_data"))
     merge = (Setting("backend", "fsdp", f"{VERL} verl/model_merger: --backend fsdp (FSDP checkpoints)"),
-             Setting("local_dir", f"{out}/checkpoints/global_step_{steps}/actor",
-                     "trainer.default_local_dir, the last step's actor"),
+             Setting("checkpoints", f"{out}/checkpoints",
+                     f"trainer.default_local_dir: the actor of the step its latest_checkpointed_iteration.txt names "
+                     f"({RAY_TRAINER} l. 1001-1005 writes it after every save)"),
              Setting("target_dir", f"{out}/merged", "paths.output_dir: the merged HuggingFace model"))
     return VerlSettings(entry="recipe.dapo.main_dapo" if dapo else "verl.trainer.main_ppo",
                         config="dapo" if dapo else "ppo", upstream=f"{rl.script} at {VERL} (f9c855f7)",
-                        overrides=tuple(o), environment=tuple(env), prepare=prepare, merge=merge,
-                        nnodes=actor.nodes, gpus_per_node=min(cards, hw.cards_per_node))
+                        overrides=tuple(o), environment=environment(plan, hw.accelerator, vl, actor.nodes),
+                        prepare=prepare, merge=merge,
+                        nnodes=actor.nodes, gpus_per_node=min(cards, hw.cards_per_node),
+                        node_ifname=node_ifname(plan, actor.nodes))
+
+
+# Why verl's NPU jobs turn vllm-ascend's NZ weight format off: vllm-ascend v0.11.0rc1 turns it on by default
+# (vllm_ascend/envs.py l. 173-174) and its worker's wake_up refuses it (vllm_ascend/worker/worker_v1.py l. 183-186),
+# which verl's hybrid engine calls on every switch to rollout (verl/workers/rollout/vllm_rollout/vllm_rollout.py
+# l. 227).
+NZ_WHY = ("vllm-ascend v0.11.0rc1 turns the NZ weight format on by default (vllm_ascend/envs.py l. 173-174) and its "
+          "wake_up, which verl's hybrid engine calls on every switch to rollout (verl/workers/rollout/vllm_rollout/"
+          "vllm_rollout.py l. 227), refuses it (vllm_ascend/worker/worker_v1.py l. 183-186)")
+R1_START = f"{VERL} recipe/r1_ascend/ray_start_grpo_npu.sh"
+
+
+def environment(plan: Plan, accelerator: str, vl: bool, nodes: int) -> tuple[Setting, ...]:
+    """The variables launch.sh exports on every node before Ray starts: those verl's NPU CI and example scripts set
+    (each with its source), and across nodes the interface of node_ifname for torch's Gloo groups and TensorPipe, as
+    upstream's multi-node NPU start script sets them (the core's prologue exports HCCL_/NCCL_SOCKET_IFNAME)."""
+    env: list[Setting] = []
+    if accelerator == "npu":
+        env.append(Setting("VLLM_USE_V1", "1", f"upstream {VERL} examples/ppo_trainer/run_qwen3-8b_npu.sh l. 3"))
+        env.append(Setting("VLLM_ASCEND_ENABLE_NZ", "0",
+                           f"upstream {VERL} tests/special_npu/run_qwen2_5_05b_grpo.sh l. 2 (verl's NPU CI; "
+                           f"run_qwen2_5_05b_dapo.sh l. 3, run_qwen3_06b_ppo.sh l. 2): {NZ_WHY}"))
+        if vl:
+            env.append(Setting("USE_OPTIMIZED_MODEL", "0",
+                               f"upstream {VERL} examples/grpo_trainer/run_qwen2_5_vl_7b_npu.sh l. 6: vllm-ascend's "
+                               f"optimized model may not suit RL training"))
+        if nodes > 1:
+            env.append(Setting("HCCL_CONNECT_TIMEOUT", "600",
+                               f"upstream {R1_START} l. 31: seconds HCCL waits for every node's link (its default, "
+                               f"120, may pass while the other nodes still load the model)"))
+    ifname = node_ifname(plan, nodes)
+    if ifname:
+        env.append(Setting("GLOO_SOCKET_IFNAME", ifname, f"cluster.socket_ifname, as upstream {R1_START} l. 24"))
+        env.append(Setting("TP_SOCKET_IFNAME", ifname, f"cluster.socket_ifname, as upstream {R1_START} l. 22"))
+    return tuple(env)
+
+
+def run_length(plan: Plan, loader: int, dapo: bool) -> tuple[int, str, int, str]:
+    """(trainer.total_training_steps, its source, trainer.total_epochs, its source): the steps verl runs. Its loader
+    draws batches of `loader` prompts (data.gen_batch_size for DAPO, else train_batch_size) from the train split and
+    drops the last partial one (verl/trainer/ppo/ray_trainer.py l. 392-399); it stops at total_training_steps or
+    after total_epochs, and saves at the last step only where it reaches total_training_steps (l. 1356, 1585-1590).
+    So the steps are whole batches of the rows prepare_data.py keeps for training, times whole epochs; a given
+    train.steps gets the epochs that reach it. Without a data size: the placeholder steps, one an epoch at least."""
+    t = plan.train
+    if plan.samples_per_epoch is None:
+        steps = t.steps if t.steps is not None else t.placeholders["placeholder_steps"]
+        source = t.origin["steps"] if t.steps is not None else t.origin["placeholder_steps"]
+        return steps, source, steps, ("derived: without a data size, one step an epoch at least, so the run stops "
+                                      "at total_training_steps")
+    rows = plan.samples_per_epoch
+    train_rows = _train_rows(rows)
+    per_epoch = train_rows // loader
+    if per_epoch == 0:
+        least = next(n for n in itertools.count(loader + 1) if _train_rows(n) >= loader)
+        raise SpecError.at("data.samples", f"{rows} rows leave {train_rows} for training after the validation "
+                                           f"split, less than one batch of {loader} prompts verl's loader draws "
+                                           f"({RAY_TRAINER} l. 392-399, drop_last); give at least "
+                                           f"{least} rows or a smaller "
+                                           f"global_batch_size")
+    why = (f"{train_rows} train rows (data.samples {rows} less the validation split) // {loader} prompts a batch "
+           f"({'data.gen_batch_size' if dapo else 'data.train_batch_size'}; {RAY_TRAINER} l. 392-399 drops the "
+           f"partial one) = {per_epoch} an epoch")
+    if dapo:
+        why += ("; DAPO's group filter may spend several generation batches on one step, so it can run fewer, and "
+                "then saves the last step when the data ends (recipe/dapo/dapo_ray_trainer.py l. 410-416)")
+    if "steps" in t.origin and t.origin["steps"] == "given" and t.steps is not None:
+        epochs = math.ceil(t.steps / per_epoch)
+        return t.steps, "given", epochs, f"derived: enough epochs to reach train.steps, {why}"
+    epochs = max(1, math.ceil(t.epochs or 1))
+    return per_epoch * epochs, f"derived: {why}, x {epochs} epoch(s)", epochs, \
+        f"plan: epochs, whole ({t.origin.get('epochs', '')})"
+
+
+def _train_rows(rows: int) -> int:
+    """The rows prepare_data.py keeps for training: all but round(rows x VAL_SHARE), at least one, held out."""
+    return rows - max(1, round(rows * VAL_SHARE))
+
+
+def node_ifname(plan: Plan, nodes: int) -> str | None:
+    """The one interface every node of a multi-node job talks over: cluster.socket_ifname where it names a single
+    interface (`eth0` or `=eth0`). launch.sh gives Ray that interface's address (ray start --node-ip-address, as
+    upstream's recipe/r1_ascend/ray_start_grpo_npu.sh l. 19, 47, 70 does) and Gloo and TensorPipe its name (they
+    take exact names only). With a list, an exclusion (`^...`: HCCL's and NCCL's syntax) or none: Ray and Gloo use
+    the address of the node's host name, as they do by default."""
+    ifname = (plan.socket_ifname or "").removeprefix("=")
+    return ifname if nodes > 1 and ifname and not ifname.startswith("^") and "," not in ifname else None
 
 
 def _sp(rl: RL, model, cards: int) -> tuple[int, str]:

@@ -116,7 +116,7 @@ def render(plan: Plan, env: jinja2.Environment) -> dict[str, str]:
         ray_port=RAY_PORT, dashboard_port=DASHBOARD_PORT, device_flag=device_flag(plan, fp),
         resource=RESOURCE[plan.accelerator], join_attempts=JOIN_ATTEMPTS, join_wait=JOIN_WAIT_S,
         workdir=plan.output_dir(NAME), in_clone=in_clone(settings), data_files=data_files(settings),
-        entry_file=settings.entry.replace(".", "/") + ".py")
+        entry_file=settings.entry.replace(".", "/") + ".py", node_ifname=settings.node_ifname)
     return {
         "verl/overrides.txt": "".join(f"{line}\n" for line in override_lines(settings)),
         "verl/launch.sh": launch,
