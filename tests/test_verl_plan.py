@@ -15,7 +15,7 @@ from click.testing import CliRunner
 from generator.cli import main
 from generator.errors import SpecError
 from generator.frameworks.contract import RoleKind
-from generator.frameworks.verl.memory import train_memory
+from generator.frameworks.verl.memory import log_prob_memory, train_memory
 from generator.frameworks.verl.rl import rl_config
 from generator.resolve import resolve
 from generator.spec import parse_spec
@@ -401,3 +401,25 @@ def test_given_steps_get_the_epochs_that_reach_them_and_too_few_rows_are_refused
     error = _error(data={"samples": 260, "tokens_per_sample": 1024}, global_batch_size=256)
     assert error.problems[0].path == "data.samples" and "less than one batch" in error.problems[0].message
     assert "give at least 269 rows" in error.problems[0].message
+
+
+def test_the_old_log_prob_pass_keeps_upstreams_entropy_chunking_and_counts_on_the_actor():
+    # Review 9: upstream's qwen3-8b GRPO chunks the entropy (l. 53-54) and prefetches FSDP units (l. 51-52); the
+    # actor's log-prob pass computes the entropy (fsdp_workers.py l. 1021) over 12 x 4096 = 49,152 tokens.
+    fp = _plan().frameworks["verl"]
+    s = fp.settings
+    for key, line in (("actor.fsdp_config.forward_prefetch", 51), ("ref.fsdp_config.forward_prefetch", 52),
+                      ("actor.entropy_from_logits_with_chunking", 53), ("ref.entropy_from_logits_with_chunking", 54)):
+        item = next(item for item in s.overrides if item.key == f"actor_rollout_ref.{key}")
+        assert (item.value, item.source) == (True, f"upstream {EXAMPLE} l. {line} (v0.7.0 (f9c855f7))")
+    tables = load_tables()
+    model, fw = tables.model("qwen3-8b"), tables.frameworks["verl"]
+    rl = rl_config({}, "grpo", 4096, model, fw)
+    tokens = s.value("actor_rollout_ref.rollout.log_prob_micro_batch_size_per_gpu") * 4096
+    assert tokens == 49152
+    actor = fp.roles["actor"].layout
+    passed = log_prob_memory(model, fw, "grpo", rl, 8, actor.offload)
+    assert passed.logits == pytest.approx((4 * tokens + 3 * 4 * 2048) * model.vocab / 2**30)
+    # The pass is the actor's larger phase here, and it fits only with the entropy chunked.
+    assert actor.memory.total == pytest.approx(passed.total) and passed.total <= actor.budget_gb
+    assert passed.total + (2 * 4 * tokens - 3 * 4 * 2048) * model.vocab / 2**30 > actor.budget_gb

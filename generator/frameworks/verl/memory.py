@@ -10,6 +10,12 @@ including what the other roles leave resident. Every term with its source; GiB.
   enable_gradient_checkpointing=True) at micro batch x seq_len / SP tokens per card (ulysses splits the sequence),
   from the decoder's measured coefficients (memory.hf_step_bytes); the log-prob logits in fp32. PPO: the critic's
   parameters and optimizer states stay on the card during the actor's update unless offloaded.
+- actor's log-prob pass (compute_log_prob, fsdp_workers.py l. 998-1040: the old log-probs, with the entropy,
+  l. 1021): its fp32 parameters loaded (l. 1004-1005), AdamW's moments where not offloaded, one unit gathered in
+  bf16 (twice, prefetch), one layer's forward working set and the fp32 logits of one log-prob micro batch, plus the
+  entropy's working set (verl/utils/torch_functional.py l. 224-263): the softmax and its product with the logits,
+  each the logits' size, or a 2,048-token chunk of both in fp32 with entropy_from_logits_with_chunking. The actor's
+  figure is the larger of its training phase and this pass.
 - rollout (rollout phase, fsdp_workers.py l. 676-720 rollout_mode): the actor's (and PPO's critic's) states that
   are not offloaded (fp32 parameters and AdamW moments; the gradients are freed by zero_grad), plus vLLM's bf16
   weights / TP, its runtime and its KV cache. vLLM runs inside the actor's worker process (verl's hybrid engine),
@@ -196,7 +202,30 @@ def role_memory(role: RoleKind, model: Model, hw: Hardware, fw: Framework, metho
         return MemoryBreakdown(weights=unit_bytes(model) / GIB, gradients=0.0, optimizer=0.0, adapters=0.0,
                                activations=working / GIB, logits=logits / GIB, overhead=fw.overhead_gb,
                                extra=(("actor states resident (not offloaded)", resident),))
-    return train_memory(role, model, fw, method, rl, cards, shape.offload)
+    trained = train_memory(role, model, fw, method, rl, cards, shape.offload)
+    if role is RoleKind.CRITIC:
+        return trained
+    return max(trained, log_prob_memory(model, fw, method, rl, cards, shape.offload), key=lambda phase: phase.total)
+
+
+ENTROPY_CHUNK = 2048  # verl/utils/torch_functional.py l. 241: entropy_from_logits_with_chunking's chunk_size
+
+
+def log_prob_memory(model: Model, fw: Framework, method: str, rl: RL, cards: int, offload: bool) -> MemoryBreakdown:
+    """The actor's old-log-prob pass with the entropy, on one log-prob micro batch (rollout
+    log_prob_micro_batch_size_per_gpu sequences, or log_prob_max_token_len_per_gpu = seq_len / SP tokens with
+    dynamic batch size), beside PPO's critic's resident states."""
+    tokens = (rl.seq_len if rl.dynamic_bsz else rl.log_prob_micro_batch_size * rl.seq_len) // rl.sp
+    working = hf_layer_bytes(decoder_activations(fw, model)["working"]["full"]["none"], model, rl.seq_len // rl.sp)
+    chunked = rl.example.get("entropy_chunking")
+    entropy = 3 * 4.0 * min(tokens, ENTROPY_CHUNK) * model.vocab if chunked and chunked[0] else \
+        2 * 4.0 * tokens * model.vocab
+    other = (("critic states resident (not offloaded)", resident_gb(model, cards, offload)),) if method == "ppo" \
+        else ()
+    return MemoryBreakdown(weights=4.0 * model.params / cards / GIB + unit_bytes(model) / GIB, gradients=0.0,
+                           optimizer=0.0 if offload else 8.0 * model.params / cards / GIB, adapters=0.0,
+                           activations=working * tokens / GIB, logits=(4.0 * tokens * model.vocab + entropy) / GIB,
+                           overhead=fw.overhead_gb, extra=other)
 
 
 def train_memory(role: RoleKind, model: Model, fw: Framework, method: str, rl: RL, cards: int,

@@ -51,6 +51,10 @@ EXAMPLE_KEYS = (
     ("actor_rollout_ref.rollout.val_kwargs.n", "val_n"),
     ("trainer.val_before_train", "val_before_train"),
     ("trainer.test_freq", "test_freq"),
+    ("actor_rollout_ref.actor.fsdp_config.forward_prefetch", "forward_prefetch"),
+    ("actor_rollout_ref.ref.fsdp_config.forward_prefetch", "ref_forward_prefetch"),
+    ("actor_rollout_ref.actor.entropy_from_logits_with_chunking", "entropy_chunking"),
+    ("actor_rollout_ref.ref.entropy_from_logits_with_chunking", "ref_entropy_chunking"),
 )
 
 
