@@ -71,6 +71,8 @@ def test_every_seed_row_plans_by_role_within_verls_rules(hardware):
         sp = s.value("actor_rollout_ref.actor.ulysses_sequence_parallel_size") \
             if "actor_rollout_ref.actor.ulysses_sequence_parallel_size" in keys else 1
         assert batch == plan.train.global_batch_size and batch % mini == 0 and mini <= batch
+        # verl splits each rank's share of a mini batch evenly only where mini x n divides by the ranks (review 6).
+        assert (mini * n) % (fp.cards // sp) == 0, (model_name, method, hardware, mini, n, fp.cards, sp)
         if "actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu" in keys:  # without dynamic batch size
             assert (batch * n) % fp.cards == 0
             assert (mini * n // (fp.cards // sp)) % s.value("actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu") == 0
@@ -99,7 +101,7 @@ def test_qwen3_8b_grpo_on_one_snt9b_node_is_upstreams_example():
         item = next(item for item in s.overrides if item.key == key)
         source = f"upstream {EXAMPLE} l. {line} (v0.7.0 (f9c855f7))"
         # The KV cache's rule and capacity follow the gpu_memory_utilization's source.
-        assert item.value == value and item.source.split("; KV cache:")[0] == source, key
+        assert item.value == value and item.source.split("; ")[0] == source, key
     assert s.value("data.max_response_length") == 1024 and s.value("data.train_batch_size") == 256
     assert s.value("actor_rollout_ref.actor.optim.lr") == 1e-6
     assert s.value("actor_rollout_ref.actor.fsdp_config.param_offload") is False
@@ -423,3 +425,13 @@ def test_the_old_log_prob_pass_keeps_upstreams_entropy_chunking_and_counts_on_th
     # The pass is the actor's larger phase here, and it fits only with the entropy chunked.
     assert actor.memory.total == pytest.approx(passed.total) and passed.total <= actor.budget_gb
     assert passed.total + (2 * 4 * tokens - 3 * 4 * 2048) * model.vocab / 2**30 > actor.budget_gb
+
+
+def test_the_mini_batch_keeps_the_followed_scripts_updates_a_step():
+    # Review 5: DAPO qwen3-14b upstream trains its gen batch 32 (filter_groups off) in mini batches of 1: 32 updates
+    # a step. At the plan's global batch the mini batch scales with it, so a step still takes 32 updates.
+    s = _plan("qwen3-14b", "dapo", "snt9b").frameworks["verl"].settings
+    batch, gen = s.value("data.train_batch_size"), s.value("data.gen_batch_size")
+    mini = next(item for item in s.overrides if item.key == "actor_rollout_ref.actor.ppo_mini_batch_size")
+    assert gen == 2 * batch and mini.value == batch // 16
+    assert gen // mini.value == 32 and mini.source.endswith("; 32 updates a step")

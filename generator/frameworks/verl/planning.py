@@ -214,13 +214,24 @@ def fitted_micro(rl: RL, model: Model, hw: Hardware, fw: Framework, method: str,
                    f"largest that divides it and fits")
 
 
+def dapo_generation(rl: RL, method: str) -> tuple[int, str]:
+    """The prompts a step trains on per global-batch prompt, and why: DAPO without its group filter trains every
+    prompt it generates, gen_batch_size of them (recipe/dapo/dapo_ray_trainer.py: the batch is the whole generated
+    one unless filter_groups.enable), gen / train batch times the global batch, as the followed script; else 1."""
+    found_gen, found_train, found_filter = (rl.example.get(key) for key in ("gen_batch_size", "train_batch_size",
+                                                                              "filter_groups"))
+    if method != "dapo" or not found_gen or not found_train or (found_filter and found_filter[0]):
+        return 1, ""
+    return int(found_gen[0]) // int(found_train[0]), found_gen[1]
+
+
 def sized(rl: RL, model: Model, hw: Hardware, fw: Framework, method: str, cards: int, batch: int,
           offload: bool) -> RL:
     """`rl` at `cards` and global batch `batch`: its ulysses SP, mini batch and per-GPU micro batch as the files
     write them (one set of values for the memory model and the files), each with its source."""
     sp, sp_source = _sp(rl, model, cards)
     rl = replace(rl, sp=sp, sources={**rl.sources, "sp": sp_source})
-    mini, mini_source = fitted_mini(rl, batch, cards, sp)
+    mini, mini_source = fitted_mini(rl, batch, cards, sp, batch * dapo_generation(rl, method)[0])
     rl = replace(rl, mini_batch_size=mini, sources={**rl.sources, "mini_batch_size": mini_source})
     micro, micro_source = fitted_micro(rl, model, hw, fw, method, cards, offload)
     return replace(rl, micro_batch_size=micro, sources={**rl.sources, "micro_batch_size": micro_source})
@@ -263,16 +274,30 @@ def check_rules(plan: Plan, rl: RL, cards: int, sp: int) -> None:
                                                  f">= ppo_mini_batch_size); nearest that works: {nearest}")
 
 
-def fitted_mini(rl: RL, batch: int, cards: int, sp: int) -> tuple[int, str]:
-    """The example's mini batch where it divides the global batch and leaves every data-parallel rank a sequence,
-    else the nearest that does (the spec's is checked, not moved: check_rules)."""
+def fitted_mini(rl: RL, batch: int, cards: int, sp: int, trained: int) -> tuple[int, str]:
+    """The mini batch (prompts): the spec's (checked, not moved: check_rules), else the followed script's share of
+    its train batch at this global batch (so a step takes as many updates as upstream's), moved to the nearest that
+    divides the global batch and splits evenly over the data-parallel ranks: verl splits each rank's data into
+    chunks of mini x n / (cards / SP) sequences (fsdp_workers.py l. 242-243, workers/actor/dp_actor.py l. 430), so a
+    remainder would leave uneven mini batches. `trained`: the prompts a step trains on (the updates a step are
+    trained / mini)."""
     ranks = cards // sp
-    fits = [d for d in divisors(batch) if d * rl.n >= ranks]
-    if rl.mini_batch_size in fits or not fits:
-        return rl.mini_batch_size, rl.sources["mini_batch_size"]
-    chosen = min(fits, key=lambda d: (abs(d - rl.mini_batch_size), d))
-    return chosen, (f"derived: the example's {rl.mini_batch_size} ({rl.sources['mini_batch_size']}) does not divide "
-                    f"the global batch {batch} ({VERL} verl/workers/config/actor.py l. 172-234); the nearest that does")
+    found_train, spec_given = rl.example.get("train_batch_size"), rl.sources["mini_batch_size"].startswith("spec")
+    if spec_given or found_train is None or batch == int(found_train[0]):
+        target, why = rl.mini_batch_size, rl.sources["mini_batch_size"]
+    else:
+        target = max(1, round(batch * rl.mini_batch_size / int(found_train[0])))
+        why = (f"the example's {rl.mini_batch_size} of its train batch {found_train[0]} "
+               f"({rl.sources['mini_batch_size']}; {found_train[1]}) at the global batch {batch}")
+    fits = [d for d in divisors(batch) if d * rl.n % ranks == 0]
+    chosen = target if spec_given or target in fits or not fits else min(fits, key=lambda d: (abs(d - target), d))
+    updates = f"; {trained // chosen} updates a step" if batch % chosen == 0 else ""
+    scaled = not spec_given and why != rl.sources["mini_batch_size"]
+    if chosen == target:
+        return chosen, ("derived: " if scaled else "") + why + updates
+    return chosen, (f"derived: {target} ({why}) moved to the nearest that divides the global batch with mini x n "
+                    f"({chosen} x {rl.n}) divisible by the {ranks} data-parallel ranks ({FSDP_WORKERS} l. 242-243)"
+                    f"{updates}")
 
 
 def settings(plan: Plan, fp: FrameworkPlan) -> VerlSettings:
