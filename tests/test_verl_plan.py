@@ -435,3 +435,18 @@ def test_the_mini_batch_keeps_the_followed_scripts_updates_a_step():
     mini = next(item for item in s.overrides if item.key == "actor_rollout_ref.actor.ppo_mini_batch_size")
     assert gen == 2 * batch and mini.value == batch // 16
     assert gen // mini.value == 32 and mini.source.endswith("; 32 updates a step")
+
+
+@pytest.mark.parametrize(("model", "method", "script", "line", "batch", "gen", "mini"), [
+    ("qwen3-32b", "grpo", "examples/grpo_trainer/run_qwen3-32b_npu.sh", 15, 1024, None, 64),
+    ("qwen2.5_vl-7b", "grpo", "examples/grpo_trainer/run_qwen2_5_vl_7b_npu.sh", 12, 512, None, 32),
+    ("qwen3-14b", "dapo", "recipe/dapo/run_dapo_qwen3_14b_base_npu.sh", 26, 16, 32, 1)])
+def test_train_gen_and_mini_batch_come_from_the_followed_script(model, method, script, line, batch, gen, mini):
+    # Review 5: one per-method global batch (256 GRPO, 128 DAPO) replaced upstream's per-model ones.
+    plan = _plan(model, method, data={"samples": 2_000_000, "tokens_per_sample": 1024})
+    s = plan.frameworks["verl"].settings
+    assert plan.train.global_batch_size == s.value("data.train_batch_size") == batch
+    assert plan.train.origin["global_batch_size"].startswith(f"derived: {batch} samples (upstream {script} l. {line}")
+    assert s.value("actor_rollout_ref.actor.ppo_mini_batch_size") == mini
+    if gen:
+        assert s.value("data.gen_batch_size") == gen

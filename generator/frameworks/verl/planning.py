@@ -18,12 +18,12 @@ from ...parallel import Parallel
 from ...plan import HEADROOM, FrameworkPlan, Layout, Plan, Rejected
 from ...recipe import batch_target
 from ...spaces import divisors
-from ...tables import Framework, Hardware, Model, load_tables
+from ...tables import Framework, Hardware, Model, RecipeDefaults, load_tables
 from ...throughput import Throughput
 from ..base import DefaultPlanning
 from ..contract import PathDefault, RoleDef, RoleKind, Structure
 from . import memory
-from .examples import published
+from .examples import example, published
 from .rl import DATA_SOURCES, RL, VERL, rl_config
 from .settings import Setting, VerlSettings
 
@@ -125,6 +125,16 @@ class VerlPlanning(DefaultPlanning):
     def roles(self, method: str) -> tuple[RoleDef, ...]:
         base = (RoleDef(RoleKind.ACTOR), RoleDef(RoleKind.ROLLOUT), RoleDef(RoleKind.REFERENCE))
         return base + ((RoleDef(RoleKind.CRITIC),) if method == "ppo" else ())
+
+    def recipe_defaults(self, defaults: RecipeDefaults, model: Model) -> RecipeDefaults:
+        # The global batch of the script the plan follows for the model and method (the mini and gen batches scale
+        # with it: fitted_mini, dapo_generation).
+        script = (load_tables().frameworks[NAME].models.get(model.name) or {}).get(defaults.method)
+        found = example(script).get("train_batch_size") if script else None
+        if found is None:
+            return defaults
+        row = {"value": int(found[0]), "source": f"{found[1]}: data.train_batch_size (prompts)"}
+        return replace(defaults, values={**defaults.values, "global_batch_size": row})
 
     def role_runs(self, ctx: Context, role: RoleKind) -> bool:
         # verl builds the reference worker only where a KL term needs its log-probs (main_ppo.py l. 138 and l. 252,
