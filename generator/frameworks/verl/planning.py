@@ -1,8 +1,9 @@
 """verl: the resolver's side of the plugin (contract: generator/frameworks/contract.py Planning).
 
-GRPO and DAPO run an actor, a vLLM rollout engine and a frozen reference; PPO adds a critic. verl 0.7.0's hybrid
-engine puts them in one resource pool over every card (verl/trainer/main_ppo.py: one global_pool for actor_rollout,
-ref and critic), so every role is colocated and the job's cards are the peak over the phases."""
+GRPO and DAPO run an actor, a vLLM rollout engine and, with a KL term, a frozen reference; PPO adds a critic.
+verl 0.7.0's hybrid engine puts them in one resource pool over every card (verl/trainer/main_ppo.py: one
+global_pool for actor_rollout, ref and critic), so every role is colocated and the job's cards are the peak over
+the phases."""
 
 from __future__ import annotations
 
@@ -14,14 +15,15 @@ from ...context import Context
 from ...errors import SpecError
 from ...memory import MemoryBreakdown
 from ...parallel import Parallel
-from ...plan import FrameworkPlan, Layout, Plan, Rejected
+from ...plan import HEADROOM, FrameworkPlan, Layout, Plan, Rejected
+from ...recipe import batch_target
 from ...spaces import divisors
-from ...tables import load_tables
+from ...tables import Framework, Hardware, Model, RecipeDefaults, load_tables
 from ...throughput import Throughput
 from ..base import DefaultPlanning
 from ..contract import PathDefault, RoleDef, RoleKind, Structure
 from . import memory
-from .examples import published
+from .examples import example, published
 from .rl import DATA_SOURCES, RL, VERL, rl_config
 from .settings import Setting, VerlSettings
 
@@ -49,6 +51,10 @@ EXAMPLE_KEYS = (
     ("actor_rollout_ref.rollout.val_kwargs.n", "val_n"),
     ("trainer.val_before_train", "val_before_train"),
     ("trainer.test_freq", "test_freq"),
+    ("actor_rollout_ref.actor.fsdp_config.forward_prefetch", "forward_prefetch"),
+    ("actor_rollout_ref.ref.fsdp_config.forward_prefetch", "ref_forward_prefetch"),
+    ("actor_rollout_ref.actor.entropy_from_logits_with_chunking", "entropy_chunking"),
+    ("actor_rollout_ref.ref.entropy_from_logits_with_chunking", "ref_entropy_chunking"),
 )
 
 
@@ -69,6 +75,8 @@ class VerlSpace:
 
     def structures(self, ctx: Context, cards: int) -> list[Structure]:
         offloads = [ctx.pins.offload] if ctx.pins.offload is not None else [False, True]
+        if self.kind is RoleKind.ACTOR and not rollout_fits(ctx, cards, offloads):
+            return []  # every role shares the actor's cards: a count the rollout phase cannot run on is none
         if self.kind is not RoleKind.ROLLOUT:
             return [Structure(offload=offload) for offload in offloads]
         return [Structure(tp=tp, offload=offload) for tp in rollout_tps(ctx, cards) for offload in offloads]
@@ -99,6 +107,16 @@ def rollout_tps(ctx: Context, cards: int) -> list[int]:
     return [tp for tp in fitting if tp >= start] or fitting[-1:]
 
 
+def rollout_fits(ctx: Context, cards: int, offloads: list[bool]) -> bool:
+    """Whether some rollout layout fits at `cards` (the rollout's TP must divide the cards, so a count above one
+    that fits may not: the actor's search skips such a count, as the colocated roles run on its cards)."""
+    rl = rl_of(ctx)
+    batch = ctx.spec.global_batch_size or batch_target(ctx.defaults, ctx.spec)[0]
+    budget = ctx.usable_gb * (1.0 - HEADROOM)
+    return any(memory.rollout_memory(ctx.model, ctx.hw, ctx.fw.overhead_gb, rl, tp, cards, offload, ctx.spec.method,
+                                     batch).total <= budget for tp in rollout_tps(ctx, cards) for offload in offloads)
+
+
 class VerlPlanning(DefaultPlanning):
     path_keys = ("rl_data",)
     fixed_steps = "trainer.total_training_steps"
@@ -108,12 +126,29 @@ class VerlPlanning(DefaultPlanning):
         base = (RoleDef(RoleKind.ACTOR), RoleDef(RoleKind.ROLLOUT), RoleDef(RoleKind.REFERENCE))
         return base + ((RoleDef(RoleKind.CRITIC),) if method == "ppo" else ())
 
+    def recipe_defaults(self, defaults: RecipeDefaults, model: Model) -> RecipeDefaults:
+        # The global batch of the script the plan follows for the model and method (the mini and gen batches scale
+        # with it: fitted_mini, dapo_generation).
+        script = (load_tables().frameworks[NAME].models.get(model.name) or {}).get(defaults.method)
+        found = example(script).get("train_batch_size") if script else None
+        if found is None:
+            return defaults
+        row = {"value": int(found[0]), "source": f"{found[1]}: data.train_batch_size (prompts)"}
+        return replace(defaults, values={**defaults.values, "global_batch_size": row})
+
+    def role_runs(self, ctx: Context, role: RoleKind) -> bool:
+        # verl builds the reference worker only where a KL term needs its log-probs (main_ppo.py l. 138 and l. 252,
+        # recipe/dapo/main_dapo.py l. 148: algorithm.use_kl_in_reward, which the plan keeps off, or
+        # actor.use_kl_loss).
+        return role is not RoleKind.REFERENCE or rl_of(ctx).use_kl_loss
+
     def space(self, role: RoleKind) -> VerlSpace:
         return SPACES[role]
 
     def memory(self, ctx: Context, shape: Parallel) -> MemoryBreakdown | None:
-        rl = rl_of(ctx)
-        return memory.role_memory(ctx, replace(rl, sp=_sp(rl, ctx.model, shape.cards)[0]), shape)
+        rl = sized(rl_of(ctx), ctx.model, ctx.hw, ctx.fw, ctx.spec.method, shape.cards, shape.global_batch_size,
+                   shape.offload)
+        return memory.role_memory(ctx.role_kind, ctx.model, ctx.hw, ctx.fw, ctx.spec.method, rl, shape)
 
     def rate(self, ctx: Context, layout: Layout | None) -> Throughput | None:
         if ctx.role_kind is not RoleKind.ACTOR:
@@ -128,11 +163,21 @@ class VerlPlanning(DefaultPlanning):
                                    f"on {ctx.hw.name} (verl publishes none; MindSpeed-RL's figures cover other "
                                    f"rows), so the plan gives no time", is_estimate=True)
         rl = rl_of(ctx)
-        # A step generates and trains global batch x n sequences of up to seq_len tokens; the core times the spec's
-        # tokens, one sequence a prompt, so the rate per spec token is the figure / n.
-        return Throughput(found.tokens_per_card_s / rl.n,
+        # The figure counts the prompt + response tokens of every sequence generated and trained (MindSpeed-RL's
+        # end-to-end tps); a step here makes global batch x n sequences, each counted at prompt + response = seq_len
+        # tokens, and DAPO generates gen_batch / train_batch times the prompts it trains. The core times the spec's
+        # data tokens, so the rate per data token is the figure x tokens per sample / (n x that ratio x seq_len).
+        found_gen, found_train = rl.example.get("gen_batch_size"), rl.example.get("train_batch_size")
+        ratio = int(found_gen[0]) // int(found_train[0]) if ctx.spec.method == "dapo" and found_gen and found_train \
+            else 1
+        tokens, samples = ctx.spec.tokens_per_epoch, ctx.spec.samples_per_epoch
+        per_sample = tokens / samples if tokens and samples else float(rl.seq_len)
+        generated = f" x gen_batch / train_batch ({ratio}, DAPO's extra generation)" if ratio > 1 else ""
+        return Throughput(found.tokens_per_card_s * per_sample / (rl.n * ratio * rl.seq_len),
                           f"MindSpeed-RL's measurement, not verl's: {found.tokens_per_card_s:g} tokens/s per card "
-                          f"({found.source}); a step counts global batch x n ({rl.n}) x seq_len tokens",
+                          f"({found.source}), counting prompt + response tokens; a step counts global batch x n "
+                          f"({rl.n}){generated} x prompt + response ({rl.seq_len}) tokens, so per data token (of "
+                          f"{per_sample:g} a sample) the figure x {per_sample:g} / {rl.n * ratio * rl.seq_len}",
                           is_estimate=True)
 
     def layout_notes(self, ctx: Context, layout: Layout) -> list[str]:
@@ -155,47 +200,114 @@ PLANNING = VerlPlanning()
 # Settings: every value the files hold, with its source
 
 
-def fitted_micro(rl: RL, cards: int) -> tuple[int, str]:
-    """verl's per-GPU micro batch and its source: the example's where it divides the per-card mini batch
-    (fsdp_workers.py l. 242-262: ppo_mini_batch_size x n // (cards / SP), which the micro batch must divide), else
-    the largest that does."""
+def fitted_micro(rl: RL, model: Model, hw: Hardware, fw: Framework, method: str, cards: int,
+                 offload: bool) -> tuple[int, str]:
+    """verl's per-GPU micro batch (sequences) and its source: the example's (at the spec's length) where it divides
+    the per-card mini batch (fsdp_workers.py l. 242-262: ppo_mini_batch_size x n // (cards / SP), which the micro
+    batch must divide) and the actor's training phase fits the card with it; else the largest that does both, so the
+    search lowers the micro batch before it adds cards (1 where none fits: the phase then does not fit). The memory
+    model sizes the actor and critic at this value, the one the files write."""
     per_card = rl.mini_batch_size * rl.n // (cards // rl.sp)
-    if per_card == 0 or per_card % rl.micro_batch_size == 0:
+    if rl.dynamic_bsz or per_card == 0:
         return rl.micro_batch_size, rl.sources["micro_batch_size"]
-    micro = max(d for d in divisors(per_card) if d <= rl.micro_batch_size)
-    return micro, (f"derived: the example's {rl.micro_batch_size} does not divide the {per_card} "
-                             f"sequences per card of a mini batch ({FSDP_WORKERS} l. 242-262); the largest that does")
+    dividing = [d for d in divisors(per_card) if d <= rl.micro_batch_size] or [1]
+    budget = hw.usable_gb * (1.0 - HEADROOM)
+    fitting = [d for d in dividing if memory.train_memory(RoleKind.ACTOR, model, fw, method,
+                                                          replace(rl, micro_batch_size=d), cards, offload).total
+               <= budget]
+    micro = max(fitting or [1])
+    if micro == rl.micro_batch_size:
+        return micro, rl.sources["micro_batch_size"]
+    why = (f"does not divide the {per_card} sequences per card of a mini batch ({FSDP_WORKERS} l. 242-262)"
+           if micro == max(dividing) else "leaves the actor's training phase above the card's budget")
+    return micro, (f"derived: the example's {rl.micro_batch_size} ({rl.sources['micro_batch_size']}) {why}; the "
+                   f"largest that divides it and fits")
+
+
+def dapo_generation(rl: RL, method: str) -> tuple[int, str]:
+    """The prompts a step trains on per global-batch prompt, and why: DAPO without its group filter trains every
+    prompt it generates, gen_batch_size of them (recipe/dapo/dapo_ray_trainer.py: the batch is the whole generated
+    one unless filter_groups.enable), gen / train batch times the global batch, as the followed script; else 1."""
+    found_gen, found_train, found_filter = (rl.example.get(key) for key in ("gen_batch_size", "train_batch_size",
+                                                                              "filter_groups"))
+    if method != "dapo" or not found_gen or not found_train or (found_filter and found_filter[0]):
+        return 1, ""
+    return int(found_gen[0]) // int(found_train[0]), found_gen[1]
+
+
+def sized(rl: RL, model: Model, hw: Hardware, fw: Framework, method: str, cards: int, batch: int,
+          offload: bool) -> RL:
+    """`rl` at `cards` and global batch `batch`: its ulysses SP, mini batch and per-GPU micro batch as the files
+    write them (one set of values for the memory model and the files), each with its source."""
+    sp, sp_source = _sp(rl, model, cards)
+    rl = replace(rl, sp=sp, sources={**rl.sources, "sp": sp_source})
+    mini, mini_source = fitted_mini(rl, batch, cards, sp, batch * dapo_generation(rl, method)[0])
+    rl = replace(rl, mini_batch_size=mini, sources={**rl.sources, "mini_batch_size": mini_source})
+    micro, micro_source = fitted_micro(rl, model, hw, fw, method, cards, offload)
+    return replace(rl, micro_batch_size=micro, sources={**rl.sources, "micro_batch_size": micro_source})
+
+
+# The Qwen chat template around a user turn alone: <|im_start|> user \n ... <|im_end|> \n <|im_start|> assistant \n.
+TEMPLATE_TOKENS = 8
+CORE_ALGOS = f"{VERL} verl/trainer/ppo/core_algos.py"
 
 
 def check_rules(plan: Plan, rl: RL, cards: int, sp: int) -> None:
-    """verl's mini batch rules at the spec's rl.mini_batch_size, refused with the nearest values that work. (Its
+    """verl's mini batch rules at the spec's rl.mini_batch_size, refused with the nearest values that work; a group
+    of one sequence for GRPO's (and DAPO's) group-relative advantage, and a prompt length no prompt fits in. (Its
     batch rule, train_batch_size x n divisible by the cards (verl/utils/config.py l. 88-113), always holds: the
     core's tiling keeps the global batch a multiple of the actor's micro batch 1 x DP = the cards.)"""
     batch = plan.train.global_batch_size
-    if "mini_batch_size" in plan.rl and (rl.mini_batch_size > batch or batch % rl.mini_batch_size):
-        fits = [d for d in divisors(batch) if d <= rl.mini_batch_size] or [batch]
-        raise SpecError.at("rl.mini_batch_size", f"{rl.mini_batch_size} must divide the global batch {batch} and not "
-                                                 f"exceed it ({VERL} verl/workers/config/actor.py l. 172-234: "
-                                                 f"train_batch_size >= ppo_mini_batch_size); nearest that works: "
-                                                 f"{fits[-1]}")
-    if "mini_batch_size" in plan.rl and rl.mini_batch_size * rl.n // (cards // sp) == 0:
-        least = -(-(cards // sp) // rl.n)
-        raise SpecError.at("rl.mini_batch_size", f"{rl.mini_batch_size} x samples_per_prompt {rl.n} = "
-                                                 f"{rl.mini_batch_size * rl.n} sequences leave none per card on "
-                                                 f"{cards // sp} data-parallel ranks ({FSDP_WORKERS} l. 242-246); "
-                                                 f"at least {least}")
-
-
-def fitted_mini(rl: RL, batch: int, cards: int, sp: int) -> tuple[int, str]:
-    """The example's mini batch where it divides the global batch and leaves every data-parallel rank a sequence,
-    else the nearest that does (the spec's is checked, not moved: check_rules)."""
     ranks = cards // sp
-    fits = [d for d in divisors(batch) if d * rl.n >= ranks]
-    if rl.mini_batch_size in fits or not fits:
-        return rl.mini_batch_size, rl.sources["mini_batch_size"]
-    chosen = min(fits, key=lambda d: (abs(d - rl.mini_batch_size), d))
-    return chosen, (f"derived: the example's {rl.mini_batch_size} ({rl.sources['mini_batch_size']}) does not divide "
-                    f"the global batch {batch} ({VERL} verl/workers/config/actor.py l. 172-234); the nearest that does")
+    if plan.method in ("grpo", "dapo") and rl.n < 2:
+        raise SpecError.at("rl.samples_per_prompt", f"{rl.n}: {plan.method}'s advantage compares each response with "
+                                                    f"the other responses to its prompt, and a group of one has none "
+                                                    f"({CORE_ALGOS} l. 312-314: mean 0, std 1, the raw reward); at "
+                                                    f"least 2")
+    if rl.prompt_length <= TEMPLATE_TOKENS:
+        raise SpecError.at("rl.prompt_length", f"{rl.prompt_length} tokens hold no prompt: the chat template alone "
+                                               f"takes {TEMPLATE_TOKENS}, and data.filter_overlong_prompts drops "
+                                               f"every prompt longer than max_prompt_length ({VERL} "
+                                               f"verl/utils/dataset/rl_dataset.py l. 183-255), leaving no data")
+    mini = rl.mini_batch_size
+    if "mini_batch_size" in plan.rl and (mini > batch or batch % mini or mini * rl.n // ranks == 0):
+        fits = [d for d in divisors(batch) if d * rl.n // ranks > 0]
+        if mini * rl.n // ranks == 0 and batch % mini == 0 and mini <= batch:
+            least = -(-ranks // rl.n)
+            raise SpecError.at("rl.mini_batch_size", f"{mini} x samples_per_prompt {rl.n} = {mini * rl.n} "
+                                                     f"sequences leave none per card on {ranks} data-parallel ranks "
+                                                     f"({FSDP_WORKERS} l. 242-246); at least {least}")
+        gap = min(abs(d - mini) for d in fits)
+        nearest = " or ".join(str(d) for d in fits if abs(d - mini) == gap)
+        raise SpecError.at("rl.mini_batch_size", f"{mini} must divide the global batch {batch} and not exceed it "
+                                                 f"({VERL} verl/workers/config/actor.py l. 172-234: train_batch_size "
+                                                 f">= ppo_mini_batch_size); nearest that works: {nearest}")
+
+
+def fitted_mini(rl: RL, batch: int, cards: int, sp: int, trained: int) -> tuple[int, str]:
+    """The mini batch (prompts): the spec's (checked, not moved: check_rules), else the followed script's share of
+    its train batch at this global batch (so a step takes as many updates as upstream's), moved to the nearest that
+    divides the global batch and splits evenly over the data-parallel ranks: verl splits each rank's data into
+    chunks of mini x n / (cards / SP) sequences (fsdp_workers.py l. 242-243, workers/actor/dp_actor.py l. 430), so a
+    remainder would leave uneven mini batches. `trained`: the prompts a step trains on (the updates a step are
+    trained / mini)."""
+    ranks = cards // sp
+    found_train, spec_given = rl.example.get("train_batch_size"), rl.sources["mini_batch_size"].startswith("spec")
+    if spec_given or found_train is None or batch == int(found_train[0]):
+        target, why = rl.mini_batch_size, rl.sources["mini_batch_size"]
+    else:
+        target = max(1, round(batch * rl.mini_batch_size / int(found_train[0])))
+        why = (f"the example's {rl.mini_batch_size} of its train batch {found_train[0]} "
+               f"({rl.sources['mini_batch_size']}; {found_train[1]}) at the global batch {batch}")
+    fits = [d for d in divisors(batch) if d * rl.n % ranks == 0]
+    chosen = target if spec_given or target in fits or not fits else min(fits, key=lambda d: (abs(d - target), d))
+    updates = f"; {trained // chosen} updates a step" if batch % chosen == 0 else ""
+    scaled = not spec_given and why != rl.sources["mini_batch_size"]
+    if chosen == target:
+        return chosen, ("derived: " if scaled else "") + why + updates
+    return chosen, (f"derived: {target} ({why}) moved to the nearest that divides the global batch with mini x n "
+                    f"({chosen} x {rl.n}) divisible by the {ranks} data-parallel ranks ({FSDP_WORKERS} l. 242-243)"
+                    f"{updates}")
 
 
 def settings(plan: Plan, fp: FrameworkPlan) -> VerlSettings:
@@ -205,16 +317,17 @@ def settings(plan: Plan, fp: FrameworkPlan) -> VerlSettings:
     rl = rl_config(plan.rl, plan.method, plan.seq_len, model, fw)
     actor, rollout = fp.roles[RoleKind.ACTOR.value].layout, fp.roles[RoleKind.ROLLOUT.value].layout
     cards = actor.cards
-    sp, sp_source = _sp(rl, model, cards)
-    check_rules(plan, rl, cards, sp)
-    mini, mini_source = fitted_mini(rl, plan.train.global_batch_size, cards, sp)
-    rl = replace(rl, sp=sp, mini_batch_size=mini, sources={**rl.sources, "mini_batch_size": mini_source})
-    micro, micro_source = fitted_micro(rl, cards)
+    check_rules(plan, rl, cards, _sp(rl, model, cards)[0])
+    rl = sized(rl, model, hw, fw, plan.method, cards, plan.train.global_batch_size, actor.offload)
+    sp, sp_source = rl.sp, rl.sources["sp"]
+    micro, micro_source = rl.micro_batch_size, rl.sources["micro_batch_size"]
     offloaded = [kind for kind, role in fp.roles.items() if role.layout.offload]
     offload = bool(offloaded)
     offload_source = (f"plan: the {', '.join(offloaded)} phase needs the actor's states off the card (memory per "
                       f"role)") if offload else "plan: every phase fits with the actor's states on the card"
-    gmu, gmu_source = memory.gpu_memory_utilization(model, hw, fw.overhead_gb, rl, rollout.tp, cards, rollout.offload)
+    # The KV cache vLLM sizes with the offload the files write (every role's, where one needs it).
+    kv = memory.kv_cache(model, hw, fw.overhead_gb, rl, rollout.tp, cards, offload, plan.method,
+                         plan.train.global_batch_size)
     t = plan.train
     out = plan.output_dir(NAME)
     data = plan.paths["rl_data"].value
@@ -275,7 +388,7 @@ def settings(plan: Plan, fp: FrameworkPlan) -> VerlSettings:
     else:
         add("actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu", micro, micro_source)
     add("actor_rollout_ref.actor.use_kl_loss", rl.use_kl_loss, rl.sources["use_kl_loss"])
-    add("actor_rollout_ref.actor.kl_loss_coef", rl.kl_coef, rl.sources["kl_coef"])
+    add("actor_rollout_ref.actor.kl_loss_coef", float(rl.kl_coef), rl.sources["kl_coef"])  # a float key
     if rl.use_kl_loss:
         add("actor_rollout_ref.actor.kl_loss_type", "low_var_kl", f"upstream {rl.script}: low_var_kl")
     add("actor_rollout_ref.actor.clip_ratio_low", rl.clip_ratio_low, rl.sources["clip_ratio_low"])
@@ -305,7 +418,7 @@ def settings(plan: Plan, fp: FrameworkPlan) -> VerlSettings:
     if vl:
         add("+actor_rollout_ref.rollout.engine_kwargs.vllm.disable_mm_preprocessor_cache", True,
             "upstream examples/grpo_trainer/run_qwen2_5_vl_7b_npu.sh l. 34 (a key outside verl's schema: +)")
-    add("actor_rollout_ref.rollout.gpu_memory_utilization", gmu, gmu_source)
+    add("actor_rollout_ref.rollout.gpu_memory_utilization", kv.gmu, f"{kv.source}; {kv.capacity(rl.seq_len)}")
     chunked = rl.chunked_prefill
     batched = rl.max_num_batched_tokens
     batched_source = rl.sources["max_num_batched_tokens"]
@@ -321,7 +434,8 @@ def settings(plan: Plan, fp: FrameworkPlan) -> VerlSettings:
         add("actor_rollout_ref.ref.log_prob_micro_batch_size_per_gpu", rl.log_prob_micro_batch_size,
             rl.sources["log_prob_micro_batch_size"])
     add("actor_rollout_ref.ref.fsdp_config.param_offload", True,
-        "upstream NPU examples: ref.fsdp_config.param_offload=True (the memory model counts it)")
+        "upstream NPU examples: ref.fsdp_config.param_offload=True (the memory model counts it where verl builds a "
+        "reference: with a KL term)")
     add("algorithm.use_kl_in_reward", False, f"upstream {rl.script}: use_kl_in_reward=False")
     if dapo:
         filter_found = ex("filter_groups")
