@@ -34,7 +34,8 @@ PNG = base64.b64decode("iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR4
 
 
 def verl_plan(tmp_path: Path, fmt: str, dataset: Path, image_column: str | None = None,
-              placeholders: dict[str, str] | None = None, reward: str = "gsm8k", answer_column: str | None = None):
+              placeholders: dict[str, str] | None = None, reward: str = "gsm8k", answer_column: str | None = None,
+              rows: int | None = None):
     """A plan whose verl settings name `dataset` in `fmt` and an output folder under tmp_path; `placeholders`: paths
     left at their placeholder."""
     plan = resolve(make_spec(), load_tables())
@@ -45,7 +46,7 @@ def verl_plan(tmp_path: Path, fmt: str, dataset: Path, image_column: str | None 
                Setting("format", fmt, "test"), Setting("columns", (), "test"),
                Setting("image_column", image_column, "test"), Setting("val_share", 0.25, "test"),
                Setting("input", str(dataset), "test"), Setting("output", str(out / "verl" / "data"), "test"),
-               *answer_settings(reward, answer_column))
+               *answer_settings(reward, answer_column), Setting("rows", rows, "test"))
     merge = (Setting("backend", "fsdp", "test"),
              Setting("checkpoints", f"{out}/verl/checkpoints", "test"),
              Setting("target_dir", f"{out}/verl/merged", "test"))
@@ -384,4 +385,17 @@ def test_a_row_without_a_final_answer_is_refused(tmp_path, reward, output, colum
     run = subprocess.run([verl_python(), "-I", str(script)], capture_output=True, text=True, cwd=tmp_path,
                          timeout=60)
     assert run.returncode == 1 and words in run.stderr and "Traceback" not in run.stderr, run.stderr
+    assert not (tmp_path / "out").exists()
+
+
+@needs_verl
+def test_a_data_file_of_another_size_than_the_plans_is_refused(tmp_path):
+    # The steps are sized for data.samples rows (planning.run_length): another count stops verl early or late.
+    data = tmp_path / "data.json"
+    data.write_text(json.dumps(ALPACA), encoding="utf-8")
+    script = tmp_path / "prepare_data.py"
+    script.write_text(step_files(verl_plan(tmp_path, "alpaca", data, rows=5), environment())["verl/prepare_data.py"],
+                      encoding="utf-8")
+    run = subprocess.run([verl_python(), "-I", str(script)], capture_output=True, text=True, cwd=tmp_path, timeout=60)
+    assert run.returncode == 1 and "has 4 rows, the plan's steps are sized for data.samples 5" in run.stderr
     assert not (tmp_path / "out").exists()

@@ -119,7 +119,8 @@ def rollout_fits(ctx: Context, cards: int, offloads: list[bool]) -> bool:
 
 class VerlPlanning(DefaultPlanning):
     path_keys = ("rl_data",)
-    fixed_steps = "trainer.total_training_steps"
+    # No core step-count note: verl's count is its own (run_length), and prepare_data.py refuses a data file of
+    # another size than the one it was sized for.
     min_cards_stand_in = "verl's own column of min_cards.csv (the seed's VeRL rows)"
 
     def roles(self, method: str) -> tuple[RoleDef, ...]:
@@ -506,6 +507,9 @@ def settings(plan: Plan, fp: FrameworkPlan) -> VerlSettings:
                Setting("val_share", VAL_SHARE, "gen-launch: 5% of the rows held out for validation"),
                Setting("input", plan.paths["dataset"].value, "paths.dataset"),
                Setting("output", data, "paths.rl_data"),
+               Setting("rows", plan.data_rows, "data.samples: the rows trainer.total_training_steps is sized for "
+                                               "(a file of another size is refused)" if plan.data_rows else
+                       "no data.samples: any number of rows"),
                *answer_settings(rl.reward, plan.rl.get("answer_column")))
     merge = (Setting("backend", "fsdp", f"{VERL} verl/model_merger: --backend fsdp (FSDP checkpoints)"),
              Setting("checkpoints", f"{out}/checkpoints",
