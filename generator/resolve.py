@@ -93,8 +93,8 @@ def resolve(spec: Spec, tables: Tables, force: bool = False) -> Plan:
     plans: dict[str, FrameworkPlan] = {}
     rejected: list[Rejected] = []
     warnings: list[str] = []
-    contexts = {name: Context(spec, model, hw, tables.frameworks[name], force, lora, tables.recipes[spec.method])
-                for name in names}
+    contexts = {name: Context(spec, model, hw, tables.frameworks[name], force, lora,
+                              _defaults(tables, name, spec.method, model)) for name in names}
     results = _resolve_fitting(spec, tables, contexts, notes, warnings)
     contexts = {name: contexts[name] for name in results}
     batch, batch_origin = _common_global_batch(spec, tables, contexts, {name: r[0] for name, r in results.items()},
@@ -214,7 +214,7 @@ def _common_global_batch(spec: Spec, tables: Tables, contexts: dict[str, Context
                                           f"{preset.micro_batch_size} x micro batches {preset.grad_accum} x DP "
                                           f"{preset.dp}), which every planned layout tiles; give global_batch_size "
                                           f"for another")
-    target, _ = batch_target(tables.recipes[spec.method], spec)
+    target, _ = batch_target(next(iter(contexts.values())).defaults, spec)
     searched = [lay for lay in layouts if not lay.preset_level]
     untiled = [lay for lay in layouts if target % (lay.micro_batch_size * lay.dp)
                or (not lay.preset_level and lay.global_batch_size != target)]
@@ -300,7 +300,7 @@ def _with_roles(ctx: Context, tables: Tables, fp: FrameworkPlan, notes: list[str
     """`fp` (its first role planned) with the other roles its plugin runs the method with, each laid out in its
     own search space at the plan's global batch: a colocated role on the framework's cards (when one needs more,
     every colocated role moves to the peak), a role of its own on the fewest cards where it fits."""
-    defs = ctx.planning.roles(ctx.spec.method)[1:]
+    defs = [role for role in ctx.planning.roles(ctx.spec.method)[1:] if ctx.planning.role_runs(ctx, role.kind)]
     if not defs:
         return fp
     name = ctx.fw.name
@@ -360,7 +360,7 @@ def _recipe(spec: Spec, model: Model, tables: Tables, plans: dict[str, Framework
         return training(spec, model, chosen, batch, spec.samples_per_epoch, step_seconds, thinking,
                         tables.hardware[spec.hardware].accelerator)
 
-    recipes = {name: resolved(defaults.for_framework(name)) for name in plans}
+    recipes = {name: resolved(planning[name].recipe_defaults(defaults.for_framework(name), model)) for name in plans}
     # What a framework's pinned version cannot express, refused rather than written differently.
     floorless = sorted(name for name, r in recipes.items() if planning[name].linear_decay_source
                        and r.lr_schedule == "linear" and r.min_learning_rate > 0)
@@ -371,7 +371,12 @@ def _recipe(spec: Spec, model: Model, tables: Tables, plans: dict[str, Framework
     problems = [problem for name, own in recipes.items() for problem in planning[name].recipe_refusals(own)]
     if problems:
         raise SpecError(problems)
-    return resolved(defaults), recipes
+    return resolved(planning[next(iter(plans))].recipe_defaults(defaults, model)), recipes
+
+
+def _defaults(tables: Tables, name: str, method: str, model: Model) -> RecipeDefaults:
+    """`method`'s training defaults as framework `name` trains `model` with them (its plugin's recipe_defaults)."""
+    return plugin_of(tables.frameworks[name]).planning.recipe_defaults(tables.recipes[method], model)
 
 
 def _frameworks(spec: Spec, tables: Tables, model: Model) -> tuple[list[str], list[str]]:
@@ -777,7 +782,7 @@ def candidate_layouts(spec: Spec, tables: Tables, plan: Plan) -> dict[str, list[
     out: dict[str, list[Candidate]] = {}
     for name, fp in plan.frameworks.items():
         ctx = Context(at_batch, model, hw, tables.frameworks[name], False, adapter(spec, tables.recipes[spec.method]),
-                      tables.recipes[spec.method])
+                      _defaults(tables, name, spec.method, model))
         out[name] = []
         for kind, role in fp.roles.items():
             at = replace(ctx, role=RoleKind(kind))

@@ -73,7 +73,9 @@ EOF
 esac
 '''
 # python3 -I -c (launch.sh asking where the verl it imports lives) answers $VERL_ROOT.
-PYTHON3 = "#!/bin/bash\n" + RECORD + '[ "$1" != -I ] || echo "$VERL_ROOT"\nexit "${PYTHON_RC:-0}"\n'
+# python3 -I -c CODE IFNAME (launch.sh reading an interface's address) answers $STUB_IP, failing without it.
+PYTHON3 = "#!/bin/bash\n" + RECORD + ('[ "$1" != -I ] || [ $# != 4 ] || { [ -n "${STUB_IP:-}" ] && echo "$STUB_IP"; '
+                                      'exit; }\n[ "$1" != -I ] || echo "$VERL_ROOT"\nexit "${PYTHON_RC:-0}"\n')
 SLEEP = "#!/bin/bash\n" + RECORD
 
 
@@ -99,12 +101,12 @@ class Job:
 
 
 def job(tmp_path: Path, nodes: int, master_addr: str | None = ADDR, hardware: str = "snt9b", model_dir: str = "/m",
-        model: str = "qwen3-8b", method: str = "grpo", scheduler: str = "none") -> Job:
+        model: str = "qwen3-8b", method: str = "grpo", **cluster: str) -> Job:
     """A verl job on `nodes` nodes of 8 cards, rendered and written as `render` does, and the stand-ins."""
     plan, files = render_job(T, frameworks=["verl"], model=model, method=method, hardware=hardware, cards=8 * nodes,
                              data={"samples": 6000, "tokens_per_sample": 1024},
                              paths={"model_dir": model_dir, "dataset": "/d.json", "output_dir": str(tmp_path / "out")},
-                             cluster={"scheduler": scheduler, **({"master_addr": master_addr} if master_addr else {})})
+                             cluster={**cluster, **({"master_addr": master_addr} if master_addr else {})})
     assert plan.frameworks["verl"].layout.nodes == nodes
     write(files, tmp_path, plan.job, overwrite=False)
     for path in data_files(plan.frameworks["verl"].settings):  # what prepare_data.py writes
@@ -274,3 +276,30 @@ def test_an_override_line_with_a_control_character_is_refused(tmp_path):
     result = j.run("0")
     assert result.returncode == 2 and "an override is one line without control characters, got $'" in result.stderr
     assert j.calls() == []
+
+
+def test_a_node_joins_by_the_address_of_the_planned_interface(tmp_path):
+    # cluster.socket_ifname names one interface: every node exports it for Gloo and TensorPipe and gives Ray its
+    # address (recipe/r1_ascend/ray_start_grpo_npu.sh l.19-24, 47, 70), read at run time as data.
+    j = job(tmp_path, 2, socket_ifname="enp189s0f0")
+    env = {item.key: item.value for item in j.plan.frameworks["verl"].settings.environment}
+    assert env["GLOO_SOCKET_IFNAME"] == env["TP_SOCKET_IFNAME"] == "enp189s0f0"
+    assert j.plan.frameworks["verl"].settings.node_ifname == "enp189s0f0"
+    for rank, head in (("1", "--address=10.0.0.1:6379"), ("0", "--head")):
+        result = j.run(rank, STUB_IP="10.0.0.7", JOIN_ON_STATUS="2")
+        assert result.returncode == 0, result.stderr
+        starts = [argv for program, _, argv in j.calls() if program == "ray" and argv[0] == "start"]
+        assert head in starts[0] and starts[0][-1] == "--node-ip-address=10.0.0.7"
+    result = j.run("1")  # no IPv4 address on that interface here
+    assert result.returncode == 2 and "enp189s0f0: (cluster.socket_ifname) is not an interface" in result.stderr
+    assert [program for program, _, _ in j.calls()] == ["python3"]
+
+
+@pytest.mark.parametrize("ifname", [None, "eth,enp", "^docker,lo"])
+def test_without_one_interface_ray_takes_the_host_names_address(tmp_path, ifname):
+    j = job(tmp_path, 2, **({"socket_ifname": ifname} if ifname else {}))
+    keys = [item.key for item in j.plan.frameworks["verl"].settings.environment]
+    assert "GLOO_SOCKET_IFNAME" not in keys and j.plan.frameworks["verl"].settings.node_ifname is None
+    result = j.run("1")
+    assert result.returncode == 0, result.stderr
+    assert not any("--node-ip-address" in " ".join(argv) for _, _, argv in j.calls())

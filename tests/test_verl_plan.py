@@ -6,6 +6,7 @@ nearest values that work."""
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 
 import pytest
 import yaml
@@ -13,6 +14,9 @@ from click.testing import CliRunner
 
 from generator.cli import main
 from generator.errors import SpecError
+from generator.frameworks.contract import RoleKind
+from generator.frameworks.verl.memory import log_prob_memory, train_memory
+from generator.frameworks.verl.rl import rl_config
 from generator.resolve import resolve
 from generator.spec import parse_spec
 from generator.tables import load_tables
@@ -48,7 +52,9 @@ def test_every_seed_row_plans_by_role_within_verls_rules(hardware):
         plan = _plan(model_name, method, hardware)
         fp = plan.frameworks["verl"]
         model = tables.model(model_name)
-        expected = ["actor", "rollout", "reference"] + (["critic"] if method == "ppo" else [])
+        # verl builds a reference only with a KL term: GRPO's examples use a KL loss, DAPO's and PPO's none.
+        expected = ["actor", "rollout"] + (["reference"] if method == "grpo" else []) + \
+            (["critic"] if method == "ppo" else [])
         assert list(fp.roles) == expected, (model_name, method)
         # Colocated: every role on the framework's cards, the peak over the phases; each phase fits.
         assert all(role.colocated and role.layout.cards == fp.cards for role in fp.roles.values())
@@ -65,6 +71,8 @@ def test_every_seed_row_plans_by_role_within_verls_rules(hardware):
         sp = s.value("actor_rollout_ref.actor.ulysses_sequence_parallel_size") \
             if "actor_rollout_ref.actor.ulysses_sequence_parallel_size" in keys else 1
         assert batch == plan.train.global_batch_size and batch % mini == 0 and mini <= batch
+        # verl splits each rank's share of a mini batch evenly only where mini x n divides by the ranks (review 6).
+        assert (mini * n) % (fp.cards // sp) == 0, (model_name, method, hardware, mini, n, fp.cards, sp)
         if "actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu" in keys:  # without dynamic batch size
             assert (batch * n) % fp.cards == 0
             assert (mini * n // (fp.cards // sp)) % s.value("actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu") == 0
@@ -91,24 +99,47 @@ def test_qwen3_8b_grpo_on_one_snt9b_node_is_upstreams_example():
                 "actor_rollout_ref.rollout.log_prob_micro_batch_size_per_gpu": (32, 35)}
     for key, (value, line) in expected.items():
         item = next(item for item in s.overrides if item.key == key)
-        assert (item.value, item.source) == (value, f"upstream {EXAMPLE} l. {line} (v0.7.0 (f9c855f7))"), key
+        source = f"upstream {EXAMPLE} l. {line} (v0.7.0 (f9c855f7))"
+        # The KV cache's rule and capacity follow the gpu_memory_utilization's source.
+        assert item.value == value and item.source.split("; ")[0] == source, key
     assert s.value("data.max_response_length") == 1024 and s.value("data.train_batch_size") == 256
     assert s.value("actor_rollout_ref.actor.optim.lr") == 1e-6
     assert s.value("actor_rollout_ref.actor.fsdp_config.param_offload") is False
-    # Rollout phase: the actor's resident fp32 parameters and AdamW moments, plus vLLM's whole share.
+    # Rollout phase: the actor's resident fp32 parameters and AdamW moments, plus vLLM's share, which on Ascend
+    # already counts the fp32 parameters on the card when vLLM starts (vllm-ascend's worker_v1.py l. 241-254).
     rollout = fp.roles["rollout"].layout.memory
     extra = dict(rollout.extra)
     model = load_tables().model("qwen3-8b")
     assert extra["actor states resident (not offloaded)"] == pytest.approx(12 * model.params / 8 / 2**30)
-    assert rollout.total == pytest.approx(extra["actor states resident (not offloaded)"] + 0.6 * 64)
+    assert rollout.total == pytest.approx(8 * model.params / 8 / 2**30 + 0.6 * 64)
+    # As upstream runs it: 0.6 x 64 GiB less the actor's fp32 shard, vLLM's weights / TP 2 and the runtime.
+    assert "227 sequences of 1536 tokens per replica at once" in \
+        next(item.source for item in s.overrides if item.key == "actor_rollout_ref.rollout.gpu_memory_utilization")
 
 
-def test_the_memory_model_raises_the_seeds_count_when_the_peak_does_not_fit():
+def test_the_memory_model_sizes_the_micro_batch_the_files_write_and_lowers_it_before_adding_cards():
+    # Review 8: the actor was sized at the example's micro batch 8 while the files wrote 4, so 16 cards were refused
+    # (54.2 > 52.2 GiB) and the plan took 24. One value now: the largest that divides the per-card mini batch and
+    # fits, on the seed's 16 cards.
     plan = _plan("qwen3-32b", "grpo")
     fp = plan.frameworks["verl"]
-    assert fp.min_cards.value == 16 and fp.cards > 16 and fp.cards % 8 == 0
-    assert f"verl: the memory model raised the card count from 16 to {fp.cards}: no layout fits on 16 (see " \
-        "rejected)" in plan.notes
+    s = fp.settings
+    assert fp.min_cards.value == 16 and fp.cards == 16
+    micro = next(item for item in s.overrides if item.key == "actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu")
+    assert micro.value == 4 and "leaves the actor's training phase above the card's budget" in micro.source
+    tables = load_tables()
+    model, fw, hw = tables.model("qwen3-32b"), tables.frameworks["verl"], tables.hardware_row("snt9b")
+    actor = fp.roles["actor"].layout
+    rl = replace(rl_config({}, "grpo", 4096, model, fw),
+                 sp=s.value("actor_rollout_ref.actor.ulysses_sequence_parallel_size"),
+                 mini_batch_size=s.value("actor_rollout_ref.actor.ppo_mini_batch_size"))
+
+    def phase(micro_batch: int) -> float:
+        return train_memory(RoleKind.ACTOR, model, fw, "grpo", replace(rl, micro_batch_size=micro_batch), 16,
+                            actor.offload).total
+
+    assert actor.memory.total == pytest.approx(phase(4))
+    assert phase(8) > actor.budget_gb >= phase(4) and actor.budget_gb == pytest.approx(hw.usable_gb * 0.9)
 
 
 def test_ppo_counts_the_critic_beside_the_actor_and_offloads_both_together():
@@ -131,7 +162,16 @@ def test_a_longer_sequence_keeps_the_examples_tokens_per_micro_batch_and_lowers_
 def test_the_time_is_a_published_figure_labelled_as_such_or_none():
     timed = _plan(hardware="snt9b23").frameworks["verl"]
     assert timed.estimate.time_hours > 0 and "MindSpeed-RL's measurement, not verl's: 252" in timed.estimate.tps_source
-    assert timed.estimate.tokens_per_card_s == pytest.approx(252 / 5)  # per spec token: a prompt makes n sequences
+    # Review 11: the label and the figure agree. A step makes global batch x n (5) sequences of prompt + response =
+    # 4096 tokens, as the published figure counts them; the core times the data's 1024 tokens a sample.
+    assert timed.estimate.tokens_per_card_s == pytest.approx(252 * 1024 / (5 * 4096))
+    assert "a step counts global batch x n (5) x prompt + response (4096) tokens" in timed.estimate.tps_source
+    steps = 60000 / timed.settings.value("data.train_batch_size")
+    step_s = timed.settings.value("data.train_batch_size") * 5 * 4096 / (252 * timed.cards)
+    assert timed.estimate.time_hours == pytest.approx(steps * step_s / 3600, rel=1e-6)
+    dapo = _plan("qwen3-32b", "dapo", "snt9b23").frameworks["verl"]  # the recipe generates 3 x its train batch
+    assert dapo.estimate.tokens_per_card_s == pytest.approx(140 * 1024 / (16 * 3 * 4096))
+    assert "gen_batch / train_batch (3, DAPO's extra generation)" in dapo.estimate.tps_source
     measured = _plan(tokens_per_card_s=100.0).frameworks["verl"]  # the spec's own measurement wins
     assert measured.estimate.tokens_per_card_s == 100.0 and measured.estimate.time_hours > 0
     untimed = _plan().frameworks["verl"]
@@ -171,8 +211,12 @@ def test_the_spec_rl_section_sets_the_values():
      "= 2048 must equal seq_len 4096; response_length 3072 does"),
     ({"seq_len": 512}, "seq_len", "the prompt length 512"),
     ({"global_batch_size": 100}, "global_batch_size", "nearest that work: 96 or 104"),
-    ({"rl": {"mini_batch_size": 48}}, "rl.mini_batch_size", "nearest that works: 32"),
-    ({"rl": {"mini_batch_size": 1, "samples_per_prompt": 1}, "cards": 16}, "rl.mini_batch_size", "at least 16"),
+    ({"rl": {"mini_batch_size": 48}}, "rl.mini_batch_size", "nearest that works: 32 or 64"),
+    ({"rl": {"mini_batch_size": 7}}, "rl.mini_batch_size", "nearest that works: 8"),
+    ({"rl": {"samples_per_prompt": 1}}, "rl.samples_per_prompt", "a group of one has none"),
+    ({"method": "dapo", "rl": {"samples_per_prompt": 1}}, "rl.samples_per_prompt", "at least 2"),
+    ({"rl": {"prompt_length": 1}}, "rl.prompt_length", "1 tokens hold no prompt"),
+    ({"rl": {"mini_batch_size": 1, "samples_per_prompt": 2}, "cards": 16}, "rl.mini_batch_size", "at least 8"),
 ])
 def test_a_broken_rule_is_refused_at_its_key_with_values_that_work(spec, path, words):
     error = _error(**spec)
@@ -222,3 +266,187 @@ def test_plan_json_plan_md_and_plan_show_the_roles(tmp_path):
             if line.startswith("verl ")] == ["actor", "rollout", "reference"]
 
 
+
+
+def _kv_sequences(plan, hardware: str) -> tuple[float, float]:
+    """(sequences the rollout's KV cache holds, sequences as large as vLLM's weights per card), from the written
+    overrides by each accelerator's rule: vllm-ascend v0.11.0rc1 worker_v1.py l. 241-254 takes the share less
+    everything on the card when vLLM starts (the actor's, and PPO's critic's, fp32 parameters unless offloaded);
+    vLLM 0.11 on a GPU takes it less its own allocations."""
+    tables = load_tables()
+    model, hw = tables.model(plan.model), tables.hardware_row(hardware)
+    fp = plan.frameworks["verl"]
+    s = fp.settings
+    tp, gmu = s.value("actor_rollout_ref.rollout.tensor_model_parallel_size"), \
+        s.value("actor_rollout_ref.rollout.gpu_memory_utilization")
+    offloaded = s.value("actor_rollout_ref.actor.fsdp_config.param_offload")
+    models = 2 if plan.method == "ppo" else 1
+    inside = 0 if offloaded or hw.accelerator == "gpu" else 4 * model.params / fp.cards * models
+    weights = 2 * model.params / tp
+    kv = gmu * hw.memory_gb * 2**30 - inside - weights - 3.0 * 2**30
+    per_sequence = 2 * 2 * model.layers * model.kv_dim / tp * plan.seq_len
+    return kv / per_sequence, weights / per_sequence
+
+
+@pytest.mark.parametrize("hardware", ["snt9b", "snt9b23", "a800"])
+def test_the_kv_cache_holds_useful_sequences_by_each_accelerators_rule(hardware):
+    for model_name, method in SEED_ROWS:
+        plan = _plan(model_name, method, hardware)
+        s = plan.frameworks["verl"].settings
+        held, weight_sized = _kv_sequences(plan, hardware)
+        share = s.value("data.train_batch_size") * s.value("actor_rollout_ref.rollout.n") // (
+            plan.frameworks["verl"].cards // s.value("actor_rollout_ref.rollout.tensor_model_parallel_size"))
+        assert held >= min(weight_sized, share) - 1e-6, (model_name, method, held, weight_sized, share)
+        source = next(item.source for item in s.overrides
+                      if item.key == "actor_rollout_ref.rollout.gpu_memory_utilization")
+        assert f"{int(held + 1e-6)} sequences of 4096 tokens per replica at once" in source, (model_name, source)
+        assert ("vllm-ascend v0.11.0rc1" in source) is hardware.startswith("snt")
+
+
+def test_on_ascend_the_share_caps_the_resident_actor_and_vllm_together():
+    # Review 7: gmu 0.3 of a 64 GiB die is 19.2 GiB, less than vLLM's 15.3 GiB of weights / TP 4 and the actor's
+    # 10.2 GiB fp32 shard on 12 dies: no KV cache. Offloading the actor leaves vLLM the share.
+    plan = _plan("qwen3-32b", "dapo", "snt9b23")
+    s = plan.frameworks["verl"].settings
+    assert s.value("actor_rollout_ref.actor.fsdp_config.param_offload") is True
+    assert s.value("actor_rollout_ref.rollout.gpu_memory_utilization") >= 0.5
+    assert _kv_sequences(plan, "snt9b23")[0] >= 62
+
+
+@pytest.mark.parametrize(("method", "rl", "reference"), [
+    ("grpo", {}, True), ("grpo", {"kl_coef": 0.0}, False), ("dapo", {}, False), ("ppo", {}, False),
+    ("ppo", {"kl_coef": 0.001}, True)])
+def test_a_reference_role_is_planned_only_where_verl_builds_one(method, rl, reference):
+    # main_ppo.py l. 138 / l. 252, recipe/dapo/main_dapo.py l. 148: the reference worker exists with a KL term.
+    fp = _plan("qwen3-8b", method, rl=rl).frameworks["verl"]
+    assert ("reference" in fp.roles) is reference
+    assert fp.settings.value("actor_rollout_ref.actor.use_kl_loss") is reference
+
+
+def test_the_kl_loss_coefficient_is_written_as_the_float_verl_declares():
+    s = _plan(rl={"kl_coef": 0}).frameworks["verl"].settings  # the spec's integer 0
+    assert "actor_rollout_ref.actor.kl_loss_coef=0.0" in s.override_lines()
+
+
+@pytest.mark.parametrize(("model", "method", "hardware", "nodes"), [
+    ("qwen3-8b", "grpo", "snt9b", 1), ("qwen2.5_vl-7b", "dapo", "snt9b23", 1), ("qwen3-32b", "ppo", "snt9b", 4),
+    ("qwen3-8b", "grpo", "h800", 1)])
+def test_npu_jobs_turn_vllm_ascends_nz_format_off(model, method, hardware, nodes):
+    # vllm-ascend v0.11.0rc1's wake_up refuses its default NZ weight format, and verl wakes the rollout engine on
+    # every switch to rollout: verl's NPU CI exports VLLM_ASCEND_ENABLE_NZ=0 (tests/special_npu/*.sh l.2).
+    plan = _plan(model, method, hardware, cards=8 * nodes)
+    env = {item.key: item for item in plan.frameworks["verl"].settings.environment}
+    if hardware == "h800":
+        assert env == {}
+        return
+    nz = env["VLLM_ASCEND_ENABLE_NZ"]
+    assert nz.value == "0" and "worker_v1.py l. 183-186" in nz.source
+    assert "tests/special_npu/run_qwen2_5_05b_grpo.sh l. 2" in nz.source
+    assert env["VLLM_USE_V1"].value == "1"
+    assert ("USE_OPTIMIZED_MODEL" in env) == model.startswith("qwen2.5_vl")
+    assert ("HCCL_CONNECT_TIMEOUT" in env) == (nodes > 1)
+
+
+@pytest.mark.parametrize("model", sorted({model for model, method in SEED_ROWS if method == "dapo"}))
+def test_dapo_writes_every_key_its_recipe_sets(model):
+    # Group filtering without a metric dies after the first rollout (recipe/dapo/dapo_ray_trainer.py l. 233-247:
+    # KeyError on None): upstream's DAPO scripts set metric acc and max_num_gen_batches 10, and the rest below.
+    s = _plan(model, "dapo", "snt9b23").frameworks["verl"].settings
+    source = {item.key: item.source for item in s.overrides}
+    script = s.upstream.split(" at ")[0]
+    for key, value in (("algorithm.filter_groups.metric", "acc"),
+                       ("algorithm.filter_groups.max_num_gen_batches", 10),
+                       ("actor_rollout_ref.actor.clip_ratio_c", 10.0),
+                       ("actor_rollout_ref.actor.optim.lr_warmup_steps", 10),
+                       ("actor_rollout_ref.actor.loss_agg_mode", "token-mean"),
+                       ("actor_rollout_ref.rollout.val_kwargs.do_sample", True),
+                       ("actor_rollout_ref.rollout.val_kwargs.n", 1), ("actor_rollout_ref.rollout.top_k", -1),
+                       ("actor_rollout_ref.model.use_remove_padding", True)):
+        assert s.value(key) == value, (model, key)
+        assert source[key].startswith(f"upstream {script} l. "), (model, key, source[key])
+    assert s.value("actor_rollout_ref.rollout.val_kwargs.top_p") == (0.7 if "32b" in script else 1.0)
+    assert source["reward_model.reward_manager"].endswith("dapo_trainer.yaml l. 13")
+    # A spec's warmup is the spec's.
+    assert _plan(model, "dapo", "snt9b23", train={"warmup_steps": 3}).frameworks["verl"].settings.value(
+        "actor_rollout_ref.actor.optim.lr_warmup_steps") == 3
+
+
+def test_ppo_caps_vllms_sequences_as_its_example():
+    s = _plan("qwen3-8b", "ppo").frameworks["verl"].settings
+    assert s.value("actor_rollout_ref.rollout.max_num_seqs") == 64
+    assert "run_qwen3-8b_npu.sh l. 30" in next(i.source for i in s.overrides if i.key.endswith("max_num_seqs"))
+
+
+@pytest.mark.parametrize(("method", "model", "extra", "loader", "epochs"), [
+    ("grpo", "qwen3-8b", {}, 256, 1),
+    ("grpo", "qwen3-8b", {"data": {"samples": 60000, "tokens_per_sample": 1024, "epochs": 2}}, 256, 2),
+    ("dapo", "qwen2.5-32b", {}, 384, 1), ("ppo", "qwen3-8b", {}, 256, 1)])
+def test_the_steps_are_the_batches_verls_loader_draws_and_the_last_is_saved(method, model, extra, loader, epochs):
+    # prepare_data.py holds out round(5%) of the 60000 rows; verl's loader draws whole batches of
+    # train_batch_size (DAPO: gen_batch_size) prompts and drops the rest (ray_trainer.py l. 392-399); it saves at
+    # the last step only where it reaches total_training_steps (l. 1356, 1585-1590).
+    s = _plan(model, method, **extra).frameworks["verl"].settings
+    assert s.value("data.gen_batch_size" if method == "dapo" else "data.train_batch_size") == loader
+    per_epoch = (60000 - 3000) // loader
+    assert s.value("trainer.total_training_steps") == per_epoch * epochs
+    assert s.value("trainer.total_epochs") == epochs
+    assert 0 < s.value("trainer.save_freq") <= per_epoch * epochs
+    # Checkpoints kept: the recipe's keep_checkpoints (ppo_trainer.yaml l. 199-202), the critic's too for PPO.
+    assert s.value("trainer.max_actor_ckpt_to_keep") == 3
+    assert ("trainer.max_critic_ckpt_to_keep" in [item.key for item in s.overrides]) == (method == "ppo")
+
+
+def test_given_steps_get_the_epochs_that_reach_them_and_too_few_rows_are_refused():
+    s = _plan(train={"steps": 500, "keep_checkpoints": 1}).frameworks["verl"].settings
+    assert s.value("trainer.total_training_steps") == 500 and s.value("trainer.total_epochs") == 3  # 222 an epoch
+    assert s.value("trainer.max_actor_ckpt_to_keep") == 1
+    error = _error(data={"samples": 260, "tokens_per_sample": 1024}, global_batch_size=256)
+    assert error.problems[0].path == "data.samples" and "less than one batch" in error.problems[0].message
+    assert "give at least 269 rows" in error.problems[0].message
+
+
+def test_the_old_log_prob_pass_keeps_upstreams_entropy_chunking_and_counts_on_the_actor():
+    # Review 9: upstream's qwen3-8b GRPO chunks the entropy (l. 53-54) and prefetches FSDP units (l. 51-52); the
+    # actor's log-prob pass computes the entropy (fsdp_workers.py l. 1021) over 12 x 4096 = 49,152 tokens.
+    fp = _plan().frameworks["verl"]
+    s = fp.settings
+    for key, line in (("actor.fsdp_config.forward_prefetch", 51), ("ref.fsdp_config.forward_prefetch", 52),
+                      ("actor.entropy_from_logits_with_chunking", 53), ("ref.entropy_from_logits_with_chunking", 54)):
+        item = next(item for item in s.overrides if item.key == f"actor_rollout_ref.{key}")
+        assert (item.value, item.source) == (True, f"upstream {EXAMPLE} l. {line} (v0.7.0 (f9c855f7))")
+    tables = load_tables()
+    model, fw = tables.model("qwen3-8b"), tables.frameworks["verl"]
+    rl = rl_config({}, "grpo", 4096, model, fw)
+    tokens = s.value("actor_rollout_ref.rollout.log_prob_micro_batch_size_per_gpu") * 4096
+    assert tokens == 49152
+    actor = fp.roles["actor"].layout
+    passed = log_prob_memory(model, fw, "grpo", rl, 8, actor.offload)
+    assert passed.logits == pytest.approx((4 * tokens + 3 * 4 * 2048) * model.vocab / 2**30)
+    # The pass is the actor's larger phase here, and it fits only with the entropy chunked.
+    assert actor.memory.total == pytest.approx(passed.total) and passed.total <= actor.budget_gb
+    assert passed.total + (2 * 4 * tokens - 3 * 4 * 2048) * model.vocab / 2**30 > actor.budget_gb
+
+
+def test_the_mini_batch_keeps_the_followed_scripts_updates_a_step():
+    # Review 5: DAPO qwen3-14b upstream trains its gen batch 32 (filter_groups off) in mini batches of 1: 32 updates
+    # a step. At the plan's global batch the mini batch scales with it, so a step still takes 32 updates.
+    s = _plan("qwen3-14b", "dapo", "snt9b").frameworks["verl"].settings
+    batch, gen = s.value("data.train_batch_size"), s.value("data.gen_batch_size")
+    mini = next(item for item in s.overrides if item.key == "actor_rollout_ref.actor.ppo_mini_batch_size")
+    assert gen == 2 * batch and mini.value == batch // 16
+    assert gen // mini.value == 32 and mini.source.endswith("; 32 updates a step")
+
+
+@pytest.mark.parametrize(("model", "method", "script", "line", "batch", "gen", "mini"), [
+    ("qwen3-32b", "grpo", "examples/grpo_trainer/run_qwen3-32b_npu.sh", 15, 1024, None, 64),
+    ("qwen2.5_vl-7b", "grpo", "examples/grpo_trainer/run_qwen2_5_vl_7b_npu.sh", 12, 512, None, 32),
+    ("qwen3-14b", "dapo", "recipe/dapo/run_dapo_qwen3_14b_base_npu.sh", 26, 16, 32, 1)])
+def test_train_gen_and_mini_batch_come_from_the_followed_script(model, method, script, line, batch, gen, mini):
+    # Review 5: one per-method global batch (256 GRPO, 128 DAPO) replaced upstream's per-model ones.
+    plan = _plan(model, method, data={"samples": 2_000_000, "tokens_per_sample": 1024})
+    s = plan.frameworks["verl"].settings
+    assert plan.train.global_batch_size == s.value("data.train_batch_size") == batch
+    assert plan.train.origin["global_batch_size"].startswith(f"derived: {batch} samples (upstream {script} l. {line}")
+    assert s.value("actor_rollout_ref.actor.ppo_mini_batch_size") == mini
+    if gen:
+        assert s.value("data.gen_batch_size") == gen

@@ -16,6 +16,7 @@ from helpers import check_script, make_spec, run_recording
 
 from generator.checks import child_answer
 from generator.frameworks.verl.checks import stand_in_model, verl_python
+from generator.frameworks.verl.planning import answer_settings
 from generator.frameworks.verl.settings import Setting, VerlSettings
 from generator.frameworks.verl.steps import step_files
 from generator.plan import PathValue
@@ -33,17 +34,21 @@ PNG = base64.b64decode("iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR4
 
 
 def verl_plan(tmp_path: Path, fmt: str, dataset: Path, image_column: str | None = None,
-              placeholders: dict[str, str] | None = None):
+              placeholders: dict[str, str] | None = None, reward: str = "gsm8k", answer_column: str | None = None,
+              rows: int | None = None):
     """A plan whose verl settings name `dataset` in `fmt` and an output folder under tmp_path; `placeholders`: paths
     left at their placeholder."""
     plan = resolve(make_spec(), load_tables())
     out = tmp_path / "out"
-    prepare = (Setting("data_source", "openai/gsm8k", "test"), Setting("ability", "math", "test"),
+    source = {"gsm8k": "openai/gsm8k", "math": "lighteval/MATH", "math_dapo": "math_dapo",
+              "geo3k": "hiyouga/geometry3k"}[reward]
+    prepare = (Setting("data_source", source, "test"), Setting("ability", "math", "test"),
                Setting("format", fmt, "test"), Setting("columns", (), "test"),
                Setting("image_column", image_column, "test"), Setting("val_share", 0.25, "test"),
-               Setting("input", str(dataset), "test"), Setting("output", str(out / "verl" / "data"), "test"))
+               Setting("input", str(dataset), "test"), Setting("output", str(out / "verl" / "data"), "test"),
+               *answer_settings(reward, answer_column), Setting("rows", rows, "test"))
     merge = (Setting("backend", "fsdp", "test"),
-             Setting("local_dir", f"{out}/verl/checkpoints/global_step_5/actor", "test"),
+             Setting("checkpoints", f"{out}/verl/checkpoints", "test"),
              Setting("target_dir", f"{out}/verl/merged", "test"))
     settings = VerlSettings(entry="verl.trainer.main_ppo", config="ppo", upstream="test", overrides=(),
                             environment=(), prepare=prepare, merge=merge, nnodes=1, gpus_per_node=8)
@@ -53,17 +58,18 @@ def verl_plan(tmp_path: Path, fmt: str, dataset: Path, image_column: str | None 
     return replace(plan, frameworks={"verl": fp}, paths={**plan.paths, **values})
 
 
-ALPACA = [{"instruction": "What is 2+3?", "input": "", "output": "5"},
-          {"instruction": "Add", "input": "4 and 4", "output": "8", "system": "Be brief.",
+ALPACA = [{"instruction": "What is 2+3?", "input": "", "output": "2+3=5\n#### 5"},
+          {"instruction": "Add", "input": "4 and 4", "output": "4+4=8\n#### 8", "system": "Be brief.",
            "history": [["Hi", "Hello"]]},
-          {"instruction": "What is 1+1?", "input": "", "output": "2"},
-          {"instruction": "What is 9-3?", "input": "", "output": "6"}]
+          {"instruction": "What is 1+1?", "input": "", "output": "#### 2"},
+          {"instruction": "What is 9-3?", "input": "", "output": "#### 6"}]
 SHAREGPT = [{"conversations": [{"from": "human", "value": f"q{i} 'quoted' \\ ${{x}}"},
-                               {"from": "gpt", "value": f"a{i}"}]} for i in range(4)]
+                               {"from": "gpt", "value": f"a{i} #### {i}"}]} for i in range(4)]
 OPENAI = [{"messages": [{"role": "system", "content": "sys"}, {"role": "user", "content": f"q{i}"},
-                        {"role": "assistant", "content": f"a{i}"}]} for i in range(3)]
+                        {"role": "assistant", "content": f"a{i} #### {i}"}]} for i in range(3)]
 VL = [{"messages": [{"role": "user", "content": f"<image>What is shown {i}?"},
-                    {"role": "assistant", "content": f"dot{i}"}], "images": ["img/dot.png"]} for i in range(4)]
+                    {"role": "assistant", "content": f"dot{i} #### {i}"}], "images": ["img/dot.png"]} for i in range(4)]
+GSM8K = " Let's think step by step and output the final answer after \"####\"."
 
 # Runs in verl's interpreter: each parquet file read back with pyarrow, and the text ones through verl 0.7.0's
 # RLHFDataset (verl/utils/dataset/rl_dataset.py), as its trainer builds it, on a three-word tokenizer.
@@ -141,13 +147,14 @@ def test_alpaca_rows_become_verl_prompts(prepared):
     assert second == {
         "data_source": "openai/gsm8k", "ability": "math",
         "prompt": [{"role": "system", "content": "Be brief."}, {"role": "user", "content": "Hi"},
-                   {"role": "assistant", "content": "Hello"}, {"role": "user", "content": "Add\n4 and 4"}],
+                   {"role": "assistant", "content": "Hello"}, {"role": "user", "content": "Add\n4 and 4" + GSM8K}],
         "reward_model": {"style": "rule", "ground_truth": "8"},
-        "extra_info": {"split": second["extra_info"]["split"], "index": 1, "answer": "8", "question": "Add\n4 and 4"}}
+        "extra_info": {"split": second["extra_info"]["split"], "index": 1, "answer": "4+4=8\n#### 8",
+                       "question": "Add\n4 and 4"}}
     # verl's own dataset reads it: the chat messages, the reward's ground truth, the row's index.
     dataset = train["dataset"]
     assert dataset["len"] == 3 and dataset["data_source"] == "openai/gsm8k"
-    assert dataset["raw_prompt"] == [{"role": "user", "content": "What is 2+3?"}]
+    assert dataset["raw_prompt"] == [{"role": "user", "content": "What is 2+3?" + GSM8K}]
     assert dataset["reward_model"] == {"style": "rule", "ground_truth": "5"} and dataset["index"] == 0
 
 
@@ -157,9 +164,10 @@ def test_conversations_end_in_the_answer(prepared, name):
     rows = prepared[f"{name}/train"]["rows"] + prepared[f"{name}/val"]["rows"]
     for row in rows:
         i = row["extra_info"]["index"]
-        assert row["reward_model"] == {"style": "rule", "ground_truth": f"a{i}"}
+        assert row["reward_model"] == {"style": "rule", "ground_truth": str(i)}
         assert row["prompt"][-1]["role"] == "user" and row["prompt"][-1]["content"].startswith(f"q{i}")
-    assert rows[0]["prompt"][-1]["content"] == SHAREGPT[0]["conversations"][0]["value"] if name == "sharegpt" else \
+    first = SHAREGPT[0]["conversations"][0]["value"] + GSM8K
+    assert rows[0]["prompt"][-1]["content"] == first if name == "sharegpt" else \
         rows[0]["prompt"][0] == {"role": "system", "content": "sys"}
     assert prepared[f"{name}/train"]["dataset"]["len"] == len(prepared[f"{name}/train"]["rows"])
 
@@ -227,15 +235,24 @@ def test_settings_are_data_in_the_script(tmp_path):
     compile(script, "prepare_data.py", "exec")
 
 
-def test_merge_runs_verls_model_merger(tmp_path):
+def test_merge_runs_verls_model_merger_on_the_latest_saved_step(tmp_path):
+    # verl records the latest saved step in default_local_dir/latest_checkpointed_iteration.txt
+    # (ray_trainer.py l.1001-1005): merge.sh merges that step's actor, whatever step the run ended at.
     files = step_files(verl_plan(tmp_path, "alpaca", tmp_path / "d.json"), environment())
     script = tmp_path / "merge.sh"
     script.write_text(files["verl/merge.sh"], encoding="utf-8")
     check_script(files["verl/merge.sh"], tmp_path, "merge.sh")
     result, calls = run_recording(script, [], tmp_path, programs=("python3",))
-    assert result.returncode == 2 and "no checkpoint at" in result.stderr and calls == []
-    actor = tmp_path / "out" / "verl" / "checkpoints" / "global_step_5" / "actor"
+    assert result.returncode == 2 and "no checkpoint in" in result.stderr and calls == []
+    checkpoints = tmp_path / "out" / "verl" / "checkpoints"
+    actor = checkpoints / "global_step_7" / "actor"
     actor.mkdir(parents=True)
+    (checkpoints / "global_step_5" / "actor").mkdir(parents=True)
+    for text, words in (("12", "no actor checkpoint at"), ("7; touch x", "not a step number"), ("", "not a step")):
+        (checkpoints / "latest_checkpointed_iteration.txt").write_text(text)
+        result, calls = run_recording(script, [], tmp_path, programs=("python3",))
+        assert result.returncode == 2 and words in result.stderr and calls == [], text
+    (checkpoints / "latest_checkpointed_iteration.txt").write_text("7")
     result, calls = run_recording(script, [], tmp_path, programs=("python3",))
     assert result.returncode == 0, result.stderr
     assert [call["argv"] for call in calls] == [["-m", "verl.model_merger", "merge", "--backend", "fsdp",
@@ -271,9 +288,9 @@ def test_a_planned_job_prepares_the_files_its_overrides_name(tmp_path):
 
     (tmp_path / "img").mkdir()
     (tmp_path / "img" / "dot.png").write_bytes(PNG)
-    (tmp_path / "data.json").write_text(json.dumps(VL * 5), encoding="utf-8")
+    (tmp_path / "data.json").write_text(json.dumps([{**row, "final": "12"} for row in VL * 5]), encoding="utf-8")
     spec = {"job": "rl", "model": "qwen2.5_vl-7b", "method": "grpo", "seq_len": 4096, "hardware": "snt9b",
-            "frameworks": ["verl"], "paths": {"dataset": str(tmp_path / "data.json"),
+            "frameworks": ["verl"], "rl": {"answer_column": "final"}, "paths": {"dataset": str(tmp_path / "data.json"),
                                               "output_dir": str(tmp_path / "out"), "model_dir": "/models/vl"}}
     plan = resolve(parse_spec(json.dumps(spec).encode()), load_tables())
     files = render_files(plan)
@@ -286,3 +303,99 @@ def test_a_planned_job_prepares_the_files_its_overrides_name(tmp_path):
         path = Path(settings.value(key))
         assert path.is_file() and f"{path}: {rows} rows" in run.stdout
     assert settings.value("data.image_key") == "images" and '"image_column": "images"' in files["verl/prepare_data.py"]
+
+
+# Runs in verl's interpreter: each prepared row's prompt, ground truth and verl 0.7.0's own default_compute_score
+# (verl/utils/reward_score/__init__.py) of a correct and a wrong response.
+SCORE = """
+import importlib.util, json, sys
+import pyarrow.parquet as pq
+from verl.utils.reward_score import default_compute_score
+out = {}
+for name, (path, right, wrong) in json.loads(sys.argv[1]).items():
+    if name == "geo3k" and importlib.util.find_spec("mathruler") is None:
+        continue  # an environment built before scripts/verl-requirements.txt listed it
+    row = pq.read_table(path).to_pylist()[0]
+    truth = row["reward_model"]["ground_truth"]
+    scores = [default_compute_score(row["data_source"], text, truth) for text in (right, wrong)]
+    out[name] = {"truth": truth, "prompt": row["prompt"][-1]["content"],
+                 "scores": [score["score"] if isinstance(score, dict) else score for score in scores]}
+print(json.dumps(out))
+"""
+# rl.reward -> (the row's answer text, a correct response, a wrong one, what the prompt ends with).
+REWARDS = {
+    "gsm8k": ("Natalia sold 48/2 = 24 clips in May.\nNatalia sold 48+24 = 72 clips altogether.\n#### 1,072",
+              "48 + 24 = 72, and 1000 more.\n#### 1,072", "#### 72", 'output the final answer after "####".'),
+    "math": ("So the ratio is $\\boxed{\\frac{1}{2}}$.", "Thus $\\boxed{\\frac12}$", "Thus $\\boxed{2}$",
+             "output the final answer within \\boxed{}."),
+    "math_dapo": ("The sum is 34.\nAnswer: 34", "a+b+c = 34\nAnswer: 34", "Answer: 35",
+                  'Remember to put your answer on its own line after "Answer:".'),
+    "geo3k": ("The angle is $\\boxed{72}$.", "<think>180 - 108</think> The angle is \\boxed{72}.", "\\boxed{7}",
+              "The final answer MUST BE put in \\boxed{}."),
+}
+
+
+@needs_verl
+def test_a_correct_response_earns_verls_reward_and_a_wrong_one_does_not(tmp_path):
+    # The ground truth is the final answer only (gsm8k compares strings: reward_score/gsm8k.py l. 65-72), and the
+    # prompt asks for the answer in the form the reward reads, as upstream's preprocessors do.
+    python = verl_python()
+    files = {}
+    for reward, (answer, right, wrong, _) in REWARDS.items():
+        folder = tmp_path / reward
+        folder.mkdir()
+        data = folder / "data.json"
+        data.write_text(json.dumps([{"instruction": f"Question {i}?", "input": "", "output": answer}
+                                    for i in range(3)]), encoding="utf-8")
+        script = folder / "prepare_data.py"
+        script.write_text(step_files(verl_plan(folder, "alpaca", data, reward=reward), environment())
+                          ["verl/prepare_data.py"], encoding="utf-8")
+        run = subprocess.run([python, "-I", str(script)], capture_output=True, text=True, cwd=folder, timeout=60)
+        assert run.returncode == 0, run.stderr
+        files[reward] = (str(folder / "out" / "verl" / "data" / "train.parquet"), right, wrong)
+    answer = child_answer(python, SCORE, [json.dumps(files)], tmp_path, dict(os.environ))
+    assert isinstance(answer, dict), answer
+    assert answer["gsm8k"]["truth"] == "1072" and answer["math"]["truth"] == "\\frac{1}{2}"
+    assert answer["math_dapo"]["truth"] == "34"
+    for reward, (_, _, _, ending) in REWARDS.items():
+        if reward not in answer:
+            assert reward == "geo3k" and os.environ.get("CI", "").lower() != "true", "mathruler is missing"
+            continue
+        got = answer[reward]
+        assert got["prompt"].endswith(ending), (reward, got["prompt"])
+        # math_dapo scores a wrong answer -1 (math_dapo.py l. 265), the others 0.
+        assert got["scores"] == [1.0, -1.0 if reward == "math_dapo" else 0.0], (reward, got)
+    assert answer["math_dapo"]["prompt"].startswith("Solve the following math problem step by step.")
+
+
+@needs_verl
+@pytest.mark.parametrize(("reward", "output", "column", "words"), [
+    ("gsm8k", "It is 72.", None, 'row 1: no final answer in the answer text (a number after "#### ")'),
+    ("geo3k", "It is 72.", None, "row 1: no final answer in the answer text (a \\boxed{...})"),
+    ("geo3k", "It is 72.", "final", "row 1: no final answer in its 'final' column (rl.answer_column)"),
+])
+def test_a_row_without_a_final_answer_is_refused(tmp_path, reward, output, column, words):
+    rows = [{"instruction": "q", "input": "", "output": "#### 1 \\boxed{1}", "final": "1"},
+            {"instruction": "q", "input": "", "output": output}]
+    data = tmp_path / "data.json"
+    data.write_text(json.dumps(rows), encoding="utf-8")
+    script = tmp_path / "prepare_data.py"
+    script.write_text(step_files(verl_plan(tmp_path, "alpaca", data, reward=reward, answer_column=column),
+                                 environment())["verl/prepare_data.py"], encoding="utf-8")
+    run = subprocess.run([verl_python(), "-I", str(script)], capture_output=True, text=True, cwd=tmp_path,
+                         timeout=60)
+    assert run.returncode == 1 and words in run.stderr and "Traceback" not in run.stderr, run.stderr
+    assert not (tmp_path / "out").exists()
+
+
+@needs_verl
+def test_a_data_file_of_another_size_than_the_plans_is_refused(tmp_path):
+    # The steps are sized for data.samples rows (planning.run_length): another count stops verl early or late.
+    data = tmp_path / "data.json"
+    data.write_text(json.dumps(ALPACA), encoding="utf-8")
+    script = tmp_path / "prepare_data.py"
+    script.write_text(step_files(verl_plan(tmp_path, "alpaca", data, rows=5), environment())["verl/prepare_data.py"],
+                      encoding="utf-8")
+    run = subprocess.run([verl_python(), "-I", str(script)], capture_output=True, text=True, cwd=tmp_path, timeout=60)
+    assert run.returncode == 1 and "has 4 rows, the plan's steps are sized for data.samples 5" in run.stderr
+    assert not (tmp_path / "out").exists()

@@ -13,7 +13,7 @@ from ..parallel import Parallel
 from ..plan import FrameworkPlan, Layout, Plan, RunLength
 from ..spaces import GridSpace
 from ..spec import Spec
-from ..tables import Model
+from ..tables import Model, RecipeDefaults
 from ..throughput import Throughput
 from ..training import Training
 from .contract import CheckOption, Launcher, MemoryInputs, PathDefault, RoleDef, RoleKind, SearchSpace, Settings
@@ -41,6 +41,12 @@ class DefaultPlanning:
 
     def roles(self, method: str) -> tuple[RoleDef, ...]:
         return (RoleDef(RoleKind.TRAIN),)
+
+    def recipe_defaults(self, defaults: RecipeDefaults, model: Model) -> RecipeDefaults:
+        return defaults
+
+    def role_runs(self, ctx: Context, role: RoleKind) -> bool:
+        return True
 
     def space(self, role: RoleKind) -> SearchSpace:
         return GRID

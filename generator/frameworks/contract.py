@@ -29,7 +29,7 @@ if TYPE_CHECKING:  # the core's types, which import nothing from here at run tim
     from ..parallel import Parallel
     from ..plan import FrameworkPlan, Layout, Plan, Rejected, RunLength
     from ..spec import Spec
-    from ..tables import Model
+    from ..tables import Model, RecipeDefaults
     from ..throughput import Throughput
     from ..training import Training
 
@@ -199,6 +199,15 @@ class Planning(Protocol):
     def roles(self, method: str) -> tuple[RoleDef, ...]:
         """The roles `method` runs with, in the order the plan shows them; the first is the one the recipe's
         global batch and the framework's files follow."""
+        ...
+
+    def recipe_defaults(self, defaults: RecipeDefaults, model: Model) -> RecipeDefaults:
+        """The method's training defaults for `model` as the framework's upstream recipe for it sets them (the
+        default: recipes.yaml's unchanged)."""
+        ...
+
+    def role_runs(self, ctx: Context, role: RoleKind) -> bool:
+        """Whether the framework builds `role` (one of roles()) for this job: a role may depend on the recipe."""
         ...
 
     def space(self, role: RoleKind) -> SearchSpace:

@@ -1,11 +1,13 @@
 """verl: the resolver's side of the plugin (contract: generator/frameworks/contract.py Planning).
 
-GRPO and DAPO run an actor, a vLLM rollout engine and a frozen reference; PPO adds a critic. verl 0.7.0's hybrid
-engine puts them in one resource pool over every card (verl/trainer/main_ppo.py: one global_pool for actor_rollout,
-ref and critic), so every role is colocated and the job's cards are the peak over the phases."""
+GRPO and DAPO run an actor, a vLLM rollout engine and, with a KL term, a frozen reference; PPO adds a critic.
+verl 0.7.0's hybrid engine puts them in one resource pool over every card (verl/trainer/main_ppo.py: one
+global_pool for actor_rollout, ref and critic), so every role is colocated and the job's cards are the peak over
+the phases."""
 
 from __future__ import annotations
 
+import itertools
 import math
 from dataclasses import dataclass, replace
 
@@ -13,14 +15,15 @@ from ...context import Context
 from ...errors import SpecError
 from ...memory import MemoryBreakdown
 from ...parallel import Parallel
-from ...plan import FrameworkPlan, Layout, Plan, Rejected
+from ...plan import HEADROOM, FrameworkPlan, Layout, Plan, Rejected
+from ...recipe import batch_target
 from ...spaces import divisors
-from ...tables import load_tables
+from ...tables import Framework, Hardware, Model, RecipeDefaults, load_tables
 from ...throughput import Throughput
 from ..base import DefaultPlanning
 from ..contract import PathDefault, RoleDef, RoleKind, Structure
 from . import memory
-from .examples import published
+from .examples import example, published
 from .rl import DATA_SOURCES, RL, VERL, rl_config
 from .settings import Setting, VerlSettings
 
@@ -28,6 +31,31 @@ NAME = "verl"
 FSDP_WORKERS = f"{VERL} verl/workers/fsdp_workers.py"
 CONFIG_PY = f"{VERL} verl/utils/config.py"
 ROLLOUT_TPS = (1, 2, 4, 8, 16)
+DAPO_YAML = f"{VERL} recipe/dapo/config/dapo_trainer.yaml"
+RAY_TRAINER = f"{VERL} verl/trainer/ppo/ray_trainer.py"
+VAL_SHARE = 0.05  # the rows prepare_data.py holds out for validation: round(rows x share), at least one
+# Override -> examples.yaml key: written with the example's value where the followed script sets it.
+EXAMPLE_KEYS = (
+    ("algorithm.filter_groups.metric", "filter_groups_metric"),
+    ("algorithm.filter_groups.max_num_gen_batches", "max_num_gen_batches"),
+    ("actor_rollout_ref.actor.clip_ratio_c", "clip_ratio_c"),
+    ("actor_rollout_ref.actor.loss_agg_mode", "loss_agg_mode"),
+    ("actor_rollout_ref.rollout.temperature", "temperature"),
+    ("actor_rollout_ref.rollout.top_p", "top_p"),
+    ("actor_rollout_ref.rollout.top_k", "top_k"),
+    ("actor_rollout_ref.rollout.max_num_seqs", "max_num_seqs"),
+    ("actor_rollout_ref.rollout.val_kwargs.temperature", "val_temperature"),
+    ("actor_rollout_ref.rollout.val_kwargs.top_p", "val_top_p"),
+    ("actor_rollout_ref.rollout.val_kwargs.top_k", "val_top_k"),
+    ("actor_rollout_ref.rollout.val_kwargs.do_sample", "val_do_sample"),
+    ("actor_rollout_ref.rollout.val_kwargs.n", "val_n"),
+    ("trainer.val_before_train", "val_before_train"),
+    ("trainer.test_freq", "test_freq"),
+    ("actor_rollout_ref.actor.fsdp_config.forward_prefetch", "forward_prefetch"),
+    ("actor_rollout_ref.ref.fsdp_config.forward_prefetch", "ref_forward_prefetch"),
+    ("actor_rollout_ref.actor.entropy_from_logits_with_chunking", "entropy_chunking"),
+    ("actor_rollout_ref.ref.entropy_from_logits_with_chunking", "ref_entropy_chunking"),
+)
 
 
 def rl_of(ctx: Context) -> RL:
@@ -47,6 +75,8 @@ class VerlSpace:
 
     def structures(self, ctx: Context, cards: int) -> list[Structure]:
         offloads = [ctx.pins.offload] if ctx.pins.offload is not None else [False, True]
+        if self.kind is RoleKind.ACTOR and not rollout_fits(ctx, cards, offloads):
+            return []  # every role shares the actor's cards: a count the rollout phase cannot run on is none
         if self.kind is not RoleKind.ROLLOUT:
             return [Structure(offload=offload) for offload in offloads]
         return [Structure(tp=tp, offload=offload) for tp in rollout_tps(ctx, cards) for offload in offloads]
@@ -77,21 +107,49 @@ def rollout_tps(ctx: Context, cards: int) -> list[int]:
     return [tp for tp in fitting if tp >= start] or fitting[-1:]
 
 
+def rollout_fits(ctx: Context, cards: int, offloads: list[bool]) -> bool:
+    """Whether some rollout layout fits at `cards` (the rollout's TP must divide the cards, so a count above one
+    that fits may not: the actor's search skips such a count, as the colocated roles run on its cards)."""
+    rl = rl_of(ctx)
+    batch = ctx.spec.global_batch_size or batch_target(ctx.defaults, ctx.spec)[0]
+    budget = ctx.usable_gb * (1.0 - HEADROOM)
+    return any(memory.rollout_memory(ctx.model, ctx.hw, ctx.fw.overhead_gb, rl, tp, cards, offload, ctx.spec.method,
+                                     batch).total <= budget for tp in rollout_tps(ctx, cards) for offload in offloads)
+
+
 class VerlPlanning(DefaultPlanning):
     path_keys = ("rl_data",)
-    fixed_steps = "trainer.total_training_steps"
+    # No core step-count note: verl's count is its own (run_length), and prepare_data.py refuses a data file of
+    # another size than the one it was sized for.
     min_cards_stand_in = "verl's own column of min_cards.csv (the seed's VeRL rows)"
 
     def roles(self, method: str) -> tuple[RoleDef, ...]:
         base = (RoleDef(RoleKind.ACTOR), RoleDef(RoleKind.ROLLOUT), RoleDef(RoleKind.REFERENCE))
         return base + ((RoleDef(RoleKind.CRITIC),) if method == "ppo" else ())
 
+    def recipe_defaults(self, defaults: RecipeDefaults, model: Model) -> RecipeDefaults:
+        # The global batch of the script the plan follows for the model and method (the mini and gen batches scale
+        # with it: fitted_mini, dapo_generation).
+        script = (load_tables().frameworks[NAME].models.get(model.name) or {}).get(defaults.method)
+        found = example(script).get("train_batch_size") if script else None
+        if found is None:
+            return defaults
+        row = {"value": int(found[0]), "source": f"{found[1]}: data.train_batch_size (prompts)"}
+        return replace(defaults, values={**defaults.values, "global_batch_size": row})
+
+    def role_runs(self, ctx: Context, role: RoleKind) -> bool:
+        # verl builds the reference worker only where a KL term needs its log-probs (main_ppo.py l. 138 and l. 252,
+        # recipe/dapo/main_dapo.py l. 148: algorithm.use_kl_in_reward, which the plan keeps off, or
+        # actor.use_kl_loss).
+        return role is not RoleKind.REFERENCE or rl_of(ctx).use_kl_loss
+
     def space(self, role: RoleKind) -> VerlSpace:
         return SPACES[role]
 
     def memory(self, ctx: Context, shape: Parallel) -> MemoryBreakdown | None:
-        rl = rl_of(ctx)
-        return memory.role_memory(ctx, replace(rl, sp=_sp(rl, ctx.model, shape.cards)[0]), shape)
+        rl = sized(rl_of(ctx), ctx.model, ctx.hw, ctx.fw, ctx.spec.method, shape.cards, shape.global_batch_size,
+                   shape.offload)
+        return memory.role_memory(ctx.role_kind, ctx.model, ctx.hw, ctx.fw, ctx.spec.method, rl, shape)
 
     def rate(self, ctx: Context, layout: Layout | None) -> Throughput | None:
         if ctx.role_kind is not RoleKind.ACTOR:
@@ -106,11 +164,21 @@ class VerlPlanning(DefaultPlanning):
                                    f"on {ctx.hw.name} (verl publishes none; MindSpeed-RL's figures cover other "
                                    f"rows), so the plan gives no time", is_estimate=True)
         rl = rl_of(ctx)
-        # A step generates and trains global batch x n sequences of up to seq_len tokens; the core times the spec's
-        # tokens, one sequence a prompt, so the rate per spec token is the figure / n.
-        return Throughput(found.tokens_per_card_s / rl.n,
+        # The figure counts the prompt + response tokens of every sequence generated and trained (MindSpeed-RL's
+        # end-to-end tps); a step here makes global batch x n sequences, each counted at prompt + response = seq_len
+        # tokens, and DAPO generates gen_batch / train_batch times the prompts it trains. The core times the spec's
+        # data tokens, so the rate per data token is the figure x tokens per sample / (n x that ratio x seq_len).
+        found_gen, found_train = rl.example.get("gen_batch_size"), rl.example.get("train_batch_size")
+        ratio = int(found_gen[0]) // int(found_train[0]) if ctx.spec.method == "dapo" and found_gen and found_train \
+            else 1
+        tokens, samples = ctx.spec.tokens_per_epoch, ctx.spec.samples_per_epoch
+        per_sample = tokens / samples if tokens and samples else float(rl.seq_len)
+        generated = f" x gen_batch / train_batch ({ratio}, DAPO's extra generation)" if ratio > 1 else ""
+        return Throughput(found.tokens_per_card_s * per_sample / (rl.n * ratio * rl.seq_len),
                           f"MindSpeed-RL's measurement, not verl's: {found.tokens_per_card_s:g} tokens/s per card "
-                          f"({found.source}); a step counts global batch x n ({rl.n}) x seq_len tokens",
+                          f"({found.source}), counting prompt + response tokens; a step counts global batch x n "
+                          f"({rl.n}){generated} x prompt + response ({rl.seq_len}) tokens, so per data token (of "
+                          f"{per_sample:g} a sample) the figure x {per_sample:g} / {rl.n * ratio * rl.seq_len}",
                           is_estimate=True)
 
     def layout_notes(self, ctx: Context, layout: Layout) -> list[str]:
@@ -133,47 +201,114 @@ PLANNING = VerlPlanning()
 # Settings: every value the files hold, with its source
 
 
-def fitted_micro(rl: RL, cards: int) -> tuple[int, str]:
-    """verl's per-GPU micro batch and its source: the example's where it divides the per-card mini batch
-    (fsdp_workers.py l. 242-262: ppo_mini_batch_size x n // (cards / SP), which the micro batch must divide), else
-    the largest that does."""
+def fitted_micro(rl: RL, model: Model, hw: Hardware, fw: Framework, method: str, cards: int,
+                 offload: bool) -> tuple[int, str]:
+    """verl's per-GPU micro batch (sequences) and its source: the example's (at the spec's length) where it divides
+    the per-card mini batch (fsdp_workers.py l. 242-262: ppo_mini_batch_size x n // (cards / SP), which the micro
+    batch must divide) and the actor's training phase fits the card with it; else the largest that does both, so the
+    search lowers the micro batch before it adds cards (1 where none fits: the phase then does not fit). The memory
+    model sizes the actor and critic at this value, the one the files write."""
     per_card = rl.mini_batch_size * rl.n // (cards // rl.sp)
-    if per_card == 0 or per_card % rl.micro_batch_size == 0:
+    if rl.dynamic_bsz or per_card == 0:
         return rl.micro_batch_size, rl.sources["micro_batch_size"]
-    micro = max(d for d in divisors(per_card) if d <= rl.micro_batch_size)
-    return micro, (f"derived: the example's {rl.micro_batch_size} does not divide the {per_card} "
-                             f"sequences per card of a mini batch ({FSDP_WORKERS} l. 242-262); the largest that does")
+    dividing = [d for d in divisors(per_card) if d <= rl.micro_batch_size] or [1]
+    budget = hw.usable_gb * (1.0 - HEADROOM)
+    fitting = [d for d in dividing if memory.train_memory(RoleKind.ACTOR, model, fw, method,
+                                                          replace(rl, micro_batch_size=d), cards, offload).total
+               <= budget]
+    micro = max(fitting or [1])
+    if micro == rl.micro_batch_size:
+        return micro, rl.sources["micro_batch_size"]
+    why = (f"does not divide the {per_card} sequences per card of a mini batch ({FSDP_WORKERS} l. 242-262)"
+           if micro == max(dividing) else "leaves the actor's training phase above the card's budget")
+    return micro, (f"derived: the example's {rl.micro_batch_size} ({rl.sources['micro_batch_size']}) {why}; the "
+                   f"largest that divides it and fits")
+
+
+def dapo_generation(rl: RL, method: str) -> tuple[int, str]:
+    """The prompts a step trains on per global-batch prompt, and why: DAPO without its group filter trains every
+    prompt it generates, gen_batch_size of them (recipe/dapo/dapo_ray_trainer.py: the batch is the whole generated
+    one unless filter_groups.enable), gen / train batch times the global batch, as the followed script; else 1."""
+    found_gen, found_train, found_filter = (rl.example.get(key) for key in ("gen_batch_size", "train_batch_size",
+                                                                              "filter_groups"))
+    if method != "dapo" or not found_gen or not found_train or (found_filter and found_filter[0]):
+        return 1, ""
+    return int(found_gen[0]) // int(found_train[0]), found_gen[1]
+
+
+def sized(rl: RL, model: Model, hw: Hardware, fw: Framework, method: str, cards: int, batch: int,
+          offload: bool) -> RL:
+    """`rl` at `cards` and global batch `batch`: its ulysses SP, mini batch and per-GPU micro batch as the files
+    write them (one set of values for the memory model and the files), each with its source."""
+    sp, sp_source = _sp(rl, model, cards)
+    rl = replace(rl, sp=sp, sources={**rl.sources, "sp": sp_source})
+    mini, mini_source = fitted_mini(rl, batch, cards, sp, batch * dapo_generation(rl, method)[0])
+    rl = replace(rl, mini_batch_size=mini, sources={**rl.sources, "mini_batch_size": mini_source})
+    micro, micro_source = fitted_micro(rl, model, hw, fw, method, cards, offload)
+    return replace(rl, micro_batch_size=micro, sources={**rl.sources, "micro_batch_size": micro_source})
+
+
+# The Qwen chat template around a user turn alone: <|im_start|> user \n ... <|im_end|> \n <|im_start|> assistant \n.
+TEMPLATE_TOKENS = 8
+CORE_ALGOS = f"{VERL} verl/trainer/ppo/core_algos.py"
 
 
 def check_rules(plan: Plan, rl: RL, cards: int, sp: int) -> None:
-    """verl's mini batch rules at the spec's rl.mini_batch_size, refused with the nearest values that work. (Its
+    """verl's mini batch rules at the spec's rl.mini_batch_size, refused with the nearest values that work; a group
+    of one sequence for GRPO's (and DAPO's) group-relative advantage, and a prompt length no prompt fits in. (Its
     batch rule, train_batch_size x n divisible by the cards (verl/utils/config.py l. 88-113), always holds: the
     core's tiling keeps the global batch a multiple of the actor's micro batch 1 x DP = the cards.)"""
     batch = plan.train.global_batch_size
-    if "mini_batch_size" in plan.rl and (rl.mini_batch_size > batch or batch % rl.mini_batch_size):
-        fits = [d for d in divisors(batch) if d <= rl.mini_batch_size] or [batch]
-        raise SpecError.at("rl.mini_batch_size", f"{rl.mini_batch_size} must divide the global batch {batch} and not "
-                                                 f"exceed it ({VERL} verl/workers/config/actor.py l. 172-234: "
-                                                 f"train_batch_size >= ppo_mini_batch_size); nearest that works: "
-                                                 f"{fits[-1]}")
-    if "mini_batch_size" in plan.rl and rl.mini_batch_size * rl.n // (cards // sp) == 0:
-        least = -(-(cards // sp) // rl.n)
-        raise SpecError.at("rl.mini_batch_size", f"{rl.mini_batch_size} x samples_per_prompt {rl.n} = "
-                                                 f"{rl.mini_batch_size * rl.n} sequences leave none per card on "
-                                                 f"{cards // sp} data-parallel ranks ({FSDP_WORKERS} l. 242-246); "
-                                                 f"at least {least}")
-
-
-def fitted_mini(rl: RL, batch: int, cards: int, sp: int) -> tuple[int, str]:
-    """The example's mini batch where it divides the global batch and leaves every data-parallel rank a sequence,
-    else the nearest that does (the spec's is checked, not moved: check_rules)."""
     ranks = cards // sp
-    fits = [d for d in divisors(batch) if d * rl.n >= ranks]
-    if rl.mini_batch_size in fits or not fits:
-        return rl.mini_batch_size, rl.sources["mini_batch_size"]
-    chosen = min(fits, key=lambda d: (abs(d - rl.mini_batch_size), d))
-    return chosen, (f"derived: the example's {rl.mini_batch_size} ({rl.sources['mini_batch_size']}) does not divide "
-                    f"the global batch {batch} ({VERL} verl/workers/config/actor.py l. 172-234); the nearest that does")
+    if plan.method in ("grpo", "dapo") and rl.n < 2:
+        raise SpecError.at("rl.samples_per_prompt", f"{rl.n}: {plan.method}'s advantage compares each response with "
+                                                    f"the other responses to its prompt, and a group of one has none "
+                                                    f"({CORE_ALGOS} l. 312-314: mean 0, std 1, the raw reward); at "
+                                                    f"least 2")
+    if rl.prompt_length <= TEMPLATE_TOKENS:
+        raise SpecError.at("rl.prompt_length", f"{rl.prompt_length} tokens hold no prompt: the chat template alone "
+                                               f"takes {TEMPLATE_TOKENS}, and data.filter_overlong_prompts drops "
+                                               f"every prompt longer than max_prompt_length ({VERL} "
+                                               f"verl/utils/dataset/rl_dataset.py l. 183-255), leaving no data")
+    mini = rl.mini_batch_size
+    if "mini_batch_size" in plan.rl and (mini > batch or batch % mini or mini * rl.n // ranks == 0):
+        fits = [d for d in divisors(batch) if d * rl.n // ranks > 0]
+        if mini * rl.n // ranks == 0 and batch % mini == 0 and mini <= batch:
+            least = -(-ranks // rl.n)
+            raise SpecError.at("rl.mini_batch_size", f"{mini} x samples_per_prompt {rl.n} = {mini * rl.n} "
+                                                     f"sequences leave none per card on {ranks} data-parallel ranks "
+                                                     f"({FSDP_WORKERS} l. 242-246); at least {least}")
+        gap = min(abs(d - mini) for d in fits)
+        nearest = " or ".join(str(d) for d in fits if abs(d - mini) == gap)
+        raise SpecError.at("rl.mini_batch_size", f"{mini} must divide the global batch {batch} and not exceed it "
+                                                 f"({VERL} verl/workers/config/actor.py l. 172-234: train_batch_size "
+                                                 f">= ppo_mini_batch_size); nearest that works: {nearest}")
+
+
+def fitted_mini(rl: RL, batch: int, cards: int, sp: int, trained: int) -> tuple[int, str]:
+    """The mini batch (prompts): the spec's (checked, not moved: check_rules), else the followed script's share of
+    its train batch at this global batch (so a step takes as many updates as upstream's), moved to the nearest that
+    divides the global batch and splits evenly over the data-parallel ranks: verl splits each rank's data into
+    chunks of mini x n / (cards / SP) sequences (fsdp_workers.py l. 242-243, workers/actor/dp_actor.py l. 430), so a
+    remainder would leave uneven mini batches. `trained`: the prompts a step trains on (the updates a step are
+    trained / mini)."""
+    ranks = cards // sp
+    found_train, spec_given = rl.example.get("train_batch_size"), rl.sources["mini_batch_size"].startswith("spec")
+    if spec_given or found_train is None or batch == int(found_train[0]):
+        target, why = rl.mini_batch_size, rl.sources["mini_batch_size"]
+    else:
+        target = max(1, round(batch * rl.mini_batch_size / int(found_train[0])))
+        why = (f"the example's {rl.mini_batch_size} of its train batch {found_train[0]} "
+               f"({rl.sources['mini_batch_size']}; {found_train[1]}) at the global batch {batch}")
+    fits = [d for d in divisors(batch) if d * rl.n % ranks == 0]
+    chosen = target if spec_given or target in fits or not fits else min(fits, key=lambda d: (abs(d - target), d))
+    updates = f"; {trained // chosen} updates a step" if batch % chosen == 0 else ""
+    scaled = not spec_given and why != rl.sources["mini_batch_size"]
+    if chosen == target:
+        return chosen, ("derived: " if scaled else "") + why + updates
+    return chosen, (f"derived: {target} ({why}) moved to the nearest that divides the global batch with mini x n "
+                    f"({chosen} x {rl.n}) divisible by the {ranks} data-parallel ranks ({FSDP_WORKERS} l. 242-243)"
+                    f"{updates}")
 
 
 def settings(plan: Plan, fp: FrameworkPlan) -> VerlSettings:
@@ -183,16 +318,17 @@ def settings(plan: Plan, fp: FrameworkPlan) -> VerlSettings:
     rl = rl_config(plan.rl, plan.method, plan.seq_len, model, fw)
     actor, rollout = fp.roles[RoleKind.ACTOR.value].layout, fp.roles[RoleKind.ROLLOUT.value].layout
     cards = actor.cards
-    sp, sp_source = _sp(rl, model, cards)
-    check_rules(plan, rl, cards, sp)
-    mini, mini_source = fitted_mini(rl, plan.train.global_batch_size, cards, sp)
-    rl = replace(rl, sp=sp, mini_batch_size=mini, sources={**rl.sources, "mini_batch_size": mini_source})
-    micro, micro_source = fitted_micro(rl, cards)
+    check_rules(plan, rl, cards, _sp(rl, model, cards)[0])
+    rl = sized(rl, model, hw, fw, plan.method, cards, plan.train.global_batch_size, actor.offload)
+    sp, sp_source = rl.sp, rl.sources["sp"]
+    micro, micro_source = rl.micro_batch_size, rl.sources["micro_batch_size"]
     offloaded = [kind for kind, role in fp.roles.items() if role.layout.offload]
     offload = bool(offloaded)
     offload_source = (f"plan: the {', '.join(offloaded)} phase needs the actor's states off the card (memory per "
                       f"role)") if offload else "plan: every phase fits with the actor's states on the card"
-    gmu, gmu_source = memory.gpu_memory_utilization(model, hw, fw.overhead_gb, rl, rollout.tp, cards, rollout.offload)
+    # The KV cache vLLM sizes with the offload the files write (every role's, where one needs it).
+    kv = memory.kv_cache(model, hw, fw.overhead_gb, rl, rollout.tp, cards, offload, plan.method,
+                         plan.train.global_batch_size)
     t = plan.train
     out = plan.output_dir(NAME)
     data = plan.paths["rl_data"].value
@@ -220,6 +356,8 @@ def settings(plan: Plan, fp: FrameworkPlan) -> VerlSettings:
         ratio = int(ratio_found[0]) // int(train_found[0])
         add("data.gen_batch_size", t.global_batch_size * ratio,
             f"derived: {ratio} x the global batch, as {ratio_found[1]}")
+    else:
+        ratio = 1
     add("data.max_prompt_length", rl.prompt_length, rl.sources["prompt_length"])
     add("data.max_response_length", rl.response_length, rl.sources["response_length"])
     add("data.filter_overlong_prompts", True,
@@ -231,8 +369,12 @@ def settings(plan: Plan, fp: FrameworkPlan) -> VerlSettings:
     add("actor_rollout_ref.model.path", plan.paths["model_dir"].value, "paths.model_dir")
     add("actor_rollout_ref.actor.optim.lr", t.learning_rate, t.origin.get("learning_rate", ""))
     add("actor_rollout_ref.actor.optim.weight_decay", t.weight_decay, t.origin.get("weight_decay", ""))
-    add("actor_rollout_ref.actor.optim.lr_warmup_steps", t.warmup_steps if t.warmup_steps else -1,
-        t.origin.get("warmup_steps", "derived: no warmup (-1: lr_warmup_steps_ratio 0.0)"))
+    warmup = ex("lr_warmup_steps")
+    if warmup and "given" not in (t.origin.get("warmup_steps"), t.origin.get("warmup_ratio")):
+        add("actor_rollout_ref.actor.optim.lr_warmup_steps", warmup[0], warmup[1])
+    else:
+        add("actor_rollout_ref.actor.optim.lr_warmup_steps", t.warmup_steps if t.warmup_steps else -1,
+            t.origin.get("warmup_steps", "derived: no warmup (-1: lr_warmup_steps_ratio 0.0)"))
     add("actor_rollout_ref.actor.optim.betas", tuple(t.adam_betas), t.origin.get("adam_betas", ""))
     add("actor_rollout_ref.actor.grad_clip", t.max_grad_norm, t.origin.get("max_grad_norm", ""))
     remove_padding = rl.remove_padding or sp > 1
@@ -247,7 +389,7 @@ def settings(plan: Plan, fp: FrameworkPlan) -> VerlSettings:
     else:
         add("actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu", micro, micro_source)
     add("actor_rollout_ref.actor.use_kl_loss", rl.use_kl_loss, rl.sources["use_kl_loss"])
-    add("actor_rollout_ref.actor.kl_loss_coef", rl.kl_coef, rl.sources["kl_coef"])
+    add("actor_rollout_ref.actor.kl_loss_coef", float(rl.kl_coef), rl.sources["kl_coef"])  # a float key
     if rl.use_kl_loss:
         add("actor_rollout_ref.actor.kl_loss_type", "low_var_kl", f"upstream {rl.script}: low_var_kl")
     add("actor_rollout_ref.actor.clip_ratio_low", rl.clip_ratio_low, rl.sources["clip_ratio_low"])
@@ -277,7 +419,7 @@ def settings(plan: Plan, fp: FrameworkPlan) -> VerlSettings:
     if vl:
         add("+actor_rollout_ref.rollout.engine_kwargs.vllm.disable_mm_preprocessor_cache", True,
             "upstream examples/grpo_trainer/run_qwen2_5_vl_7b_npu.sh l. 34 (a key outside verl's schema: +)")
-    add("actor_rollout_ref.rollout.gpu_memory_utilization", gmu, gmu_source)
+    add("actor_rollout_ref.rollout.gpu_memory_utilization", kv.gmu, f"{kv.source}; {kv.capacity(rl.seq_len)}")
     chunked = rl.chunked_prefill
     batched = rl.max_num_batched_tokens
     batched_source = rl.sources["max_num_batched_tokens"]
@@ -293,13 +435,14 @@ def settings(plan: Plan, fp: FrameworkPlan) -> VerlSettings:
         add("actor_rollout_ref.ref.log_prob_micro_batch_size_per_gpu", rl.log_prob_micro_batch_size,
             rl.sources["log_prob_micro_batch_size"])
     add("actor_rollout_ref.ref.fsdp_config.param_offload", True,
-        "upstream NPU examples: ref.fsdp_config.param_offload=True (the memory model counts it)")
+        "upstream NPU examples: ref.fsdp_config.param_offload=True (the memory model counts it where verl builds a "
+        "reference: with a KL term)")
     add("algorithm.use_kl_in_reward", False, f"upstream {rl.script}: use_kl_in_reward=False")
     if dapo:
         filter_found = ex("filter_groups")
         add("algorithm.filter_groups.enable", bool(filter_found[0]) if filter_found else False,
-            filter_found[1] if filter_found else "recipe/dapo/config/dapo_trainer.yaml l. 26: enable False")
-        add("reward_model.reward_manager", "dapo", "recipe/dapo/config/dapo_trainer.yaml l. 16 (verl 0.7.0)")
+            filter_found[1] if filter_found else f"{DAPO_YAML} l. 23: enable False")
+        add("reward_model.reward_manager", "dapo", f"{DAPO_YAML} l. 13")
         buffer = ex("overlong_buffer_len")
         if buffer:
             length = min(int(buffer[0]), rl.response_length // 2)
@@ -308,6 +451,13 @@ def settings(plan: Plan, fp: FrameworkPlan) -> VerlSettings:
                 f"derived: the example's {buffer[0]}, at most half the {rl.response_length}-token response")
             add("reward_model.overlong_buffer.penalty_factor", 1.0,
                 f"upstream {rl.script}: overlong_penalty_factor=1.0")
+    # The rest of what the followed script sets, where it sets it: DAPO's group filter (a metric it must have:
+    # recipe/dapo/dapo_ray_trainer.py l. 233-247 reads it from every batch), its dual-clip, loss aggregation, rollout
+    # and validation sampling, and validation schedule; PPO's vLLM sequence limit.
+    for key, example_key in EXAMPLE_KEYS:
+        found = ex(example_key)
+        if found:
+            add(key, found[0], found[1])
     if ppo:
         critic_lr = ex("critic_lr")
         add("critic.optim.lr", critic_lr[0] if critic_lr else 1e-5,
@@ -334,24 +484,18 @@ def settings(plan: Plan, fp: FrameworkPlan) -> VerlSettings:
     add("trainer.nnodes", actor.nodes, "plan: nodes")
     add("trainer.default_local_dir", f"{out}/checkpoints", "paths.output_dir: verl's checkpoints")
     add("trainer.resume_mode", "auto" if t.resume else "disable", t.origin.get("resume", ""))
-    add("trainer.save_freq", t.save_every_steps, t.origin.get("save_every_steps", ""))
-    steps = t.steps if t.steps is not None else t.placeholders["placeholder_steps"]
-    add("trainer.total_training_steps", steps,
-        t.origin["steps"] if t.steps is not None else t.origin["placeholder_steps"])
-    # verl loops over total_epochs and stops at total_training_steps (verl 0.7.0 verl/trainer/ppo/ray_trainer.py
-    # l. 422-427, l. 1327): enough epochs to reach it.
-    if t.epochs:
-        add("trainer.total_epochs", math.ceil(t.epochs), f"plan: epochs, whole ({t.origin.get('epochs', '')})")
-    else:
-        add("trainer.total_epochs", steps, "derived: without a data size, one step an epoch at least, so the run "
-                                           "stops at total_training_steps")
-    env: list[Setting] = []
-    if hw.accelerator == "npu":
-        env.append(Setting("VLLM_USE_V1", "1", "upstream examples/ppo_trainer/run_qwen3-8b_npu.sh l. 3"))
-        if vl:
-            env.append(Setting("USE_OPTIMIZED_MODEL", "0",
-                               "upstream examples/grpo_trainer/run_qwen2_5_vl_7b_npu.sh l. 6: vllm-ascend's optimized "
-                               "model may not suit RL training"))
+    loader = t.global_batch_size * ratio if dapo else t.global_batch_size
+    steps, steps_source, epochs, epochs_source = run_length(plan, loader, dapo)
+    save = min(t.save_every_steps, steps)
+    add("trainer.save_freq", save, t.origin.get("save_every_steps", "") if save == t.save_every_steps else
+        f"derived: the run's {steps} steps (verl saves at every save_freq-th step and at the last: {RAY_TRAINER} "
+        f"l. 1585-1590)")
+    add("trainer.total_training_steps", steps, steps_source)
+    add("trainer.total_epochs", epochs, epochs_source)
+    keep = (t.keep_checkpoints, t.origin.get("keep_checkpoints", ""))
+    add("trainer.max_actor_ckpt_to_keep", *keep)
+    if ppo:
+        add("trainer.max_critic_ckpt_to_keep", *keep)
     line = DATA_SOURCES[rl.reward][1]
     prepare = (Setting("data_source", rl.data_source, f"{VERL} verl/utils/reward_score/__init__.py l. {line} "
                                               f"(rl.reward {rl.reward}: {rl.sources['reward']})"),
@@ -360,17 +504,149 @@ def settings(plan: Plan, fp: FrameworkPlan) -> VerlSettings:
                Setting("format", plan.data.format, "paths.dataset_format"),
                Setting("columns", tuple(plan.data.columns), "paths.dataset_columns"),
                Setting("image_column", "images" if vl else None, "data.image_key" if vl else "not a VL model"),
-               Setting("val_share", 0.05, "gen-launch: 5% of the rows held out for validation"),
+               Setting("val_share", VAL_SHARE, "gen-launch: 5% of the rows held out for validation"),
                Setting("input", plan.paths["dataset"].value, "paths.dataset"),
-               Setting("output", data, "paths.rl_data"))
+               Setting("output", data, "paths.rl_data"),
+               Setting("rows", plan.data_rows, "data.samples: the rows trainer.total_training_steps is sized for "
+                                               "(a file of another size is refused)" if plan.data_rows else
+                       "no data.samples: any number of rows"),
+               *answer_settings(rl.reward, plan.rl.get("answer_column")))
     merge = (Setting("backend", "fsdp", f"{VERL} verl/model_merger: --backend fsdp (FSDP checkpoints)"),
-             Setting("local_dir", f"{out}/checkpoints/global_step_{steps}/actor",
-                     "trainer.default_local_dir, the last step's actor"),
+             Setting("checkpoints", f"{out}/checkpoints",
+                     f"trainer.default_local_dir: the actor of the step its latest_checkpointed_iteration.txt names "
+                     f"({RAY_TRAINER} l. 1001-1005 writes it after every save)"),
              Setting("target_dir", f"{out}/merged", "paths.output_dir: the merged HuggingFace model"))
     return VerlSettings(entry="recipe.dapo.main_dapo" if dapo else "verl.trainer.main_ppo",
                         config="dapo" if dapo else "ppo", upstream=f"{rl.script} at {VERL} (f9c855f7)",
-                        overrides=tuple(o), environment=tuple(env), prepare=prepare, merge=merge,
-                        nnodes=actor.nodes, gpus_per_node=min(cards, hw.cards_per_node))
+                        overrides=tuple(o), environment=environment(plan, hw.accelerator, vl, actor.nodes),
+                        prepare=prepare, merge=merge,
+                        nnodes=actor.nodes, gpus_per_node=min(cards, hw.cards_per_node),
+                        node_ifname=node_ifname(plan, actor.nodes))
+
+
+# Why verl's NPU jobs turn vllm-ascend's NZ weight format off: vllm-ascend v0.11.0rc1 turns it on by default
+# (vllm_ascend/envs.py l. 173-174) and its worker's wake_up refuses it (vllm_ascend/worker/worker_v1.py l. 183-186),
+# which verl's hybrid engine calls on every switch to rollout (verl/workers/rollout/vllm_rollout/vllm_rollout.py
+# l. 227).
+NZ_WHY = ("vllm-ascend v0.11.0rc1 turns the NZ weight format on by default (vllm_ascend/envs.py l. 173-174) and its "
+          "wake_up, which verl's hybrid engine calls on every switch to rollout (verl/workers/rollout/vllm_rollout/"
+          "vllm_rollout.py l. 227), refuses it (vllm_ascend/worker/worker_v1.py l. 183-186)")
+R1_START = f"{VERL} recipe/r1_ascend/ray_start_grpo_npu.sh"
+
+
+def environment(plan: Plan, accelerator: str, vl: bool, nodes: int) -> tuple[Setting, ...]:
+    """The variables launch.sh exports on every node before Ray starts: those verl's NPU CI and example scripts set
+    (each with its source), and across nodes the interface of node_ifname for torch's Gloo groups and TensorPipe, as
+    upstream's multi-node NPU start script sets them (the core's prologue exports HCCL_/NCCL_SOCKET_IFNAME)."""
+    env: list[Setting] = []
+    if accelerator == "npu":
+        env.append(Setting("VLLM_USE_V1", "1", f"upstream {VERL} examples/ppo_trainer/run_qwen3-8b_npu.sh l. 3"))
+        env.append(Setting("VLLM_ASCEND_ENABLE_NZ", "0",
+                           f"upstream {VERL} tests/special_npu/run_qwen2_5_05b_grpo.sh l. 2 (verl's NPU CI; "
+                           f"run_qwen2_5_05b_dapo.sh l. 3, run_qwen3_06b_ppo.sh l. 2): {NZ_WHY}"))
+        if vl:
+            env.append(Setting("USE_OPTIMIZED_MODEL", "0",
+                               f"upstream {VERL} examples/grpo_trainer/run_qwen2_5_vl_7b_npu.sh l. 6: vllm-ascend's "
+                               f"optimized model may not suit RL training"))
+        if nodes > 1:
+            env.append(Setting("HCCL_CONNECT_TIMEOUT", "600",
+                               f"upstream {R1_START} l. 31: seconds HCCL waits for every node's link (its default, "
+                               f"120, may pass while the other nodes still load the model)"))
+    ifname = node_ifname(plan, nodes)
+    if ifname:
+        env.append(Setting("GLOO_SOCKET_IFNAME", ifname, f"cluster.socket_ifname, as upstream {R1_START} l. 24"))
+        env.append(Setting("TP_SOCKET_IFNAME", ifname, f"cluster.socket_ifname, as upstream {R1_START} l. 22"))
+    return tuple(env)
+
+
+def run_length(plan: Plan, loader: int, dapo: bool) -> tuple[int, str, int, str]:
+    """(trainer.total_training_steps, its source, trainer.total_epochs, its source): the steps verl runs. Its loader
+    draws batches of `loader` prompts (data.gen_batch_size for DAPO, else train_batch_size) from the train split and
+    drops the last partial one (verl/trainer/ppo/ray_trainer.py l. 392-399); it stops at total_training_steps or
+    after total_epochs, and saves at the last step only where it reaches total_training_steps (l. 1356, 1585-1590).
+    So the steps are whole batches of the rows prepare_data.py keeps for training, times whole epochs; a given
+    train.steps gets the epochs that reach it. Without a data size: the placeholder steps, one an epoch at least."""
+    t = plan.train
+    if plan.samples_per_epoch is None:
+        steps = t.steps if t.steps is not None else t.placeholders["placeholder_steps"]
+        source = t.origin["steps"] if t.steps is not None else t.origin["placeholder_steps"]
+        return steps, source, steps, ("derived: without a data size, one step an epoch at least, so the run stops "
+                                      "at total_training_steps")
+    rows = plan.samples_per_epoch
+    train_rows = _train_rows(rows)
+    per_epoch = train_rows // loader
+    if per_epoch == 0:
+        least = next(n for n in itertools.count(loader + 1) if _train_rows(n) >= loader)
+        raise SpecError.at("data.samples", f"{rows} rows leave {train_rows} for training after the validation "
+                                           f"split, less than one batch of {loader} prompts verl's loader draws "
+                                           f"({RAY_TRAINER} l. 392-399, drop_last); give at least "
+                                           f"{least} rows or a smaller "
+                                           f"global_batch_size")
+    why = (f"{train_rows} train rows (data.samples {rows} less the validation split) // {loader} prompts a batch "
+           f"({'data.gen_batch_size' if dapo else 'data.train_batch_size'}; {RAY_TRAINER} l. 392-399 drops the "
+           f"partial one) = {per_epoch} an epoch")
+    if dapo:
+        why += ("; DAPO's group filter may spend several generation batches on one step, so it can run fewer, and "
+                "then saves the last step when the data ends (recipe/dapo/dapo_ray_trainer.py l. 410-416)")
+    if "steps" in t.origin and t.origin["steps"] == "given" and t.steps is not None:
+        epochs = math.ceil(t.steps / per_epoch)
+        return t.steps, "given", epochs, f"derived: enough epochs to reach train.steps, {why}"
+    epochs = max(1, math.ceil(t.epochs or 1))
+    return per_epoch * epochs, f"derived: {why}, x {epochs} epoch(s)", epochs, \
+        f"plan: epochs, whole ({t.origin.get('epochs', '')})"
+
+
+PREPROCESS = f"{VERL} examples/data_preprocess"
+# rl.reward -> (the text put before / after the last user message, as upstream's preprocessor for that data set does;
+# how its final answer, reward_model.ground_truth, is found in the answer text; the sources). Every scorer compares
+# the response's final answer with ground_truth, which must be the final answer only (gsm8k.py l. 65-72: string
+# equality with the number after "####"; math_dapo.py l. 180-190 normalizes both sides; math_reward.py and geo3k.py
+# grade the \boxed{} content against it).
+ANSWER_FORMATS: dict[str, tuple[str, str, str, str]] = {
+    "gsm8k": ("", " Let's think step by step and output the final answer after \"####\".", "hashes",
+              f"{PREPROCESS}/gsm8k.py l. 57, 64 (instruction after the question); l. 27-32, 67 (ground truth: the "
+              f"number after '#### ', commas removed)"),
+    "math": ("", " Let's think step by step and output the final answer within \\boxed{}.", "boxed",
+             f"{PREPROCESS}/math_dataset.py l. 60, 67 (instruction after the question); l. 28-29, 70 (ground truth: "
+             f"the last \\boxed{{}} content of the solution)"),
+    "math_dapo": ("Solve the following math problem step by step. The last line of your response should be of the "
+                  "form Answer: $Answer (without quotes) where $Answer is the answer to the problem.\n\n",
+                  "\n\nRemember to put your answer on its own line after \"Answer:\".", "boxed_or_answer_line",
+                  f"the prompt of BytedTsinghua-SIA/DAPO-Math-17k, the train file of recipe/dapo's NPU scripts "
+                  f"(run_dapo_qwen2.5_32b_npu.sh l. 42), whose 'Answer:' line {VERL} verl/utils/reward_score/"
+                  f"math_dapo.py l. 166, 180-181 reads; ground truth: the last \\boxed{{}} content of the answer, "
+                  f"else its last 'Answer:' line"),
+    "geo3k": ("", " You FIRST think about the reasoning process as an internal monologue and then provide the final "
+                  "answer. The reasoning process MUST BE enclosed within <think> </think> tags. The final answer MUST "
+                  "BE put in \\boxed{}.", "boxed",
+              f"{PREPROCESS}/geo3k.py l. 51-55, 61 (instruction after the problem), l. 62, 75 (ground truth: the "
+              f"data set's final answer; here the last \\boxed{{}} content of the answer)"),
+}
+
+
+def answer_settings(reward: str, column: str | None) -> tuple[Setting, ...]:
+    """prepare_data.py's prompt instruction and final-answer rule for `reward` (ANSWER_FORMATS), or the column
+    rl.answer_column names, which holds each row's final answer."""
+    prefix, suffix, rule, source = ANSWER_FORMATS[reward]
+    return (Setting("prompt_prefix", prefix, source), Setting("prompt_suffix", suffix, source),
+            Setting("answer_rule", rule, source),
+            Setting("answer_column", column, "spec rl.answer_column: each row's final answer" if column else
+                    f"not given: the final answer is found in the answer text ({rule})"))
+
+
+def _train_rows(rows: int) -> int:
+    """The rows prepare_data.py keeps for training: all but round(rows x VAL_SHARE), at least one, held out."""
+    return rows - max(1, round(rows * VAL_SHARE))
+
+
+def node_ifname(plan: Plan, nodes: int) -> str | None:
+    """The one interface every node of a multi-node job talks over: cluster.socket_ifname where it names a single
+    interface (`eth0` or `=eth0`). launch.sh gives Ray that interface's address (ray start --node-ip-address, as
+    upstream's recipe/r1_ascend/ray_start_grpo_npu.sh l. 19, 47, 70 does) and Gloo and TensorPipe its name (they
+    take exact names only). With a list, an exclusion (`^...`: HCCL's and NCCL's syntax) or none: Ray and Gloo use
+    the address of the node's host name, as they do by default."""
+    ifname = (plan.socket_ifname or "").removeprefix("=")
+    return ifname if nodes > 1 and ifname and not ifname.startswith("^") and "," not in ifname else None
 
 
 def _sp(rl: RL, model, cards: int) -> tuple[int, str]:

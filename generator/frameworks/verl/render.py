@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import re
+import unicodedata
 
 import jinja2
 
@@ -81,6 +82,8 @@ def shown(value: Value) -> str:
     """A data-preparation or merge option's value as PLAN.md shows it."""
     if isinstance(value, tuple):
         return json.dumps(list(value), ensure_ascii=False)
+    if isinstance(value, str) and any(unicodedata.category(char) == "Cc" for char in value):
+        return json.dumps(value, ensure_ascii=False)  # a line break would end the table's row
     return "null" if value is None else str(value)
 
 
@@ -120,7 +123,7 @@ def render(plan: Plan, env: jinja2.Environment) -> dict[str, str]:
         resource=RESOURCE[plan.accelerator], join_attempts=JOIN_ATTEMPTS, join_wait=JOIN_WAIT_S,
         head_poll=HEAD_POLL_S,
         workdir=plan.output_dir(NAME), in_clone=in_clone(settings), data_files=data_files(settings),
-        entry_file=settings.entry.replace(".", "/") + ".py")
+        entry_file=settings.entry.replace(".", "/") + ".py", node_ifname=settings.node_ifname)
     return {
         "verl/overrides.txt": "".join(f"{line}\n" for line in override_lines(settings)),
         "verl/launch.sh": launch,

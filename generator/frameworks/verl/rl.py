@@ -32,7 +32,7 @@ DEFAULTS: dict[str, tuple[object, str]] = {
     "remove_padding": (False, f"{VERL} verl/trainer/config/model/hf_model.yaml: use_remove_padding false"),
     "param_offload": (False, f"{VERL} verl/trainer/config/engine/fsdp.yaml: param_offload false"),
     "optimizer_offload": (False, f"{VERL} verl/trainer/config/engine/fsdp.yaml: optimizer_offload false"),
-    "filter_groups": (False, f"{VERL} recipe/dapo/config/dapo_trainer.yaml: filter_groups.enable False"),
+    "filter_groups": (False, f"{VERL} recipe/dapo/config/dapo_trainer.yaml l. 23: filter_groups.enable False"),
 }
 
 

@@ -42,6 +42,9 @@ class VerlSettings:
     merge: tuple[Setting, ...]  # the model-merge step's options (verl.model_merger)
     nnodes: int
     gpus_per_node: int
+    # The interface launch.sh reads each node's address from for `ray start --node-ip-address` (planning.node_ifname);
+    # None: Ray uses the address of the node's host name.
+    node_ifname: str | None = None
 
     def override_lines(self) -> list[str]:
         """The overrides as Hydra reads them on the command line: `key=value`, one a line."""
@@ -53,7 +56,7 @@ class VerlSettings:
 
     def to_json(self) -> dict:
         return {"entry": self.entry, "config": self.config, "upstream": self.upstream,
-                "nnodes": self.nnodes, "gpus_per_node": self.gpus_per_node,
+                "nnodes": self.nnodes, "gpus_per_node": self.gpus_per_node, "node_ifname": self.node_ifname,
                 **{name: [item.to_json() for item in getattr(self, name)]
                    for name in ("overrides", "environment", "prepare", "merge")}}
 

@@ -15,8 +15,9 @@ NAME = "verl"
 PREPARE_PATHS = ("dataset", "output_dir")
 MERGE_PATHS = ("output_dir",)
 # The settings each step reads (prepare_data.py's SETTINGS, merge.sh's --flags): any other set is a planning bug.
-PREPARE_KEYS = {"data_source", "ability", "format", "columns", "image_column", "val_share", "input", "output"}
-MERGE_KEYS = {"backend", "local_dir", "target_dir"}
+PREPARE_KEYS = {"data_source", "ability", "format", "columns", "image_column", "val_share", "input", "output",
+                "prompt_prefix", "prompt_suffix", "answer_rule", "answer_column", "rows"}
+MERGE_KEYS = {"backend", "checkpoints", "target_dir"}
 
 
 def step_files(plan: Plan, env: jinja2.Environment) -> dict[str, str]:
@@ -25,8 +26,8 @@ def step_files(plan: Plan, env: jinja2.Environment) -> dict[str, str]:
     if not isinstance(settings, VerlSettings):
         raise TypeError(f"the verl plan holds no VerlSettings: {settings!r}")
     prepare = {item.key: item.to_json()["value"] for item in settings.prepare}
-    merge = [(item.key, str(item.value)) for item in settings.merge]
-    for step, keys, expected in (("prepare", set(prepare), PREPARE_KEYS), ("merge", set(dict(merge)), MERGE_KEYS)):
+    merge = {item.key: str(item.value) for item in settings.merge}
+    for step, keys, expected in (("prepare", set(prepare), PREPARE_KEYS), ("merge", set(merge), MERGE_KEYS)):
         if keys != expected:
             raise ValueError(f"verl's {step} settings hold {sorted(keys)}, the step reads {sorted(expected)}")
     placeholders = {key: plan.paths[key].value for key in PREPARE_PATHS if plan.paths[key].placeholder}
@@ -37,6 +38,6 @@ def step_files(plan: Plan, env: jinja2.Environment) -> dict[str, str]:
         f"{NAME}/prepare_data.py": env.get_template(f"{NAME}/prepare_data.py.j2").render(
             job=plan.job, format=prepare["format"], settings=literal),
         f"{NAME}/merge.sh": env.get_template(f"{NAME}/merge.sh.j2").render(
-            job=plan.job, options=merge, local_dir=dict(merge)["local_dir"],
+            job=plan.job, backend=merge["backend"], checkpoints=merge["checkpoints"], target_dir=merge["target_dir"],
             used_paths=[(key, plan.paths[key].value) for key in MERGE_PATHS]),
     }
