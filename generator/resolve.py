@@ -625,9 +625,10 @@ def _resolve_framework(ctx: Context, tables: Tables):
                                         ctx.spec.scaling_efficiency)
         layout, rejected = _fewest_cards_for_budget(ctx, tables, minimum, budget_cards, tokens, budget, notes,
                                                     warnings)
-    # The table's count where it set the plan's, without a time budget that more cards serve; a minimum within one
-    # node is seed 000's usual whole node (below 8 cards one normally uses 8), so only whole nodes are named.
-    if ctx.spec.cards is None and budget is None and from_table(minimum) \
+    # The table's count where it set the plan's (a time budget that the minimum already meets included: the budget
+    # search starts at the table's count); a minimum within one node is seed 000's usual whole node (below 8 cards
+    # one normally uses 8), so only whole nodes are named.
+    if ctx.spec.cards is None and from_table(minimum) \
             and ctx.hw.cards_per_node < layout.cards == round_up(ctx.hw, minimum.value):
         fewer = fits_below(ctx, layout.cards)
         if fewer is not None:
