@@ -470,6 +470,9 @@ def _fewest_cards_for_budget(ctx: Context, tables: Tables, minimum: MinCards, id
     # The count below that fell short: the nearest tried, keeping the batch where the chosen count keeps it.
     short = next((trials.trials[i] for i in range(found - 1, -1, -1) if trials.trials.get(i) is not None
                   and (not kept or trials.keeps_batch(i))), None)
+    if short is None and found == 0:
+        notes.append(f"time budget: the first count searched, {chosen.layout.cards} cards, meets it (fastest layout "
+                     f"{chosen.layout.describe()}, {chosen.hours:.2f} h <= {budget:g} h)")
     if short is not None:
         notes.append(f"time budget: {short.layout.cards} cards fall short (fastest layout {short.layout.describe()}, "
                      f"{short.hours:.2f} h > {budget:g} h); {chosen.layout.cards} cards are the fewest that meet it")

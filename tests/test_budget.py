@@ -89,3 +89,16 @@ def test_first_holding_finds_the_first_index_in_log_steps():
             found = first_holding(size, lambda i, calls=calls, first=first: calls.append(i) or i >= first, 0, rank)
             assert found == (first if first < size else None)
             assert len(calls) <= 4 * size.bit_length() + 2
+
+
+def test_budget_notes_do_not_contradict_each_other():
+    # Review of issue 26: Qwen3-32B full, 1e10 tokens, 168 h said "the minimum 16 cards already meets it" (from one
+    # card's ideal rate) and then "16 cards fall short (238.57 h > 168 h); 24 cards are the fewest".
+    plan = resolve(make_spec(model="qwen3-32b", frameworks=["mindspeed-llm"], data={"total_tokens": 10**10},
+                             time_budget_hours=168), T)
+    fp = plan.frameworks["mindspeed-llm"]
+    short = [n for n in plan.notes if "fall short" in n]
+    assert short and f"{fp.layout.cards} cards" in short[0]
+    assert not any("already meets" in n for n in plan.notes)
+    [ideal] = [n for n in plan.notes if "N = Tok / (Time x TPS x eff)" in n]
+    assert "compute-bound" in ideal
