@@ -4,35 +4,37 @@ in bench/budget_sweep.py, not here."""
 
 from __future__ import annotations
 
-import itertools
 import random
 import re
+from dataclasses import replace
 
 import pytest
 from helpers import make_spec
 
-from generator.cards import auto_cards, first_holding, valid_counts
-from generator.context import Context
+from generator.cards import first_holding, valid_counts
 from generator.errors import SpecError
-from generator.recipe import adapter
-from generator.resolve import KEEP_BATCH_COUNTS, _BudgetTrials, resolve
+from generator.resolve import resolve
 from generator.tables import load_tables
 
 T = load_tables()
 
 
-def brute_force_fewest(spec, framework: str, fp) -> int:
-    """The fewest count that meets the budget, laying out every count from the search's first in turn with the
-    search's own trials (same layout search and step model), with the same preference for one that keeps the
-    defaulted global batch."""
+def brute_force_fewest(spec, framework: str, fp, batch: int | None = None) -> int | None:
+    """The fewest count from the framework's minimum up to `fp`'s that meets the budget at the global batch `batch`
+    (the plan's), planning each count in turn as a spec with `cards` and `global_batch_size` would (no helper of the
+    budget search): a count no layout takes at that batch is passed over. None: no count up to `fp`'s meets it."""
     hw = T.hardware[spec.hardware]
-    ctx = Context(spec, T.model(spec.model), hw, T.frameworks[framework], False,
-                  adapter(spec, T.recipes[spec.method]), T.recipes[spec.method])
-    start = auto_cards(ctx, fp.min_cards, fp.estimate.budget_cards, [])
-    counts = list(itertools.islice(valid_counts(hw, start), KEEP_BATCH_COUNTS + 1))  # where a kept batch may be
-    counts += itertools.takewhile(lambda n: n <= fp.layout.cards, valid_counts(hw, counts[-1] + 1))
-    trials = _BudgetTrials(ctx, T, counts, spec.train_tokens, spec.time_budget_hours)
-    return counts[trials.keeping_batch(next(i for i in range(len(counts)) if trials.meets(i)))]
+    batch = batch or fp.layout.global_batch_size
+    for n in valid_counts(hw, fp.min_cards.value):
+        if n > fp.layout.cards:
+            return None
+        try:
+            took = resolve(replace(spec, cards=n, global_batch_size=batch), T).frameworks[framework]
+        except SpecError:
+            continue
+        if took.estimate.time_hours <= spec.time_budget_hours * 1.0001:
+            return n
+    return None
 
 
 def test_a_budget_beyond_64_counts_is_met_on_the_fewest_cards():
@@ -102,3 +104,23 @@ def test_budget_notes_do_not_contradict_each_other():
     assert not any("already meets" in n for n in plan.notes)
     [ideal] = [n for n in plan.notes if "N = Tok / (Time x TPS x eff)" in n]
     assert "compute-bound" in ideal
+
+
+def test_budget_notes_describe_the_final_global_batch():
+    # Review of issue 26: with MindFormers and MindSpeed-LLM the batch moved to 1,088 after each framework's budget
+    # search at 128, and MindSpeed-LLM's notes still said "384 cards fall short (33.46 h)" and "408 ... 504 passed
+    # over: no layout tiles the global batch of 128": both about 128, not the batch the plan trains with.
+    plan = resolve(make_spec(model="qwen3-32b", frameworks=["mindformers", "mindspeed-llm"],
+                             data={"total_tokens": 2 * 10**10}, time_budget_hours=24), T)
+    batch = plan.train.global_batch_size
+    assert batch != 128
+    spec = make_spec(model="qwen3-32b", frameworks=["mindspeed-llm"], data={"total_tokens": 2 * 10**10},
+                     time_budget_hours=24, global_batch_size=batch)
+    alone = resolve(spec, T).frameworks["mindspeed-llm"]
+    fp = plan.frameworks["mindspeed-llm"]
+    assert fp.layout.cards == alone.layout.cards == brute_force_fewest(spec, "mindspeed-llm", alone)
+    assert not any("global batch of 128" in n for n in plan.notes)
+    for note in plan.notes:
+        if (m := re.match(r"mindspeed-llm: time budget: (\d+) cards fall short \(.*, ([0-9.]+) h > 24 h\)", note)):
+            short = resolve(replace(spec, cards=int(m[1])), T).frameworks["mindspeed-llm"]
+            assert f"{short.estimate.time_hours:.2f}" == m[2]
