@@ -184,7 +184,7 @@ def optimizer_shard_groups(shape: Parallel, shard_size: int, expert_tp: bool) ->
     return capped(shape.dp * shape.cp), capped(expert_data_parallel(shape, expert_tp))
 
 
-def _stage_params(model: Model, shape: Parallel, stage: int, expert_tp: bool) -> tuple[float, float, int, int]:
+def stage_params(model: Model, shape: Parallel, stage: int, expert_tp: bool) -> tuple[float, float, int, int]:
     """(dense, expert) parameters one card of pipeline stage `stage` holds after TP (expert TP x EP for the
     experts) split them, the layers it holds (MTP included) and its MTP layers."""
     first, last = stage == 0, stage == shape.pp - 1
@@ -208,7 +208,7 @@ def _forward_stage(job: MemoryJob, shape: Parallel, stage: int) -> MemoryBreakdo
     """A role that only runs forward (a rollout engine, a reference model, a server) on pipeline stage `stage`:
     bf16 weights split by TP x PP (expert TP x EP for the experts), one layer's working activations at a time (nothing
     is kept for a backward), the last stage's fp32 logits split over TP, and the runtime overhead."""
-    dense, experts, _, mtp = _stage_params(job.model, shape, stage, job.expert_tp)
+    dense, experts, _, mtp = stage_params(job.model, shape, stage, job.expert_tp)
     seq = job.seq_len // shape.cp
     working = layer_activation_bytes(job.model, seq, shape.micro_batch_size, shape.tp, shape.sequence_parallel,
                                      "none")[0]
@@ -221,7 +221,7 @@ def _forward_stage(job: MemoryJob, shape: Parallel, stage: int) -> MemoryBreakdo
 def _megatron_stage(job: MemoryJob, shape: Parallel, stage: int) -> MemoryBreakdown:
     model, method, scheme, lora_rank = job.model, job.method, job.scheme, job.lora_rank
     last = stage == shape.pp - 1
-    dense, experts, layers, mtp = _stage_params(model, shape, stage, job.expert_tp)
+    dense, experts, layers, mtp = stage_params(model, shape, stage, job.expert_tp)
     params = dense + experts
     # Distributed optimizer: dense states over DP x CP (Megatron core_v0.12.1 optimizer/__init__.py l. 550-552:
     # get_data_parallel_group(with_context_parallel=True)); expert states over the expert data-parallel group
