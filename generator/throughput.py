@@ -190,9 +190,14 @@ def _stage(model: Model, method: str, seq_len: int, activation: float, layers: f
         tp_comm = collectives * activation * (par.tp - 1) / par.tp / link
     ep_comm = 0.0
     if par.ep > 1 and model.is_moe:
-        # Dispatch and combine, forward and backward, each moving top-k copies of this card's tokens.
+        # Dispatch and combine, forward and backward, each moving top-k copies of this card's tokens; full
+        # recompute runs the forward pair again: Megatron core_v0.12.1 re-runs each layer's whole forward in the
+        # backward (megatron/core/transformer/transformer_block.py l. 315-345, _checkpointed_forward), and a MoE
+        # layer's forward holds the dispatch and combine (moe/moe_layer.py l. 141-159: token_permutation,
+        # token_unpermutation).
         rate = link if par.tp * par.ep <= par.cards_per_node else scaleout
-        ep_comm = moe_layers * 4 * activation / par.tp * model.topk * (par.ep - 1) / par.ep / rate
+        ep_comm = moe_layers * (4 + 2 * par.forward_twice) * activation / par.tp * model.topk * (par.ep - 1) / par.ep \
+            / rate
     return _StageTime(gemm + attention + tp_comm + ep_comm, gemm, attention, tp_comm, ep_comm,
                       gemm_forward + attention_forward)
 

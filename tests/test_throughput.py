@@ -286,3 +286,13 @@ def test_the_dp_sync_groups_the_experts_by_the_frameworks_expert_tp():
     experts = model.layers * model.expert_params_per_layer / 8  # every layer is MoE
     assert synced_params(model, layout, expert_tp=False) == pytest.approx(dense * 3 / 4 + experts / 2, rel=1e-6)
     assert synced_params(model, layout, expert_tp=True) == pytest.approx(dense * 3 / 4, rel=1e-6)  # 16/(4x8x4): 1
+
+
+def test_full_recompute_runs_the_expert_all_to_all_again():
+    # Review of issue 26: full recompute re-runs each layer's forward, the MoE dispatch and combine included
+    # (Megatron core_v0.12.1 transformer_block.py l. 315-345, moe/moe_layer.py l. 141-159): 4 all-to-alls per MoE
+    # layer and micro batch become 6.
+    model = T.models["qwen3_moe-30b_a3b"]
+    plain = step_time(model, "pretrain", 4096, par(ep=8), SNT9B, EFF)
+    full = step_time(model, "pretrain", 4096, par(ep=8, recompute="full"), SNT9B, EFF)
+    assert full.ep_comm == pytest.approx(plain.ep_comm * 6 / 4)
