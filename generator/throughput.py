@@ -261,7 +261,12 @@ def throughput(model: Model, method: str, seq_len: int, framework: Framework, ha
     info = framework.throughput
     flops = flops_per_token(model, method, seq_len)
     scaling = hardware.scaling_efficiency if par is not None and par.nodes > 1 and not scaling_given else 1.0
-    scaled = f"; x {scaling:g} multi-node scaling efficiency ({hardware.scaling_source})" if scaling != 1.0 else ""
+    # One measured size, applied as a constant: on more cards than it was measured at, say that it is assumed there.
+    measured_at = hardware.scaling_measured_cards
+    beyond = (f"; measured at {measured_at} cards, on {par.cards:,} an assumption"
+              if par is not None and measured_at is not None and par.cards > measured_at else "")
+    scaled = f"; x {scaling:g} multi-node scaling efficiency ({hardware.scaling_source}{beyond})" \
+        if scaling != 1.0 else ""
     if uses_step_model(framework, hardware):
         par = par or Parallel(cards=1, cards_per_node=hardware.cards_per_node, global_batch_size=1)
         step = step_time(model, method, seq_len, par, hardware, info["gemm_efficiency"], framework.expert_tp)

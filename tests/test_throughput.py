@@ -296,3 +296,13 @@ def test_full_recompute_runs_the_expert_all_to_all_again():
     plain = step_time(model, "pretrain", 4096, par(ep=8), SNT9B, EFF)
     full = step_time(model, "pretrain", 4096, par(ep=8, recompute="full"), SNT9B, EFF)
     assert full.ep_comm == pytest.approx(plain.ep_comm * 6 / 4)
+
+
+def test_the_scaling_efficiency_says_where_it_was_measured_and_where_it_is_assumed():
+    # Review of issue 26: one ratio (seed 004's Mixtral 8x8, 64 cards) applied as a constant up to 65,536 cards.
+    # The plan keeps it, and says so beyond the measured size.
+    def source(cards: int) -> str:
+        return resolve(make_spec(model="qwen3-32b", cards=cards, frameworks=["mindspeed-llm"]),
+                       T).frameworks["mindspeed-llm"].estimate.tps_source
+    assert "multi-node scaling efficiency" in source(64) and "an assumption" not in source(64)
+    assert "measured at 64 cards, on 512 an assumption" in source(512)
