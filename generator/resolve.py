@@ -534,7 +534,10 @@ class _BudgetTrials:
                  batch: int | None):
         self.ctx, self.tables, self.counts, self.tokens, self.budget = ctx, tables, counts, tokens, budget
         self.batch = batch
-        self.at = ctx if batch is None else replace(ctx, spec=replace(ctx.spec, global_batch_size=batch))
+        # The defaulted target is what the layout search tiles already (its rules then name no spec key); another
+        # batch is searched as if the spec gave it.
+        defaulted = ctx.spec.global_batch_size is None and batch == batch_target(ctx.defaults, ctx.spec)[0]
+        self.at = ctx if batch is None or defaulted else replace(ctx, spec=replace(ctx.spec, global_batch_size=batch))
         self.trials: dict[int, _Trial | None] = {}
 
     def trial(self, i: int) -> _Trial | None:

@@ -124,3 +124,13 @@ def test_budget_notes_describe_the_final_global_batch():
         if (m := re.match(r"mindspeed-llm: time budget: (\d+) cards fall short \(.*, ([0-9.]+) h > 24 h\)", note)):
             short = resolve(replace(spec, cards=int(m[1])), T).frameworks["mindspeed-llm"]
             assert f"{short.estimate.time_hours:.2f}" == m[2]
+
+
+def test_a_budget_plans_rejections_name_no_key_the_spec_did_not_give():
+    # The search compares counts at the method's target batch; the layouts it rejects there say "global batch", as
+    # any plan's do, not "global_batch_size", a key this spec does not set.
+    plan = resolve(make_spec(model="llama3.1-70b", method="pretrain", frameworks=["mindspeed-llm"],
+                             data={"total_tokens": 5 * 10**10}, time_budget_hours=72), T)
+    reasons = [r.reason for r in plan.rejected]
+    assert any("global batch 512 is not divisible" in r for r in reasons)
+    assert not any("global_batch_size" in r for r in reasons)
