@@ -548,11 +548,14 @@ class _BudgetTrials:
             at = replace(self.at, spec=replace(self.at.spec, cards=cards))
             # At a fixed batch, a count no layout tiles is known from the search alone (choose_layout would also
             # search every layout at any batch to say why).
-            if self.batch is not None and preset_for(at, self.tables, cards) is None and search(at, cards)[0] is None:
-                self.trials[i] = None
-                return None
+            searched = None
+            if self.batch is not None and preset_for(at, self.tables, cards) is None:
+                searched = search(at, cards)
+                if searched[0] is None:
+                    self.trials[i] = None
+                    return None
             try:
-                layout, rejected = choose_layout(at, self.tables, cards, found_notes, found_warnings)
+                layout, rejected = choose_layout(at, self.tables, cards, found_notes, found_warnings, searched)
             except SpecError:
                 self.trials[i] = None
             else:

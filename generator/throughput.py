@@ -226,14 +226,14 @@ def _data_parallel_sync(model: Model, par: Parallel, expert_tp: bool, link: floa
     expert_group = expert_data_parallel(par, expert_tp)  # the ranks holding the same expert slice
     rate = link if par.tp * group <= par.cards_per_node else scaleout
 
-    def exposed(stage: int) -> float:
-        dense, experts, _, _ = stage_params(model, par, stage, expert_tp)
+    def exposed(dense: float, experts: float) -> float:
         moved = dense * (group - 1) / group + experts * (expert_group - 1) / expert_group
         bucket = min(max(BUCKET_PARAMS, BUCKET_PARAMS_PER_DP * par.dp), dense + experts) * (group - 1) / group
         reduce, gather = (moved * size / rate for size in (GRAD_BYTES, BF16_BYTES))
         last_reduce, first_gather = (bucket * size / rate for size in (GRAD_BYTES, BF16_BYTES))
         return max(last_reduce, reduce - backward) + max(first_gather, gather - forward)
-    return max(map(exposed, range(par.pp)))
+    held = {stage_params(model, par, stage, expert_tp)[:2] for stage in range(par.pp)}  # stages alike: once
+    return max(exposed(dense, experts) for dense, experts in held)
 
 
 @dataclass(frozen=True)
