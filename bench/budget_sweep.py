@@ -4,27 +4,28 @@ and the time each plan (or refusal) takes.
     python bench/budget_sweep.py [--quick]
 
 For each job (MindSpeed-LLM on snt9b, where the step model times layouts; a pinned layout that never fits among
-them) the plan's card count, layout and hours, and the seconds `resolve` took (CPU and wall). Then every count the
-platform allows from the search's first up to the one chosen is laid out in turn with the search's own trials
-(resolve._BudgetTrials: the same layout search and step model, no bisection), and `fewest` is the first that meets
-the budget, with the same preference for a count that keeps the defaulted global batch; `ok` says whether the plan
-took it. --quick leaves out the brute force above 1,024 cards.
+them) the plan's card count, global batch, layout and hours, and the CPU and wall seconds `resolve` took. Then the
+brute force, which shares nothing with the budget search: every count the platform allows, from the framework's
+minimum up to 4,096 cards, is planned as a spec with `cards` and the plan's `global_batch_size` would be (a count no
+layout takes at that batch is passed over), and `fewest` is the first whose time meets the budget; `ok` says whether
+the plan took it. Where the plan moved the batch off the method's target, `@target` is the fewest count up to the
+plan's that meets the budget at the target (none is right: the search moves the batch only when no count does). A
+refusal is checked the same way at the target: `fewest` must be empty. --quick stops each brute force at the plan's
+count (all that the plan's claim needs).
 """
 
 from __future__ import annotations
 
-import itertools
 import sys
 import time
+from dataclasses import replace
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from generator.cards import auto_cards, valid_counts  # noqa: E402
-from generator.context import Context  # noqa: E402
+from generator.cards import valid_counts  # noqa: E402
 from generator.errors import SpecError  # noqa: E402
-from generator.recipe import adapter  # noqa: E402
-from generator.resolve import KEEP_BATCH_COUNTS, _BudgetTrials, resolve  # noqa: E402
+from generator.resolve import resolve  # noqa: E402
 from generator.spec import Pins, Spec  # noqa: E402
 from generator.tables import load_tables  # noqa: E402
 
@@ -43,40 +44,45 @@ def spec(model: str, method: str, tokens: float, budget: float, pins: Pins | Non
                 layout={FRAMEWORK: pins} if pins else {})
 
 
-def fewest(job: Spec, tables, fp, upto: int) -> int | None:
-    """The fewest count from the search's first (`fp`'s minimum and budget count) to `upto` that meets the budget,
-    by laying out every count in turn."""
-    model, hw, fw = tables.model(job.model), tables.hardware[HARDWARE], tables.frameworks[FRAMEWORK]
-    ctx = Context(job, model, hw, fw, False, adapter(job, tables.recipes[job.method]), tables.recipes[job.method])
-    start = auto_cards(ctx, fp.min_cards, fp.estimate.budget_cards, [])
-    counts = list(itertools.islice(valid_counts(hw, start), KEEP_BATCH_COUNTS + 1))  # where a kept batch may be
-    counts += itertools.takewhile(lambda n: n <= upto, valid_counts(hw, counts[-1] + 1))
-    trials = _BudgetTrials(ctx, tables, counts, job.train_tokens, job.time_budget_hours)
-    first = next((i for i in range(len(counts)) if trials.meets(i)), None)
-    return None if first is None else counts[trials.keeping_batch(first)]
+def fewest(job: Spec, tables, start: int, upto: int, batch: int) -> int | None:
+    """The fewest count from `start` to `upto` whose plan at `cards` and global batch `batch` meets the budget."""
+    for n in valid_counts(tables.hardware[HARDWARE], start):
+        if n > upto:
+            return None
+        try:
+            fp = resolve(replace(job, cards=n, global_batch_size=batch), tables).frameworks[FRAMEWORK]
+        except SpecError:
+            continue
+        if fp.estimate.time_hours <= job.time_budget_hours * 1.0001:
+            return n
+    return None
 
 
 def main() -> None:
     quick = "--quick" in sys.argv
     tables = load_tables()
-    print(f"{'model':21} {'method':8} {'tokens':>6} {'h':>4} {'cards':>6} {'hours':>6} {'cpu_s':>6} {'wall_s':>6} "
-          f"{'fewest':>6} ok  layout / refusal")
+    print(f"{'model':21} {'method':8} {'tokens':>6} {'h':>4} {'cards':>6} {'batch':>5} {'hours':>6} {'cpu_s':>6} "
+          f"{'wall_s':>6} {'fewest':>6} ok {'@target':>7}  layout / refusal")
     for model, method, tokens, budget, pins in JOBS:
         job = spec(model, method, tokens, budget, pins)
+        target = tables.recipes[method].values["global_batch_size"]["value"]
         wall, cpu = time.perf_counter(), time.process_time()
         try:
-            fp = resolve(job, tables).frameworks[FRAMEWORK]
+            plan = resolve(job, tables)
         except SpecError as exc:
             wall, cpu = time.perf_counter() - wall, time.process_time() - cpu
-            print(f"{model:21} {method:8} {tokens:6.0e} {budget:4} {'-':>6} {'-':>6} {cpu:6.2f} {wall:6.2f} "
-                  f"{'':>6} {'':2}  refused: {str(exc)[:150]}", flush=True)
+            best = None if pins else fewest(job, tables, 1, TOP, target)
+            print(f"{model:21} {method:8} {tokens:6.0e} {budget:4} {'-':>6} {'-':>5} {'-':>6} {cpu:6.2f} {wall:6.2f} "
+                  f"{best or '':>6} {'y' if best is None else 'N':2} {'':>7}  refused: {str(exc)[:150]}", flush=True)
             continue
         wall, cpu = time.perf_counter() - wall, time.process_time() - cpu
-        lay, took = fp.layout, fp.estimate.time_hours
-        best = None if quick and lay.cards > 1024 else fewest(job, tables, fp, lay.cards)
-        ok = "-" if best is None else "y" if best == lay.cards else "N"
-        print(f"{model:21} {method:8} {tokens:6.0e} {budget:4} {lay.cards:6} {took:6.1f} {cpu:6.2f} {wall:6.2f} "
-              f"{best or '':>6} {ok:2}  {lay.describe()}", flush=True)
+        fp = plan.frameworks[FRAMEWORK]
+        lay, took, batch = fp.layout, fp.estimate.time_hours, plan.train.global_batch_size
+        best = fewest(job, tables, fp.min_cards.value, lay.cards if quick else TOP, batch)
+        ok = "y" if best == lay.cards else "N"
+        at_target = "" if batch == target else str(fewest(job, tables, fp.min_cards.value, lay.cards, target) or "none")
+        print(f"{model:21} {method:8} {tokens:6.0e} {budget:4} {lay.cards:6} {batch:5} {took:6.1f} {cpu:6.2f} "
+              f"{wall:6.2f} {best or '':>6} {ok:2} {at_target:>7}  {lay.describe()}", flush=True)
 
 
 if __name__ == "__main__":

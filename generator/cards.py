@@ -176,12 +176,16 @@ def auto_cards(ctx: Context, minimum: MinCards, budget_cards: int | None, notes:
         if wanted > 8:  # seed 000: above 8 cards, a multiple of 8
             wanted = math.ceil(wanted / 8) * 8
         rounded = round_up(ctx.hw, wanted, "time_budget_hours")
+        # The rate here is one card's compute-bound rate (rate(ctx, None)), not a layout's: a lower bound on the
+        # cards, where the search starts; whether a count meets the budget is the search's to say.
         notes.append(f"time budget {ctx.spec.time_budget_hours:g} h: N = Tok / (Time x TPS x eff) = {budget_cards} "
-                     f"card(s), rounded to {rounded} (multiple of 8 above 8, whole nodes on {ctx.hw.name})")
+                     f"card(s) at one card's compute-bound TPS (no communication or pipeline bubble: no layout is "
+                     f"faster, so no fewer cards can meet it), rounded to {rounded} (multiple of 8 above 8, whole "
+                     f"nodes on {ctx.hw.name})")
         if rounded > cards:
             cards = rounded
         else:
-            notes.append(f"time budget: the minimum {cards} cards already meets it")
+            notes.append(f"time budget: the search starts at the minimum, {cards} cards (no fewer than that count)")
     return round_up(ctx.hw, cards)
 
 

@@ -52,7 +52,10 @@ class NoFit(SpecError):
         self.ctx, self.cards = ctx, cards
 
 
-def choose_layout(ctx: Context, tables: Tables, cards: int, notes: list[str], warnings: list[str]):
+def choose_layout(ctx: Context, tables: Tables, cards: int, notes: list[str], warnings: list[str],
+                  searched: tuple[Layout | None, Layout | None, list[Rejected]] | None = None):
+    """The layout for `cards`: a validated preset, else the search's best (`searched`: `search`'s result for these
+    cards, where the caller has it), else the count raised or the batch moved as the rules allow."""
     preset = preset_for(ctx, tables, cards)
     if preset is not None and _pins_allow_preset(ctx.pins, preset):
         layout = _preset_layout(ctx, preset, cards)
@@ -64,7 +67,7 @@ def choose_layout(ctx: Context, tables: Tables, cards: int, notes: list[str], wa
         return layout, []
 
     _validate_pins(ctx, cards)
-    best, closest, rejected = _search_at_target(ctx, cards)
+    best, closest, rejected = _search_at_target(ctx, cards, searched)
     if best is not None:
         note = ctx.space.choice_note(best, rejected)
         if note:
@@ -99,11 +102,12 @@ def choose_layout(ctx: Context, tables: Tables, cards: int, notes: list[str], wa
                 tried)
 
 
-def _search_at_target(ctx: Context, cards: int) -> tuple[Layout | None, Layout | None, list[Rejected]]:
+def _search_at_target(ctx: Context, cards: int, searched: tuple[Layout | None, Layout | None, list[Rejected]] | None
+                      = None) -> tuple[Layout | None, Layout | None, list[Rejected]]:
     """`search` at the global batch the training asks for (the spec's, else the method's target). Only when no
     layout that fits tiles a defaulted target does the batch move: to the layout that needs the smallest batch
     (the fastest among equals); the plan warns with the old and new values (resolve._common_global_batch)."""
-    best, closest, rejected = search(ctx, cards)
+    best, closest, rejected = searched or search(ctx, cards)
     if best is not None or ctx.spec.global_batch_size is not None or ctx.free_batch:
         return best, closest, rejected
     fitting, nearest, _ = candidates(replace(ctx, free_batch=True), cards)

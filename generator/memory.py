@@ -24,6 +24,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, replace
+from functools import lru_cache
 
 from .parallel import Parallel
 from .tables import Model, trains_adapters
@@ -184,31 +185,43 @@ def optimizer_shard_groups(shape: Parallel, shard_size: int, expert_tp: bool) ->
     return capped(shape.dp * shape.cp), capped(expert_data_parallel(shape, expert_tp))
 
 
-def _stage_params(model: Model, shape: Parallel, stage: int, expert_tp: bool) -> tuple[float, float, int, int]:
+def stage_params(model: Model, shape: Parallel, stage: int, expert_tp: bool) -> tuple[float, float, int, int]:
     """(dense, expert) parameters one card of pipeline stage `stage` holds after TP (expert TP x EP for the
     experts) split them, the layers it holds (MTP included) and its MTP layers."""
-    first, last = stage == 0, stage == shape.pp - 1
-    # An MTP layer is a decoder layer (plus a 2h x h projection) with its own logits, after the last layer.
-    mtp = shape.mtp_layers if last else 0
-    layers = shape.layers_per_stage[stage] + mtp
-    # MoE layers on this stage: the first `first_dense` layers of the model stay dense (DeepSeek-V3: 3), the MTP
-    # layer is a MoE layer.
-    start = sum(shape.layers_per_stage[:stage])
-    held = range(start, start + shape.layers_per_stage[stage])
-    moe_here = sum(1 for i in held if i >= model.first_dense) + mtp if model.is_moe else 0
-    # Each held layer's own non-expert weights: the leading dense layers' MLPs sit on the stages that hold them.
-    dense = (sum(map(model.layer_params_at, held)) +
-             mtp * (model.layer_params_at(model.layers) + 2 * model.hidden * model.hidden)) / shape.tp
-    dense += (model.embedding_params / shape.tp) * (int(first) + int(last and (not model.tied or shape.pp > 1)))
+    held, embeddings, moe_here, layers, mtp = _stage_layers(model, shape.layers_per_stage, shape.mtp_layers, stage)
+    dense = held / shape.tp + (model.embedding_params / shape.tp) * embeddings
     experts = moe_here * model.expert_params_per_layer / (shape.ep * expert_tp_size(shape, expert_tp))
     return dense, experts, layers, mtp
+
+
+@lru_cache(maxsize=1 << 16)
+def _stage_layers(model: Model, layers_per_stage: tuple[int, ...], mtp_layers: int,
+                  stage: int) -> tuple[float, int, int, int, int]:
+    """What stage `stage` holds before any split, once per placement (the step model asks for every stage of every
+    layout it rates): its layers' own non-expert parameters, how many embedding matrices, its MoE layers, its
+    layers (MTP included) and its MTP layers."""
+    pp = len(layers_per_stage)
+    first, last = stage == 0, stage == pp - 1
+    # An MTP layer is a decoder layer (plus a 2h x h projection) with its own logits, after the last layer.
+    mtp = mtp_layers if last else 0
+    layers = layers_per_stage[stage] + mtp
+    # MoE layers on this stage: the first `first_dense` layers of the model stay dense (DeepSeek-V3: 3), the MTP
+    # layer is a MoE layer.
+    start = sum(layers_per_stage[:stage])
+    held = range(start, start + layers_per_stage[stage])
+    moe_here = sum(1 for i in held if i >= model.first_dense) + mtp if model.is_moe else 0
+    # Each held layer's own non-expert weights: the leading dense layers' MLPs sit on the stages that hold them.
+    own = sum(map(model.layer_params_at, held)) + mtp * (model.layer_params_at(model.layers)
+                                                         + 2 * model.hidden * model.hidden)
+    embeddings = int(first) + int(last and (not model.tied or pp > 1))
+    return own, embeddings, moe_here, layers, mtp
 
 
 def _forward_stage(job: MemoryJob, shape: Parallel, stage: int) -> MemoryBreakdown:
     """A role that only runs forward (a rollout engine, a reference model, a server) on pipeline stage `stage`:
     bf16 weights split by TP x PP (expert TP x EP for the experts), one layer's working activations at a time (nothing
     is kept for a backward), the last stage's fp32 logits split over TP, and the runtime overhead."""
-    dense, experts, _, mtp = _stage_params(job.model, shape, stage, job.expert_tp)
+    dense, experts, _, mtp = stage_params(job.model, shape, stage, job.expert_tp)
     seq = job.seq_len // shape.cp
     working = layer_activation_bytes(job.model, seq, shape.micro_batch_size, shape.tp, shape.sequence_parallel,
                                      "none")[0]
@@ -221,7 +234,7 @@ def _forward_stage(job: MemoryJob, shape: Parallel, stage: int) -> MemoryBreakdo
 def _megatron_stage(job: MemoryJob, shape: Parallel, stage: int) -> MemoryBreakdown:
     model, method, scheme, lora_rank = job.model, job.method, job.scheme, job.lora_rank
     last = stage == shape.pp - 1
-    dense, experts, layers, mtp = _stage_params(model, shape, stage, job.expert_tp)
+    dense, experts, layers, mtp = stage_params(model, shape, stage, job.expert_tp)
     params = dense + experts
     # Distributed optimizer: dense states over DP x CP (Megatron core_v0.12.1 optimizer/__init__.py l. 550-552:
     # get_data_parallel_group(with_context_parallel=True)); expert states over the expert data-parallel group

@@ -100,10 +100,19 @@ def resolve(spec: Spec, tables: Tables, force: bool = False) -> Plan:
     batch, batch_origin = _common_global_batch(spec, tables, contexts, {name: r[0] for name, r in results.items()},
                                                notes, warnings)
     for name, ctx in contexts.items():
-        lay = results[name][0].layout
-        if batch % (lay.micro_batch_size * lay.dp):  # another micro batch is needed: search again at this batch
-            results[name] = _resolve_framework(replace(ctx, spec=replace(spec, global_batch_size=batch)), tables)
+        first = results[name][0]
+        lay = first.layout
+        # Search again at this batch where another micro batch is needed, and where a time budget sized the cards at
+        # another batch: its counts, notes and warnings then describe the batch the plan trains with.
+        budgeted = first.estimate.budget_cards is not None and lay.global_batch_size != batch
+        if batch % (lay.micro_batch_size * lay.dp) or budgeted:
+            results[name] = _resolve_framework(replace(ctx, spec=replace(spec, global_batch_size=batch)), tables,
+                                               lay.cards if budgeted else None)
         fplan, fw_rejected, fw_notes, fw_warnings = results[name]
+        if budgeted:  # the warning on the moved batch names the first search's counts: say where they went
+            fw_notes = [*fw_notes, f"time budget: searched again at the plan's global batch of {batch}: "
+                                   f"{fplan.layout.cards} cards (the first search, at {lay.global_batch_size}, "
+                                   f"took {lay.cards}); the budget notes above are at {batch}"]
         at_batch = replace(ctx, spec=replace(spec, global_batch_size=batch))
         plans[name] = _with_choice(at_batch, _with_global_batch(ctx, fplan, batch))
         lay = plans[name].layout
@@ -216,15 +225,15 @@ def _common_global_batch(spec: Spec, tables: Tables, contexts: dict[str, Context
                                           f"for another")
     target, _ = batch_target(next(iter(contexts.values())).defaults, spec)
     searched = [lay for lay in layouts if not lay.preset_level]
-    untiled = [lay for lay in layouts if target % (lay.micro_batch_size * lay.dp)
-               or (not lay.preset_level and lay.global_batch_size != target)]
+    untiled = [fp for fp in plans.values() if target % (fp.layout.micro_batch_size * fp.layout.dp)
+               or (not fp.layout.preset_level and fp.layout.global_batch_size != target)]
     batch = target
     if untiled:
         # The smallest move: the least multiple of every layout's micro batch x DP that each layout takes.
         unit = math.lcm(*steps)
         batch = -(-max([target] + [lay.global_batch_size for lay in searched]) // unit) * unit
         warnings.append(f"global batch moved from {target} to {batch} samples: "
-                        f"{'; '.join(_why_not_tiled(lay, target) for lay in untiled)}. Steps and warmup follow the "
+                        f"{'; '.join(_why_not_tiled(fp, target) for fp in untiled)}. Steps and warmup follow the "
                         f"batch; set global_batch_size, cards or the layout to keep {target}")
     if preset is not None:
         notes.append(f"{preset.framework}: the validated preset's global batch {preset.global_batch_size} is not tiled "
@@ -240,9 +249,13 @@ def _over_budget(spec: Spec, fp: FrameworkPlan) -> list[str]:
     return [f"predicted {took:.1f} h exceeds the {budget:g} h budget on {fp.layout.cards} cards"]
 
 
-def _why_not_tiled(lay: Layout, target: int) -> str:
-    """Why `lay` does not take `target` samples per step."""
+def _why_not_tiled(fp: FrameworkPlan, target: int) -> str:
+    """Why `fp`'s layout does not take `target` samples per step."""
+    lay = fp.layout
     step = lay.micro_batch_size * lay.dp
+    if fp.estimate.budget_cards is not None and not lay.preset_level:  # the budget search moved it (its notes)
+        return (f"at {target} no {lay.framework} card count tried (roundest first, from the budget's count up to "
+                f"the largest) meets the time budget; the first found that meets it takes {lay.global_batch_size}")
     if lay.preset_level:
         return f"{lay.framework}'s validated preset splits a step into micro batch x DP = {step} samples"
     return (f"no {lay.framework} layout that fits on {lay.cards} cards tiles {target} (micro batch x DP dividing "
@@ -450,46 +463,49 @@ def _check_layout_keys(spec: Spec, names: list[str]) -> None:
 # One framework
 
 
-# Counts below the bisection's answer tried as well: time is only about monotone in the count, for a count's factors
-# decide its layouts (8 x a prime cards offer few, and slow ones), so a count can fall short where the one below
-# meets.
-LOCAL_SCAN = 8
-# A count that keeps the defaulted global batch is taken over the fewest cards that meet the budget by moving it,
-# when it is at most this many counts above the first count searched (64 node steps: 512 cards on 8-card nodes).
-KEEP_BATCH_COUNTS = 64
+# Counts laid out one by one below a count that meets the budget: at a fixed global batch the time is not monotone
+# in the count (a count's factors decide its layouts: 8 x a prime offers few, and slow ones; a count whose layouts
+# cannot tile the batch is passed over), so only a scan finds the fewest. 512 counts reach 4,096 cards on 8-card
+# nodes; above that the scan covers the 512 counts below the one found, and the note says from where.
+SCAN_COUNTS = 512
 
 
 def _fewest_cards_for_budget(ctx: Context, tables: Tables, minimum: MinCards, ideal: int, tokens: float,
-                             budget: float, notes: list[str], warnings: list[str]) -> tuple[Layout, list[Rejected]]:
-    """The fewest cards whose fastest layout meets the time budget, from the count the ideal rate needs (at least
-    the minimum) up to the largest the planner considers: a bisection over the counts the platform allows
-    (cards.first_holding, with LOCAL_SCAN), so O(log) counts are laid out. A count where nothing fits, or the pins
-    do not tile, falls short. Where the fewest moves the defaulted global batch, the fewest that keeps it is taken
-    instead, up to KEEP_BATCH_COUNTS counts above the first. Notes say the count below the one chosen that fell
-    short, and the counts tried that were passed over for the batch; a budget no count meets is refused."""
+                             budget: float, notes: list[str], warnings: list[str],
+                             known: int | None = None) -> tuple[Layout, list[Rejected]]:
+    """The fewest cards whose fastest layout meets the time budget at the training's own global batch (the spec's,
+    else the method's target), from the count the ideal rate needs (at least the minimum) up to the largest the
+    planner considers. A count that meets it is found in O(log) counts (cards.first_holding over the counts the
+    platform allows, roundest first; `known`: a count expected to meet it, tried first), then every count below it
+    is laid out in turn (SCAN_COUNTS at most), so the note's "fewest" is checked. Where no count tried meets the
+    budget at that batch (a defaulted one), the batch moves: each count is laid out at the smallest batch its layouts
+    take, the first found to meet the budget sets the batch, and the scan runs at that batch. A budget no count meets
+    is refused."""
     start = auto_cards(ctx, minimum, ideal, notes)
     counts = list(valid_counts(ctx.hw, start))
     _refuse_pins_that_never_fit(ctx, counts)
-    trials = _BudgetTrials(ctx, tables, counts, tokens, budget)
-    found = first_holding(len(counts), trials.meets, LOCAL_SCAN, lambda i: trailing_zeros(counts[i]))
-    if found is None:
-        trials.refuse()
-    found = trials.keeping_batch(found)
+    target = ctx.spec.global_batch_size or batch_target(ctx.defaults, ctx.spec)[0]
+    trials = _BudgetTrials(ctx, tables, counts, tokens, budget, target)
+    high = trials.meeting(known)
+    if high is None:
+        free = _BudgetTrials(ctx, tables, counts, tokens, budget, None)
+        probe = None if ctx.spec.global_batch_size is not None else free.meeting(None)
+        if probe is None:
+            trials.refuse(free)
+        moved = free.trial(probe)
+        assert moved is not None  # it meets the budget
+        notes.append(f"time budget: no count tried from {start:,} to {counts[-1]:,} cards (roundest first) meets "
+                     f"{budget:g} h at the global batch of {target}; {moved.layout.cards:,} cards meet it with "
+                     f"{moved.layout.describe()} at {moved.layout.global_batch_size}, the smallest batch a layout "
+                     f"there takes, so the search is at that batch")
+        trials = _BudgetTrials(ctx, tables, counts, tokens, budget, moved.layout.global_batch_size)
+        high = probe
+    found, low = trials.scan(high)
     chosen = trials.trial(found)
     assert chosen is not None  # it meets the budget
     notes.extend(chosen.notes)
     warnings.extend(chosen.warnings)
-    kept = trials.keeps_batch(found)
-    # The count below that fell short: the nearest tried, keeping the batch where the chosen count keeps it.
-    short = next((trials.trials[i] for i in range(found - 1, -1, -1) if trials.trials.get(i) is not None
-                  and (not kept or trials.keeps_batch(i))), None)
-    if short is not None:
-        notes.append(f"time budget: {short.layout.cards} cards fall short (fastest layout {short.layout.describe()}, "
-                     f"{short.hours:.2f} h > {budget:g} h); {chosen.layout.cards} cards are the fewest that meet it")
-    passed = [counts[i] for i in range(found) if kept and trials.batch_moved(i)]
-    if passed:
-        notes.append(f"time budget: {', '.join(map(str, passed))} cards passed over: no layout there tiles the global "
-                     f"batch of {batch_target(ctx.defaults, ctx.spec)[0]}")
+    notes.extend(trials.scan_notes(found, low))
     return chosen.layout, chosen.rejected
 
 
@@ -524,21 +540,35 @@ class _Trial:
 
 
 class _BudgetTrials:
-    """The budget search's counts, each laid out at most once: trials[i] is counts[i]'s (None: no layout there)."""
+    """The budget search's counts at one global batch (None: each count at the smallest batch its layouts take),
+    each laid out at most once: trials[i] is counts[i]'s (None: no layout there fits and tiles the batch)."""
 
-    def __init__(self, ctx: Context, tables: Tables, counts: list[int], tokens: float, budget: float):
+    def __init__(self, ctx: Context, tables: Tables, counts: list[int], tokens: float, budget: float,
+                 batch: int | None):
         self.ctx, self.tables, self.counts, self.tokens, self.budget = ctx, tables, counts, tokens, budget
+        self.batch = batch
+        # The defaulted target is what the layout search tiles already (its rules then name no spec key); another
+        # batch is searched as if the spec gave it.
+        defaulted = ctx.spec.global_batch_size is None and batch == batch_target(ctx.defaults, ctx.spec)[0]
+        self.at = ctx if batch is None or defaulted else replace(ctx, spec=replace(ctx.spec, global_batch_size=batch))
         self.trials: dict[int, _Trial | None] = {}
-        self.untiled: set[int] = set()  # counts where a search at the defaulted batch found no layout
 
     def trial(self, i: int) -> _Trial | None:
         if i not in self.trials:
             cards = self.counts[i]
             found_notes: list[str] = []
             found_warnings: list[str] = []
-            at = replace(self.ctx, spec=replace(self.ctx.spec, cards=cards))
+            at = replace(self.at, spec=replace(self.at.spec, cards=cards))
+            # At a fixed batch, a count no layout tiles is known from the search alone (choose_layout would also
+            # search every layout at any batch to say why).
+            searched = None
+            if self.batch is not None and preset_for(at, self.tables, cards) is None:
+                searched = search(at, cards)
+                if searched[0] is None:
+                    self.trials[i] = None
+                    return None
             try:
-                layout, rejected = choose_layout(at, self.tables, cards, found_notes, found_warnings)
+                layout, rejected = choose_layout(at, self.tables, cards, found_notes, found_warnings, searched)
             except SpecError:
                 self.trials[i] = None
             else:
@@ -551,37 +581,44 @@ class _BudgetTrials:
         found = self.trial(i)
         return found is not None and found.hours <= self.budget * 1.0001
 
-    def keeps_batch(self, i: int) -> bool:
-        """Whether counts[i] has a layout that keeps the defaulted global batch; a count where a search at that
-        batch finds none is known without laying it out at another (no memory is estimated where none tiles it)."""
-        if i not in self.trials and i not in self.untiled:
-            cards = self.counts[i]
-            at = replace(self.ctx, spec=replace(self.ctx.spec, cards=cards))
-            if preset_for(at, self.tables, cards) is None and search(at, cards)[0] is None:
-                self.untiled.add(i)
-        if i in self.untiled:
-            return False
-        found = self.trial(i)
-        return found is not None and not _moves_batch(self.ctx, found.layout)
+    def meeting(self, known: int | None) -> int | None:
+        """A count that meets the budget: `known`'s index where it does, else one found in O(log) counts."""
+        if known is not None and known in self.counts and self.meets(self.counts.index(known)):
+            return self.counts.index(known)
+        counts = self.counts
+        return first_holding(len(counts), self.meets, 0, lambda i: trailing_zeros(counts[i]))
 
-    def keeping_batch(self, found: int) -> int:
-        """`found` (the fewest count that meets the budget), or where its layout moves the defaulted global batch,
-        the fewest count above it, up to KEEP_BATCH_COUNTS counts above the first, that keeps the batch and meets
-        the budget."""
-        if self.keeps_batch(found):
-            return found
-        above = range(found + 1, min(len(self.counts), KEEP_BATCH_COUNTS + 1))
-        return next((i for i in above if self.keeps_batch(i) and self.meets(i)), found)
+    def scan(self, high: int) -> tuple[int, int]:
+        """The first count that meets the budget among the SCAN_COUNTS below `high` (which meets it), each laid out
+        in turn, and where the scan began."""
+        low = max(0, high - SCAN_COUNTS)
+        return next((i for i in range(low, high) if self.meets(i)), high), low
 
-    def batch_moved(self, i: int) -> bool:
-        """Whether counts[i] was tried and its layout, or every layout there, moves the defaulted batch."""
-        found = self.trials.get(i)
-        return i in self.untiled or (found is not None and _moves_batch(self.ctx, found.layout))
+    def scan_notes(self, found: int, low: int) -> list[str]:
+        """What the scan below `found` saw: the count just below that fell short, the counts passed over, and
+        from where the chosen count is the fewest."""
+        chosen = self.trials[found]
+        assert chosen is not None
+        batch = chosen.layout.global_batch_size
+        short = next((self.trials[i] for i in range(found - 1, low - 1, -1) if self.trials[i] is not None), None)
+        fewest = "the fewest" + (f" from {self.counts[low]:,} cards up" if low else "")
+        if short is None:
+            out = [f"time budget: {chosen.layout.cards} cards are {fewest} that meet it at the global batch of "
+                   f"{batch} ({chosen.hours:.2f} h <= {self.budget:g} h)"]
+        else:
+            out = [f"time budget: {short.layout.cards} cards fall short (fastest layout {short.layout.describe()}, "
+                   f"{short.hours:.2f} h > {self.budget:g} h); {chosen.layout.cards} cards are {fewest} that meet "
+                   f"it at the global batch of {batch}"]
+        passed = [self.counts[i] for i in range(low, found) if self.trials[i] is None]
+        if passed:
+            listed = ", ".join(map(str, passed[:12])) + (f" and {len(passed) - 12} more" if len(passed) > 12 else "")
+            out.append(f"time budget: {listed} cards passed over: no layout there tiles the global batch of {batch}")
+        return out
 
-    def refuse(self) -> NoReturn:
+    def refuse(self, other: _BudgetTrials) -> NoReturn:
         """No count meets the budget: NoFit where nothing fits on any count tried, else the fastest tried."""
         ctx, start = self.ctx, self.counts[0]
-        tried = [found for found in self.trials.values() if found is not None]
+        tried = [found for found in [*self.trials.values(), *other.trials.values()] if found is not None]
         if not tried:
             raise NoFit("time_budget_hours", f"no {ctx.fw.name} layout fits from {start} cards up", ctx, start)
         fastest = min(tried, key=lambda found: (found.hours, found.layout.cards))
@@ -590,13 +627,6 @@ class _BudgetTrials:
                                                 f"{fastest.layout.describe()} on {fastest.layout.cards:,} cards, "
                                                 f"takes {fastest.hours:.2f} h; allow more time or train on fewer "
                                                 f"tokens")
-
-
-def _moves_batch(ctx: Context, layout: Layout) -> bool:
-    """Whether `layout` takes another global batch than the defaulted one the training asks for."""
-    return (ctx.spec.global_batch_size is None and not layout.preset_level
-            and not no_accumulation(ctx, layout.cards)
-            and layout.global_batch_size != batch_target(ctx.defaults, ctx.spec)[0])
 
 
 def _estimate(ctx: Context, layout: Layout, budget_cards: int | None) -> Estimate:
@@ -611,7 +641,9 @@ def _estimate(ctx: Context, layout: Layout, budget_cards: int | None) -> Estimat
                     budget_cards=budget_cards)
 
 
-def _resolve_framework(ctx: Context, tables: Tables):
+def _resolve_framework(ctx: Context, tables: Tables, known: int | None = None):
+    """One framework's plan; `known`: a card count a time budget's search tries first (resolve's second search, at
+    the plan's global batch, starts from the first search's count)."""
     notes: list[str] = []
     warnings: list[str] = []
     minimum, why = minimum_cards(ctx, tables, notes)
@@ -637,10 +669,11 @@ def _resolve_framework(ctx: Context, tables: Tables):
         budget_cards = cards_for_budget(tokens, budget, rate(ctx, None).tokens_per_card_s,
                                         ctx.spec.scaling_efficiency)
         layout, rejected = _fewest_cards_for_budget(ctx, tables, minimum, budget_cards, tokens, budget, notes,
-                                                    warnings)
-    # The table's count where it set the plan's, without a time budget that more cards serve; a minimum within one
-    # node is seed 000's usual whole node (below 8 cards one normally uses 8), so only whole nodes are named.
-    if ctx.spec.cards is None and budget is None and from_table(minimum) \
+                                                    warnings, known)
+    # The table's count where it set the plan's (a time budget that the minimum already meets included: the budget
+    # search starts at the table's count); a minimum within one node is seed 000's usual whole node (below 8 cards
+    # one normally uses 8), so only whole nodes are named.
+    if ctx.spec.cards is None and from_table(minimum) \
             and ctx.hw.cards_per_node < layout.cards == round_up(ctx.hw, minimum.value):
         fewer = fits_below(ctx, layout.cards)
         if fewer is not None:

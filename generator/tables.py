@@ -223,6 +223,7 @@ class Hardware:
     attention_efficiency: dict | None  # fused attention forward: sequence length -> share of peak
     scaling_efficiency: float  # share of the estimated rate a multi-node job keeps (measured), with its source
     scaling_source: str
+    scaling_measured_cards: int | None  # the largest count it was measured at; None: not measured on this row
     aliases: tuple[dict, ...]  # {name, source}: other names a spec may give for this row
 
 

@@ -24,9 +24,10 @@ compute no weight gradients of the frozen base) + 12 L q s for attention, whatev
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TypeVar
 
+from .memory import expert_data_parallel, stage_params
 from .parallel import Parallel
 from .tables import Framework, Hardware, Model, trains_adapters
 
@@ -115,8 +116,9 @@ BUCKET_PARAMS_PER_DP = 1_000_000
 
 
 def step_time(model: Model, method: str, seq_len: int, par: Parallel, hardware: Hardware,
-              gemm_efficiency: float) -> StepTime:
-    """One optimizer step of `par` on `hardware`, per card."""
+              gemm_efficiency: float, expert_tp: bool = True) -> StepTime:
+    """One optimizer step of `par` on `hardware`, per card; `expert_tp`: whether TP splits the routed experts too
+    (the framework's rule, frameworks.yaml expert_tp; memory.py lays the experts out by the same rule)."""
     peak = hardware.peak_tflops_bf16 * 1e12
     link = _step_input(hardware, "link_gb_s", hardware.link_gb_s) * 1e9
     scaleout = _step_input(hardware, "scaleout_gb_s", hardware.scaleout_gb_s) * 1e9
@@ -142,8 +144,7 @@ def step_time(model: Model, method: str, seq_len: int, par: Parallel, hardware: 
     bubble_share = (par.pp - 1) / (micro * par.vpp)  # 1F1B: (pp - 1) idle slots per step, fewer with VPP
     per_micro = gemm + attention + tp_comm + ep_comm + pp_comm
     dp_comm = 0.0 if trains_adapters(method) else _data_parallel_sync(
-        model, par, max(counts) / sum(counts), link, scaleout, forward=stage.forward,
-        backward=gemm + attention - stage.forward)
+        model, par, expert_tp, link, scaleout, forward=stage.forward, backward=gemm + attention - stage.forward)
     step_tokens_per_card = par.global_batch_size * seq_len / par.cards
     total = per_micro * micro * (1 + bubble_share) + dp_comm
     tps = step_tokens_per_card / total
@@ -189,14 +190,19 @@ def _stage(model: Model, method: str, seq_len: int, activation: float, layers: f
         tp_comm = collectives * activation * (par.tp - 1) / par.tp / link
     ep_comm = 0.0
     if par.ep > 1 and model.is_moe:
-        # Dispatch and combine, forward and backward, each moving top-k copies of this card's tokens.
+        # Dispatch and combine, forward and backward, each moving top-k copies of this card's tokens; full
+        # recompute runs the forward pair again: Megatron core_v0.12.1 re-runs each layer's whole forward in the
+        # backward (megatron/core/transformer/transformer_block.py l. 315-345, _checkpointed_forward), and a MoE
+        # layer's forward holds the dispatch and combine (moe/moe_layer.py l. 141-159: token_permutation,
+        # token_unpermutation).
         rate = link if par.tp * par.ep <= par.cards_per_node else scaleout
-        ep_comm = moe_layers * 4 * activation / par.tp * model.topk * (par.ep - 1) / par.ep / rate
+        ep_comm = moe_layers * (4 + 2 * par.forward_twice) * activation / par.tp * model.topk * (par.ep - 1) / par.ep \
+            / rate
     return _StageTime(gemm + attention + tp_comm + ep_comm, gemm, attention, tp_comm, ep_comm,
                       gemm_forward + attention_forward)
 
 
-def _data_parallel_sync(model: Model, par: Parallel, stage: float, link: float, scaleout: float, forward: float,
+def _data_parallel_sync(model: Model, par: Parallel, expert_tp: bool, link: float, scaleout: float, forward: float,
                         backward: float) -> float:
     """Seconds per step of the distributed optimizer's gradient reduce-scatter and parameter all-gather that compute
     does not hide, on the slowest stage (the MindSpeed-LLM recipes run --use-distributed-optimizer
@@ -208,19 +214,26 @@ def _data_parallel_sync(model: Model, par: Parallel, stage: float, link: float, 
     first layers starts only when that backward ends (l. 1968-1970 launch the rest). With --overlap-param-gather the
     next step's all-gather runs bucket by bucket ahead of ONE micro batch's forward (distributed_data_parallel.py
     l. 359-390, its forward pre-hooks), and the first bucket is waited for before that forward starts. So the exposed
-    part is what exceeds one micro batch's backward (forward) compute, and at least one bucket of each."""
-    dense = (model.layers * model.layer_params * stage + model.embedding_params) / par.tp
-    experts = model.expert_params * stage / (par.tp * par.ep)
+    part is what exceeds one micro batch's backward (forward) compute, and at least one bucket of each. Each stage
+    syncs what it holds (memory.stage_params: the embedding on the first stage, the output layer on the last, the
+    experts split by the framework's expert TP x EP); the step waits for the slowest."""
     group = par.dp * par.cp  # gradients of dense weights are reduced over DP x CP
-    expert_group = group / par.ep  # expert DP: the ranks holding the same experts
     if group == 1:
         return 0.0
+    if par.num_layer_list is None:  # not placed (a layout under search): the search's own split
+        from .layouts import split_layers  # layouts imports this module
+        par = replace(par, num_layer_list=split_layers(model.layers, par.pp, par.mtp_layers))
+    expert_group = expert_data_parallel(par, expert_tp)  # the ranks holding the same expert slice
     rate = link if par.tp * group <= par.cards_per_node else scaleout
-    moved = dense * (group - 1) / group + (experts * (expert_group - 1) / expert_group if expert_group > 1 else 0.0)
-    bucket = min(max(BUCKET_PARAMS, BUCKET_PARAMS_PER_DP * par.dp), dense + experts) * (group - 1) / group
-    reduce, gather = (moved * size / rate for size in (GRAD_BYTES, BF16_BYTES))
-    last_reduce, first_gather = (bucket * size / rate for size in (GRAD_BYTES, BF16_BYTES))
-    return max(last_reduce, reduce - backward) + max(first_gather, gather - forward)
+
+    def exposed(dense: float, experts: float) -> float:
+        moved = dense * (group - 1) / group + experts * (expert_group - 1) / expert_group
+        bucket = min(max(BUCKET_PARAMS, BUCKET_PARAMS_PER_DP * par.dp), dense + experts) * (group - 1) / group
+        reduce, gather = (moved * size / rate for size in (GRAD_BYTES, BF16_BYTES))
+        last_reduce, first_gather = (bucket * size / rate for size in (GRAD_BYTES, BF16_BYTES))
+        return max(last_reduce, reduce - backward) + max(first_gather, gather - forward)
+    held = {stage_params(model, par, stage, expert_tp)[:2] for stage in range(par.pp)}  # stages alike: once
+    return max(exposed(dense, experts) for dense, experts in held)
 
 
 @dataclass(frozen=True)
@@ -248,10 +261,15 @@ def throughput(model: Model, method: str, seq_len: int, framework: Framework, ha
     info = framework.throughput
     flops = flops_per_token(model, method, seq_len)
     scaling = hardware.scaling_efficiency if par is not None and par.nodes > 1 and not scaling_given else 1.0
-    scaled = f"; x {scaling:g} multi-node scaling efficiency ({hardware.scaling_source})" if scaling != 1.0 else ""
+    # One measured size, applied as a constant: on more cards than it was measured at, say that it is assumed there.
+    measured_at = hardware.scaling_measured_cards
+    beyond = (f"; measured at {measured_at} cards, on {par.cards:,} an assumption"
+              if par is not None and measured_at is not None and par.cards > measured_at else "")
+    scaled = f"; x {scaling:g} multi-node scaling efficiency ({hardware.scaling_source}{beyond})" \
+        if scaling != 1.0 else ""
     if uses_step_model(framework, hardware):
         par = par or Parallel(cards=1, cards_per_node=hardware.cards_per_node, global_batch_size=1)
-        step = step_time(model, method, seq_len, par, hardware, info["gemm_efficiency"])
+        step = step_time(model, method, seq_len, par, hardware, info["gemm_efficiency"], framework.expert_tp)
         causes = ", ".join(f"{k} {v:.0%}" for k, v in step.shares().items())
         mfu = step.mfu * scaling
         return Throughput(step.tokens_per_card_s * scaling,

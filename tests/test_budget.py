@@ -4,35 +4,37 @@ in bench/budget_sweep.py, not here."""
 
 from __future__ import annotations
 
-import itertools
 import random
 import re
+from dataclasses import replace
 
 import pytest
 from helpers import make_spec
 
-from generator.cards import auto_cards, first_holding, valid_counts
-from generator.context import Context
+from generator.cards import first_holding, valid_counts
 from generator.errors import SpecError
-from generator.recipe import adapter
-from generator.resolve import KEEP_BATCH_COUNTS, _BudgetTrials, resolve
+from generator.resolve import resolve
 from generator.tables import load_tables
 
 T = load_tables()
 
 
-def brute_force_fewest(spec, framework: str, fp) -> int:
-    """The fewest count that meets the budget, laying out every count from the search's first in turn with the
-    search's own trials (same layout search and step model), with the same preference for one that keeps the
-    defaulted global batch."""
+def brute_force_fewest(spec, framework: str, fp, batch: int | None = None) -> int | None:
+    """The fewest count from the framework's minimum up to `fp`'s that meets the budget at the global batch `batch`
+    (the plan's), planning each count in turn as a spec with `cards` and `global_batch_size` would (no helper of the
+    budget search): a count no layout takes at that batch is passed over. None: no count up to `fp`'s meets it."""
     hw = T.hardware[spec.hardware]
-    ctx = Context(spec, T.model(spec.model), hw, T.frameworks[framework], False,
-                  adapter(spec, T.recipes[spec.method]), T.recipes[spec.method])
-    start = auto_cards(ctx, fp.min_cards, fp.estimate.budget_cards, [])
-    counts = list(itertools.islice(valid_counts(hw, start), KEEP_BATCH_COUNTS + 1))  # where a kept batch may be
-    counts += itertools.takewhile(lambda n: n <= fp.layout.cards, valid_counts(hw, counts[-1] + 1))
-    trials = _BudgetTrials(ctx, T, counts, spec.train_tokens, spec.time_budget_hours)
-    return counts[trials.keeping_batch(next(i for i in range(len(counts)) if trials.meets(i)))]
+    batch = batch or fp.layout.global_batch_size
+    for n in valid_counts(hw, fp.min_cards.value):
+        if n > fp.layout.cards:
+            return None
+        try:
+            took = resolve(replace(spec, cards=n, global_batch_size=batch), T).frameworks[framework]
+        except SpecError:
+            continue
+        if took.estimate.time_hours <= spec.time_budget_hours * 1.0001:
+            return n
+    return None
 
 
 def test_a_budget_beyond_64_counts_is_met_on_the_fewest_cards():
@@ -89,3 +91,46 @@ def test_first_holding_finds_the_first_index_in_log_steps():
             found = first_holding(size, lambda i, calls=calls, first=first: calls.append(i) or i >= first, 0, rank)
             assert found == (first if first < size else None)
             assert len(calls) <= 4 * size.bit_length() + 2
+
+
+def test_budget_notes_do_not_contradict_each_other():
+    # Review of issue 26: Qwen3-32B full, 1e10 tokens, 168 h said "the minimum 16 cards already meets it" (from one
+    # card's ideal rate) and then "16 cards fall short (238.57 h > 168 h); 24 cards are the fewest".
+    plan = resolve(make_spec(model="qwen3-32b", frameworks=["mindspeed-llm"], data={"total_tokens": 10**10},
+                             time_budget_hours=168), T)
+    fp = plan.frameworks["mindspeed-llm"]
+    short = [n for n in plan.notes if "fall short" in n]
+    assert short and f"{fp.layout.cards} cards" in short[0]
+    assert not any("already meets" in n for n in plan.notes)
+    [ideal] = [n for n in plan.notes if "N = Tok / (Time x TPS x eff)" in n]
+    assert "compute-bound" in ideal
+
+
+def test_budget_notes_describe_the_final_global_batch():
+    # Review of issue 26: with MindFormers and MindSpeed-LLM the batch moved to 1,088 after each framework's budget
+    # search at 128, and MindSpeed-LLM's notes still said "384 cards fall short (33.46 h)" and "408 ... 504 passed
+    # over: no layout tiles the global batch of 128": both about 128, not the batch the plan trains with.
+    plan = resolve(make_spec(model="qwen3-32b", frameworks=["mindformers", "mindspeed-llm"],
+                             data={"total_tokens": 2 * 10**10}, time_budget_hours=24), T)
+    batch = plan.train.global_batch_size
+    assert batch != 128
+    spec = make_spec(model="qwen3-32b", frameworks=["mindspeed-llm"], data={"total_tokens": 2 * 10**10},
+                     time_budget_hours=24, global_batch_size=batch)
+    alone = resolve(spec, T).frameworks["mindspeed-llm"]
+    fp = plan.frameworks["mindspeed-llm"]
+    assert fp.layout.cards == alone.layout.cards == brute_force_fewest(spec, "mindspeed-llm", alone)
+    assert not any("global batch of 128" in n for n in plan.notes)
+    for note in plan.notes:
+        if (m := re.match(r"mindspeed-llm: time budget: (\d+) cards fall short \(.*, ([0-9.]+) h > 24 h\)", note)):
+            short = resolve(replace(spec, cards=int(m[1])), T).frameworks["mindspeed-llm"]
+            assert f"{short.estimate.time_hours:.2f}" == m[2]
+
+
+def test_a_budget_plans_rejections_name_no_key_the_spec_did_not_give():
+    # The search compares counts at the method's target batch; the layouts it rejects there say "global batch", as
+    # any plan's do, not "global_batch_size", a key this spec does not set.
+    plan = resolve(make_spec(model="llama3.1-70b", method="pretrain", frameworks=["mindspeed-llm"],
+                             data={"total_tokens": 5 * 10**10}, time_budget_hours=72), T)
+    reasons = [r.reason for r in plan.rejected]
+    assert any("global batch 512 is not divisible" in r for r in reasons)
+    assert not any("global_batch_size" in r for r in reasons)

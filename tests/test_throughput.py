@@ -253,3 +253,56 @@ def test_moe_layouts_keep_experts_apart_rather_than_pipelining_deep(model, seq, 
                              data={"total_tokens": 10**9}), T)
     lay = plan.frameworks["mindspeed-llm"].layout
     assert lay.ep > 1 and lay.pp < 16, lay.describe()
+
+
+def synced_params(model, layout: Parallel, expert_tp: bool = True) -> float:
+    """The parameters the step model's DP sync moves per card, read off two link rates: where the sync far outlasts
+    the compute that hides it, dp_comm = moved x (4 + 2 bytes) / rate - compute, so two slow rates give `moved`."""
+    slow = [replace(SNT9B, link_gb_s=SNT9B.link_gb_s * k, scaleout_gb_s=SNT9B.scaleout_gb_s * k) for k in (1e-3, 2e-3)]
+    a, b = (step_time(model, "full", 4096, layout, hw, EFF, expert_tp).dp_comm for hw in slow)
+    rate_a, rate_b = slow[0].scaleout_gb_s * 1e9, slow[1].scaleout_gb_s * 1e9
+    if layout.tp * layout.dp * layout.cp <= layout.cards_per_node:
+        rate_a, rate_b = slow[0].link_gb_s * 1e9, slow[1].link_gb_s * 1e9
+    return (a - b) / (6 * (1 / rate_a - 1 / rate_b))
+
+
+def test_the_dp_sync_counts_the_embedding_on_the_first_and_last_stages_only():
+    # Review of issue 26: the dense term added the whole embedding on every stage, middle ones included. With the
+    # middle stage heaviest (24 of Qwen3-8B's 36 layers), it alone sets the sync: 24 layers' weights over TP.
+    model = T.models["qwen3-8b"]
+    layout = par(dp=4, pp=3, tp=2, cards_per_node=8, num_layer_list=(6, 24, 6))
+    middle = sum(model.layer_params_at(i) for i in range(6, 30)) / 2
+    assert synced_params(model, layout) == pytest.approx(middle * 3 / 4, rel=1e-6)
+
+
+def test_the_dp_sync_groups_the_experts_by_the_frameworks_expert_tp():
+    # Review of issue 26: MindFormers splits experts by EP only (frameworks.yaml expert_tp: false), so on 16 cards
+    # at TP 4 EP 8 each expert slice is held by 16 / 8 = 2 cards and its gradients are reduced between them; the
+    # step model took the expert group as DP x CP / EP = 0.5 and costed nothing.
+    model = T.models["qwen3_moe-30b_a3b"]
+    layout = par(dp=4, tp=4, ep=8, cards_per_node=16)
+    dense = (sum(model.layer_params_at(i) for i in range(model.layers))
+             + model.embedding_params * (1 if model.tied else 2)) / 4
+    experts = model.layers * model.expert_params_per_layer / 8  # every layer is MoE
+    assert synced_params(model, layout, expert_tp=False) == pytest.approx(dense * 3 / 4 + experts / 2, rel=1e-6)
+    assert synced_params(model, layout, expert_tp=True) == pytest.approx(dense * 3 / 4, rel=1e-6)  # 16/(4x8x4): 1
+
+
+def test_full_recompute_runs_the_expert_all_to_all_again():
+    # Review of issue 26: full recompute re-runs each layer's forward, the MoE dispatch and combine included
+    # (Megatron core_v0.12.1 transformer_block.py l. 315-345, moe/moe_layer.py l. 141-159): 4 all-to-alls per MoE
+    # layer and micro batch become 6.
+    model = T.models["qwen3_moe-30b_a3b"]
+    plain = step_time(model, "pretrain", 4096, par(ep=8), SNT9B, EFF)
+    full = step_time(model, "pretrain", 4096, par(ep=8, recompute="full"), SNT9B, EFF)
+    assert full.ep_comm == pytest.approx(plain.ep_comm * 6 / 4)
+
+
+def test_the_scaling_efficiency_says_where_it_was_measured_and_where_it_is_assumed():
+    # Review of issue 26: one ratio (seed 004's Mixtral 8x8, 64 cards) applied as a constant up to 65,536 cards.
+    # The plan keeps it, and says so beyond the measured size.
+    def source(cards: int) -> str:
+        return resolve(make_spec(model="qwen3-32b", cards=cards, frameworks=["mindspeed-llm"]),
+                       T).frameworks["mindspeed-llm"].estimate.tps_source
+    assert "multi-node scaling efficiency" in source(64) and "an assumption" not in source(64)
+    assert "measured at 64 cards, on 512 an assumption" in source(512)

@@ -48,6 +48,10 @@ ROWS = {
                                     "tune_llama2_7b_full_pack_32k.sh: TP2, CP4 = Ulysses 2 x ring 2, causal"),
 }
 FIT_ROW = "pretrain llama2-13b 1x8"
+# The multi-node row hardware.yaml's scaling efficiency is fitted on (test_the_scaling_efficiency_is_the_mixtral_rows_
+# ratio): its MFU is matched by construction, so it is no prediction and the within-15% tests leave it out.
+SCALING_FIT_ROW = "pretrain mixtral-8x7b 8x8"
+PREDICTED = [n for n in ROWS if n not in (FIT_ROW, SCALING_FIT_ROW)]
 
 
 def predicted_mfu(name: str, efficiency: float) -> float:
@@ -77,7 +81,7 @@ def test_the_seeds_peak_follows_from_its_fine_tuning_rows(name):
     assert achieved / mfu / 1e12 == pytest.approx(PODC.peak_tflops_bf16, rel=0.015)
 
 
-@pytest.mark.parametrize("name", [n for n in ROWS if n != FIT_ROW])
+@pytest.mark.parametrize("name", PREDICTED)
 def test_prediction_within_15_percent(name):
     model, method, seq, par, mfu, samples, script = ROWS[name]
     step = step_time(model, method, seq, par, PODC, STORED)
@@ -108,9 +112,12 @@ def test_every_term_of_the_model_moves_a_row():
 
 
 def test_every_row_within_15_percent_of_its_measured_mfu():
-    # The MFU each row states (the fine-tuning rows' too, besides their samples/s above), the fit row included and
-    # the MoE row (Mixtral 8x8, 32K); multi-node rows keep the hardware row's scaling efficiency (fitted below).
-    for name, (model, method, seq, par, mfu, *_) in ROWS.items():
+    # The MFU each row states (the fine-tuning rows' too, besides their samples/s above), the two fit rows left out:
+    # the matmul efficiency's and the scaling efficiency's (the MoE row, Mixtral 8x8, 32K: matched by construction,
+    # so no MoE row is a prediction here); multi-node rows keep the hardware row's scaling efficiency.
+    assert PREDICTED and SCALING_FIT_ROW in ROWS
+    for name in PREDICTED:
+        model, method, seq, par, mfu, *_ = ROWS[name]
         scaling = PODC.scaling_efficiency if par.nodes > 1 else 1.0
         predicted = step_time(model, method, seq, par, PODC, STORED).mfu * scaling
         assert abs(predicted - mfu) / mfu <= 0.15, (name, predicted, mfu)
@@ -119,7 +126,7 @@ def test_every_row_within_15_percent_of_its_measured_mfu():
 def test_the_scaling_efficiency_is_the_mixtral_rows_ratio():
     # hardware.yaml snt9b scaling_efficiency: measured / step model on the one multi-node row whose communication
     # the model costs in full (the 70B row's MC2 overlap is not modelled; its ratio is above 1).
-    ratio = ROWS["pretrain mixtral-8x7b 8x8"][4] / predicted_mfu("pretrain mixtral-8x7b 8x8", STORED)
+    ratio = ROWS[SCALING_FIT_ROW][4] / predicted_mfu(SCALING_FIT_ROW, STORED)
     assert ratio == pytest.approx(T.hardware["snt9b"].scaling_efficiency, abs=0.005)
     assert ROWS["pretrain llama2-70b 4x8"][4] / predicted_mfu("pretrain llama2-70b 4x8", STORED) > 1
 
