@@ -46,6 +46,12 @@ class Training:
     # PLACEHOLDER_KEYS) -> value; origin says why and where it came from.
     placeholders: dict[str, int] = field(default_factory=dict)
 
+    @property
+    def steps_written(self) -> int:
+        """The step count a framework that must write one writes: the plan's, else the placeholder its recipe row
+        gives (placeholder_steps; plan.json says which)."""
+        return self.steps if self.steps is not None else self.placeholders["placeholder_steps"]
+
     def to_json(self) -> dict:
         values = {k: getattr(self, k) for k in ("learning_rate", "min_learning_rate", "lr_schedule", "warmup_ratio",
                                                  "warmup_steps", "weight_decay", "global_batch_size", "steps",

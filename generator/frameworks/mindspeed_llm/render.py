@@ -23,12 +23,6 @@ HANDLER = {"alpaca": "AlpacaStyleInstructionHandler", "sharegpt": "SharegptStyle
            "text": "GeneralPretrainHandler"}
 
 
-def train_iters(plan: Plan) -> int:
-    """The plan's steps, or when it has none the placeholder the resolver gave MindSpeed-LLM (plan.json says so)."""
-    t = plan.train
-    return t.steps if t.steps is not None else t.placeholders["placeholder_steps"]
-
-
 def checkpoint_dirs(plan: Plan) -> tuple[str, str]:
     """(what training loads: the converted base weights, where it saves)."""
     return plan.paths["mcore_ckpt_dir"].value, f"{plan.output_dir(NAME)}/ckpt"
@@ -106,7 +100,7 @@ def gpt_flags(plan: Plan, fp: FrameworkPlan) -> Flags:
     t = plan.train
     flags += [("--tokenizer-type", "PretrainedFromHF"), ("--tokenizer-name-or-path", plan.paths["model_dir"].value),
               ("--micro-batch-size", lay.micro_batch_size), ("--global-batch-size", lay.global_batch_size),
-              ("--train-iters", train_iters(plan)), ("--lr", t.learning_rate), ("--min-lr", t.min_learning_rate),
+              ("--train-iters", plan.train.steps_written), ("--lr", t.learning_rate), ("--min-lr", t.min_learning_rate),
               ("--lr-decay-style", t.lr_schedule),
               # Megatron takes one of the two (arguments.py l. 633-635): exact steps when the plan knows them
               ("--lr-warmup-iters", t.warmup_steps), ("--lr-warmup-fraction",
@@ -282,7 +276,8 @@ def render(plan: Plan, env: jinja2.Environment) -> dict[str, str]:
         npus_per_node=lay.local_cards, cards=lay.cards, multi_node=lay.nodes > 1,
         entry="pretrain_gpt.py" if plan.method == "pretrain" else "posttrain_gpt.py",
         groups=groups(plan, fp), log_dir=f"{plan.output_dir(NAME)}/logs", load_dir=load, save_dir=save,
-        start=start_flags(plan), resume=resume_flags(plan) if plan.train.resume else None, iters=train_iters(plan))
+        start=start_flags(plan), resume=resume_flags(plan) if plan.train.resume else None,
+        iters=plan.train.steps_written)
     convert = env.get_template("mindspeed-llm/convert_ckpt.sh.j2").render(
         **common, job=plan.job, directions=convert_flags(plan, fp), lora=plan.method == "lora",
         notes=checkpoint_notes(plan, fp),
@@ -299,7 +294,7 @@ def render(plan: Plan, env: jinja2.Environment) -> dict[str, str]:
 def plan_section(plan: Plan, env: jinja2.Environment) -> str:
     fp = plan.frameworks[NAME]
     return env.get_template("mindspeed-llm/plan_section.md.j2").render(
-        plan=plan, fp=fp, version=VERSION, iters=train_iters(plan), iters_placeholder=plan.train.steps is None,
+        plan=plan, fp=fp, version=VERSION, iters=plan.train.steps_written, iters_placeholder=plan.train.steps is None,
         load=checkpoint_dirs(plan)[0], save=checkpoint_dirs(plan)[1], prefix=data_prefix(plan),
         packed=packed(plan, fp), notes=checkpoint_notes(plan, fp),
         **section_context(plan, fp, NAME))

@@ -40,11 +40,6 @@ NAME = "mindspeed-mm"
 VERSION = "MindSpeed-MM v2.2.0 (4c75a551) / MindSpeed 5176c6f5 / Megatron core_v0.12.1"
 
 
-def train_iters(plan: Plan) -> int:
-    t = plan.train
-    return t.steps if t.steps is not None else t.placeholders["placeholder_steps"]
-
-
 def checkpoint_dirs(plan: Plan) -> tuple[str, str]:
     """(the converted weights training loads, where it saves)."""
     return plan.paths["mm_ckpt_dir"].value, f"{plan.output_dir(NAME)}/ckpt"
@@ -122,7 +117,7 @@ def gpt_flags(plan: Plan, fp: FrameworkPlan) -> Flags:
             ("--make-vocab-size-divisible-by", 1), ("--normalization", "RMSNorm"), ("--use-fused-rmsnorm", True),
             ("--swiglu", True), ("--use-fused-swiglu", True), ("--no-masked-softmax-fusion", True),
             ("--lr", t.learning_rate), ("--min-lr", t.min_learning_rate), ("--lr-decay-style", t.lr_schedule),
-            ("--weight-decay", t.weight_decay), ("--train-iters", train_iters(plan)),
+            ("--weight-decay", t.weight_decay), ("--train-iters", plan.train.steps_written),
             # Megatron takes one of the two (arguments.py l. 633-635)
             ("--lr-warmup-iters", t.warmup_steps),
             ("--lr-warmup-fraction", t.warmup_ratio if t.warmup_steps is None else None),
@@ -195,7 +190,8 @@ def render(plan: Plan, env: jinja2.Environment) -> dict[str, str]:
         npus_per_node=lay.local_cards, cards=lay.cards, groups=groups(plan, fp), mm_tool=own.value(MM_TOOL),
         env=own.prefixed(ENV), data_files=data_files(lay.nodes), log_dir=f"{plan.output_dir(NAME)}/logs",
         load_dir=load, save_dir=save,
-        start=start_flags(plan), resume=resume_flags(plan) if plan.train.resume else None, iters=train_iters(plan))
+        start=start_flags(plan), resume=resume_flags(plan) if plan.train.resume else None,
+        iters=plan.train.steps_written)
     convert = env.get_template("mindspeed-mm/convert_ckpt.sh.j2").render(
         **common, job=plan.job, directions=convert_args(plan, fp),
         used_paths=[(k, plan.paths[k].value) for k in ("model_dir", "mm_ckpt_dir")])
@@ -214,5 +210,5 @@ def plan_section(plan: Plan, env: jinja2.Environment) -> str:
     fp = plan.frameworks[NAME]
     load, save = checkpoint_dirs(plan)
     return env.get_template("mindspeed-mm/plan_section.md.j2").render(
-        plan=plan, fp=fp, version=VERSION, iters=train_iters(plan), iters_placeholder=plan.train.steps is None,
+        plan=plan, fp=fp, version=VERSION, iters=plan.train.steps_written, iters_placeholder=plan.train.steps is None,
         load=load, save=save, own=mm_settings(fp), example=fp.info["example"], **section_context(plan, fp, NAME))
