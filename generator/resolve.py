@@ -293,10 +293,11 @@ def _choice(ctx: Context, lay: Layout, est: Estimate) -> str:
     if not others:
         return f"The only layout that fits on {lay.cards} card(s)."
     runner = others[0]
-    if not ctx.role_kind.trains:
-        return (f"{len(fitting)} layouts fit on {lay.cards} card(s); this one communicates least (a role that does "
-                f"not train has no rate model). Runner-up: {runner.describe()} ({runner.memory.total:.1f} GiB per "
-                f"card).")
+    if not ctx.role_kind.trains or speed <= 0:  # no rate to rank by: a role that does not train, or none published
+        why = "a role that does not train has no rate model" if not ctx.role_kind.trains else \
+            "the plan has no rate for it"
+        return (f"{len(fitting)} layouts fit on {lay.cards} card(s); this one communicates least ({why}). "
+                f"Runner-up: {runner.describe()} ({runner.memory.total:.1f} GiB per card).")
     runner_rate = rate(ctx, runner).tokens_per_card_s
     if runner_rate >= speed * 0.9999:
         return (f"{len(fitting)} layouts fit on {lay.cards} card(s) at the same estimated rate "

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import replace
+from pathlib import Path
 
 import pytest
 import yaml
@@ -450,3 +451,22 @@ def test_train_gen_and_mini_batch_come_from_the_followed_script(model, method, s
     assert s.value("actor_rollout_ref.actor.ppo_mini_batch_size") == mini
     if gen:
         assert s.value("data.gen_batch_size") == gen
+
+
+def test_the_bundled_verl_example_renders_a_plan_that_reads_right(tmp_path):
+    # examples/qwen3-8b-grpo-verl-snt9b.yaml: the seed's row on 8 cards, upstream's rollout TP and gmu. Without a
+    # published rate the choice is not "the same estimated rate (0 tokens/s per card)", and the launch order keeps
+    # its lines apart.
+    example = Path(__file__).resolve().parents[1] / "examples" / "qwen3-8b-grpo-verl-snt9b.yaml"
+    out = tmp_path / "out"
+    result = CliRunner().invoke(main, ["render", str(example), "--out", str(out)])
+    assert result.exit_code == 0, result.output
+    job = out / "qwen3-8b-grpo-verl-snt9b"
+    fw = json.loads((job / "plan.json").read_text(encoding="utf-8"))["frameworks"]["verl"]
+    assert fw["cards"] == 8
+    settings = {item["key"]: item["value"] for item in fw["settings"]["overrides"]}
+    assert settings["actor_rollout_ref.rollout.tensor_model_parallel_size"] == 2
+    assert settings["actor_rollout_ref.rollout.gpu_memory_utilization"] == 0.6
+    text = (job / "PLAN.md").read_text(encoding="utf-8")
+    assert "0 tokens/s per card" not in text and "this one communicates least (the plan has no rate for it)" in text
+    assert "until the cluster stops.\n   Any step that fails" in text
