@@ -73,8 +73,9 @@ def table_cells(tables, framework: str) -> set[tuple]:
     return cells
 
 
-def check_layout_rules(plan, framework):
-    """Every rule a framework's layout must satisfy (the resolver's own rules, checked independently)."""
+def check_layout_rules(plan, framework, force=False):
+    """Every rule a framework's layout must satisfy (the resolver's own rules, checked independently); `force`: the
+    plan was resolved with --force, which keeps the closest layout when none fits, with a warning naming it."""
     from generator.tables import load_tables
 
     tables = load_tables()
@@ -112,8 +113,8 @@ def check_layout_rules(plan, framework):
     else:
         assert lay.zero_stage is None
     if not lay.fits:  # only a validated preset, or a pinned / forced layout with a warning, may exceed the budget
-        assert lay.source.startswith("preset") or (
-            (lay.source == "pinned" or fp.forced) and any("may not fit" in w for w in plan.warnings)), \
+        warned = any(w.startswith(f"{framework}: layout {lay.describe()} may not fit") for w in plan.warnings)
+        assert lay.source.startswith("preset") or ((lay.source == "pinned" or fp.forced or force) and warned), \
             f"{lay.describe()}: {lay.memory.total:.1f} GiB > budget {lay.budget_gb:.1f}"
     assert lay.cards >= fp.min_cards.value or fp.forced
 
