@@ -86,7 +86,7 @@ def check_layout_rules(plan, framework, force=False):
     assert lay.tp <= hw.cards_per_node
     assert len(lay.num_layer_list) == lay.pp and sum(lay.num_layer_list) == model.layers
     # MindSpeed-MM's first stage may hold the vision encoder alone (its README l. 404 at 4c75a551: text [0, 11, 10, 7])
-    assert min(lay.num_layer_list[1:] if framework == "mindspeed-mm" else lay.num_layer_list) >= 1
+    assert all(n >= 1 for n in (lay.num_layer_list[1:] if framework == "mindspeed-mm" else lay.num_layer_list))
     assert lay.global_batch_size % (lay.micro_batch_size * lay.dp) == 0
     assert lay.grad_accum >= lay.pp
     if lay.source == "search":  # the 1F1B bubble rule at the plan's global batch
