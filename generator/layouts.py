@@ -329,12 +329,13 @@ def _settings(ctx: Context, cards: int, order: int, structure: Structure, recomp
               mbs_options: list[int]) -> Iterator[_Setting]:
     tp, pp, cp, ep = structure.tp, structure.pp, structure.cp, structure.ep
     dp = cards // (tp * pp * cp)
+    batches = {mbs: _global_batch(ctx, mbs, dp, pp, cards) for mbs in mbs_options}  # recompute does not change them
     for rc_rank, recompute in enumerate(recomputes):
         for mbs in mbs_options:
             # CPU offload last; then less recompute before a lighter DeepSpeed stage (ZeRO-2 and -3 cost far less
             # than running the forward twice); Megatron's structures differ in tp..ep already.
             key = (tp, pp, cp, ep, structure.offload, rc_rank, order, -mbs)
-            gbs, why = _global_batch(ctx, mbs, dp, pp, cards)
+            gbs, why = batches[mbs]
             if why:
                 yield _Setting(key, None, why)
                 continue
@@ -421,15 +422,14 @@ def _global_batch(ctx: Context, mbs: int, dp: int, pp: int, cards: int) -> tuple
             return gbs, f"global_batch_size {gbs} needs micro batch {gbs} on one card ({ctx.fw.one_card_rule})"
         return gbs, None
     step = mbs * dp
-    target = batch_target(ctx.defaults, ctx.spec)[0]
     if ctx.spec.global_batch_size is not None or not ctx.free_batch:
-        gbs = ctx.spec.global_batch_size or target
+        gbs = ctx.spec.global_batch_size or batch_target(ctx.defaults, ctx.spec)[0]
         if gbs % step:
             name = "global_batch_size" if ctx.spec.global_batch_size else "global batch"
             return gbs, f"{name} {gbs} is not divisible by micro batch {mbs} x DP {dp} = {step}"
     else:
         # At least PP micro batches, and enough that the pipeline bubble stays within MAX_BUBBLE.
-        micro = max(math.ceil(target / step), pp, math.ceil((pp - 1) / MAX_BUBBLE))
+        micro = max(math.ceil(batch_target(ctx.defaults, ctx.spec)[0] / step), pp, math.ceil((pp - 1) / MAX_BUBBLE))
         gbs = micro * step
     micro_batches = gbs // step
     if pp > 1 and micro_batches < pp and ctx.fw.pipeline_micro_rule:
