@@ -321,12 +321,13 @@ def _grid(ctx: Context, cards: int) -> Iterator[tuple[Structure, list[tuple[str,
     mbs_options = _micro_batches(ctx, cards)
     for order, structure in enumerate(structures):
         broken = _structure_problems(ctx, cards, structure.tp, structure.pp, structure.cp, structure.ep)
-        yield structure, broken, iter(()) if broken else _settings(ctx, cards, order, structure, recomputes,
-                                                                           mbs_options)
+        settings = iter(()) if broken else _settings(ctx, cards, order, structure, recomputes, mbs_options)
+        yield structure, broken, settings
 
 
 def _settings(ctx: Context, cards: int, order: int, structure: Structure, recomputes: list[str],
               mbs_options: list[int]) -> Iterator[_Setting]:
+    """The settings of `structure` (the `order`th of its space), recompute by micro batch."""
     tp, pp, cp, ep = structure.tp, structure.pp, structure.cp, structure.ep
     dp = cards // (tp * pp * cp)
     batches = {mbs: _global_batch(ctx, mbs, dp, pp, cards) for mbs in mbs_options}  # recompute does not change them
