@@ -12,6 +12,9 @@ the plan took it. Where the plan moved the batch off the method's target, `@targ
 plan's that meets the budget at the target (none is right: the search moves the batch only when no count does). A
 refusal is checked the same way at the target: `fewest` must be empty. --quick stops each brute force at the plan's
 count (all that the plan's claim needs).
+
+The last lines give the slowest plan's CPU seconds and PASS or FAIL: every plan (and refusal) in under LIMIT_S CPU
+seconds and every `ok` a y (issue 26); the exit status is 1 on FAIL. CPU seconds, not wall: the machine is shared.
 """
 
 from __future__ import annotations
@@ -30,6 +33,7 @@ from generator.spec import Pins, Spec  # noqa: E402
 from generator.tables import load_tables  # noqa: E402
 
 FRAMEWORK, HARDWARE, TOP = "mindspeed-llm", "snt9b", 4096
+LIMIT_S = 2.0  # issue 26: each plan or refusal in under 2 s
 JOBS = [(model, method, tokens, budget, None)
         for model, tokens in (("qwen3-8b", 2e10), ("qwen3-32b", 2e10), ("llama3.1-70b", 5e10), ("qwen2.5-72b", 5e10))
         for method in ("full", "pretrain") for budget in (24, 72, 168)]
@@ -63,7 +67,9 @@ def main() -> None:
     tables = load_tables()
     print(f"{'model':21} {'method':8} {'tokens':>6} {'h':>4} {'cards':>6} {'batch':>5} {'hours':>6} {'cpu_s':>6} "
           f"{'wall_s':>6} {'fewest':>6} ok {'@target':>7}  layout / refusal")
+    slowest, wrong = (0.0, ""), []
     for model, method, tokens, budget, pins in JOBS:
+        name = f"{model} {method} {tokens:.0e} {budget} h"
         job = spec(model, method, tokens, budget, pins)
         target = tables.recipes[method].values["global_batch_size"]["value"]
         wall, cpu = time.perf_counter(), time.process_time()
@@ -74,6 +80,7 @@ def main() -> None:
             best = None if pins else fewest(job, tables, 1, TOP, target)
             print(f"{model:21} {method:8} {tokens:6.0e} {budget:4} {'-':>6} {'-':>5} {'-':>6} {cpu:6.2f} {wall:6.2f} "
                   f"{best or '':>6} {'y' if best is None else 'N':2} {'':>7}  refused: {str(exc)[:150]}", flush=True)
+            slowest, wrong = max(slowest, (cpu, name)), wrong + ([name] if best is not None else [])
             continue
         wall, cpu = time.perf_counter() - wall, time.process_time() - cpu
         fp = plan.frameworks[FRAMEWORK]
@@ -83,6 +90,12 @@ def main() -> None:
         at_target = "" if batch == target else str(fewest(job, tables, fp.min_cards.value, lay.cards, target) or "none")
         print(f"{model:21} {method:8} {tokens:6.0e} {budget:4} {lay.cards:6} {batch:5} {took:6.1f} {cpu:6.2f} "
               f"{wall:6.2f} {best or '':>6} {ok:2} {at_target:>7}  {lay.describe()}", flush=True)
+        right = ok == "y" and at_target in ("", "none")
+        slowest, wrong = max(slowest, (cpu, name)), wrong + ([] if right else [name])
+    print(f"slowest plan: {slowest[0]:.2f} CPU s ({slowest[1]}); limit {LIMIT_S:g} s")
+    passed = slowest[0] < LIMIT_S and not wrong
+    print(("PASS" if passed else "FAIL") + (f": not on the fewest cards: {', '.join(wrong)}" if wrong else ""))
+    sys.exit(0 if passed else 1)
 
 
 if __name__ == "__main__":

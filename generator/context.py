@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import cached_property
 
 from .frameworks import plugin_of
 from .frameworks.contract import MemoryInputs, Planning, RoleKind, SearchSpace
@@ -13,7 +14,8 @@ from .training import Adapter
 
 @dataclass(frozen=True)
 class Context:
-    """What every step of one framework's resolution needs."""
+    """What every step of one framework's resolution needs. Frozen: what it derives is computed once per context (a
+    layout search reads it for every candidate)."""
 
     spec: Spec
     model: Model
@@ -27,53 +29,53 @@ class Context:
     free_batch: bool = False
     role: RoleKind | None = None  # the role being laid out; None: the first role the method runs (its plugin's)
 
-    @property
+    @cached_property
     def planning(self) -> Planning:
         """The framework plugin's planning side (generator/frameworks/contract.py)."""
         return plugin_of(self.fw).planning
 
-    @property
+    @cached_property
     def role_kind(self) -> RoleKind:
         return self.role or self.planning.roles(self.spec.method)[0].kind
 
-    @property
+    @cached_property
     def space(self) -> SearchSpace:
         """The search space of this role's layout."""
         return self.planning.space(self.role_kind)
 
-    @property
+    @cached_property
     def pins(self) -> Pins:
         return self.spec.layout.get(self.fw.name, Pins())
 
-    @property
+    @cached_property
     def pinned(self) -> bool:
         return self.pins != Pins()
 
-    @property
+    @cached_property
     def info(self) -> dict:
         """The framework's facts about this model (frameworks.yaml)."""
         return self.fw.models.get(self.model.name) or {}
 
-    @property
+    @cached_property
     def activations(self) -> dict | None:
         """The measured activations of this model's decoder, for a framework that runs the HuggingFace code."""
         if self.fw.activations is None:
             return None
         return self.fw.activations[self.info["decoder"]]
 
-    @property
+    @cached_property
     def memory_inputs(self) -> MemoryInputs:
         """What the framework's upstream recipe for this model sets that the memory model reads (its plugin says)."""
         return self.planning.memory_inputs(self)
 
-    @property
+    @cached_property
     def usable_gb(self) -> float:
         """What a card may use: the hardware's usable memory, or less where the framework's upstream recipe for this
         model caps it (the plan then writes the cap)."""
         cap = self.memory_inputs.usable_cap_gb
         return self.hw.usable_gb if cap is None else min(self.hw.usable_gb, cap)
 
-    @property
+    @cached_property
     def usable_cap(self) -> str:
         """The upstream setting that caps usable_gb below the hardware's, in words; empty where none does."""
         inputs = self.memory_inputs
@@ -81,12 +83,12 @@ class Context:
             return inputs.usable_cap_source
         return ""
 
-    @property
+    @cached_property
     def optimizer_shard(self) -> int | None:
         """The optimizer-state shard size where the framework's recipe shards them; None where it does not."""
         return self.memory_inputs.optimizer_shard
 
-    @property
+    @cached_property
     def mtp_layers(self) -> int:
         """Multi-token-prediction layers this framework trains."""
         return self.memory_inputs.mtp_layers

@@ -8,7 +8,8 @@ from __future__ import annotations
 import itertools
 import json
 import math
-from dataclasses import fields, replace
+from collections.abc import Iterator
+from dataclasses import dataclass, fields, replace
 from enum import Enum
 
 from . import memory as memory_model
@@ -110,9 +111,10 @@ def _search_at_target(ctx: Context, cards: int, searched: tuple[Layout | None, L
     best, closest, rejected = searched or search(ctx, cards)
     if best is not None or ctx.spec.global_batch_size is not None or ctx.free_batch:
         return best, closest, rejected
-    fitting, nearest, _ = candidates(replace(ctx, free_batch=True), cards)
-    moved = min(fitting, key=lambda layout: layout.global_batch_size) if fitting else None
-    return moved, closest or nearest, rejected
+    moved = smallest_batch(ctx, cards)
+    if moved is not None or closest is not None:
+        return moved, closest, rejected
+    return None, candidates(replace(ctx, free_batch=True), cards)[1], rejected
 
 
 def _pinned_does_not_fit(ctx: Context, cards: int, closest: Layout) -> None:
@@ -262,63 +264,132 @@ def search(ctx: Context, cards: int) -> tuple[Layout | None, Layout | None, list
 
 def candidates(ctx: Context, cards: int) -> tuple[list[Layout], Layout | None, list[Rejected]]:
     """(every layout that fits at `cards`, fastest first; the one with the least memory; the rejected)."""
-    pins, model, seq = ctx.pins, ctx.model, ctx.spec.seq_len
-    space = ctx.space
-    structures = space.structures(ctx, cards)
-    # A role that only runs forward has no backward to recompute for.
-    recomputes = space.recomputes(ctx) if ctx.role_kind.trains else ["none"]
-    mbs_options = [pins.micro_batch_size] if pins.micro_batch_size else \
-        (space.micro_batches(ctx, cards) or [m for m in (4, 2, 1) if m * seq <= 4096] or [1])
-    if no_accumulation(ctx, cards) and ctx.spec.global_batch_size and not pins.micro_batch_size:
-        mbs_options = [ctx.spec.global_batch_size]  # the whole step in one micro batch
-    if ctx.role_kind is RoleKind.SERVE and not pins.micro_batch_size:  # a server takes its whole batch at once
-        mbs_options = [ctx.spec.global_batch_size or batch_target(ctx.defaults, ctx.spec)[0]]
     fitting: list[tuple[tuple, Layout]] = []
     rejected: list[Rejected] = []
     closest: Layout | None = None
-    for order, structure in enumerate(structures):
-        tp, pp, cp, ep = structure.tp, structure.pp, structure.cp, structure.ep
-        zero_stage, offload = structure.zero_stage, structure.offload
-        label = space.label(structure)
-        broken = _structure_problems(ctx, cards, tp, pp, cp, ep)
+    for structure, broken, settings in _grid(ctx, cards):
+        label = ctx.space.label(structure)
         if broken:
             rejected.append(Rejected(ctx.fw.name, label, broken[0][1]))
             continue
-        dp = cards // (tp * pp * cp)
         best_here: Layout | None = None
         reason: tuple[Cause, str] | None = None  # the last setting's, except that memory never hides a batch cause
-        for rc_rank, recompute in enumerate(recomputes):
-            for mbs in mbs_options:
-                gbs, why = _global_batch(ctx, mbs, dp, pp, cards)
-                if why:
-                    reason = Cause.BATCH, why
-                    continue
-                shape = Parallel(cards=cards, cards_per_node=ctx.hw.cards_per_node, tp=tp, pp=pp, cp=cp, ep=ep,
-                                 micro_batch_size=mbs, global_batch_size=gbs, recompute=recompute,
-                                 mtp_layers=ctx.mtp_layers,
-                                 sequence_parallel=_sequence_parallel(pins.sequence_parallel, structure),
-                                 num_layer_list=structure.num_layer_list or split_layers(model.layers, pp,
-                                                                                         ctx.mtp_layers),
-                                 zero_stage=zero_stage, offload=offload)
-                layout = _layout(ctx, shape, source="pinned" if ctx.pinned else "search")
-                if closest is None or layout.memory.total < closest.memory.total:
-                    closest = layout
-                if layout.fits:
-                    # CPU offload last; then less recompute before a lighter DeepSpeed stage (ZeRO-2 and -3 cost
-                    # far less than running the forward twice); Megatron's structures differ in tp..ep already.
-                    key = (tp, pp, cp, ep, offload, rc_rank, order, -mbs)
-                    fitting.append((key, layout))
-                    best_here = best_here or layout
-                elif reason is None or reason[0] is Cause.MEMORY:
-                    reason = Cause.MEMORY, (f"memory: {layout.memory.total:.1f} GiB per card > "
-                                            f"{layout.budget_gb:.1f} GiB budget (usable {layout.usable_gb:g} less "
-                                            f"{HEADROOM:.0%}; tried up to recompute={recompute}, mbs={mbs})")
+        for setting in settings:
+            if setting.shape is None:
+                reason = Cause.BATCH, setting.why
+                continue
+            layout = _layout(ctx, setting.shape, source="pinned" if ctx.pinned else "search")
+            if closest is None or layout.memory.total < closest.memory.total:
+                closest = layout
+            if layout.fits:
+                fitting.append((setting.key, layout))
+                best_here = best_here or layout
+            elif reason is None or reason[0] is Cause.MEMORY:
+                reason = Cause.MEMORY, (f"memory: {layout.memory.total:.1f} GiB per card > "
+                                        f"{layout.budget_gb:.1f} GiB budget (usable {layout.usable_gb:g} less "
+                                        f"{HEADROOM:.0%}; tried up to recompute={setting.shape.recompute}, "
+                                        f"mbs={setting.shape.micro_batch_size})")
         if best_here is None:
             rejected.append(Rejected(ctx.fw.name, label, reason[1] if reason else "no setting fits"))
-    # Fastest first by the framework's rate model (the step model's time per sample at these cards); ties (the MFU
-    # model, a measured rate) by less communication: smaller TP, PP, CP, EP, then less recompute, larger micro batch.
-    ranked = sorted(fitting, key=lambda item: (-round(rate(ctx, item[1]).tokens_per_card_s, 6), item[0]))
+    ranked = sorted(fitting, key=lambda item: _speed_key(ctx, item[1], item[0]))
     return [layout for _, layout in ranked], closest, rejected
+
+
+def _speed_key(ctx: Context, layout: Layout, key: tuple) -> tuple:
+    """The search's order: fastest first by the framework's rate model (the step model's time per sample at these
+    cards); ties (the MFU model, a measured rate) by less communication: smaller TP, PP, CP, EP, then CPU offload
+    last, less recompute, larger micro batch (`key`: _Setting.key)."""
+    return -round(rate(ctx, layout).tokens_per_card_s, 6), key
+
+
+@dataclass(frozen=True)
+class _Setting:
+    """One setting of a structure the search lays out: its shape (None where `why` says how the batch breaks a rule)
+    and its place in the search's order among equally fast layouts."""
+
+    key: tuple
+    shape: Parallel | None
+    why: str = ""
+
+
+def _grid(ctx: Context, cards: int) -> Iterator[tuple[Structure, list[tuple[str, str]], Iterator[_Setting]]]:
+    """Each structure of the role's space at `cards`, in the space's order: (it, the rules it breaks, its settings,
+    recompute by micro batch; none for a structure that breaks a rule)."""
+    structures = ctx.space.structures(ctx, cards)
+    # A role that only runs forward has no backward to recompute for.
+    recomputes = ctx.space.recomputes(ctx) if ctx.role_kind.trains else ["none"]
+    mbs_options = _micro_batches(ctx, cards)
+    for order, structure in enumerate(structures):
+        broken = _structure_problems(ctx, cards, structure.tp, structure.pp, structure.cp, structure.ep)
+        settings = iter(()) if broken else _settings(ctx, cards, order, structure, recomputes, mbs_options)
+        yield structure, broken, settings
+
+
+def _settings(ctx: Context, cards: int, order: int, structure: Structure, recomputes: list[str],
+              mbs_options: list[int]) -> Iterator[_Setting]:
+    """The settings of `structure` (the `order`th of its space), recompute by micro batch."""
+    tp, pp, cp, ep = structure.tp, structure.pp, structure.cp, structure.ep
+    dp = cards // (tp * pp * cp)
+    batches = {mbs: _global_batch(ctx, mbs, dp, pp, cards) for mbs in mbs_options}  # recompute does not change them
+    for rc_rank, recompute in enumerate(recomputes):
+        for mbs in mbs_options:
+            # CPU offload last; then less recompute before a lighter DeepSpeed stage (ZeRO-2 and -3 cost far less
+            # than running the forward twice); Megatron's structures differ in tp..ep already.
+            key = (tp, pp, cp, ep, structure.offload, rc_rank, order, -mbs)
+            gbs, why = batches[mbs]
+            if why:
+                yield _Setting(key, None, why)
+                continue
+            yield _Setting(key, Parallel(
+                cards=cards, cards_per_node=ctx.hw.cards_per_node, tp=tp, pp=pp, cp=cp, ep=ep, micro_batch_size=mbs,
+                global_batch_size=gbs, recompute=recompute, mtp_layers=ctx.mtp_layers,
+                sequence_parallel=_sequence_parallel(ctx.pins.sequence_parallel, structure),
+                num_layer_list=structure.num_layer_list or split_layers(ctx.model.layers, pp, ctx.mtp_layers),
+                zero_stage=structure.zero_stage, offload=structure.offload))
+
+
+def _micro_batches(ctx: Context, cards: int) -> list[int]:
+    """The micro batches the search tries at `cards`."""
+    pins, seq = ctx.pins, ctx.spec.seq_len
+    if ctx.role_kind is RoleKind.SERVE and not pins.micro_batch_size:  # a server takes its whole batch at once
+        return [ctx.spec.global_batch_size or batch_target(ctx.defaults, ctx.spec)[0]]
+    if no_accumulation(ctx, cards) and ctx.spec.global_batch_size and not pins.micro_batch_size:
+        return [ctx.spec.global_batch_size]  # the whole step in one micro batch
+    if pins.micro_batch_size:
+        return [pins.micro_batch_size]
+    return ctx.space.micro_batches(ctx, cards) or [m for m in (4, 2, 1) if m * seq <= 4096] or [1]
+
+
+def tiles(ctx: Context, cards: int) -> bool:
+    """Whether some structure of the space at `cards` takes a micro batch that tiles the global batch: a layout the
+    search finds needs one (its other rules and memory aside), so where none does the search finds nothing."""
+    mbs_options = _micro_batches(ctx, cards)
+    # The batch rules read a structure's DP and PP alone: each pair once (a pinned one that does not divide the cards
+    # breaks a rule of its own).
+    splits = {(structure.tp * structure.pp * structure.cp, structure.pp)
+              for structure in ctx.space.structures(ctx, cards)}
+    return any(_global_batch(ctx, mbs, cards // group, pp, cards)[1] is None for group, pp in splits
+               if cards % group == 0 for mbs in mbs_options)
+
+
+def smallest_batch(ctx: Context, cards: int) -> Layout | None:
+    """The layout that fits at `cards` with the global batch free and needs the smallest batch, the fastest among
+    equals: the first of candidates(free)'s fitting layouts with the least batch. A setting's batch is known before
+    its memory, so only the settings at the smallest batch that still may fit are laid out and rated."""
+    free = replace(ctx, free_batch=True)
+    by_batch: dict[int, list[_Setting]] = {}
+    for _, _, settings in _grid(free, cards):
+        for setting in settings:
+            if setting.shape is not None:
+                by_batch.setdefault(setting.shape.global_batch_size, []).append(setting)
+    for batch in sorted(by_batch):
+        source = "pinned" if free.pinned else "search"
+        laid = [(setting.key, _layout(free, setting.shape, source=source)) for setting in by_batch[batch]
+                if setting.shape is not None]
+        fitting = [(key, layout) for key, layout in laid if layout.fits]
+        if fitting:
+            return min(fitting, key=lambda item: _speed_key(free, item[1], item[0]))[1]
+    return None
 
 
 def rate(ctx: Context, layout: Layout | None) -> Throughput:
@@ -352,15 +423,14 @@ def _global_batch(ctx: Context, mbs: int, dp: int, pp: int, cards: int) -> tuple
             return gbs, f"global_batch_size {gbs} needs micro batch {gbs} on one card ({ctx.fw.one_card_rule})"
         return gbs, None
     step = mbs * dp
-    target = batch_target(ctx.defaults, ctx.spec)[0]
     if ctx.spec.global_batch_size is not None or not ctx.free_batch:
-        gbs = ctx.spec.global_batch_size or target
+        gbs = ctx.spec.global_batch_size or batch_target(ctx.defaults, ctx.spec)[0]
         if gbs % step:
             name = "global_batch_size" if ctx.spec.global_batch_size else "global batch"
             return gbs, f"{name} {gbs} is not divisible by micro batch {mbs} x DP {dp} = {step}"
     else:
         # At least PP micro batches, and enough that the pipeline bubble stays within MAX_BUBBLE.
-        micro = max(math.ceil(target / step), pp, math.ceil((pp - 1) / MAX_BUBBLE))
+        micro = max(math.ceil(batch_target(ctx.defaults, ctx.spec)[0] / step), pp, math.ceil((pp - 1) / MAX_BUBBLE))
         gbs = micro * step
     micro_batches = gbs // step
     if pp > 1 and micro_batches < pp and ctx.fw.pipeline_micro_rule:

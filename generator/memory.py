@@ -150,7 +150,27 @@ def estimate(job: MemoryJob, shape: Parallel) -> MemoryBreakdown:
         if job.activations is None:
             raise ValueError("the deepspeed scheme counts measured activations: pass the decoder's coefficients")
         return _with_terms(_deepspeed(job, shape, job.activations), job, shape)
-    return max(megatron_stages(job, shape), key=lambda m: m.total)
+    if TERMS:  # a term may weigh any stage: each is estimated
+        return max(megatron_stages(job, shape), key=lambda m: m.total)
+    # Stages that hold alike differ only in the micro batches in flight, which fall from stage to stage, so the first
+    # of them holds the most: the worst stage (the first of equals) is among those firsts.
+    return max((_megatron_stage(job, shape, stage) for stage in distinct_stages(job.model, shape)),
+               key=lambda m: m.total)
+
+
+def distinct_stages(model: Model, shape: Parallel) -> tuple[int, ...]:
+    """The first of each set of pipeline stages of `shape` that hold alike (the same layers, embeddings, MoE and MTP
+    layers, and the last stage apart: it holds the logits), in stage order."""
+    return _distinct_stages(model, shape.layers_per_stage, shape.mtp_layers)
+
+
+@lru_cache(maxsize=1 << 12)
+def _distinct_stages(model: Model, layers_per_stage: tuple[int, ...], mtp_layers: int) -> tuple[int, ...]:
+    last = len(layers_per_stage) - 1
+    firsts: dict[tuple, int] = {}
+    for stage in range(len(layers_per_stage)):
+        firsts.setdefault((_stage_layers(model, layers_per_stage, mtp_layers, stage), stage == last), stage)
+    return tuple(firsts.values())
 
 
 def megatron_stages(job: MemoryJob, shape: Parallel) -> list[MemoryBreakdown]:

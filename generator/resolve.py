@@ -45,6 +45,7 @@ from .layouts import (
     rate,
     search,
     smallest_fit,
+    tiles,
 )
 from .nofit import way_out
 from .plan import Estimate, FrameworkPlan, Layout, MinCards, PathValue, Plan, Rejected, Role
@@ -564,6 +565,10 @@ class _BudgetTrials:
             # search every layout at any batch to say why).
             searched = None
             if self.batch is not None and preset_for(at, self.tables, cards) is None:
+                # Most counts of a scan tile no batch at all: known without laying anything out.
+                if not tiles(at, cards):
+                    self.trials[i] = None
+                    return None
                 searched = search(at, cards)
                 if searched[0] is None:
                     self.trials[i] = None

@@ -4,6 +4,7 @@ brings its own (generator/frameworks/contract.py SearchSpace)."""
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from itertools import product
 
@@ -19,7 +20,9 @@ CP_SEQ_THRESHOLD = 8192  # context parallel is considered only above this sequen
 
 
 def divisors(n: int) -> list[int]:
-    return [d for d in range(1, n + 1) if n % d == 0]
+    """The divisors of `n` (> 0), ascending: those up to its square root, then their cofactors."""
+    low = [d for d in range(1, math.isqrt(n) + 1) if n % d == 0]
+    return low + [n // d for d in reversed(low) if d * d != n]
 
 
 @dataclass(frozen=True)

@@ -27,7 +27,7 @@ import math
 from dataclasses import dataclass, replace
 from typing import TypeVar
 
-from .memory import expert_data_parallel, stage_params
+from .memory import distinct_stages, expert_data_parallel, stage_params
 from .parallel import Parallel
 from .tables import Framework, Hardware, Model, trains_adapters
 
@@ -232,7 +232,7 @@ def _data_parallel_sync(model: Model, par: Parallel, expert_tp: bool, link: floa
         reduce, gather = (moved * size / rate for size in (GRAD_BYTES, BF16_BYTES))
         last_reduce, first_gather = (bucket * size / rate for size in (GRAD_BYTES, BF16_BYTES))
         return max(last_reduce, reduce - backward) + max(first_gather, gather - forward)
-    held = {stage_params(model, par, stage, expert_tp)[:2] for stage in range(par.pp)}  # stages alike: once
+    held = {stage_params(model, par, stage, expert_tp)[:2] for stage in distinct_stages(model, par)}  # alike: once
     return max(exposed(dense, experts) for dense, experts in held)
 
 
