@@ -9,6 +9,8 @@ from __future__ import annotations
 import io
 import json
 import re
+import subprocess
+import sys
 import tokenize
 from pathlib import Path
 
@@ -197,6 +199,33 @@ def test_a_plugin_that_fails_to_import_is_a_table_error(toy, monkeypatch, source
     assert result.stderr.startswith(f"Error: frameworks.yaml toy: plugin: toy_plugin does not import ({error}"), \
         result.stderr
     assert "Traceback" not in result.output + result.stderr
+
+
+def test_an_output_side_that_fails_to_import_fails_when_first_used(toy, monkeypatch):
+    # Issue 26: a plugin's output side may load when first asked for (base.LazyOutput), so that `plan` imports no
+    # renderer or check; `plan` runs without it, and `render` names the row and the module.
+    source = (toy / "plugins" / "toy_plugin.py").read_text(encoding="utf-8").replace(
+        "output=Output())", "output=LazyOutput('toy', 'toy_output'))")
+    install_plugin(toy / "plugins", monkeypatch, "toy_plugin",
+                   "from generator.frameworks.base import LazyOutput\n" + source)
+    install_plugin(toy / "plugins", monkeypatch, "toy_output", "raise RuntimeError('no renderer here')\n")
+    assert CliRunner().invoke(main, ["plan", str(_spec(toy))]).exit_code == 0
+    result = CliRunner().invoke(main, ["render", str(_spec(toy)), "-o", str(toy / "out")])
+    assert result.exit_code == 5, result.output + result.stderr
+    assert result.stderr.startswith("Error: frameworks.yaml toy: plugin: toy_output does not import (RuntimeError: "
+                                    "no renderer here)"), result.stderr
+    assert not (toy / "out").exists()
+
+
+def test_plan_imports_no_plugin_output_side():
+    # Issue 26: `plan` never renders or checks files; the bundled plugins' renderers and checks stay unimported.
+    code = ("import sys\nfrom generator.cli import main\ntry:\n    main(['plan', sys.argv[1]])\nexcept SystemExit:\n"
+            "    pass\nprint('imported:', *(m for m in sys.modules if m.startswith('generator.frameworks.') and "
+            "m.rsplit('.', 1)[1] in ('output', 'render', 'validate', 'checks')))")
+    example = PACKAGE.parent / "examples" / "qwen3-32b-full-snt9b-16c.yaml"
+    result = subprocess.run([sys.executable, "-c", code, str(example)], capture_output=True, text=True,
+                            cwd=PACKAGE.parent, check=True)
+    assert result.stdout.splitlines()[-1] == "imported:", result.stdout
 
 
 def test_a_scheduler_needs_a_launch_sh_to_start(toy):

@@ -5,9 +5,11 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from functools import cached_property
+from typing import TYPE_CHECKING
 
 from ..context import Context
-from ..errors import Problem
+from ..errors import Problem, TableError
 from ..memory import MemoryBreakdown
 from ..parallel import Parallel
 from ..plan import FrameworkPlan, Layout, Plan, RunLength
@@ -16,7 +18,23 @@ from ..spec import Spec
 from ..tables import Model, RecipeDefaults
 from ..throughput import Throughput
 from ..training import Training
-from .contract import CheckOption, Launcher, MemoryInputs, PathDefault, RoleDef, RoleKind, SearchSpace, Settings
+from . import import_for
+from .contract import (
+    CheckOption,
+    Launcher,
+    MemoryInputs,
+    Output,
+    PathDefault,
+    RoleDef,
+    RoleKind,
+    SearchSpace,
+    Settings,
+)
+
+if TYPE_CHECKING:
+    import jinja2
+
+    from ..checks.job import Job, Result
 
 GRID = GridSpace()
 
@@ -89,3 +107,39 @@ class ModuleOutput:
     check: Callable
     options: tuple[CheckOption, ...] = ()
     launchers: tuple[Launcher, ...] = ()  # none: its commands.txt runs gen-launch's launch.sh
+
+
+class LazyOutput:
+    """A plugin's output side (contract.py Output) imported when first asked for: its module's `OUTPUT`. `plan`
+    never renders or checks files, and the renderers, their templates' helpers and the checks are most of a plugin's
+    import time, which every command pays for every framework (the registry loads them all). A module that does
+    not import is a table error (exit 5) then, named with the row."""
+
+    def __init__(self, name: str, module: str):
+        self.name = name
+        self.module = module
+
+    @cached_property
+    def _output(self) -> Output:
+        found = getattr(import_for(self.name, self.module), "OUTPUT", None)
+        if found is None:
+            raise TableError(f"frameworks.yaml {self.name}: plugin: {self.module} has no OUTPUT "
+                             f"(generator/frameworks/contract.py Output)")
+        return found
+
+    @property
+    def options(self) -> tuple[CheckOption, ...]:
+        return self._output.options
+
+    @property
+    def launchers(self) -> tuple[Launcher, ...]:
+        return self._output.launchers
+
+    def render(self, plan: Plan, env: jinja2.Environment) -> dict[str, str]:
+        return self._output.render(plan, env)
+
+    def plan_section(self, plan: Plan, env: jinja2.Environment) -> str:
+        return self._output.plan_section(plan, env)
+
+    def check(self, job: Job, path: str) -> Result | None:
+        return self._output.check(job, path)

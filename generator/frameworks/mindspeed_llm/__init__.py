@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
+from ..base import LazyOutput
 from ..contract import Plugin
-from .output import OUTPUT
 from .planning import PLANNING
 
-PLUGIN = Plugin("mindspeed-llm", planning=PLANNING, output=OUTPUT)
+PLUGIN = Plugin("mindspeed-llm", planning=PLANNING, output=LazyOutput("mindspeed-llm", f"{__name__}.output"))

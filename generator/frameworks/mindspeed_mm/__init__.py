@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
+from ..base import LazyOutput
 from ..contract import Plugin
-from .output import OUTPUT
 from .planning import PLANNING
 
-PLUGIN = Plugin("mindspeed-mm", planning=PLANNING, output=OUTPUT)
+PLUGIN = Plugin("mindspeed-mm", planning=PLANNING, output=LazyOutput("mindspeed-mm", f"{__name__}.output"))

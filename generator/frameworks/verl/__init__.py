@@ -3,8 +3,8 @@ vLLM rollout engine, a reference and (PPO) a critic colocated on every card; its
 
 from __future__ import annotations
 
+from ..base import LazyOutput
 from ..contract import Plugin
-from .output import OUTPUT
 from .planning import PLANNING
 
-PLUGIN = Plugin("verl", planning=PLANNING, output=OUTPUT)
+PLUGIN = Plugin("verl", planning=PLANNING, output=LazyOutput("verl", f"{__name__}.output"))
