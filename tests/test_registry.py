@@ -209,12 +209,16 @@ def test_an_output_side_that_fails_to_import_fails_when_first_used(toy, monkeypa
     install_plugin(toy / "plugins", monkeypatch, "toy_plugin",
                    "from generator.frameworks.base import LazyOutput\n" + source)
     install_plugin(toy / "plugins", monkeypatch, "toy_output", "raise RuntimeError('no renderer here')\n")
+    message = "Error: frameworks.yaml toy: plugin: toy_output does not import (RuntimeError: no renderer here)\n"
     assert CliRunner().invoke(main, ["plan", str(_spec(toy))]).exit_code == 0
     result = CliRunner().invoke(main, ["render", str(_spec(toy)), "-o", str(toy / "out")])
-    assert result.exit_code == 5, result.output + result.stderr
-    assert result.stderr.startswith("Error: frameworks.yaml toy: plugin: toy_output does not import (RuntimeError: "
-                                    "no renderer here)"), result.stderr
+    assert result.exit_code == 5 and result.stderr == message, result.output + result.stderr
     assert not (toy / "out").exists()
+    # validate checks any job folder with every plugin's output side: it loads them all before its first result
+    other = _spec(toy, frameworks=["llama-factory"])
+    assert CliRunner().invoke(main, ["render", str(other), "-o", str(toy / "out")]).exit_code == 0
+    result = CliRunner().invoke(main, ["validate", str(toy / "out" / "toyjob")])
+    assert result.exit_code == 5 and result.stderr == message and not result.stdout, result.output
 
 
 def test_plan_imports_no_plugin_output_side():

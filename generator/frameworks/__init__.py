@@ -24,6 +24,18 @@ def registry() -> dict[str, Plugin]:
     return _built[1]
 
 
+def load_outputs() -> dict[str, Plugin]:
+    """The registry, with the output side of every plugin that defers it to first use (base.LazyOutput) imported
+    now: one that does not import is a table error (exit 5) before a command checks a file."""
+    from .base import LazyOutput  # base imports the registry's module (import_for): not at its top
+
+    plugins = registry()
+    for plugin in plugins.values():
+        if isinstance(plugin.output, LazyOutput):
+            plugin.output.load()
+    return plugins
+
+
 def plugin_of(row: Framework) -> Plugin:
     """The plugin a frameworks.yaml row names. A module that does not import or does not expose a `PLUGIN` for
     that name is a table error (exit 5), named with the row and the module."""

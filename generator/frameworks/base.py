@@ -5,7 +5,6 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from functools import cached_property
 from typing import TYPE_CHECKING
 
 from ..context import Context
@@ -118,28 +117,31 @@ class LazyOutput:
     def __init__(self, name: str, module: str):
         self.name = name
         self.module = module
+        self._loaded: Output | None = None
 
-    @cached_property
-    def _output(self) -> Output:
-        found = getattr(import_for(self.name, self.module), "OUTPUT", None)
-        if found is None:
-            raise TableError(f"frameworks.yaml {self.name}: plugin: {self.module} has no OUTPUT "
-                             f"(generator/frameworks/contract.py Output)")
-        return found
+    def load(self) -> Output:
+        """The module's OUTPUT, imported on the first call."""
+        if self._loaded is None:
+            found = getattr(import_for(self.name, self.module), "OUTPUT", None)
+            if found is None:
+                raise TableError(f"frameworks.yaml {self.name}: plugin: {self.module} has no OUTPUT "
+                                 f"(generator/frameworks/contract.py Output)")
+            self._loaded = found
+        return self._loaded
 
     @property
     def options(self) -> tuple[CheckOption, ...]:
-        return self._output.options
+        return self.load().options
 
     @property
     def launchers(self) -> tuple[Launcher, ...]:
-        return self._output.launchers
+        return self.load().launchers
 
     def render(self, plan: Plan, env: jinja2.Environment) -> dict[str, str]:
-        return self._output.render(plan, env)
+        return self.load().render(plan, env)
 
     def plan_section(self, plan: Plan, env: jinja2.Environment) -> str:
-        return self._output.plan_section(plan, env)
+        return self.load().plan_section(plan, env)
 
     def check(self, job: Job, path: str) -> Result | None:
-        return self._output.check(job, path)
+        return self.load().check(job, path)
