@@ -219,6 +219,20 @@ def test_an_output_side_that_fails_to_import_fails_when_first_used(toy, monkeypa
     assert result.exit_code == 5 and result.stderr == message and not result.stdout, result.output
 
 
+def test_a_planning_side_that_fails_to_import_fails_when_first_used(toy, monkeypatch):
+    # Issue 26: a plugin's planning side may load when a plan first asks it (base.LazyPlanning): a plan without the
+    # framework runs, and one with it names the row and the module.
+    source = (toy / "plugins" / "toy_plugin.py").read_text(encoding="utf-8").replace(
+        "planning=Planning()", "planning=LazyPlanning('toy', 'toy_planning')")
+    install_plugin(toy / "plugins", monkeypatch, "toy_plugin",
+                   "from generator.frameworks.base import LazyPlanning\n" + source)
+    install_plugin(toy / "plugins", monkeypatch, "toy_planning", "raise RuntimeError('no planner here')\n")
+    assert CliRunner().invoke(main, ["plan", str(_spec(toy, frameworks=["llama-factory"]))]).exit_code == 0
+    result = CliRunner().invoke(main, ["plan", str(_spec(toy))])
+    assert result.exit_code == 5 and result.stderr == ("Error: frameworks.yaml toy: plugin: toy_planning does not "
+                                                       "import (RuntimeError: no planner here)\n"), result.output
+
+
 def test_a_scheduler_needs_a_launch_sh_to_start(toy):
     """The toy writes no launch.sh: a scheduler has nothing to start on its nodes, and says so at the key."""
     spec = _spec(toy, cluster={"scheduler": "slurm"})

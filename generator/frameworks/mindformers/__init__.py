@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
-from ..base import LazyOutput
+from ..base import LazyOutput, LazyPlanning
 from ..contract import Plugin
-from .planning import PLANNING
 
-PLUGIN = Plugin("mindformers", planning=PLANNING, output=LazyOutput("mindformers", f"{__name__}.output"))
+# Each side imported when first used (base.py): a plan asks the frameworks it lists, render and validate the output.
+PLUGIN = Plugin("mindformers", planning=LazyPlanning("mindformers", f"{__name__}.planning"),
+                output=LazyOutput("mindformers", f"{__name__}.output"))

@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
-from ..base import LazyOutput
+from ..base import LazyOutput, LazyPlanning
 from ..contract import Plugin
-from .planning import PLANNING
 
-PLUGIN = Plugin("mindspeed-mm", planning=PLANNING, output=LazyOutput("mindspeed-mm", f"{__name__}.output"))
+# Each side imported when first used (base.py): a plan asks the frameworks it lists, render and validate the output.
+PLUGIN = Plugin("mindspeed-mm", planning=LazyPlanning("mindspeed-mm", f"{__name__}.planning"),
+                output=LazyOutput("mindspeed-mm", f"{__name__}.output"))
