@@ -610,7 +610,7 @@ TABLE_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 
 # The parsed tables are cached as Python caches bytecode: beside each file, in __pycache__/ (git-ignored, so neither
 # in the wheel nor the sdist), under a key of the file's text and of what parses it. Even the C loader builds each
-# object in Python (yaml/constructor.py): about 40 ms of every command's start-up, against about 1 ms to read the
+# object in Python (yaml/constructor.py): 25-40 ms of every command's start-up, against about 1 ms to read the
 # cache. marshal stores exactly the plain types the safe loader builds (int keys and bool stay themselves; a type
 # it cannot store, a date, leaves the file uncached), so a hit is the parse itself; every row is still typed and
 # checked on it (load_tables). A cache that cannot be read, is stale or corrupt is parsed over, and one that cannot
