@@ -200,12 +200,11 @@ def test_a_plugin_that_fails_to_import_is_a_table_error(toy, monkeypatch, source
 
 
 def test_an_output_side_that_fails_to_import_fails_when_first_used(toy, monkeypatch):
-    # Issue 26: a plugin's output side may load when first asked for (base.LazyOutput), so that `plan` imports no
-    # renderer or check; `plan` runs without it, and `render` names the row and the module.
+    # Issue 26: a plugin's output side may load when first asked for (contract.py Plugin, by module name), so that
+    # `plan` imports no renderer or check; `plan` runs without it, and `render` names the row and the module.
     source = (toy / "plugins" / "toy_plugin.py").read_text(encoding="utf-8").replace(
-        "output=Output())", "output=LazyOutput('toy', 'toy_output'))")
-    install_plugin(toy / "plugins", monkeypatch, "toy_plugin",
-                   "from generator.frameworks.base import LazyOutput\n" + source)
+        "output=Output())", "output='toy_output')")
+    install_plugin(toy / "plugins", monkeypatch, "toy_plugin", source)
     install_plugin(toy / "plugins", monkeypatch, "toy_output", "raise RuntimeError('no renderer here')\n")
     message = "Error: frameworks.yaml toy: plugin: toy_output does not import (RuntimeError: no renderer here)\n"
     assert CliRunner().invoke(main, ["plan", str(_spec(toy))]).exit_code == 0
@@ -220,12 +219,11 @@ def test_an_output_side_that_fails_to_import_fails_when_first_used(toy, monkeypa
 
 
 def test_a_planning_side_that_fails_to_import_fails_when_first_used(toy, monkeypatch):
-    # Issue 26: a plugin's planning side may load when a plan first asks it (base.LazyPlanning): a plan without the
-    # framework runs, and one with it names the row and the module.
+    # Issue 26: a plugin's planning side may load when a plan first asks it (contract.py Plugin, by module name): a
+    # plan without the framework runs, and one with it names the row and the module.
     source = (toy / "plugins" / "toy_plugin.py").read_text(encoding="utf-8").replace(
-        "planning=Planning()", "planning=LazyPlanning('toy', 'toy_planning')")
-    install_plugin(toy / "plugins", monkeypatch, "toy_plugin",
-                   "from generator.frameworks.base import LazyPlanning\n" + source)
+        "planning=Planning()", "planning='toy_planning'")
+    install_plugin(toy / "plugins", monkeypatch, "toy_plugin", source)
     install_plugin(toy / "plugins", monkeypatch, "toy_planning", "raise RuntimeError('no planner here')\n")
     assert CliRunner().invoke(main, ["plan", str(_spec(toy, frameworks=["llama-factory"]))]).exit_code == 0
     result = CliRunner().invoke(main, ["plan", str(_spec(toy))])

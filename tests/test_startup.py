@@ -25,9 +25,9 @@ def test_plan_imports_nothing_only_render_and_validate_use():
     result = subprocess.run([sys.executable, "-c", PLAN_AND_LIST, "examples/qwen3-32b-full-snt9b-16c.yaml"],
                             capture_output=True, text=True, cwd=REPO, check=True)
     imported = result.stdout.splitlines()[-1].split()[1:]
-    # The plugins' output side (base.LazyOutput), the planning side of the frameworks the example does not plan
-    # (base.LazyPlanning: it fine-tunes, which verl and MindSpeed-MM do not), and what jobdir.py needs only to write
-    # a job folder
+    # The plugins' output side, the planning side of the frameworks the example does not plan (contract.py Plugin
+    # imports each when first used; the example fine-tunes, which verl and MindSpeed-MM do not), and what jobdir.py
+    # needs only to write a job folder
     unused = [name for name in imported if name in ("ctypes", "fcntl", "generator.frameworks.verl.planning",
                                                     "generator.frameworks.mindspeed_mm.planning") or (
         name.startswith("generator.frameworks.") and name.rsplit(".", 1)[1] in ("output", "render", "validate",

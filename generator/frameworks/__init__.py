@@ -24,16 +24,11 @@ def registry() -> dict[str, Plugin]:
     return _built[1]
 
 
-def load_outputs() -> dict[str, Plugin]:
-    """The registry, with the output side of every plugin that defers it to first use (base.LazyOutput) imported
-    now: one that does not import is a table error (exit 5) before a command checks a file."""
-    from .base import LazyOutput  # base imports the registry's module (import_for): not at its top
-
-    plugins = registry()
-    for plugin in plugins.values():
-        if isinstance(plugin.output, LazyOutput):
-            plugin.output.load()
-    return plugins
+def load_outputs() -> None:
+    """Import every plugin's output side now (contract.py Plugin defers it to first use): one that does not import
+    is a table error (exit 5) before a command checks a file."""
+    for plugin in registry().values():
+        plugin.load_output()
 
 
 def plugin_of(row: Framework) -> Plugin:

@@ -78,4 +78,4 @@ class Planning(DefaultPlanning):
         return notes
 
 
-PLANNING: contract.Planning = Planning()  # typed: the plugin's LazyPlanning loads it untyped
+PLANNING: contract.Planning = Planning()  # typed here: contract.Plugin loads it by name

@@ -113,4 +113,4 @@ def _packed_epochs(plan: Plan, sequences: int, epochs: float, plan_steps: int) -
     return RunLength(math.ceil(epochs), steps, steps, every, source, note)
 
 
-PLANNING: contract.Planning = Planning()  # typed: the plugin's LazyPlanning loads it untyped
+PLANNING: contract.Planning = Planning()  # typed here: contract.Plugin loads it by name

@@ -440,4 +440,4 @@ class Planning(DefaultPlanning):
                                            derived_from="output_dir")}
 
 
-PLANNING: contract.Planning = Planning()  # typed: the plugin's LazyPlanning loads it untyped
+PLANNING: contract.Planning = Planning()  # typed here: contract.Plugin loads it by name

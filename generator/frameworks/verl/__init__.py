@@ -3,9 +3,7 @@ vLLM rollout engine, a reference and (PPO) a critic colocated on every card; its
 
 from __future__ import annotations
 
-from ..base import LazyOutput, LazyPlanning
 from ..contract import Plugin
 
-# Each side imported when first used (base.py): a plan asks the frameworks it lists, render and validate the output.
-PLUGIN = Plugin("verl", planning=LazyPlanning("verl", f"{__name__}.planning"),
-                output=LazyOutput("verl", f"{__name__}.output"))
+# Each side imported when first used (contract.py Plugin)
+PLUGIN = Plugin("verl", planning=f"{__name__}.planning", output=f"{__name__}.output")

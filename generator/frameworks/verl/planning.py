@@ -195,7 +195,7 @@ class VerlPlanning(DefaultPlanning):
         return settings(plan, fp)
 
 
-PLANNING: contract.Planning = VerlPlanning()  # typed: the plugin's LazyPlanning loads it untyped
+PLANNING: contract.Planning = VerlPlanning()  # typed here: contract.Plugin loads it by name
 
 
 # ----------------------------------------------------------------------------------------------------------------
