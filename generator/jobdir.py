@@ -10,9 +10,7 @@ file of many GiB costs time in proportion, never a RecursionError or the memory 
 
 from __future__ import annotations
 
-import ctypes
 import errno
-import fcntl
 import hashlib
 import hmac
 import os
@@ -299,6 +297,8 @@ def drift(changes: list[Change]) -> list[str]:
 @contextmanager
 def locked(out_dir: Path) -> Iterator[None]:
     """One render at a time in OUT: an exclusive lock on the folder itself (no lock file is left behind)."""
+    import fcntl  # here, as ctypes below: only render writes, and every command imports this module
+
     fd = os.open(out_dir, os.O_RDONLY | os.O_DIRECTORY)
     try:
         try:
@@ -318,6 +318,8 @@ _AT_FDCWD = -100
 
 def _exchange(a: Path, b: Path) -> bool:
     """Swap two folders atomically (Linux renameat2 RENAME_EXCHANGE); False where the system cannot."""
+    import ctypes
+
     libc = ctypes.CDLL(None, use_errno=True)
     function = getattr(libc, "renameat2", None)
     if function is None:

@@ -21,7 +21,7 @@ from .checks import commands
 from .checks.job import NO_PLAN, Job, Result, text
 from .checks.shell import shell_problems
 from .errors import UserError, show_path
-from .frameworks import registry
+from .frameworks import load_outputs, registry
 from .jobdir import MANIFEST, MAX_READ, Manifest, parse_manifest, read_regular, scan
 
 __all__ = ["Result", "validate"]
@@ -42,7 +42,7 @@ def validate(job_dir: Path, options: Mapping[str, str | None] | None = None) -> 
     if data is None:
         raise UserError(f"{show_path(job_dir)}: no {MANIFEST} (or not a regular file, or over {MAX_READ} bytes); "
                         f"not a folder gen-launch render wrote")
-    registry()  # a plugin that does not load is a table error (exit 5) before the first result
+    load_outputs()  # a plugin that does not load, its output side too, is a table error (exit 5) before any result
     return _results(job_dir, parse_manifest(data), options or {})
 
 

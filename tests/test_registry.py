@@ -199,6 +199,38 @@ def test_a_plugin_that_fails_to_import_is_a_table_error(toy, monkeypatch, source
     assert "Traceback" not in result.output + result.stderr
 
 
+def test_an_output_side_that_fails_to_import_fails_when_first_used(toy, monkeypatch):
+    # Issue 26: a plugin's output side may load when first asked for (contract.py Plugin, by module name), so that
+    # `plan` imports no renderer or check; `plan` runs without it, and `render` names the row and the module.
+    source = (toy / "plugins" / "toy_plugin.py").read_text(encoding="utf-8").replace(
+        "output=Output())", "output='toy_output')")
+    install_plugin(toy / "plugins", monkeypatch, "toy_plugin", source)
+    install_plugin(toy / "plugins", monkeypatch, "toy_output", "raise RuntimeError('no renderer here')\n")
+    message = "Error: frameworks.yaml toy: plugin: toy_output does not import (RuntimeError: no renderer here)\n"
+    assert CliRunner().invoke(main, ["plan", str(_spec(toy))]).exit_code == 0
+    result = CliRunner().invoke(main, ["render", str(_spec(toy)), "-o", str(toy / "out")])
+    assert result.exit_code == 5 and result.stderr == message, result.output + result.stderr
+    assert not (toy / "out").exists()
+    # validate checks any job folder with every plugin's output side: it loads them all before its first result
+    other = _spec(toy, frameworks=["llama-factory"])
+    assert CliRunner().invoke(main, ["render", str(other), "-o", str(toy / "out")]).exit_code == 0
+    result = CliRunner().invoke(main, ["validate", str(toy / "out" / "toyjob")])
+    assert result.exit_code == 5 and result.stderr == message and not result.stdout, result.output
+
+
+def test_a_planning_side_that_fails_to_import_fails_when_first_used(toy, monkeypatch):
+    # Issue 26: a plugin's planning side may load when a plan first asks it (contract.py Plugin, by module name): a
+    # plan without the framework runs, and one with it names the row and the module.
+    source = (toy / "plugins" / "toy_plugin.py").read_text(encoding="utf-8").replace(
+        "planning=Planning()", "planning='toy_planning'")
+    install_plugin(toy / "plugins", monkeypatch, "toy_plugin", source)
+    install_plugin(toy / "plugins", monkeypatch, "toy_planning", "raise RuntimeError('no planner here')\n")
+    assert CliRunner().invoke(main, ["plan", str(_spec(toy, frameworks=["llama-factory"]))]).exit_code == 0
+    result = CliRunner().invoke(main, ["plan", str(_spec(toy))])
+    assert result.exit_code == 5 and result.stderr == ("Error: frameworks.yaml toy: plugin: toy_planning does not "
+                                                       "import (RuntimeError: no planner here)\n"), result.output
+
+
 def test_a_scheduler_needs_a_launch_sh_to_start(toy):
     """The toy writes no launch.sh: a scheduler has nothing to start on its nodes, and says so at the key."""
     spec = _spec(toy, cluster={"scheduler": "slurm"})

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import importlib
 from functools import cache
+from types import ModuleType
 
 from ..errors import TableError
 from ..tables import Framework, Tables, load_tables
@@ -23,6 +24,13 @@ def registry() -> dict[str, Plugin]:
     return _built[1]
 
 
+def load_outputs() -> None:
+    """Import every plugin's output side now (contract.py Plugin defers it to first use): one that does not import
+    is a table error (exit 5) before a command checks a file."""
+    for plugin in registry().values():
+        plugin.load_output()
+
+
 def plugin_of(row: Framework) -> Plugin:
     """The plugin a frameworks.yaml row names. A module that does not import or does not expose a `PLUGIN` for
     that name is a table error (exit 5), named with the row and the module."""
@@ -31,13 +39,18 @@ def plugin_of(row: Framework) -> Plugin:
 
 @cache
 def _load(name: str, module_name: str) -> Plugin:
-    try:
-        module = importlib.import_module(module_name)
-    except Exception as exc:  # any error of the module's code is the row's (a SyntaxError, a RuntimeError)
-        raise TableError(f"frameworks.yaml {name}: plugin: {module_name} does not import "
-                         f"({type(exc).__name__}: {exc})") from None
-    found = getattr(module, "PLUGIN", None)
+    found = getattr(import_for(name, module_name), "PLUGIN", None)
     if not isinstance(found, Plugin) or found.name != name:
         raise TableError(f"frameworks.yaml {name}: plugin: {module_name} has no PLUGIN = Plugin({name!r}, ...) "
                          f"(generator/frameworks/contract.py)")
     return found
+
+
+def import_for(name: str, module_name: str) -> ModuleType:
+    """Module `module_name` of framework `name`'s plugin; one that does not import is a table error (exit 5),
+    named with the row and the module."""
+    try:
+        return importlib.import_module(module_name)
+    except Exception as exc:  # any error of the module's code is the row's (a SyntaxError, a RuntimeError)
+        raise TableError(f"frameworks.yaml {name}: plugin: {module_name} does not import "
+                         f"({type(exc).__name__}: {exc})") from None

@@ -17,7 +17,10 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 from enum import Enum
-from typing import TYPE_CHECKING, Protocol
+from functools import cached_property
+from typing import TYPE_CHECKING, Any, Protocol
+
+from ..errors import TableError
 
 if TYPE_CHECKING:  # the core's types, which import nothing from here at run time
     import jinja2
@@ -324,11 +327,38 @@ class Launcher:
     source: str
 
 
-@dataclass(frozen=True)
 class Plugin:
     """One framework behind the contract: its name (the frameworks.yaml row and templates/<name>/) and its two
-    sides."""
+    sides. A side is given as itself or as the name of the module that holds it as `PLANNING` / `OUTPUT`, imported
+    when first used: a plan asks only the frameworks it lists, and `plan` never renders or checks files (the output
+    side is most of a plugin's import time)."""
 
-    name: str
-    planning: Planning
-    output: Output
+    def __init__(self, name: str, planning: Planning | str, output: Output | str) -> None:
+        self.name = name
+        self._given = {"PLANNING": planning, "OUTPUT": output}
+
+    @cached_property
+    def planning(self) -> Planning:
+        return self._side("PLANNING")
+
+    @cached_property
+    def output(self) -> Output:
+        return self._side("OUTPUT")
+
+    def load_output(self) -> None:
+        """Import the output side now, if given by name."""
+        self.__dict__["output"] = self.output
+
+    def _side(self, attribute: str) -> Any:
+        """The side as given, or `attribute` of the module named; a module that does not import or lacks it is a
+        table error (exit 5) then, named with the row."""
+        given = self._given[attribute]
+        if not isinstance(given, str):
+            return given
+        from . import import_for  # the registry's module, which imports this one
+
+        found = getattr(import_for(self.name, given), attribute, None)
+        if found is None:
+            raise TableError(f"frameworks.yaml {self.name}: plugin: {given} has no {attribute} "
+                             f"(generator/frameworks/contract.py)")
+        return found

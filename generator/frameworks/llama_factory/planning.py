@@ -5,6 +5,7 @@ from __future__ import annotations
 from ...context import Context
 from ...memory import GIB
 from ...plan import Layout, Rejected, deepspeed_words
+from .. import contract
 from ..base import DefaultPlanning
 from ..contract import RoleKind, SearchSpace, Structure
 
@@ -77,4 +78,4 @@ class Planning(DefaultPlanning):
         return notes
 
 
-PLANNING = Planning()
+PLANNING: contract.Planning = Planning()  # typed here: contract.Plugin loads it by name

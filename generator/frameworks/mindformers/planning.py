@@ -9,6 +9,7 @@ from ...memory import MemoryBreakdown
 from ...parallel import Parallel
 from ...plan import FrameworkPlan, Layout, Plan, RunLength
 from ...tables import Model
+from .. import contract
 from ..base import DefaultPlanning
 from ..contract import MemoryInputs, PathDefault, RoleDef, RoleKind, SearchSpace, Settings
 from . import predict
@@ -112,4 +113,4 @@ def _packed_epochs(plan: Plan, sequences: int, epochs: float, plan_steps: int) -
     return RunLength(math.ceil(epochs), steps, steps, every, source, note)
 
 
-PLANNING = Planning()
+PLANNING: contract.Planning = Planning()  # typed here: contract.Plugin loads it by name

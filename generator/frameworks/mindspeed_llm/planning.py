@@ -9,6 +9,7 @@ from ...plan import Layout
 from ...spec import Spec
 from ...tables import Model, trains_adapters
 from ...training import Training
+from .. import contract
 from ..base import DefaultPlanning
 from ..contract import PathDefault
 
@@ -68,4 +69,4 @@ class Planning(DefaultPlanning):
                                               derived_from="output_dir")}
 
 
-PLANNING = Planning()
+PLANNING: contract.Planning = Planning()  # typed here: contract.Plugin loads it by name

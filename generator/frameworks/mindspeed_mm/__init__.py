@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from ..contract import Plugin
-from .output import OUTPUT
-from .planning import PLANNING
 
-PLUGIN = Plugin("mindspeed-mm", planning=PLANNING, output=OUTPUT)
+# Each side imported when first used (contract.py Plugin)
+PLUGIN = Plugin("mindspeed-mm", planning=f"{__name__}.planning", output=f"{__name__}.output")

@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 from ..base import ModuleOutput
+from ..contract import Output
 from .render import plan_section, render
 from .validate import check
 
-OUTPUT = ModuleOutput(render=render, plan_section=plan_section, check=check)
+OUTPUT: Output = ModuleOutput(render=render, plan_section=plan_section, check=check)

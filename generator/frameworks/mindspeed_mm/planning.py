@@ -26,6 +26,7 @@ from ...spec import Spec
 from ...tables import Model
 from ...throughput import Throughput, throughput, uses_step_model
 from ...training import Training
+from .. import contract
 from ..base import DefaultPlanning
 from ..contract import PathDefault, RoleKind, SearchSpace, Structure
 
@@ -439,4 +440,4 @@ class Planning(DefaultPlanning):
                                            derived_from="output_dir")}
 
 
-PLANNING = Planning()
+PLANNING: contract.Planning = Planning()  # typed here: contract.Plugin loads it by name

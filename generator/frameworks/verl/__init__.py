@@ -4,7 +4,6 @@ vLLM rollout engine, a reference and (PPO) a critic colocated on every card; its
 from __future__ import annotations
 
 from ..contract import Plugin
-from .output import OUTPUT
-from .planning import PLANNING
 
-PLUGIN = Plugin("verl", planning=PLANNING, output=OUTPUT)
+# Each side imported when first used (contract.py Plugin)
+PLUGIN = Plugin("verl", planning=f"{__name__}.planning", output=f"{__name__}.output")

@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 from ..base import ModuleOutput
+from ..contract import Output
 from .checks import PYTHON_OPTION, check
 from .render import plan_section, render
 
-OUTPUT = ModuleOutput(render=render, plan_section=plan_section, check=check, options=(PYTHON_OPTION,))
+OUTPUT: Output = ModuleOutput(render=render, plan_section=plan_section, check=check, options=(PYTHON_OPTION,))

@@ -20,6 +20,7 @@ from ...recipe import batch_target
 from ...spaces import divisors
 from ...tables import Framework, Hardware, Model, RecipeDefaults, load_tables
 from ...throughput import Throughput
+from .. import contract
 from ..base import DefaultPlanning
 from ..contract import PathDefault, RoleDef, RoleKind, Structure
 from . import memory
@@ -194,7 +195,7 @@ class VerlPlanning(DefaultPlanning):
         return settings(plan, fp)
 
 
-PLANNING = VerlPlanning()
+PLANNING: contract.Planning = VerlPlanning()  # typed here: contract.Plugin loads it by name
 
 
 # ----------------------------------------------------------------------------------------------------------------
