@@ -53,9 +53,13 @@ def _frozen(value: Any) -> Any:
     return ("bool", value) if isinstance(value, bool) else value
 
 
-def refuse_unknown(schema: Any, where: str = "#") -> Iterator[str]:
+def refuse_unknown(schema: Any) -> Iterator[str]:
     """Where `schema` uses a keyword `conforms` does not implement, or a `$ref` other than to a place in the same
     document, as `#/json/pointer: what`."""
+    yield from _unknown(schema, schema, "#")
+
+
+def _unknown(schema: Any, root: Any, where: str) -> Iterator[str]:
     if isinstance(schema, bool):
         return
     if not isinstance(schema, dict):
@@ -67,16 +71,24 @@ def refuse_unknown(schema: Any, where: str = "#") -> Iterator[str]:
             yield f"{at}: the keyword is not one generator/schemacheck.py implements"
         elif key == "type" and not set([value] if isinstance(value, str) else value) <= set(_TYPES):
             yield f"{at}: {value} is not a JSON Schema type"
-        elif key == "$ref" and not (isinstance(value, str) and value.startswith("#/")):
-            yield f"{at}: only a reference into this document (#/...) is read"
+        elif key == "$ref" and not (isinstance(value, str) and value.startswith("#/") and _resolves(root, value)):
+            yield f"{at}: only a reference to a place in this document (#/...) is read"
         elif key in _SUBSCHEMA:
-            yield from refuse_unknown(value, at)
+            yield from _unknown(value, root, at)
         elif key in _SUBSCHEMAS:
             for i, sub in enumerate(value):
-                yield from refuse_unknown(sub, f"{at}/{i}")
+                yield from _unknown(sub, root, f"{at}/{i}")
         elif key in _NAMED_SUBSCHEMAS:
             for name, sub in value.items():
-                yield from refuse_unknown(sub, f"{at}/{name}")
+                yield from _unknown(sub, root, f"{at}/{name}")
+
+
+def _resolves(root: Any, ref: str) -> bool:
+    try:
+        _resolve(root, ref)
+    except (KeyError, TypeError):
+        return False
+    return True
 
 
 def _resolve(root: dict, ref: str) -> Any:

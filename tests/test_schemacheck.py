@@ -219,6 +219,8 @@ def test_the_bundled_schema_uses_only_keywords_the_check_implements():
     (lambda s: s["properties"]["cards"]["oneOf"][1].update(type="int"), "#/properties/cards/oneOf/1/type"),
     (lambda s: s["properties"]["paths"]["properties"]["model_dir"].update({"$ref": "other.json#/x"}),
      "#/properties/paths/properties/model_dir/$ref"),
+    (lambda s: s["$defs"]["pins"]["properties"]["tp"].update({"$ref": "#/$defs/nothing"}),
+     "#/$defs/pins/properties/tp/$ref"),
 ])
 def test_a_schema_keyword_the_check_does_not_implement_is_refused_when_read(edit, where, tmp_path, monkeypatch):
     schema = copy.deepcopy(SCHEMA)
