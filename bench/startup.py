@@ -5,7 +5,8 @@ medians of wall and CPU seconds (CPU: user + system of the child, less disturbed
     python bench/startup.py [REPEAT]
 
 Bytecode is cached as an installed package has it: the children run without PYTHONDONTWRITEBYTECODE after one
-warm-up run each. Target (issue 26): plan at most 2x the bare imports.
+warm-up run each, which also keeps the templates' compiled code (generator/render `_CompiledTemplates`). Target
+(issue 26): plan at most 2x the bare imports.
 """
 
 from __future__ import annotations

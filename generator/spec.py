@@ -21,7 +21,8 @@ from typing import TYPE_CHECKING, Any
 
 import yaml
 
-from .errors import Problem, SpecError, invisible, show, show_name
+from . import schemacheck
+from .errors import Problem, SpecError, TableError, invisible, show, show_name
 from .frameworks import registry
 from .resources import resource_dir
 
@@ -273,6 +274,17 @@ def _read_yaml(text: str, at: list) -> tuple[Any, int, int]:
 
 
 @lru_cache(maxsize=1)
+def _schema() -> dict:
+    """schemas/job.schema.json, refused when it uses a keyword schemacheck does not implement (exit 5)."""
+    path = resource_dir("schemas") / "job.schema.json"
+    schema = json.loads(path.read_text(encoding="utf-8"))
+    unknown = list(schemacheck.refuse_unknown(schema))
+    if unknown:
+        raise TableError(f"{path.name}: {'; '.join(unknown)}")
+    return schema
+
+
+@lru_cache(maxsize=1)
 def _validator() -> jsonschema.protocols.Validator:
     import jsonschema
 
@@ -281,13 +293,7 @@ def _validator() -> jsonschema.protocols.Validator:
         jsonschema.Draft202012Validator, validators={"pattern": _pattern, "uniqueItems": _unique_items},
         type_checker=jsonschema.Draft202012Validator.TYPE_CHECKER.redefine(
             "integer", lambda checker, value: isinstance(value, int) and not isinstance(value, bool)))
-    return validator(json.loads((resource_dir("schemas") / "job.schema.json").read_text(encoding="utf-8")))
-
-
-def _schema() -> dict:
-    schema = _validator().schema
-    assert isinstance(schema, dict)  # job.schema.json is an object (jsonschema also allows a boolean schema)
-    return schema
+    return validator(_schema())
 
 
 def path_keys() -> tuple[str, ...]:
@@ -305,28 +311,18 @@ def schema_rule(section: str, key: str) -> tuple[str, str]:
 
 
 def _pattern(validator, pattern: str, instance, schema):
-    """JSON Schema patterns are ECMA-262, where `$` ends the text; Python's `$` also matches before a final newline,
-    so a closing `$` is read as `\\Z`."""
+    """A closing `$` ends the text (schemacheck.python_pattern)."""
     import jsonschema
 
-    if isinstance(instance, str) and not re.search(re.sub(r"\$$", r"\\Z", pattern), instance):
+    if isinstance(instance, str) and not schemacheck.python_pattern(pattern).search(instance):
         yield jsonschema.ValidationError(f"{instance!r} does not match {pattern!r}")
 
 
-def _frozen(value: Any) -> Any:
-    """A hashable stand-in equal where JSON Schema's equality holds (true is not 1; 1 is 1.0)."""
-    if isinstance(value, dict):
-        return frozenset((k, _frozen(v)) for k, v in value.items())
-    if isinstance(value, list):
-        return tuple(_frozen(v) for v in value)
-    return ("bool", value) if isinstance(value, bool) else value
-
-
 def _unique_items(validator, unique: bool, instance, schema):
-    """jsonschema compares unhashable items pairwise: 3,300 mappings in `frameworks` took half a minute."""
+    """Items compared hashed (schemacheck.has_duplicates)."""
     import jsonschema
 
-    if unique and isinstance(instance, list) and len({_frozen(v) for v in instance}) < len(instance):
+    if unique and isinstance(instance, list) and schemacheck.has_duplicates(instance):
         yield jsonschema.ValidationError("has non-unique elements")
 
 
@@ -422,8 +418,10 @@ def _yaml_problem(exc: yaml.YAMLError) -> str:
 def schema_problems(data: Any) -> list[Problem]:
     """Every schema violation of `data`, one sentence each."""
     problems: list[Problem] = [*_unusable_values(data, []), *_unclear_paths(data)]
-    for error in _validator().iter_errors(data):
-        problems.extend(_describe(error))
+    schema = _schema()
+    if not schemacheck.conforms(data, schema, schema):  # only jsonschema words the problems (see schemacheck)
+        for error in _validator().iter_errors(data):
+            problems.extend(_describe(error))
     unique = {(p.path, p.message): p for p in problems}
     return sorted(unique.values(), key=lambda p: (p.path, p.message))
 

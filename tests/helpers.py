@@ -250,6 +250,7 @@ def clear_table_caches() -> None:
     from generator import frameworks, spec, tables
 
     tables.load_tables.cache_clear()
+    spec._schema.cache_clear()
     spec._validator.cache_clear()
     frameworks._load.cache_clear()
 

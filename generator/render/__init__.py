@@ -12,7 +12,9 @@ from __future__ import annotations
 import errno
 import hashlib
 import os
-from contextlib import nullcontext
+import pickle
+import sys
+from contextlib import nullcontext, suppress
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
@@ -46,11 +48,44 @@ from .submit import Submit, submit_files
 MAX_LISTED = 20  # paths named in one refusal
 
 
+class _CompiledTemplates(jinja2.FileSystemBytecodeCache):
+    """Templates compiled once and kept, as Python keeps compiled modules: in __pycache__ beside them (or under
+    PYTHONPYCACHEPREFIX); not written under -B or PYTHONDONTWRITEBYTECODE or where the folder is read-only, nor read
+    where unreadable: they compile each run then. Compiling plan.txt.j2 was a sixth of `gen-launch plan`'s start-up.
+    Jinja checks an entry against its template's text; the file name carries the rest of what the compiled code
+    depends on: Jinja's version and the settings its compiler reads (compiled unoptimized, no filter's result is
+    folded into the code)."""
+
+    def __init__(self, templates: Path, env: jinja2.Environment):
+        folder = Path(sys.pycache_prefix, *templates.resolve().parts[1:]) if sys.pycache_prefix else \
+            templates / "__pycache__"
+        settings = (env.block_start_string, env.block_end_string, env.variable_start_string, env.variable_end_string,
+                    env.comment_start_string, env.comment_end_string, env.line_statement_prefix,
+                    env.line_comment_prefix, env.trim_blocks, env.lstrip_blocks, env.newline_sequence,
+                    env.keep_trailing_newline, env.autoescape, env.optimized, sorted(env.extensions))
+        digest = hashlib.sha256(repr(settings).encode()).hexdigest()[:16]
+        super().__init__(str(folder), f"jinja2-{jinja2.__version__}-{digest}-%s.cache")
+
+    def load_bytecode(self, bucket: jinja2.bccache.Bucket) -> None:
+        try:
+            super().load_bytecode(bucket)
+        except (OSError, EOFError, pickle.UnpicklingError):  # unreadable or cut short: compile it again
+            bucket.reset()
+
+    def dump_bytecode(self, bucket: jinja2.bccache.Bucket) -> None:
+        if not sys.dont_write_bytecode:
+            with suppress(OSError):
+                os.makedirs(self.directory, exist_ok=True)
+                super().dump_bytecode(bucket)
+
+
 def environment() -> jinja2.Environment:
     """The one Jinja environment: strict undefined, no autoescape (Markdown, YAML, shell: each quotes by filter)."""
-    env = jinja2.Environment(loader=jinja2.FileSystemLoader(str(resource_dir("templates"))),
-                             undefined=jinja2.StrictUndefined, keep_trailing_newline=True, autoescape=False,
-                             trim_blocks=True, lstrip_blocks=True)
+    templates = resource_dir("templates")
+    env = jinja2.Environment(loader=jinja2.FileSystemLoader(str(templates)), undefined=jinja2.StrictUndefined,
+                             keep_trailing_newline=True, autoescape=False, trim_blocks=True, lstrip_blocks=True,
+                             optimized=False)
+    env.bytecode_cache = _CompiledTemplates(templates, env)
     env.filters["code"] = markdown_code
     env.filters["sh"] = quote
     env.filters["yaml"] = yaml_value
