@@ -554,6 +554,8 @@ class _BudgetTrials:
         defaulted = ctx.spec.global_batch_size is None and batch == batch_target(ctx.defaults, ctx.spec)[0]
         self.at = ctx if batch is None or defaulted else replace(ctx, spec=replace(ctx.spec, global_batch_size=batch))
         self.trials: dict[int, _Trial | None] = {}
+        # --force times a pinned layout that does not fit (on every count alike); any other layout must fit
+        self.forced_pins = ctx.pinned and ctx.force
 
     def trial(self, i: int) -> _Trial | None:
         if i not in self.trials:
@@ -570,7 +572,7 @@ class _BudgetTrials:
                     self.trials[i] = None
                     return None
                 searched = search(at, cards)
-                if searched[0] is None:
+                if searched[0] is None and not self.forced_pins:
                     self.trials[i] = None
                     return None
             try:
@@ -578,6 +580,10 @@ class _BudgetTrials:
             except SpecError:
                 self.trials[i] = None
             else:
+                if not (layout.fits or layout.source.startswith("preset") or self.forced_pins):
+                    # --force keeps the closest layout where none fits; only a pinned one is timed as it is
+                    self.trials[i] = None
+                    return None
                 took = hours(self.tokens, rate(self.ctx, layout).tokens_per_card_s, cards,
                              self.ctx.spec.scaling_efficiency)
                 self.trials[i] = _Trial(layout, rejected, found_notes, found_warnings, took)

@@ -71,6 +71,23 @@ def test_a_pinned_layout_that_never_fits_is_refused_at_its_key():
                 T)
 
 
+def test_force_times_a_pinned_layout_that_never_fits_and_only_a_pinned_one():
+    # Hypothesis found a crash (AssertionError in the budget search): under --force, a count laid out at the batch
+    # the search moved to kept no layout, though the count was chosen at the smallest batch by choose_layout, which
+    # keeps the closest. Now --force times the pinned layout on every count alike, and nothing else that does not fit.
+    pinned = make_spec(model="deepseek-v3", frameworks=["mindformers"], seq_len=1024,
+                       data={"total_tokens": 10**6, "epochs": 1}, time_budget_hours=12,
+                       layout={"mindformers": {"tp": 1, "pp": 1}})
+    plan = resolve(pinned, T, force=True)
+    lay = plan.frameworks["mindformers"].layout
+    assert (lay.tp, lay.pp, lay.fits) == (1, 1, False)
+    assert any(w.startswith(f"mindformers: layout {lay.describe()} may not fit") for w in plan.warnings)
+    free = make_spec(model="qwen3-32b", frameworks=["mindspeed-llm"], data={"total_tokens": 2 * 10**10},
+                     time_budget_hours=72)
+    forced, plain = (resolve(free, T, force=force).frameworks["mindspeed-llm"].layout for force in (True, False))
+    assert forced.fits and forced.describe() == plain.describe() and forced.cards == plain.cards
+
+
 def test_a_budget_no_count_meets_is_refused_with_the_fastest_tried():
     # The compute-bound rate sizes ~40,000 cards (39,680 with the step model's matmul efficiency 0.826);
     # communication keeps every count up to the largest above 0.1 h.
