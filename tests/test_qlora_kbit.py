@@ -1,20 +1,28 @@
 """The memory model's k-bit terms against what LLaMA-Factory 0.9.5's own loader keeps (issue 26): a tiny Llama-3
-loaded as `llamafactory-cli train` loads a QLoRA job (tests/qlora_kbit.py: its load_tokenizer / load_model, on the fly
+loaded as `llamafactory-cli train` loads a QLoRA job (tests/kbit_loader.py: its load_tokenizer / load_model, on the fly
 quantization through bitsandbytes' CPU backend). bench/qlora_kbit.py prints the same for every decoder family.
 
-Tolerance 1%: at these widths (every matrix >= 1024 x 1024 weights) what the model leaves out is under 0.5%: the
+Tolerance 1%: at these widths (every matrix at least 1024 x 512 weights) the model leaves out under 0.5%: the
 per-matrix constants of a 4-bit weight (the 16-entry NF4 map, the 256-entry nested map: 1,092 B, < 0.1%), the fp32
 scale per output row of an 8-bit one (4 / 1024 B = 0.4%), the norms counted at the quantized rate (< 0.1% of the
 parameters). The errors it must catch are larger: a 4-bit absmax counted in fp32 under double quantization (0.5625
-for 0.516 B, +9%), the 8-bit layer's earlier 1.5 B (+50%), the unquantized parameters in fp32 (2x)."""
+for 0.516 B, +9%), the 8-bit layer's earlier 1.5 B (+50%), the unquantized parameters in fp32 (2x).
+
+The activations: the memory model counts a QLoRA step's as a LoRA step's on a bf16 base (hf_activations.yaml's lora
+coefficients), and one real step of the loaded 4-bit model keeps what LoRA on the bf16 base keeps, with and without
+gradient checkpointing (bitsandbytes' 4-bit matmul saves only the quantized weight for backward,
+autograd/_functions.py l. 358, and dequantizes it for each product)."""
 
 from __future__ import annotations
 
+import sys
+
+import kbit_loader as Q
 import pytest
 import yaml
+from conftest import REPO
 from helpers import render_job, require
 
-import qlora_kbit as Q
 from generator.memory import ADAPTER_WEIGHT_BYTES, quant_bytes
 
 TOLERANCE = 0.01
@@ -66,3 +74,13 @@ def test_the_plan_counts_the_double_quantization_its_train_yaml_sets(tables, har
     note = next(n for n in plan.to_json()["notes"] if "memory of the 4-bit base" in n)
     assert f"{quant_bytes(4, double_quant):.4g} B per quantized weight" in note
     assert ("with double quantization" in note) is double_quant
+
+
+@pytest.mark.parametrize("checkpointing", [True, False])
+def test_a_4bit_step_keeps_what_lora_on_the_bf16_base_keeps(models, checkpointing):
+    sys.path.insert(0, str(REPO / "bench"))
+    from calibrate_activations import _peak_tracker
+
+    peaks = {bits: Q.step_peak(Q.build("llama3", bits, models, checkpointing=checkpointing), 256, _peak_tracker())
+             for bits in (None, 4)}
+    assert abs(peaks[4] - peaks[None]) <= TOLERANCE * peaks[None], peaks

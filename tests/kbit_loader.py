@@ -55,24 +55,65 @@ def write_model(family: str, models: Path) -> Path:
     return folder
 
 
-def load(family: str, bits: int, models: Path, double_quant: bool = True) -> Loaded:
-    """Load the tiny `family` checkpoint with LLaMA-Factory's loader as a QLoRA job of `bits` bits (rank 8 on every
-    linear layer, as lora_target all) and add up what it holds. Needs ENVIRONMENT and STUBS on sys.path."""
+def build(family: str, bits: int | None, models: Path, double_quant: bool = True,
+               checkpointing: bool = True):
+    """The tiny `family` checkpoint as LLaMA-Factory's loader builds it for a QLoRA job of `bits` bits (None: LoRA
+    on the bf16 base), rank 8 on every linear layer (lora_target all), with or without its gradient checkpointing.
+    Needs ENVIRONMENT and STUBS on sys.path."""
     import torch
     from llamafactory.hparams import FinetuningArguments, ModelArguments
     from llamafactory.model import load_model, load_tokenizer
     from transformers import HfArgumentParser
 
     folder = write_model(family, models)
-    keys = {"model_name_or_path": str(folder), "quantization_bit": bits, "double_quantization": double_quant,
-            "finetuning_type": "lora", "lora_rank": 8, "lora_target": "all"}
+    keys = {"model_name_or_path": str(folder), "double_quantization": double_quant, "finetuning_type": "lora",
+            "lora_rank": 8, "lora_target": "all", "disable_gradient_checkpointing": not checkpointing}
+    if bits:
+        keys["quantization_bit"] = bits
     model_args, finetuning_args = HfArgumentParser((ModelArguments, FinetuningArguments)).parse_dict(
         keys, allow_extra_keys=True)
     model_args.compute_dtype = torch.bfloat16  # hparams/parser.py l. 512-513 (bf16: true)
     model_args.device_map = {"": torch.device("cpu")}  # parser.py l. 517: get_current_device()
     tokenizer = load_tokenizer(model_args)["tokenizer"]
-    model = load_model(tokenizer, model_args, finetuning_args, is_trainable=True)
-    return count(model, family, bits, double_quant)
+    return load_model(tokenizer, model_args, finetuning_args, is_trainable=True)
+
+
+def load(family: str, bits: int, models: Path, double_quant: bool = True) -> Loaded:
+    """What LLaMA-Factory's loader keeps for a QLoRA job of `bits` bits on the tiny `family` (build)."""
+    return count(build(family, bits, models, double_quant), family, bits, double_quant)
+
+
+def step_peak(model, seq: int, tracker) -> int:
+    """Peak bytes of one training step (forward, loss, backward) on `seq` tokens beyond the model's weights, quant
+    state and gradients, every allocation and release followed by `tracker` (bench/calibrate_activations.py
+    _peak_tracker, as the activations the memory model counts were measured)."""
+    import torch
+
+    ids = torch.zeros((1, seq), dtype=torch.long)
+    resident = [*model.parameters(), *model.buffers(), ids]
+    for param in model.parameters():
+        state = getattr(param, "quant_state", None)
+        if state is not None:
+            resident += [value for value in state.as_dict(packed=False).values() if torch.is_tensor(value)]
+        if getattr(param, "SCB", None) is not None:
+            resident.append(param.SCB)
+    peak = tracker({tensor.untyped_storage()._cdata for tensor in resident})
+
+    def drop(param) -> None:
+        peak.gradient(param.grad)
+        param.grad = None
+
+    for param in model.parameters():
+        if param.requires_grad:
+            param.register_hook(peak.gradient)
+            param.register_post_accumulate_grad_hook(drop)
+    with peak:
+        out = model(input_ids=ids, labels=ids)
+        loss = out.loss
+        del out  # the Trainer drops the logits before backward
+        loss.backward()
+        del loss
+    return peak.peak()
 
 
 def count(model, family: str, bits: int, double_quant: bool) -> Loaded:
