@@ -448,7 +448,8 @@ def _layout(ctx: Context, shape: Parallel, source: str) -> Layout:
     job = MemoryJob(model=ctx.model, method=ctx.spec.method, scheme=ctx.fw.memory, seq_len=ctx.spec.seq_len,
                     lora_rank=rank, overhead_gb=ctx.fw.overhead_gb, quant_bits=ctx.spec.quantization_bit,
                     activations=ctx.activations, kbit_fp32=ctx.fw.kbit_fp32, optimizer_shard=ctx.optimizer_shard,
-                    trains=ctx.role_kind.trains, expert_tp=ctx.fw.expert_tp)
+                    trains=ctx.role_kind.trains, expert_tp=ctx.fw.expert_tp,
+                    double_quant=ctx.memory_inputs.double_quant)
     memory = ctx.planning.memory(ctx, shape) or _estimate_once(job, shape)
     return Layout(**{f.name: getattr(shape, f.name) for f in fields(Parallel)}, framework=ctx.fw.name, memory=memory,
                   usable_gb=ctx.usable_gb, usable_cap=ctx.usable_cap, optimizer_shard=ctx.optimizer_shard,

@@ -111,6 +111,7 @@ class MemoryJob:
     quant_bits: int | None = None  # QLoRA's base-weight bits
     activations: dict | None = None  # the decoder's measured coefficients (hf_activations.yaml): deepspeed counts them
     kbit_fp32: bool = False  # the HuggingFace code upcasts a k-bit model's unquantized parameters to fp32
+    double_quant: bool = True  # bitsandbytes' double quantization of a 4-bit base (MemoryInputs.double_quant)
     # MindSpore's parallel optimizer is on with this optimizer_weight_shard_size (-1: each parameter's whole
     # data-parallel group); megatron-fp32 only
     optimizer_shard: int | None = None
@@ -290,10 +291,27 @@ def _megatron_stage(job: MemoryJob, shape: Parallel, stage: int) -> MemoryBreakd
                            overhead=job.overhead_gb, stage=stage)
 
 
-# LLaMA-Factory (HuggingFace Trainer + DeepSpeed), calibrated against seed 002's measured peaks (tests/data/
-# seed002_memory.csv; tests/test_memory_seed002.py reports the error per row):
-QUANT_BYTES = {4: 0.5625, 8: 1.5}  # nf4: 4 bits + an fp32 absmax per 64-weight block; LLM.int8: the int8 weights
-#                                   plus bitsandbytes' reformatted copy for its int8 matmul (measured, ~1.5 B)
+# LLaMA-Factory (HuggingFace Trainer + DeepSpeed), checked against seed 002's measured peaks (tests/data/
+# seed002_memory.csv; tests/test_memory_seed002.py reports the error per row).
+# A k-bit base as LLaMA-Factory 0.9.5 loads it through bitsandbytes (0.50.2; measured with LLaMA-Factory's own
+# loader by tests/test_qlora_kbit.py and bench/qlora_kbit.py), bytes per quantized weight: 4-bit packs two weights
+# a byte with one fp32 absmax per 64-weight block (bitsandbytes nn/modules.py l. 230-231, Params4bit blocksize);
+# 8-bit keeps the int8 weights (and an fp32 scale per output row, 4 / input width bytes: 0.1% at 4096, left out).
+QUANT_BLOCK = 64
+QUANT_BYTES = {4: 0.5 + 4 / QUANT_BLOCK, 8: 1.0}
+# Double quantization (LLaMA-Factory model_args.py l. 291-294: on by default; model_utils/quantization.py l. 176
+# passes it as bnb_4bit_use_double_quant) stores the 4-bit absmax in uint8 with one fp32 absmax per 256 of them
+# (bitsandbytes functional.py l. 938-940, quantize_4bit).
+DOUBLE_QUANT_BLOCK = 256
+
+
+def quant_bytes(bits: int, double_quant: bool) -> float:
+    """Bytes per weight of a base quantized to `bits` bits, as bitsandbytes lays it out."""
+    if bits == 4 and double_quant:
+        return 0.5 + (1 + 4 / DOUBLE_QUANT_BLOCK) / QUANT_BLOCK
+    return QUANT_BYTES[bits]
+
+
 ADAPTER_WEIGHT_BYTES, ADAPTER_STATE_BYTES = 4.0, 12.0  # trainable LoRA weights in fp32; grads 4 + Adam 8 (shardable)
 # ZeRO-3 offload keeps on the device what upstream's ds_z3_offload_config.json lets it: up to
 # stage3_max_live_parameters (1e9) live bf16 parameters, a sub_group_size (1e9) group of fp32 gradients and
@@ -320,7 +338,8 @@ def _deepspeed(job: MemoryJob, shape: Parallel, activations: dict) -> MemoryBrea
     if trains_adapters(method):
         if quant_bits:  # the embeddings and output head stay unquantized, in bf16 or upcast to fp32
             embeddings = model.embedding_params * (1 if model.tied else 2)
-            frozen = (model.params - embeddings) * QUANT_BYTES[quant_bits] + embeddings * (4.0 if kbit_fp32 else 2.0)
+            frozen = ((model.params - embeddings) * quant_bytes(quant_bits, job.double_quant)
+                      + embeddings * (4.0 if kbit_fp32 else 2.0))
         else:
             frozen = 2.0 * model.params
         weights = (frozen / world if stage == 3 else frozen) + gathered

@@ -66,16 +66,19 @@ def tokenizer(fam: str):
                                    pad_token=pad, additional_special_tokens=SPECIAL[4:], **extra)
 
 
-def _config(fam: str, tok):
+def _config(fam: str, tok, scale: int = 1):
     from transformers import AutoConfig
 
     ids = tok.convert_tokens_to_ids
-    text = {"vocab_size": len(tok), "hidden_size": 64, "intermediate_size": 128, "num_hidden_layers": 2,
-            "num_attention_heads": 4, "num_key_value_heads": 2, "max_position_embeddings": 4096,
+    # `scale` widens the model with more heads, not wider ones (Qwen2-VL's mrope sections need head_dim 16)
+    text = {"vocab_size": len(tok), "hidden_size": 64 * scale, "intermediate_size": 128 * scale,
+            "num_hidden_layers": 2, "num_attention_heads": 4 * scale, "num_key_value_heads": 2 * scale,
+            "max_position_embeddings": 4096,
             "tie_word_embeddings": True, "eos_token_id": ids(FAMILIES[fam][2]), "pad_token_id": ids(FAMILIES[fam][3])}
     if fam in ("qwen2_vl", "qwen2_5_vl"):
         vision = {"depth": 1, "embed_dim": 32, "hidden_size": 32, "num_heads": 2, "patch_size": 14,
-                  "spatial_merge_size": 2, "temporal_patch_size": 2, "out_hidden_size": 64, "intermediate_size": 64}
+                  "spatial_merge_size": 2, "temporal_patch_size": 2, "out_hidden_size": 64 * scale,
+                  "intermediate_size": 64}
         text["rope_scaling"] = {"type": "mrope", "mrope_section": [2, 3, 3]}  # head_dim 16: halves sum to 8
         return AutoConfig.for_model(fam, text_config=text, vision_config=vision,
                                     image_token_id=ids("<|image_pad|>"), video_token_id=ids("<|video_pad|>"),
@@ -89,7 +92,7 @@ def _config(fam: str, tok):
                                     boi_token_index=ids("<start_of_image>"), eoi_token_index=ids("<end_of_image>"),
                                     image_token_index=ids("<image_soft_token>"))
     if fam == "bloom":
-        return AutoConfig.for_model("bloom", vocab_size=len(tok), hidden_size=64, n_layer=2, n_head=4,
+        return AutoConfig.for_model("bloom", vocab_size=len(tok), hidden_size=64 * scale, n_layer=2, n_head=4 * scale,
                                     eos_token_id=text["eos_token_id"], pad_token_id=text["pad_token_id"])
     return AutoConfig.for_model(FAMILIES[fam][0], **text)
 
@@ -109,19 +112,21 @@ def _processor(fam: str, tok):
     return None
 
 
-def write_model(fam: str, folder: Path) -> Path:
-    """Write the tiny checkpoint of `fam` into `folder` (created) and return it."""
+def write_model(fam: str, folder: Path, scale: int = 1, dtype: str | None = None, processor: bool = True) -> Path:
+    """Write the tiny checkpoint of `fam` into `folder` (created) and return it: `scale` x the widths, in `dtype`
+    ("bfloat16" as the real checkpoints; None: torch's default fp32), with the image processor of a
+    vision-language family unless `processor` is False (the tokenizer alone: enough to load the model)."""
     import torch
     from transformers import AutoModelForCausalLM, AutoModelForImageTextToText
 
     torch.manual_seed(0)
     folder.mkdir(parents=True, exist_ok=True)
     tok = tokenizer(fam)
-    config = _config(fam, tok)
+    config = _config(fam, tok, scale)
     loader = AutoModelForImageTextToText if fam in ("qwen2_vl", "qwen2_5_vl", "gemma3") else AutoModelForCausalLM
-    loader.from_config(config).save_pretrained(folder)
-    processor = _processor(fam, tok)
-    (processor or tok).save_pretrained(folder)
+    model = loader.from_config(config)
+    (model.to(getattr(torch, dtype)) if dtype else model).save_pretrained(folder)
+    ((_processor(fam, tok) if processor else None) or tok).save_pretrained(folder)
     return folder
 
 

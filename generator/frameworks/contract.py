@@ -113,6 +113,7 @@ class MemoryInputs:
     usable_cap_source: str = ""  # that cap's setting and upstream file, in words
     optimizer_shard: int | None = None  # the optimizer-state shard size where it shards them (-1: whole DP group)
     mtp_layers: int = 0  # multi-token-prediction layers it trains
+    double_quant: bool = True  # a 4-bit base's quantization constants quantized again (bitsandbytes)
 
 
 @dataclass(frozen=True)

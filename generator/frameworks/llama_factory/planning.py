@@ -3,11 +3,18 @@
 from __future__ import annotations
 
 from ...context import Context
-from ...memory import GIB
+from ...memory import GIB, quant_bytes
 from ...plan import Layout, Rejected, deepspeed_words
 from .. import contract
 from ..base import DefaultPlanning
-from ..contract import RoleKind, SearchSpace, Structure
+from ..contract import MemoryInputs, RoleKind, SearchSpace, Structure
+
+
+def double_quantization(accelerator: str) -> bool:
+    """bitsandbytes' double quantization of a 4-bit base, as train.yaml sets it: LLaMA-Factory's default on a GPU
+    (hparams/model_args.py l. 291-294 at v0.9.5); its Ascend QLoRA example turns it off (examples/train_qlora/
+    qwen3_lora_sft_bnb_npu.yaml; README: the NPU backend needs it off). The memory model counts the same."""
+    return accelerator != "npu"
 
 
 class ZeroStages:
@@ -62,6 +69,9 @@ class Planning(DefaultPlanning):
     def space(self, role: RoleKind) -> SearchSpace:
         return ZERO_STAGES
 
+    def memory_inputs(self, ctx: Context) -> MemoryInputs:
+        return MemoryInputs(double_quant=double_quantization(ctx.hw.accelerator))
+
     def layout_notes(self, ctx: Context, layout: Layout) -> list[str]:
         notes = []
         if ctx.hw.accelerator == "npu":  # seed 001 ran LLaMA-Factory on 910B
@@ -71,6 +81,18 @@ class Planning(DefaultPlanning):
                          f"sharding ({'over' if unsharded > ctx.usable_gb else 'within'} the "
                          f"{ctx.usable_gb:g} GiB usable); {how} needs {layout.memory.total:.1f} GiB per card, "
                          f"{layout.memory_share:.0%} of it")
+        bits = ctx.spec.quantization_bit
+        if bits:
+            double = double_quantization(ctx.hw.accelerator)
+            kind = "nf4" + (" with double quantization" if double else " without double quantization") \
+                if bits == 4 else "LLM.int8"
+            unquantized = "fp32 (upcast)" if ctx.fw.kbit_fp32 else "the checkpoint's bf16 (no upcast)"
+            notes.append(f"memory of the {bits}-bit base: as LLaMA-Factory 0.9.5 loads it through bitsandbytes "
+                         f"(measured with its own loader, tests/test_qlora_kbit.py): {kind}, "
+                         f"{quant_bytes(bits, double):.4g} B per quantized weight; embeddings and output head in "
+                         f"{unquantized}; LoRA adapters in fp32. Seed 002's QLoRA peaks were measured with the "
+                         f"recipe of its time (PEFT's prepare_model_for_kbit_training, which upcasts to fp32), not "
+                         f"this stack (README, memory per card)")
         if ctx.fw.flash_attn and ctx.hw.accelerator == "gpu":
             notes.append(f"flash_attn: {ctx.fw.flash_attn} needs the flash-attn package on the GPU nodes; without "
                          f"it LLaMA-Factory warns and falls back to PyTorch attention, and activations outgrow this "

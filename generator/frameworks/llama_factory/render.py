@@ -10,6 +10,7 @@ import jinja2
 
 from ...plan import FrameworkPlan, Plan
 from ...render.common import commands_txt, launch_context, section_context
+from .planning import double_quantization
 
 NAME = "llama-factory"
 AUTO = "auto"  # a DeepSpeed key transformers fills from TrainingArguments
@@ -131,8 +132,8 @@ def render(plan: Plan, env: jinja2.Environment) -> dict[str, str]:
     train = env.get_template("llama-factory/train.yaml.j2").render(
         upstream_example=upstream_example(plan), model_dir=plan.paths["model_dir"].value,
         quantization_bit=plan.quantization_bit,
-        # LLaMA-Factory's Ascend QLoRA example turns bitsandbytes' double quantization off; GPUs keep the default.
-        double_quantization=False if plan.accelerator == "npu" else None,
+        # written where it departs from LLaMA-Factory's default (on)
+        double_quantization=None if double_quantization(plan.accelerator) else False,
         stage="pt" if plan.method == "pretrain" else "sft",
         finetuning_type="full" if lora is None else "lora",
         lora=None if lora is None else {"rank": lora.rank, "alpha": lora.alpha, "dropout": lora.dropout,
