@@ -485,12 +485,12 @@ def _fewest_cards_for_budget(ctx: Context, tables: Tables, minimum: MinCards, id
     is refused."""
     start = auto_cards(ctx, minimum, ideal, notes)
     counts = list(valid_counts(ctx.hw, start))
-    _refuse_pins_that_never_fit(ctx, counts)
+    forced = _forced_pins_that_never_fit(ctx, counts)
     target = ctx.spec.global_batch_size or batch_target(ctx.defaults, ctx.spec)[0]
-    trials = _BudgetTrials(ctx, tables, counts, tokens, budget, target)
+    trials = _BudgetTrials(ctx, tables, counts, tokens, budget, target, forced)
     high = trials.meeting(known)
     if high is None:
-        free = _BudgetTrials(ctx, tables, counts, tokens, budget, None)
+        free = _BudgetTrials(ctx, tables, counts, tokens, budget, None, forced)
         probe = None if ctx.spec.global_batch_size is not None else free.meeting(None)
         if probe is None:
             trials.refuse(free)
@@ -500,7 +500,7 @@ def _fewest_cards_for_budget(ctx: Context, tables: Tables, minimum: MinCards, id
                      f"{budget:g} h at the global batch of {target}; {moved.layout.cards:,} cards meet it with "
                      f"{moved.layout.describe()} at {moved.layout.global_batch_size}, the smallest batch a layout "
                      f"there takes, so the search is at that batch")
-        trials = _BudgetTrials(ctx, tables, counts, tokens, budget, moved.layout.global_batch_size)
+        trials = _BudgetTrials(ctx, tables, counts, tokens, budget, moved.layout.global_batch_size, forced)
         high = probe
     found, low = trials.scan(high)
     chosen = trials.trial(found)
@@ -511,23 +511,27 @@ def _fewest_cards_for_budget(ctx: Context, tables: Tables, minimum: MinCards, id
     return chosen.layout, chosen.rejected
 
 
-def _refuse_pins_that_never_fit(ctx: Context, counts: list[int]) -> None:
-    """A pinned layout that fits on no count is refused at once, from the largest count its pins tile: with TP, PP
-    and CP pinned, more cards only add data-parallel ranks, which shrink (sharded states) or keep every term of the
-    memory model, so what does not fit there fits nowhere. Under --force the budget search times it anyway."""
-    if not ctx.pinned or ctx.force:
-        return
+def _forced_pins_that_never_fit(ctx: Context, counts: list[int]) -> bool:
+    """Whether the pinned layout fits on no count, judged at the largest count its pins tile: with TP, PP and CP
+    pinned, more cards only add data-parallel ranks, which shrink (sharded states) or keep every term of the memory
+    model, so what does not fit there fits nowhere. Such pins are refused at once; under --force they are kept (True),
+    and the budget search times the closest layout on every count alike."""
+    if not ctx.pinned:
+        return False
     group = (ctx.pins.tp or 1) * (ctx.pins.pp or 1) * (ctx.pins.cp or 1)
     top = next((n for n in reversed(counts) if n % group == 0), None)
     if top is None:
-        return
+        return False
     free = replace(ctx, spec=replace(ctx.spec, cards=top, global_batch_size=None), free_batch=True)
     best, closest, _ = search(free, top)
-    if best is None and closest is not None:
-        raise SpecError.at(f"layout.{ctx.fw.name}",
-                           f"the pinned layout fits on no card count: even on {top:,} cards {closest.describe()} "
-                           f"needs {closest.memory.total:.1f} GiB per card > {closest.budget_gb:.1f} GiB budget, and "
-                           f"more cards do not shrink it further; change the pins (or --force to keep them)")
+    if best is not None or closest is None:
+        return False
+    if ctx.force:
+        return True
+    raise SpecError.at(f"layout.{ctx.fw.name}",
+                       f"the pinned layout fits on no card count: even on {top:,} cards {closest.describe()} needs "
+                       f"{closest.memory.total:.1f} GiB per card > {closest.budget_gb:.1f} GiB budget, and more cards "
+                       f"do not shrink it further; change the pins (or --force to keep them)")
 
 
 @dataclass(frozen=True)
@@ -543,10 +547,13 @@ class _Trial:
 
 class _BudgetTrials:
     """The budget search's counts at one global batch (None: each count at the smallest batch its layouts take),
-    each laid out at most once: trials[i] is counts[i]'s (None: no layout there fits and tiles the batch)."""
+    each laid out at most once: trials[i] is counts[i]'s (None: no layout there fits and tiles the batch). `forced`:
+    --force keeps pins that fit on no count, so the closest layout is timed on every count alike; otherwise a layout
+    that does not fit is never chosen (--force only adds permissions: it never trades a layout that fits for one
+    that does not)."""
 
     def __init__(self, ctx: Context, tables: Tables, counts: list[int], tokens: float, budget: float,
-                 batch: int | None):
+                 batch: int | None, forced: bool):
         self.ctx, self.tables, self.counts, self.tokens, self.budget = ctx, tables, counts, tokens, budget
         self.batch = batch
         # The defaulted target is what the layout search tiles already (its rules then name no spec key); another
@@ -554,8 +561,7 @@ class _BudgetTrials:
         defaulted = ctx.spec.global_batch_size is None and batch == batch_target(ctx.defaults, ctx.spec)[0]
         self.at = ctx if batch is None or defaulted else replace(ctx, spec=replace(ctx.spec, global_batch_size=batch))
         self.trials: dict[int, _Trial | None] = {}
-        # --force times a pinned layout that does not fit (on every count alike); any other layout must fit
-        self.forced_pins = ctx.pinned and ctx.force
+        self.forced = forced
 
     def trial(self, i: int) -> _Trial | None:
         if i not in self.trials:
@@ -572,7 +578,7 @@ class _BudgetTrials:
                     self.trials[i] = None
                     return None
                 searched = search(at, cards)
-                if searched[0] is None and not self.forced_pins:
+                if searched[0] is None and not self.forced:
                     self.trials[i] = None
                     return None
             try:
@@ -580,9 +586,8 @@ class _BudgetTrials:
             except SpecError:
                 self.trials[i] = None
             else:
-                if not (layout.fits or layout.source.startswith("preset") or self.forced_pins):
-                    # --force keeps the closest layout where none fits; only a pinned one is timed as it is
-                    self.trials[i] = None
+                if not (layout.fits or layout.source.startswith("preset") or self.forced):
+                    self.trials[i] = None  # --force kept the closest layout at this count, though others fit
                     return None
                 took = hours(self.tokens, rate(self.ctx, layout).tokens_per_card_s, cards,
                              self.ctx.spec.scaling_efficiency)

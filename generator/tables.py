@@ -9,17 +9,15 @@ from __future__ import annotations
 import contextlib
 import csv
 import difflib
-import hashlib
 import marshal
-import os
 import re
-import sys
 from dataclasses import MISSING, dataclass, field, fields
 from functools import cached_property, lru_cache
 from pathlib import Path
 
 import yaml
 
+from . import kept
 from .errors import SpecError, TableError, show
 from .facts import (
     Accelerator,
@@ -608,63 +606,26 @@ def _unplanned(rows, hardware: dict[str, Hardware]) -> dict[str, str]:
 TABLE_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 
 
-# The parsed tables are cached as Python caches bytecode: beside each file, in __pycache__/ (git-ignored, so neither
-# in the wheel nor the sdist), under a key of the file's text and of what parses it. Even the C loader builds each
-# object in Python (yaml/constructor.py): 25-40 ms of every command's start-up, against about 1 ms to read the
-# cache. marshal stores exactly the plain types the safe loader builds (int keys and bool stay themselves; a type
-# it cannot store, a date, leaves the file uncached), so a hit is the parse itself; every row is still typed and
-# checked on it (load_tables). A cache that cannot be read, is stale or corrupt is parsed over, and one that cannot
-# be written (a read-only install) is not: either way the tables load as parsed.
+# The parsed tables are kept as Python keeps bytecode (kept.py), under a key of each file's text and of what parses
+# it. Even the C loader builds each object in Python (yaml/constructor.py): 25-40 ms of every command's start-up,
+# against about 1 ms to read the kept result. marshal stores exactly the plain types the safe loader builds (int keys
+# and bool stay themselves; a type it cannot store, a date, leaves the file unkept), so a hit is the parse itself;
+# every row is still typed and checked on it (load_tables).
 CACHE_TAG = f"{TABLE_LOADER.__module__}.{TABLE_LOADER.__name__} {yaml.__version__} marshal {marshal.version}"
-
-
-def _cache_path(path: Path) -> Path:
-    return path.parent / "__pycache__" / f"{path.name}.{sys.implementation.cache_tag}.marshal"
 
 
 def _load_yaml(name: str):
     path = DATA_DIR / name
     text = path.read_text(encoding="utf-8")
-    key = hashlib.sha256(f"{CACHE_TAG}\n{text}".encode()).digest()
-    cache = _cache_path(path)
-    cached = _read_cache(cache, key)
-    if cached is not None:
-        return cached[0]
+    key, entry = f"{CACHE_TAG}\n{text}".encode(), kept.entry(path.parent, path.name, "marshal")
+    payload = kept.read(entry, key)
+    if payload is not None:
+        with contextlib.suppress(ValueError, EOFError, TypeError):
+            return marshal.loads(payload)
     data = yaml.load(text, Loader=TABLE_LOADER)
-    _write_cache(cache, key, data)
+    with contextlib.suppress(ValueError):  # a type marshal cannot hold: parsed each time
+        kept.write(entry, key, marshal.dumps(data))
     return data
-
-
-def _read_cache(cache: Path, key: bytes) -> tuple | None:
-    """(data,) from `cache` when it holds data parsed from the text of `key`, intact; else None."""
-    try:
-        blob = cache.read_bytes()
-    except OSError:
-        return None
-    payload = blob[64:]
-    if blob[:32] != key or blob[32:64] != hashlib.sha256(payload).digest():
-        return None
-    try:
-        return (marshal.loads(payload),)
-    except (ValueError, EOFError, TypeError):
-        return None
-
-
-def _write_cache(cache: Path, key: bytes, data) -> None:
-    """Store `data` under `key` (written whole, then renamed over, so a reader never sees half a file); nothing
-    when marshal cannot hold it or the folder is not writable."""
-    try:
-        payload = marshal.dumps(data)
-    except ValueError:
-        return
-    partial = cache.with_name(f"{cache.name}.{os.getpid()}.tmp")
-    try:
-        cache.parent.mkdir(exist_ok=True)
-        partial.write_bytes(key + hashlib.sha256(payload).digest() + payload)
-        os.replace(partial, cache)
-    except OSError:
-        with contextlib.suppress(OSError):
-            partial.unlink(missing_ok=True)
 
 
 # min_cards.csv's columns besides one per hardware row (the header names those, and hardware.yaml must know them)

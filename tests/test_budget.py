@@ -82,10 +82,17 @@ def test_force_times_a_pinned_layout_that_never_fits_and_only_a_pinned_one():
     lay = plan.frameworks["mindformers"].layout
     assert (lay.tp, lay.pp, lay.fits) == (1, 1, False)
     assert any(w.startswith(f"mindformers: layout {lay.describe()} may not fit") for w in plan.warnings)
-    free = make_spec(model="qwen3-32b", frameworks=["mindspeed-llm"], data={"total_tokens": 2 * 10**10},
-                     time_budget_hours=72)
-    forced, plain = (resolve(free, T, force=force).frameworks["mindspeed-llm"].layout for force in (True, False))
-    assert forced.fits and forced.describe() == plain.describe() and forced.cards == plain.cards
+    # --force only adds permissions: where layouts fit, a budget plan is the one without it. The review found a
+    # partial pin (recompute none on DeepSeek-V3) planned on 608 cards at 150.9 GiB per card, batch 513, with
+    # --force, and on 704 cards at 48.1 GiB, batch 512, without.
+    for model, pins in (("qwen3-32b", {}), ("deepseek-v3", {"mindspeed-llm": {"recompute": "none"}}),
+                        ("deepseek-v3", {"mindspeed-llm": {"ep": 8}})):
+        spec = make_spec(model=model, method="pretrain", seq_len=8192, frameworks=["mindspeed-llm"],
+                         data={"total_tokens": 2 * 10**10, "epochs": 1}, time_budget_hours=72, scaling_efficiency=0.9,
+                         layout=pins)
+        forced, plain = (resolve(spec, T, force=force).frameworks["mindspeed-llm"].layout for force in (True, False))
+        assert forced.fits and (forced.describe(), forced.cards, forced.global_batch_size) == \
+            (plain.describe(), plain.cards, plain.global_batch_size), model
 
 
 def test_a_budget_no_count_meets_is_refused_with_the_fastest_tried():

@@ -4,6 +4,8 @@ written the templates compile each run with the same output."""
 
 from __future__ import annotations
 
+import hashlib
+import marshal
 import sys
 
 import pytest
@@ -35,7 +37,7 @@ def kept(folder, name: str = "t.txt.j2") -> bool:
 def test_a_compiled_template_is_kept_and_used_until_its_text_changes(templates):
     assert not kept(templates)
     assert render.environment().get_template("t.txt.j2").render(plan="it's") == "plan: 'it'\"'\"'s' 2.5 h\n"
-    assert [p.parent.name for p in templates.rglob("*.cache")] == ["__pycache__"]
+    assert [p.parent.name for p in templates.rglob("*.jinja")] == ["__pycache__"]
     assert kept(templates)
     assert render.environment().get_template("t.txt.j2").render(plan="x") == "plan: x 2.5 h\n"
     (templates / "t.txt.j2").write_text(SOURCE.replace("plan:", "PLAN:"), encoding="utf-8")
@@ -52,15 +54,32 @@ def test_nothing_is_kept_where_python_would_keep_no_bytecode(case, templates, tm
     else:
         monkeypatch.setattr(sys, "pycache_prefix", str(tmp_path / "prefix"))
     assert render.environment().get_template("t.txt.j2").render(plan="x") == "plan: x 2.5 h\n"
-    assert not list(templates.rglob("*.cache"))
-    assert bool(list(tmp_path.glob("prefix/**/*.cache"))) == (case == "prefix")
+    assert not list(templates.rglob("*.jinja"))
+    assert bool(list(tmp_path.glob("prefix/**/*.jinja"))) == (case == "prefix")
 
 
 
 def test_a_kept_file_cut_short_is_compiled_again(templates):
     render.environment().get_template("t.txt.j2")
-    [entry] = templates.rglob("*.cache")
+    [entry] = templates.rglob("*.jinja")
     entry.write_bytes(entry.read_bytes()[:20])
     assert not kept(templates)
     assert render.environment().get_template("t.txt.j2").render(plan="x") == "plan: x 2.5 h\n"
     assert kept(templates)
+
+
+@pytest.mark.parametrize("damage", ["flipped", "not code", "pickle"])
+def test_a_damaged_kept_file_is_compiled_again(damage, templates):
+    # The review changed a kept file's text ("training recipe" -> "TRAINING RECIPE") and the plan printed it; and a
+    # kept file with a valid header but another payload crashed with a traceback. Each entry now carries a digest of
+    # its payload (kept.py), and only a code object is used.
+    render.environment().get_template("t.txt.j2")
+    [entry] = templates.rglob("*.jinja")
+    blob = entry.read_bytes()
+    if damage == "flipped":
+        blob = blob.replace(b"plan: ", b"PLAN: ")
+    else:
+        payload = marshal.dumps(5) if damage == "not code" else b"\x80\x02cnosuch\nx\n."
+        blob = blob[:32] + hashlib.sha256(payload).digest() + payload
+    entry.write_bytes(blob)
+    assert render.environment().get_template("t.txt.j2").render(plan="x") == "plan: x 2.5 h\n"

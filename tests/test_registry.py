@@ -231,6 +231,18 @@ def test_a_planning_side_that_fails_to_import_fails_when_first_used(toy, monkeyp
                                                        "import (RuntimeError: no planner here)\n"), result.output
 
 
+def test_a_side_that_is_not_one_is_a_table_error(toy, monkeypatch):
+    # The review: `PLANNING = object()` in a module a plugin names gave an AttributeError traceback (exit 1).
+    source = (toy / "plugins" / "toy_plugin.py").read_text(encoding="utf-8").replace(
+        "planning=Planning()", "planning='toy_planning'")
+    install_plugin(toy / "plugins", monkeypatch, "toy_plugin", source)
+    install_plugin(toy / "plugins", monkeypatch, "toy_planning", "PLANNING = object()\n")
+    result = CliRunner().invoke(main, ["plan", str(_spec(toy))])
+    assert result.exit_code == 5 and result.stderr == (
+        "Error: frameworks.yaml toy: plugin: toy_planning has no PLANNING meeting the contract's Planning "
+        "(generator/frameworks/contract.py)\n"), result.output + result.stderr
+
+
 def test_a_scheduler_needs_a_launch_sh_to_start(toy):
     """The toy writes no launch.sh: a scheduler has nothing to start on its nodes, and says so at the key."""
     spec = _spec(toy, cluster={"scheduler": "slurm"})

@@ -6,11 +6,13 @@ from __future__ import annotations
 import math
 import shutil
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 import yaml
 
+from generator import kept
 from generator import tables as tables_module
 from generator.errors import TableError
 
@@ -39,6 +41,8 @@ def data(tmp_path, monkeypatch):
     folder = tmp_path / "data"
     shutil.copytree(tables_module.DATA_DIR, folder, ignore=shutil.ignore_patterns("__pycache__"))
     monkeypatch.setattr(tables_module, "DATA_DIR", folder)
+    monkeypatch.setattr(sys, "dont_write_bytecode", False)
+    monkeypatch.setattr(sys, "pycache_prefix", None)
     tables_module.load_tables.cache_clear()
     yield folder
     tables_module.load_tables.cache_clear()
@@ -49,7 +53,7 @@ def parsed(folder: Path, name: str):
 
 
 def cache_of(folder: Path, name: str) -> Path:
-    return tables_module._cache_path(folder / name)
+    return kept.entry(folder, name, "marshal")
 
 
 @pytest.mark.parametrize("name", TABLE_FILES)
@@ -94,6 +98,18 @@ def test_an_unwritable_cache_folder_loads_as_parsed(data):
     assert (data / "__pycache__").read_text(encoding="utf-8") == "not a folder"
     assert set(tables.models) == {row["name"] for row in parsed(data, "models.yaml")["models"]}
     assert not list(data.glob("**/*.tmp"))
+
+
+@pytest.mark.parametrize("case", ["-B", "prefix"])
+def test_nothing_is_kept_where_python_would_keep_no_bytecode(case, data, tmp_path, monkeypatch):
+    # The review found the tables kept under -B and PYTHONPYCACHEPREFIX ignored; both follow Python's rule (kept.py).
+    if case == "-B":
+        monkeypatch.setattr(sys, "dont_write_bytecode", True)
+    else:
+        monkeypatch.setattr(sys, "pycache_prefix", str(tmp_path / "prefix"))
+    tables_module.load_tables()
+    assert not (data / "__pycache__").exists()
+    assert bool(list(tmp_path.glob("prefix/**/*.marshal"))) == (case == "prefix")
 
 
 def test_the_cache_is_not_in_the_repository():

@@ -9,7 +9,7 @@ from types import ModuleType
 
 from ..errors import TableError
 from ..tables import Framework, Tables, load_tables
-from .contract import Plugin
+from .contract import Output, Plugin
 
 _built: tuple[Tables, dict[str, Plugin]] | None = None  # the registry of the tables last loaded
 
@@ -24,11 +24,10 @@ def registry() -> dict[str, Plugin]:
     return _built[1]
 
 
-def load_outputs() -> None:
-    """Import every plugin's output side now (contract.py Plugin defers it to first use): one that does not import
-    is a table error (exit 5) before a command checks a file."""
-    for plugin in registry().values():
-        plugin.load_output()
+def load_outputs() -> list[Output]:
+    """Every plugin's output side, imported now (contract.py Plugin defers it to first use): one that does not
+    import is a table error (exit 5) before a command checks a file."""
+    return [plugin.output for plugin in registry().values()]
 
 
 def plugin_of(row: Framework) -> Plugin:

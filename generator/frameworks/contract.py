@@ -18,7 +18,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from enum import Enum
 from functools import cached_property
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 from ..errors import TableError
 
@@ -125,6 +125,7 @@ class PathDefault:
     derived_from: str | None = None
 
 
+@runtime_checkable
 class Planning(Protocol):
     """The resolver's side of a framework. `DefaultPlanning` answers for a framework with nothing to add; a plugin
     subclasses it and states what its framework does differently, each rule with its upstream source."""
@@ -273,6 +274,7 @@ class Settings(Protocol):
         ...
 
 
+@runtime_checkable
 class Output(Protocol):
     """The files' side of a framework (see the module docstring)."""
 
@@ -346,20 +348,18 @@ class Plugin:
     def output(self) -> Output:
         return self._side("OUTPUT")
 
-    def load_output(self) -> None:
-        """Import the output side now, if given by name."""
-        self.__dict__["output"] = self.output
 
     def _side(self, attribute: str) -> Any:
-        """The side as given, or `attribute` of the module named; a module that does not import or lacks it is a
-        table error (exit 5) then, named with the row."""
+        """The side as given, or `attribute` of the module named; a module that does not import, or whose
+        `attribute` is not such a side, is a table error (exit 5) then, named with the row."""
         given = self._given[attribute]
         if not isinstance(given, str):
             return given
         from . import import_for  # the registry's module, which imports this one
 
         found = getattr(import_for(self.name, given), attribute, None)
-        if found is None:
-            raise TableError(f"frameworks.yaml {self.name}: plugin: {given} has no {attribute} "
-                             f"(generator/frameworks/contract.py)")
+        kind = Planning if attribute == "PLANNING" else Output
+        if not isinstance(found, kind):
+            raise TableError(f"frameworks.yaml {self.name}: plugin: {given} has no {attribute} meeting the "
+                             f"contract's {kind.__name__} (generator/frameworks/contract.py)")
         return found

@@ -11,15 +11,16 @@ from __future__ import annotations
 
 import errno
 import hashlib
+import marshal
 import os
-import pickle
-import sys
 from contextlib import nullcontext, suppress
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
+from types import CodeType
 
 import jinja2
 
+from .. import kept
 from ..errors import SpecError, TableError, UserError, show, show_path
 from ..frameworks import registry
 from ..jobdir import (
@@ -48,35 +49,32 @@ from .submit import Submit, submit_files
 MAX_LISTED = 20  # paths named in one refusal
 
 
-class _CompiledTemplates(jinja2.FileSystemBytecodeCache):
-    """Templates compiled once and kept, as Python keeps compiled modules: in __pycache__ beside them (or under
-    PYTHONPYCACHEPREFIX); not written under -B or PYTHONDONTWRITEBYTECODE or where the folder is read-only, nor read
-    where unreadable: they compile each run then. Compiling plan.txt.j2 was a sixth of `gen-launch plan`'s start-up.
-    Jinja checks an entry against its template's text; the file name carries the rest of what the compiled code
-    depends on: Jinja's version and the settings its compiler reads (compiled unoptimized, no filter's result is
-    folded into the code)."""
+class _CompiledTemplates(jinja2.BytecodeCache):
+    """Templates compiled once and kept as Python keeps compiled modules (kept.py): compiling plan.txt.j2 was a sixth
+    of `gen-launch plan`'s start-up. An entry is named by Jinja's key of the template (its name and file) and keyed
+    by its text (Jinja's checksum) and what else the compiled code depends on: Python's and Jinja's versions and the
+    settings Jinja's compiler reads (compiled unoptimized, no filter's result is folded into the code)."""
 
     def __init__(self, templates: Path, env: jinja2.Environment):
-        folder = Path(sys.pycache_prefix, *templates.resolve().parts[1:]) if sys.pycache_prefix else \
-            templates / "__pycache__"
         settings = (env.block_start_string, env.block_end_string, env.variable_start_string, env.variable_end_string,
                     env.comment_start_string, env.comment_end_string, env.line_statement_prefix,
                     env.line_comment_prefix, env.trim_blocks, env.lstrip_blocks, env.newline_sequence,
                     env.keep_trailing_newline, env.autoescape, env.optimized, sorted(env.extensions))
-        digest = hashlib.sha256(repr(settings).encode()).hexdigest()[:16]
-        super().__init__(str(folder), f"jinja2-{jinja2.__version__}-{digest}-%s.cache")
+        self.templates, self.tag = templates, f"jinja2 {jinja2.__version__} {settings!r}"
+
+    def _entry(self, bucket: jinja2.bccache.Bucket) -> tuple[Path, bytes]:
+        return kept.entry(self.templates, bucket.key, "jinja"), f"{self.tag}\n{bucket.checksum}".encode()
 
     def load_bytecode(self, bucket: jinja2.bccache.Bucket) -> None:
-        try:
-            super().load_bytecode(bucket)
-        except (OSError, EOFError, pickle.UnpicklingError):  # unreadable or cut short: compile it again
-            bucket.reset()
+        payload = kept.read(*self._entry(bucket))
+        if payload is not None:
+            with suppress(ValueError, EOFError, TypeError):
+                code = marshal.loads(payload)
+                if isinstance(code, CodeType):
+                    bucket.code = code
 
     def dump_bytecode(self, bucket: jinja2.bccache.Bucket) -> None:
-        if not sys.dont_write_bytecode:
-            with suppress(OSError):
-                os.makedirs(self.directory, exist_ok=True)
-                super().dump_bytecode(bucket)
+        kept.write(*self._entry(bucket), marshal.dumps(bucket.code))
 
 
 def environment() -> jinja2.Environment:
