@@ -83,19 +83,52 @@ def hf_layer_bytes(coefficients: dict, model: Model, seq: int) -> float:
 
 
 def hf_step_bytes(activations: dict, model: Model, method: str, recompute: str, seq_len: int, micro: int,
-                  fp32_loss: bool = False) -> tuple[float, float]:
+                  fp32_loss: bool = False, int8_base: bool = False) -> tuple[float, float]:
     """(activations, logits) at the peak of a training step of the HuggingFace code, in bytes, from the decoder's
     measurements (`activations`: its hf_activations.yaml entry); `fp32_loss`: the loss runs in fp32 (autocast, or
-    an output head upcast to fp32)."""
+    an output head upcast to fp32); `int8_base`: LoRA on a bitsandbytes 8-bit base, which keeps more
+    (int8_input_bytes)."""
     trained = "lora" if trains_adapters(method) else "full"
     checkpointing = "full" if recompute == "full" else "none"
     tokens = seq_len * micro
-    kept = hf_layer_bytes(activations[trained][checkpointing], model, seq_len) * tokens
+    kept = model.layers * hf_layer_bytes(activations[trained][checkpointing], model, seq_len) * tokens
     working = hf_layer_bytes(activations["working"][trained][checkpointing], model, seq_len) * tokens
+    if int8_base:
+        kept_int8, working_int8 = int8_input_bytes(model, recompute, tokens)
+        kept, working = kept + kept_int8, working + working_int8
     logits = activations["logit_bytes"]["fp32" if fp32_loss else "bf16"] * tokens * model.vocab
     # The loss's logits are freed before backward reaches the last layer (and, with checkpointing, recomputes it),
     # so the step's peak holds the larger of the two, not both.
-    return model.layers * kept + max(0.0, working - logits), logits
+    return kept + max(0.0, working - logits), logits
+
+
+# What an 8-bit base keeps beyond LoRA's activations on a bf16 base (source-derived: bitsandbytes' CUDA int8 kernels
+# do not run on a CPU, so no GPU step measured it). bitsandbytes 0.50.2's int8 matmul, MatMul8bitLt (autograd/
+# _functions.py; Linear8bitLt.forward calls it through bnb.matmul, nn/modules.py l. 1189, on every device but a
+# training CPU/XPU, _functions.py l. 400-404), stores its input A, in the dtype it came in (bf16), as
+# ctx.tensors = (CAt, subA, A) whenever the input requires grad (l. 186-187), though backward never reads it
+# (l. 208) and the frozen int8 weight takes no gradient. An nn.Linear with a frozen bf16 weight saves only the weight.
+# Linears fed the same tensor share it: per decoder layer and token, one hidden-wide input for the attention's
+# q, k, v, the attention output (q_dim) for its output projection, one hidden-wide input for the MLP's input
+# matrices and the FFN-wide input of its down projection, 2 bytes each (tests/test_qlora_kbit.py counts them on the
+# loaded model). ctx.tensors is a plain attribute, not save_for_backward, so it lives as long as the graph:
+# - with LLaMA-Factory's gradient checkpointing, which is reentrant (model_utils/checkpointing.py l. 174-176;
+#   use_reentrant_gc default True, hparams/model_args.py l. 149-152), torch runs each layer's forward under no_grad
+#   (torch 2.13 utils/checkpoint.py l. 273-274), so nothing is kept, and recomputes one layer with grad in backward
+#   (l. 313-314), its graph alive until that layer's backward ends (l. 331): one layer's inputs on its working set;
+# - without, every layer keeps them but the first layer's attention input: LLaMA-Factory makes the layers' inputs
+#   require grad only with checkpointing on (checkpointing.py l. 94-95, l. 131), so the embeddings' normalised output
+#   needs none and MatMul8bitLt keeps nothing for q, k, v there (l. 190-192).
+# Left out: the outlier columns LLM.int8 keeps beside A (subA, l. 162-170; threshold 6.0), as many as the data has,
+# and the weight each layer dequantizes to bf16 in backward (l. 237). A 4-bit base keeps only its packed weight
+# (l. 357-358): nothing more (tests/test_qlora_kbit.py).
+def int8_input_bytes(model: Model, recompute: str, tokens: int) -> tuple[float, float]:
+    """(bytes kept over the step, bytes kept while one recomputed layer runs backward) of the bf16 inputs an 8-bit
+    base's linear layers keep for backward, for `tokens` tokens per card."""
+    per_layer = 2.0 * tokens * (2 * model.hidden + model.q_dim + model.ffn)
+    if recompute == "full":
+        return 0.0, per_layer
+    return model.layers * per_layer - 2.0 * tokens * model.hidden, 0.0
 
 
 @dataclass(frozen=True)
@@ -357,7 +390,7 @@ def _deepspeed(job: MemoryJob, shape: Parallel, activations: dict) -> MemoryBrea
     # Without DeepSpeed the Trainer runs the model under autocast, which computes the loss in fp32.
     fp32_loss = shape.zero_stage is None or bool(quant_bits and kbit_fp32)
     kept_all, logits = hf_step_bytes(activations, model, method, shape.recompute, job.seq_len,
-                                     shape.micro_batch_size, fp32_loss)
+                                     shape.micro_batch_size, fp32_loss, int8_base=quant_bits == 8)
     return MemoryBreakdown(weights=weights / GIB, gradients=grads / GIB, optimizer=optimizer / GIB,
                            adapters=adapters / GIB, activations=kept_all / GIB, logits=logits / GIB,
                            overhead=job.overhead_gb)

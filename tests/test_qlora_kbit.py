@@ -11,7 +11,11 @@ for 0.516 B, +9%), the 8-bit layer's earlier 1.5 B (+50%), the unquantized param
 The activations: the memory model counts a QLoRA step's as a LoRA step's on a bf16 base (hf_activations.yaml's lora
 coefficients), and one real step of the loaded 4-bit model keeps what LoRA on the bf16 base keeps, with and without
 gradient checkpointing (bitsandbytes' 4-bit matmul saves only the quantized weight for backward,
-autograd/_functions.py l. 358, and dequantizes it for each product)."""
+autograd/_functions.py l. 358, and dequantizes it for each product). An 8-bit base keeps more: bitsandbytes' int8
+matmul, MatMul8bitLt, stores each quantized linear's bf16 input (l. 186-187), which memory.int8_input_bytes counts; the
+tests below count what its nodes hold on the loaded model. A CPU in training mode takes another class (MatMul8bitFp,
+l. 401-403), so the model runs in eval mode there, which sends it through MatMul8bitLt, the class a GPU trains with,
+with bitsandbytes' default-backend kernels (what it keeps is set in Python, not by the kernels)."""
 
 from __future__ import annotations
 
@@ -23,7 +27,8 @@ import yaml
 from conftest import REPO
 from helpers import render_job, require
 
-from generator.memory import ADAPTER_WEIGHT_BYTES, quant_bytes
+from generator.memory import ADAPTER_WEIGHT_BYTES, GIB, MemoryJob, estimate, int8_input_bytes, quant_bytes
+from generator.parallel import Parallel
 
 TOLERANCE = 0.01
 ITEMSIZE = {"torch.bfloat16": 2, "torch.float16": 2, "torch.float32": 4}
@@ -84,3 +89,91 @@ def test_a_4bit_step_keeps_what_lora_on_the_bf16_base_keeps(models, checkpointin
     peaks = {bits: Q.step_peak(Q.build("llama3", bits, models, checkpointing=checkpointing), 256, _peak_tracker())
              for bits in (None, 4)}
     assert abs(peaks[4] - peaks[None]) <= TOLERANCE * peaks[None], peaks
+
+
+def _int8_kept(output, stop=None) -> tuple[int, set[str]]:
+    """Bytes of the distinct storages the int8 matmul nodes of `output`'s graph keep as ctx.tensors (up to the node
+    `stop`), and the names of those nodes' classes."""
+    import torch
+
+    storages: dict[int, int] = {}
+    classes: set[str] = set()
+    todo, seen = [output.grad_fn], {id(stop)}
+    while todo:
+        node = todo.pop()
+        if node is None or id(node) in seen:
+            continue
+        seen.add(id(node))
+        if "MatMul8bit" in type(node).__name__:
+            classes.add(type(node).__name__)
+            for tensor in node.tensors:
+                if torch.is_tensor(tensor) and tensor.numel():
+                    storages[tensor.untyped_storage().data_ptr()] = tensor.untyped_storage().nbytes()
+        todo += [following for following, _ in node.next_functions]
+    return sum(storages.values()), classes
+
+
+def _tiny(tables, config):
+    """The memory model's Model for the loaded tiny Llama: llama3.1-8b at the tiny checkpoint's widths."""
+    from dataclasses import replace
+
+    return replace(tables.models["llama3.1-8b"], layers=config.num_hidden_layers, hidden=config.hidden_size,
+                   ffn=config.intermediate_size, heads=config.num_attention_heads,
+                   kv_heads=config.num_key_value_heads, head_dim=config.head_dim)
+
+
+def test_an_8bit_step_without_checkpointing_keeps_every_layers_inputs(models, tables):
+    import torch
+
+    model = Q.build("llama3", 8, models, checkpointing=False).eval()
+    ids = torch.zeros((2, 128), dtype=torch.long)
+    kept, classes = _int8_kept(model(input_ids=ids, labels=ids).loss)
+    assert classes == {"MatMul8bitLtBackward"}
+    assert kept == int8_input_bytes(_tiny(tables, model.config), "none", ids.numel())[0] > 0
+
+
+def test_an_8bit_layer_recomputed_keeps_its_inputs_and_checkpointing_keeps_none_in_forward(models, tables):
+    import torch
+
+    model = Q.build("llama3", 8, models, checkpointing=True)
+    ids = torch.zeros((2, 128), dtype=torch.long)
+    # LLaMA-Factory's reentrant checkpointing runs the forward under no_grad: no int8 node is left for backward
+    assert _int8_kept(model.train()(input_ids=ids, labels=ids).loss) == (0, set())
+    # ... and recomputes each layer with its input requiring grad: what the last layer keeps, as one layer runs
+    # with grad (eval mode: no checkpointing, MatMul8bitLt)
+    layer, held = model.get_base_model().model.layers[-1], {}
+    layer.register_forward_pre_hook(lambda module, args, kwargs: held.update(input=kwargs.get(
+        "hidden_states", args[0] if args else None)), with_kwargs=True)
+    layer.register_forward_hook(lambda module, args, output: held.update(output=output[0] if isinstance(
+        output, tuple) else output))
+    model.eval()(input_ids=ids, labels=ids)
+    kept, classes = _int8_kept(held["output"], stop=held["input"].grad_fn)
+    assert classes == {"MatMul8bitLtBackward"}
+    assert int8_input_bytes(_tiny(tables, model.config), "full", ids.numel()) == (0.0, kept)
+
+
+@pytest.mark.parametrize("recompute", ["none", "full"])
+def test_the_estimate_counts_the_int8_inputs(tables, recompute):
+    """Llama-3.1-8B, 2 x 1024 tokens: an 8-bit step keeps what a 4-bit one does plus the bf16 inputs of the int8
+    linears, written out here from its widths (hidden 4096, 32 heads of 128, MLP 14336, 32 layers)."""
+    model = tables.models["llama3.1-8b"]
+    per_layer = 2 * 2048 * (4096 + 4096 + 4096 + 14336)  # q/k/v's input, o's, gate/up's, down's: bf16
+    activations = tables.frameworks["llama-factory"].activations["llama"]
+    layout = Parallel(cards=1, cards_per_node=1, global_batch_size=2, micro_batch_size=2, recompute=recompute,
+                      num_layer_list=(model.layers,))
+    kept = {bits: estimate(MemoryJob(model, "qlora", "deepspeed", 1024, 16, 0.0, quant_bits=bits,
+                                     activations=activations), layout).activations for bits in (4, 8)}
+    if recompute == "none":  # every layer's, but the first layer's attention input (needs no grad)
+        assert (kept[8] - kept[4]) * (1 << 30) == pytest.approx(32 * per_layer - 2 * 2048 * 4096)
+    else:  # one recomputed layer's, on its working set where that outweighs the logits
+        assert 0 <= (kept[8] - kept[4]) * (1 << 30) <= per_layer
+
+
+@pytest.mark.parametrize("recompute", ["none", "full"])
+def test_an_8bit_plan_says_what_its_int8_inputs_hold(tables, recompute):
+    plan, _ = render_job(tables, model="llama3.1-8b", method="qlora", quantization_bit=8, hardware="a800",
+                         seq_len=1024, frameworks=["llama-factory"], cards=1,
+                         layout={"llama-factory": {"recompute": recompute, "micro_batch_size": 2}})
+    note = next(n for n in plan.to_json()["notes"] if "activations of the 8-bit base" in n)
+    held = int8_input_bytes(tables.models["llama3.1-8b"], recompute, 2048)[recompute == "full"]
+    assert f"{held / GIB:.2f} GiB" in note and "not measured on a GPU" in note

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from ...context import Context
-from ...memory import GIB, quant_bytes
+from ...memory import GIB, int8_input_bytes, quant_bytes
 from ...plan import Layout, Rejected, deepspeed_words
 from .. import contract
 from ..base import DefaultPlanning
@@ -93,6 +93,17 @@ class Planning(DefaultPlanning):
                          f"{unquantized}; LoRA adapters in fp32. Seed 002's QLoRA peaks were measured with the "
                          f"recipe of its time (PEFT's prepare_model_for_kbit_training, which upcasts to fp32), not "
                          f"this stack (README, memory per card)")
+            if bits == 8:
+                kept, recomputed = int8_input_bytes(ctx.model, layout.recompute,
+                                                    ctx.spec.seq_len * layout.micro_batch_size)
+                held = (f"{recomputed / GIB:.2f} GiB, one layer's while backward recomputes it (gradient "
+                        f"checkpointing keeps none in forward), counted on that layer's working set, which the "
+                        f"peak holds where it outweighs the logits" if layout.recompute == "full"
+                        else f"{kept / GIB:.2f} GiB, every layer's over the step, counted in activations")
+                notes.append(f"activations of the 8-bit base: bitsandbytes' int8 matmul keeps each quantized "
+                             f"linear's bf16 input for backward (MatMul8bitLt, autograd/_functions.py l. 186-187), "
+                             f"which LoRA on a bf16 base does not: {held}; derived from bitsandbytes 0.50.2's "
+                             f"source, not measured on a GPU (README, memory per card)")
         if ctx.fw.flash_attn and ctx.hw.accelerator == "gpu":
             notes.append(f"flash_attn: {ctx.fw.flash_attn} needs the flash-attn package on the GPU nodes; without "
                          f"it LLaMA-Factory warns and falls back to PyTorch attention, and activations outgrow this "
