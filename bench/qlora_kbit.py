@@ -9,9 +9,10 @@ biases, a vision tower's patch embedding) and of the LoRA adapters.
 With --steps it also runs one training step (256 tokens, with and without gradient checkpointing) of each family
 loaded in 4 and 8 bits and as LoRA on its bf16 base, every allocation followed as the activations the memory model
 counts were measured (bench/calibrate_activations.py), and prints the k-bit step's peak beyond the weights against
-the bf16 base's: the memory model counts a QLoRA step's activations as LoRA's. On CPU bitsandbytes runs its 8-bit
-layers through a dequantizing matmul (autograd/_functions.py MatMul8bitFp), not the int8 one a GPU runs, so the
-8-bit column does not stand for a GPU.
+the bf16 base's: the memory model counts a 4-bit step's activations as LoRA's, an 8-bit one's plus the bf16 inputs
+its int8 matmul keeps (memory.int8_input_bytes). On CPU bitsandbytes trains its 8-bit layers through a dequantizing
+matmul (autograd/_functions.py MatMul8bitFp, which keeps those inputs too, l. 269), not the int8 one a GPU runs, so
+the 8-bit column does not stand for a GPU.
 
 Needs the test extra (README). `python bench/qlora_kbit.py [--steps] [FAMILY ...]`; about two minutes on 2 cores
 (ten with --steps).
