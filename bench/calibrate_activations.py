@@ -250,6 +250,18 @@ def _peak_tracker():
             if serial is not None:
                 self.grads.add(serial)
 
+        def follow_gradients(self, model) -> None:
+            """Mark each trainable parameter's gradient as one, and free it once accumulated (as an optimizer step
+            with gradients set to None does)."""
+            def drop(param) -> None:
+                self.gradient(param.grad)
+                param.grad = None
+
+            for param in model.parameters():
+                if param.requires_grad:
+                    param.register_hook(self.gradient)
+                    param.register_post_accumulate_grad_hook(drop)
+
         def peak(self) -> int:
             current = highest = 0
             for serial, nbytes in self.events:
@@ -274,14 +286,7 @@ def step_bytes(w: dict, arch: str, layers: int, seq: int, lora: bool, checkpoint
         ids = torch.zeros((batch, seq), dtype=torch.long)
         existing = {t.untyped_storage()._cdata for t in [*model.parameters(), *model.buffers(), ids]}
         tracker = _peak_tracker()(existing)
-        def drop(param) -> None:
-            tracker.gradient(param.grad)
-            param.grad = None
-
-        for param in model.parameters():
-            if param.requires_grad:
-                param.register_hook(tracker.gradient)
-                param.register_post_accumulate_grad_hook(drop)
+        tracker.follow_gradients(model)
         with tracker:
             if hub_loss is None:
                 out = model(input_ids=ids, labels=ids)

@@ -98,15 +98,7 @@ def step_peak(model, seq: int, tracker) -> int:
         if getattr(param, "SCB", None) is not None:
             resident.append(param.SCB)
     peak = tracker({tensor.untyped_storage()._cdata for tensor in resident})
-
-    def drop(param) -> None:
-        peak.gradient(param.grad)
-        param.grad = None
-
-    for param in model.parameters():
-        if param.requires_grad:
-            param.register_hook(peak.gradient)
-            param.register_post_accumulate_grad_hook(drop)
+    peak.follow_gradients(model)
     with peak:
         out = model(input_ids=ids, labels=ids)
         loss = out.loss
