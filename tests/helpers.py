@@ -82,8 +82,10 @@ def check_layout_rules(plan, framework, force=False):
     fp = plan.frameworks[framework]
     lay, model, hw = fp.layout, tables.models[plan.model], tables.hardware[plan.hardware]
     assert lay.tp * lay.pp * lay.cp * lay.dp == lay.cards
-    assert model.heads % lay.tp == 0 and model.kv_heads % lay.tp == 0
-    assert lay.tp <= hw.cards_per_node
+    # A server replicates a KV head where TP exceeds them (MindFormers' inference attention.py l. 206-224)
+    serving = fp.primary.kind.value == "serve"
+    assert model.heads % lay.tp == 0 and (model.kv_heads % lay.tp == 0 or (serving and lay.tp % model.kv_heads == 0))
+    assert lay.tp <= hw.cards_per_node or serving  # a server splits over every card, across nodes too
     assert len(lay.num_layer_list) == lay.pp and sum(lay.num_layer_list) == model.layers
     # MindSpeed-MM's first stage may hold the vision encoder alone (its README l. 404 at 4c75a551: text [0, 11, 10, 7])
     assert all(n >= 1 for n in (lay.num_layer_list[1:] if framework == "mindspeed-mm" else lay.num_layer_list))
