@@ -100,19 +100,11 @@ def test_every_moe_model_has_a_shape():
     assert all(dp == ep for _, ep, dp in SHAPES.values()) and all(dp == 4 * ep for _, ep, dp in SHARDED.values())
 
 
+@pytest.mark.parametrize("shapes", ["expert TP", "expert data parallel"])
 @pytest.mark.parametrize("tp", [1, 2, 4, 8])
 @pytest.mark.parametrize("name", MOE)
-def test_moe_states_with_expert_data_parallel_follow_megatrons_formula(name, tp):
-    pp, ep, dp = SHARDED[name]
-    cards = tp * pp * dp
-    want = megatron_states_gib(name, tp, pp, ep, cards)
-    assert plan_states_gib(name, tp, pp, ep, cards) == pytest.approx(want, rel=0.15)
-
-
-@pytest.mark.parametrize("tp", [1, 2, 4, 8])
-@pytest.mark.parametrize("name", MOE)
-def test_moe_states_follow_megatrons_formula_with_expert_tp(name, tp):
-    pp, ep, dp = SHAPES[name]
+def test_moe_states_follow_megatrons_formula(name, tp, shapes):
+    pp, ep, dp = (SHAPES if shapes == "expert TP" else SHARDED)[name]
     cards = tp * pp * dp
     want = megatron_states_gib(name, tp, pp, ep, cards)
     assert plan_states_gib(name, tp, pp, ep, cards) == pytest.approx(want, rel=0.15)
