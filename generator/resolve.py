@@ -50,7 +50,7 @@ from .layouts import (
 from .nofit import way_out
 from .plan import Estimate, FrameworkPlan, Layout, MinCards, PathValue, Plan, Rejected, Role
 from .recipe import adapter, batch_target, schedule_warnings, training
-from .scheduler import check_names, scheduler_notes, scheduler_of, time_limit
+from .scheduler import check_names, scheduler_notes, scheduler_of, time_limit, time_limit_warnings
 from .spec import Spec
 from .tables import RL_METHODS, Model, RecipeDefaults, Tables
 from .throughput import Throughput, cards_for_budget, hours
@@ -156,6 +156,7 @@ def resolve(spec: Spec, tables: Tables, force: bool = False) -> Plan:
     if scheduler.kind == "slurm":
         scheduler = replace(scheduler, time_limits={name: time_limit(scheduler, fp.estimate.time_hours)
                                                     for name, fp in plans.items()})
+        warnings.extend(time_limit_warnings(scheduler))
     plan = Plan(job=spec.job, model=model.name, hf_id=hf_id, method=spec.method, seq_len=spec.seq_len,
                 hardware=hw.name, hardware_label=hw.label, accelerator=hw.accelerator, cards_per_node=hw.cards_per_node,
                 frameworks=plans,
@@ -747,9 +748,12 @@ def _general_notes(spec: Spec, model: Model, tables: Tables, plans: dict[str, Fr
                      f"are each framework's continued-pretraining ones; gen-launch does not plan pretraining from "
                      f"random weights")
     multi = [name for name, fp in plans.items() if fp.layout.nodes > 1]
-    if multi and spec.master_addr is None:
+    if multi and spec.master_addr is None and spec.scheduler == "none":
         notes.append(f"multi-node ({', '.join(multi)}) without cluster.master_addr: the launch scripts take "
-                     f"MASTER_ADDR from the environment and refuse to start without it")
+                     f"MASTER_ADDR from the second argument or the environment and refuse to start without it")
+    elif multi and spec.master_addr is None:
+        notes.append(f"multi-node ({', '.join(multi)}) under {spec.scheduler}: started without arguments, the launch "
+                     f"scripts take node 0's address from {spec.scheduler}'s variables (its first host)")
     if multi and spec.shared_storage:
         notes.append("multi-node: output_dir must be on storage shared by every node (cluster.shared_storage: true, "
                      "the default this plan assumes; set it false where each node has its own disk)")

@@ -25,6 +25,14 @@ DEVICE_RESOURCE = {"npu": "huawei.com/Ascend910", "gpu": "nvidia.com/gpu"}
 DEFAULT_GRES = {"npu": "npu", "gpu": "gpu"}  # slurm.conf's GresTypes names sites give the devices
 DEFAULT_MARGIN = 0.25  # cluster.slurm.time_margin: share added to the plan's time estimate
 STARTUP_MINUTES = 30  # added to the estimate: loading the weights, compiling, the first checkpoint's save
+# sbatch --mem: without it a node gets DefMemPerNode (or DefMemPerCPU times its CPUs), --exclusive included (sbatch(1)
+# 22.05, --exclusive: "is only allocated as much memory as it requested. To request all the memory on a node, use
+# --mem=0"; --mem: "zero ... grants the job access to all of the memory on each node").
+NODE_MEMORY = "0"
+# sbatch --output by default: Slurm writes slurm-%j.out in the folder sbatch runs in (sbatch(1) 22.05, DESCRIPTION),
+# here the job folder, where `check` and `render` would find a file they did not write. A relative name is taken
+# from the batch script's working folder, the job folder: its parent holds the log (%x: the job name, %j: its id).
+DEFAULT_OUTPUT = "../slurm-%x-%j.out"
 # Volcano's one task: the svc plugin names the pods <job>-<task>-<index> (pkg/controllers/job/helpers/helpers.go
 # l.35 at volcano-sh/volcano ed72c7c8) and exports VC_<TASK>_HOSTS and VC_<TASK>_NUM (plugins/svc/const.go l.22-25,
 # svc.go l.337-341); ModelArts' training jobs name theirs "worker" too (VC_WORKER_HOSTS, below).
@@ -51,7 +59,7 @@ RUN_TIME: dict[str, dict[str, str]] = {
 
 # The settings each scheduler reads (plan.json shows those of the chosen one).
 OWN_KEYS = {"slurm": ("partition", "account", "time_limit_minutes", "time_margin", "devices", "gres", "output",
-                      "cpus_per_task"),
+                      "cpus_per_task", "memory"),
             "volcano": ("image", "queue", "namespace", "volume_claim", "mount_path")}
 
 
@@ -67,14 +75,15 @@ class Scheduler:
     time_margin: float = DEFAULT_MARGIN
     devices: str = "gres"
     gres: str = "npu"
-    output: str | None = None
+    output: str = DEFAULT_OUTPUT
     cpus_per_task: int | None = None
+    memory: str = NODE_MEMORY  # sbatch --mem: "0", all of each node's memory
     image: str | None = None
     queue: str = "default"
     namespace: str = "default"
     volume_claim: str | None = None
     mount_path: str | None = None
-    # Slurm: each framework's sbatch --time in minutes (None: the partition's limit) and why (resolve: time_limit)
+    # Slurm: each framework's sbatch --time in minutes (None: the partition's DefaultTime) and why (resolve: time_limit)
     time_limits: dict[str, tuple[int | None, str]] = field(default_factory=dict)
 
     def to_json(self) -> dict:
@@ -110,7 +119,7 @@ def scheduler_of(spec: Spec, accelerator: str) -> Scheduler:
     return Scheduler(kind=kind, job_dir=spec.job_dir, partition=slurm.get("partition"),
                      account=slurm.get("account"), time_limit_minutes=slurm.get("time_limit_minutes"),
                      time_margin=slurm.get("time_margin", DEFAULT_MARGIN), devices=slurm.get("devices", "gres"),
-                     gres=slurm.get("gres", DEFAULT_GRES[accelerator]), output=slurm.get("output"),
+                     gres=slurm.get("gres", DEFAULT_GRES[accelerator]), output=slurm.get("output", DEFAULT_OUTPUT),
                      cpus_per_task=slurm.get("cpus_per_task"),
                      image=volcano.get("image"), queue=volcano.get("queue", "default"),
                      namespace=volcano.get("namespace", "default"), volume_claim=volcano.get("volume_claim"),
@@ -147,10 +156,20 @@ def time_limit(sched: Scheduler, hours: float | None) -> tuple[int | None, str]:
     if sched.time_limit_minutes is not None:
         return sched.time_limit_minutes, "cluster.slurm.time_limit_minutes"
     if hours is None:
-        return None, "no time estimate: the partition's limit"
+        # slurm.conf(5) 22.05, DefaultTime: "Run time limit used for jobs that don't specify a value. If not set then
+        # MaxTime will be used."
+        return None, "no time estimate: Slurm applies the partition's DefaultTime (its MaxTime where none is set)"
     minutes = math.ceil(hours * 60 * (1 + sched.time_margin)) + STARTUP_MINUTES
     return minutes, (f"the plan's estimate ({hours * 60:.0f} min) x {1 + sched.time_margin:g} "
                      f"(cluster.slurm.time_margin) + {STARTUP_MINUTES} min to start")
+
+
+def time_limit_warnings(sched: Scheduler) -> list[str]:
+    """A framework with no --time runs under the partition's DefaultTime, which may end it before it finishes (RL and
+    predict have no time estimate)."""
+    return [f"{name}: no time estimate, so its submit.sbatch sets no --time and Slurm ends it at the partition's "
+            f"DefaultTime (its MaxTime where none is set), however long the run needs: set "
+            f"cluster.slurm.time_limit_minutes" for name, (minutes, _) in sched.time_limits.items() if minutes is None]
 
 
 def slurm_time(minutes: int) -> str:

@@ -79,7 +79,7 @@ def test_every_framework_renders_for_every_scheduler(tmp_path, framework, nodes,
         check_script(sbatch, tmp_path, "submit.sbatch")
         options = [line.split(None, 1)[1] for line in sbatch.splitlines() if line.startswith("#SBATCH")]
         assert {f"--nodes={nodes}", "--ntasks-per-node=1", "--gres=npu:8", "--partition=ascend",
-                "--account=team1"} <= set(options)
+                "--account=team1", "--mem=0", "--output=../slurm-%x-%j.out"} <= set(options)
         assert f"srun --nodes={nodes} --ntasks={nodes} --ntasks-per-node=1" in sbatch
         assert f"`sbatch {framework}/submit.sbatch`" in plan_md
     if scheduler == "volcano":
@@ -272,6 +272,7 @@ ReturnToService=2
 MpiDefault=none
 JobCompType=jobcomp/none
 AccountingStorageType=accounting_storage/none
+DefMemPerCPU=1
 GresTypes=npu
 NodeName=n1 NodeHostname=localhost NodeAddr=127.0.0.1 Port={dport} CPUs=1 Gres=npu:8 State=UNKNOWN
 NodeName=n2 NodeHostname=localhost NodeAddr=127.0.0.1 Port={dport2} CPUs=1 Gres=npu:8 State=UNKNOWN
@@ -323,11 +324,19 @@ def test_the_sbatch_script_runs_under_a_real_slurm(tmp_path, slurm, framework):
     test = subprocess.run(["sbatch", "--test-only", f"{framework}/submit.sbatch"], cwd=s.folder.parent, env=env,
                           capture_output=True, text=True, timeout=60)
     assert test.returncode == 0 and "to start at" in test.stderr, test.stderr
-    result = subprocess.run(["sbatch", "--wait", f"--output={tmp_path}/slurm-%j.out", f"{framework}/submit.sbatch"],
-                            cwd=s.folder.parent, env=env, capture_output=True, text=True, timeout=120)
-    log = "".join(p.read_text() for p in tmp_path.glob("slurm-*.out"))
+    result = subprocess.run(["sbatch", "--wait", f"{framework}/submit.sbatch"], cwd=s.folder.parent, env=env,
+                            capture_output=True, text=True, timeout=120)
+    # The job's log lands beside the job folder, named after the job, not in it (where `check` would see it).
+    job_id = result.stdout.split()[-1]
+    logs = list(s.folder.parent.parent.glob("slurm-*.out"))
+    log = "".join(p.read_text() for p in logs)
     assert result.returncode == 0, (result.stderr, log)
+    assert [p.name for p in logs] == [f"slurm-t-{framework}-{job_id}.out"]
+    assert not [p for p in s.folder.parent.rglob("*.out")]
     assert sorted(started([call]) for call in s.calls()) == [("0", "n1"), ("1", "n1")], log
+    # --mem=0: Slurm records the job as asking for all of each node's memory, not the per-CPU default.
+    shown = subprocess.run(["scontrol", "show", "job", job_id], env=env, capture_output=True, text=True).stdout
+    assert "MinMemoryNode=0 " in shown, shown
 
 
 @pytest.mark.parametrize("framework", ["mindspeed-llm", "llama-factory"])
@@ -416,3 +425,39 @@ def test_the_sbatch_body_runs_every_node_with_stand_in_srun(tmp_path, framework,
     moved = subprocess.run(["bash", str(copy)], env={**s.env, "SLURM_SUBMIT_DIR": str(tmp_path)},
                            capture_output=True, text=True, cwd=tmp_path)
     assert moved.returncode == 2 and "submit from the job folder" in moved.stderr
+
+
+# Issue 34 items 8 and 12: what the sbatch file asks of Slurm, and what the plan says of it --------------------------
+@pytest.mark.parametrize("job", [{"method": "predict", "model": "qwen3-8b", "frameworks": ["mindformers"]},
+                                 {**JOBS["verl"], "frameworks": ["verl"]}])
+def test_no_time_estimate_warns_of_the_partitions_default_time(job):
+    plan, files = render_job(T, cards=16, cluster=CLUSTER["slurm"], **job)
+    name = job["frameworks"][0]
+    assert plan.scheduler.time_limits[name][0] is None
+    assert [w for w in plan.warnings if w.startswith(f"{name}: no time estimate") and "DefaultTime" in w
+            and "cluster.slurm.time_limit_minutes" in w], plan.warnings
+    assert "#SBATCH --time" not in files[f"{name}/submit.sbatch"]
+    assert "time limit: not set (no time estimate: Slurm applies the partition's DefaultTime" in files["PLAN.md"]
+    assert "--mem=0 (all of each node's memory)" in files["PLAN.md"]
+    # With an estimate there is a limit and no such warning.
+    plan, _ = render_job(T, cards=16, cluster=CLUSTER["slurm"], data={"samples": 80000, "tokens_per_sample": 2048},
+                         frameworks=["llama-factory"], **JOBS["llama-factory"])
+    assert plan.scheduler.time_limits["llama-factory"][0] and not [w for w in plan.warnings if "DefaultTime" in w]
+
+
+@pytest.mark.parametrize("scheduler", SCHEDULERS)
+def test_the_master_address_note_names_where_it_comes_from(scheduler):
+    plan, _ = render_job(T, frameworks=["llama-factory"], cards=16, cluster=CLUSTER[scheduler],
+                         **JOBS["llama-factory"])
+    note = next(n for n in plan.notes if n.startswith("multi-node (llama-factory)") and "address" in n)
+    assert f"from {scheduler}'s variables" in note and "environment" not in note
+    plan, _ = render_job(T, frameworks=["llama-factory"], cards=16, **JOBS["llama-factory"])
+    note = next(n for n in plan.notes if n.startswith("multi-node (llama-factory)") and "MASTER_ADDR" in n)
+    assert "environment" in note
+
+
+def test_a_given_slurm_log_path_is_kept():
+    cluster = {**CLUSTER["slurm"], "slurm": {"output": "/logs/%x-%j.out"}}
+    _, files = render_job(T, frameworks=["llama-factory"], cards=16, cluster=cluster, **JOBS["llama-factory"])
+    sbatch = files["llama-factory/submit.sbatch"]
+    assert "#SBATCH --output=/logs/%x-%j.out" in sbatch and "#SBATCH --error=/logs/%x-%j.out" in sbatch

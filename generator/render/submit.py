@@ -44,8 +44,9 @@ def submit_files(plan: Plan, fp: FrameworkPlan, env: jinja2.Environment,
         return {f"{framework}/{SBATCH}": text}, Submit(
             f"sbatch {framework}/{SBATCH}",
             ("run from the job folder: srun starts launch.sh from there on every node",
-             f"{nodes} node(s), one task each, {devices}",
-             f"time limit: {slurm_time(minutes) if minutes else 'none'} ({why})"))
+             f"{nodes} node(s), one task each, {devices}, --mem={sched.memory} (all of each node's memory)",
+             f"time limit: {slurm_time(minutes) if minutes else 'not set'} ({why})",
+             f"log: {sched.output} (relative: from the job folder)"))
     if sched.kind == "volcano":
         return {f"{framework}/{VOLCANO}": volcano_job(plan, fp, framework)}, Submit(
             f"kubectl create -f {framework}/{VOLCANO}",
