@@ -50,7 +50,16 @@ from .layouts import (
 from .nofit import way_out
 from .plan import Estimate, FrameworkPlan, Layout, MinCards, PathValue, Plan, Rejected, Role
 from .recipe import adapter, batch_target, schedule_warnings, training
-from .scheduler import check_names, scheduler_notes, scheduler_of, time_limit, time_limit_warnings
+from .scheduler import (
+    check_names,
+    scheduler_notes,
+    scheduler_of,
+    super_pod_notes,
+    time_limit,
+    time_limit_warnings,
+    volume_checks,
+    with_super_pod_blocks,
+)
 from .spec import Spec
 from .tables import RL_METHODS, Model, RecipeDefaults, Tables
 from .throughput import Throughput, cards_for_budget, hours
@@ -150,9 +159,13 @@ def resolve(spec: Spec, tables: Tables, force: bool = False) -> Plan:
     if placeholders:
         notes.append(f"paths not given in the spec, written as placeholders to edit before launch: "
                      f"{', '.join(placeholders)}")
-    scheduler = scheduler_of(spec, hw.accelerator)
+    scheduler = scheduler_of(spec, hw)
     check_names(scheduler, spec.job, {name: fp.layout.nodes for name, fp in plans.items()})
-    notes += scheduler_notes(scheduler)
+    scheduler = with_super_pod_blocks(scheduler, hw.volcano_super_pod,
+                                      {name: fp.layout.local_cards for name, fp in plans.items()})
+    notes += scheduler_notes(scheduler) + super_pod_notes(scheduler)
+    warnings.extend(volume_checks(scheduler, {k: v.value for k, v in paths.items() if not v.placeholder},
+                                  any(fp.layout.nodes > 1 for fp in plans.values())))
     if scheduler.kind == "slurm":
         scheduler = replace(scheduler, time_limits={name: time_limit(scheduler, fp.estimate.time_hours)
                                                     for name, fp in plans.items()})

@@ -8,13 +8,14 @@ from __future__ import annotations
 
 import math
 import re
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from typing import TYPE_CHECKING
 
 from .errors import Problem, SpecError
 
 if TYPE_CHECKING:
     from .spec import Spec
+    from .tables import Hardware
 
 # The device resource a pod asks for per node: Huawei's Ascend device plugin advertises the training NPUs as
 # huawei.com/Ascend910 (MindCluster's resource names, hiascend.com mindcluster 70rc1 dlug mxdlug_appendices_014:
@@ -38,6 +39,22 @@ DEFAULT_OUTPUT = "../slurm-%x-%j.out"
 # svc.go l.337-341); ModelArts' training jobs name theirs "worker" too (VC_WORKER_HOSTS, below).
 VOLCANO_TASK = "worker"
 DNS_LABEL = re.compile(r"[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?")
+# The svc plugin names its Service after the Job (plugins/svc/svc.go l.228-231 at ed72c7c8), and Kubernetes takes a
+# Service name only as a DNS-1035 label, which starts with a letter (pkg/apis/core/validation/validation.go:
+# ValidateServiceName = NameIsDNS1035Label).
+DNS_1035_LABEL = re.compile(r"[a-z]([-a-z0-9]{0,61}[a-z0-9])?")
+# Volcano's plugins: env (VC_TASK_INDEX) and svc, asked to publish the pods' addresses before they are ready
+# (--publish-not-ready-addresses, plugins/svc/svc.go l.65-66 and l.242): otherwise a pod's host name resolves only
+# once it is ready, and a launcher that resolves node 0's name once at start (msrun) fails.
+VOLCANO_PLUGINS: dict[str, list[str]] = {"env": [], "svc": ["--publish-not-ready-addresses"]}
+# Volcano's admission webhook writes maxRetry 3 where a Job gives 0 or none (pkg/webhooks/admission/jobs/mutate/
+# mutate_job.go l.43-46, l.161-164 at ed72c7c8): the manifest says what runs. A Job restarts only on a RestartJob
+# action, and its policies abort instead, so no pod is retried.
+VOLCANO_MAX_RETRY = 3
+# How long launch.sh waits for node 0's host name to resolve under Volcano and ModelArts, where it is published as the
+# pods start (MindFormers' msrun resolves it once, with no retry): seconds, checked every MASTER_WAIT_STEP_S.
+MASTER_WAIT_S = 600
+MASTER_WAIT_STEP_S = 5
 
 # What launch.sh reads under each scheduler when the rank (and the address) are not given: the node's rank, the
 # node count it must equal, and where node 0's host name is (the first host of a list).
@@ -59,8 +76,10 @@ RUN_TIME: dict[str, dict[str, str]] = {
 
 # The settings each scheduler reads (plan.json shows those of the chosen one).
 OWN_KEYS = {"slurm": ("partition", "account", "time_limit_minutes", "time_margin", "devices", "gres", "output",
-                      "cpus_per_task", "memory"),
-            "volcano": ("image", "queue", "namespace", "volume_claim", "mount_path")}
+                      "cpus_per_task", "mem"),
+            "volcano": ("image", "queue", "namespace", "volume_claim", "mount_path", "cpu", "memory",
+                        "node_selector", "plugins", "max_retry", "master_wait_s"),
+            "modelarts": ("master_wait_s",)}
 
 
 @dataclass(frozen=True)
@@ -77,12 +96,21 @@ class Scheduler:
     gres: str = "npu"
     output: str = DEFAULT_OUTPUT
     cpus_per_task: int | None = None
-    memory: str = NODE_MEMORY  # sbatch --mem: "0", all of each node's memory
+    mem: str = NODE_MEMORY  # sbatch --mem: "0", all of each node's memory
     image: str | None = None
     queue: str = "default"
     namespace: str = "default"
     volume_claim: str | None = None
     mount_path: str | None = None
+    cpu: str | None = None  # each pod's CPU and memory request and limit (None: not asked, a BestEffort pod)
+    memory: str | None = None
+    node_selector: dict[str, str] = field(default_factory=dict)  # MindCluster's accelerator-type (hardware row)
+    plugins: dict[str, list[str]] = field(default_factory=lambda: {k: list(v) for k, v in VOLCANO_PLUGINS.items()})
+    max_retry: int = VOLCANO_MAX_RETRY
+    master_wait_s: int = MASTER_WAIT_S  # Volcano, ModelArts: launch.sh's wait for node 0's name to resolve
+    master_wait_step_s: int = MASTER_WAIT_STEP_S
+    # Volcano: each framework's Job annotations (MindCluster's sp-block on a SuperPoD; resolve: pod_annotations)
+    annotations: dict[str, dict[str, str]] = field(default_factory=dict)
     # Slurm: each framework's sbatch --time in minutes (None: the partition's DefaultTime) and why (resolve: time_limit)
     time_limits: dict[str, tuple[int | None, str]] = field(default_factory=dict)
 
@@ -90,7 +118,8 @@ class Scheduler:
         own = OWN_KEYS.get(self.kind, ())
         fields = {k: v for k, v in asdict(self).items() if k == "job_dir" or k in own}
         limits = {name: {"minutes": minutes, "source": why} for name, (minutes, why) in self.time_limits.items()}
-        return {"scheduler": self.kind, **fields, **({"time_limits": limits} if limits else {})}
+        return {"scheduler": self.kind, **fields, **({"time_limits": limits} if limits else {}),
+                **({"annotations": self.annotations} if self.annotations else {})}
 
     @property
     def run_time(self) -> dict[str, str] | None:
@@ -98,7 +127,7 @@ class Scheduler:
         return RUN_TIME.get(self.kind)
 
 
-def scheduler_of(spec: Spec, accelerator: str) -> Scheduler:
+def scheduler_of(spec: Spec, hw: Hardware) -> Scheduler:
     """The spec's cluster.scheduler settings (already schema-checked); a setting for another scheduler than the
     chosen one, or a missing one, is a SpecError at its key."""
     kind = spec.scheduler
@@ -116,14 +145,16 @@ def scheduler_of(spec: Spec, accelerator: str) -> Scheduler:
     if problems:
         raise SpecError(problems)
     slurm, volcano = spec.slurm, spec.volcano
+    selector = {"accelerator-type": hw.volcano_accelerator_type} if hw.volcano_accelerator_type else {}
     return Scheduler(kind=kind, job_dir=spec.job_dir, partition=slurm.get("partition"),
                      account=slurm.get("account"), time_limit_minutes=slurm.get("time_limit_minutes"),
                      time_margin=slurm.get("time_margin", DEFAULT_MARGIN), devices=slurm.get("devices", "gres"),
-                     gres=slurm.get("gres", DEFAULT_GRES[accelerator]), output=slurm.get("output", DEFAULT_OUTPUT),
+                     gres=slurm.get("gres", DEFAULT_GRES[hw.accelerator]), output=slurm.get("output", DEFAULT_OUTPUT),
                      cpus_per_task=slurm.get("cpus_per_task"),
                      image=volcano.get("image"), queue=volcano.get("queue", "default"),
                      namespace=volcano.get("namespace", "default"), volume_claim=volcano.get("volume_claim"),
-                     mount_path=volcano.get("mount_path"))
+                     mount_path=volcano.get("mount_path"), cpu=volcano.get("cpu"), memory=volcano.get("memory"),
+                     node_selector=selector)
 
 
 def scheduler_notes(sched: Scheduler) -> list[str]:
@@ -132,7 +163,54 @@ def scheduler_notes(sched: Scheduler) -> list[str]:
         return ["cluster.slurm.cpus_per_task is not set: each node's one task (the launcher and every training "
                 "process it starts) gets the partition's default CPUs, often 1; set it to the CPUs of a node (or "
                 "use cluster.slurm.devices: exclusive)"]
+    if sched.kind == "volcano" and not (sched.cpu and sched.memory):
+        return ["cluster.volcano.cpu and memory are not both set: the pods ask for no CPU or memory (BestEffort), so "
+                "Kubernetes may place other pods beside them and evicts them first when the node runs short; set "
+                "both to a node's allocatable CPUs and memory"]
     return []
+
+
+# MindCluster's SuperPoD annotation: the dies of a block that must sit in one SuperPoD (ascend910a3/superpod/frame.go
+# l. 63-155 at mind-cluster 22bb3d98: one pod asks for exactly sp-block dies; a job on more pods asks for a multiple
+# of it, each pod a whole node).
+SP_BLOCK = "sp-block"
+
+
+def with_super_pod_blocks(sched: Scheduler, super_pod: bool, pod_cards: dict[str, int]) -> Scheduler:
+    """Under Volcano on a SuperPoD row, each framework's Job annotated with sp-block = one pod's dies: each node is a
+    block, so the job may span SuperPoDs (the plan models traffic between nodes over RoCE either way)."""
+    if sched.kind != "volcano" or not super_pod:
+        return sched
+    return replace(sched, annotations={name: {SP_BLOCK: str(cards)} for name, cards in pod_cards.items()})
+
+
+def super_pod_notes(sched: Scheduler) -> list[str]:
+    return [f"{name}: Volcano Job annotated sp-block: {block[SP_BLOCK]} (MindCluster's SuperPoD handler, one node's "
+            f"dies per block, so the job may span SuperPoDs; MindCluster's 2 x 16 sample asks for the whole job, 32, "
+            f"to keep it in one)" for name, block in sched.annotations.items()]
+
+
+def volume_checks(sched: Scheduler, paths: dict[str, str], multi_node: bool) -> list[str]:
+    """Under Volcano the pods see the image and the shared volume only: a job folder outside mount_path is refused
+    (each pod's `bash <job_dir>/<framework>/launch.sh` would exit 127), a given path outside it warned of (it may be
+    in the image), and so is a multi-node job without a volume (each pod writes its own output folder)."""
+    if sched.kind != "volcano":
+        return []
+    mount = (sched.mount_path or "").rstrip("/")
+    if not sched.volume_claim:
+        return [f"cluster.volcano.volume_claim is not set: the pods see only the image, so cluster.job_dir "
+                f"({sched.job_dir}) and every path must be in it" +
+                (", and each node writes an output folder of its own, which a multi-node job cannot resume or "
+                 "merge from" if multi_node else "")]
+    if not _under(sched.job_dir or "", mount):
+        raise SpecError.at("cluster.job_dir", f"{sched.job_dir} is outside cluster.volcano.mount_path ({mount}), "
+                                              f"the only folder the pods share: put the job folder on the volume")
+    return [f"paths.{key} ({path}) is outside cluster.volcano.mount_path ({mount}): the pods find it only if the "
+            f"image holds it" for key, path in sorted(paths.items()) if not _under(path, mount)]
+
+
+def _under(path: str, folder: str) -> bool:
+    return path == folder or path.startswith(f"{folder}/")
 
 
 def volcano_name(job: str, framework: str) -> str:
@@ -140,9 +218,13 @@ def volcano_name(job: str, framework: str) -> str:
 
 
 def check_names(sched: Scheduler, job: str, nodes: dict[str, int]) -> None:
-    """Volcano names each pod <job>-<framework>-worker-<index>, its host name: a DNS-1123 label (at most 63)."""
+    """Volcano names each pod <job>-<framework>-worker-<index>, its host name: a DNS-1123 label (at most 63); the
+    svc plugin's Service takes the Job's name, a DNS-1035 label (a letter first)."""
     if sched.kind != "volcano":
         return
+    if not DNS_1035_LABEL.match(job):
+        raise SpecError.at("job", f"{job!r} cannot name a Volcano job: Volcano's svc plugin names a Kubernetes Service "
+                                  f"after it, and a Service name must start with a lowercase letter; rename the job")
     for framework, count in nodes.items():
         host = f"{volcano_name(job, framework)}-{VOLCANO_TASK}-{count - 1}"
         if not DNS_LABEL.fullmatch(host):

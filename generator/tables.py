@@ -228,6 +228,8 @@ class Hardware:
     scaling_source: str
     scaling_measured_cards: int | None  # the largest count it was measured at; None: not measured on this row
     aliases: tuple[dict, ...]  # {name, source}: other names a spec may give for this row
+    volcano_accelerator_type: str | None  # MindCluster's node label for the row (None: no node selector)
+    volcano_super_pod: bool  # MindCluster schedules it as a SuperPoD (sp-block annotation)
 
 
 def hardware_key(name: str) -> str:

@@ -362,7 +362,10 @@ def test_the_container_command_runs_on_each_replica(tmp_path, framework, schedul
     """The Volcano Job's container command (ModelArts: PLAN.md's boot command), as written, on every replica with the
     variables Volcano's env and svc plugins (ModelArts) give it: each starts its rank, with pod 0 as the master."""
     job_dir = tmp_path / "s" / "job" / "t"
-    s = stage(tmp_path / "s", framework, cards=16, cluster={**CLUSTER[scheduler], "job_dir": str(job_dir)})
+    cluster = {**CLUSTER[scheduler], "job_dir": str(job_dir)}
+    if scheduler == "volcano":  # the job folder on the shared volume, as the pods see it
+        cluster["volcano"] = {**cluster["volcano"], "mount_path": str(tmp_path)}
+    s = stage(tmp_path / "s", framework, cards=16, cluster=cluster)
     if scheduler == "volcano":
         manifest = yaml.safe_load((s.folder / "volcano-job.yaml").read_text())
         name, task = manifest["metadata"]["name"], manifest["spec"]["tasks"][0]
@@ -461,3 +464,146 @@ def test_a_given_slurm_log_path_is_kept():
     _, files = render_job(T, frameworks=["llama-factory"], cards=16, cluster=cluster, **JOBS["llama-factory"])
     sbatch = files["llama-factory/submit.sbatch"]
     assert "#SBATCH --output=/logs/%x-%j.out" in sbatch and "#SBATCH --error=/logs/%x-%j.out" in sbatch
+
+
+# Issue 34 items 7, 10, 11: Volcano Jobs that MindCluster and Kubernetes schedule and start --------------------------
+def mindcluster_accepts(manifest: dict) -> tuple[str, str | None]:
+    """MindCluster's Volcano plugin on a training Job, restated (mind-cluster 22bb3d98, component/ascend-for-volcano):
+    the NPU handler it picks (internal/npu/factory.go l.220-251: sp-block -> the A3 SuperPoD handler, else the
+    accelerator-type selector, else the 8-NPU "module" one) and what that handler refuses (a pod asking for more
+    NPUs than its node has; the SuperPoD handler's sp-block rules, ascend910a3/superpod/frame.go l.55-155)."""
+    node_npus = {"module": 8, "module-910b-8": 8, "module-a3-16-super-pod": 16}
+    annotations = manifest["metadata"].get("annotations", {})
+    task = manifest["spec"]["tasks"][0]
+    pod = task["template"]["spec"]
+    selector = pod.get("nodeSelector", {}).get("accelerator-type")
+    kind = "module-a3-16-super-pod" if "sp-block" in annotations else selector or "module"
+    per_pod = pod["containers"][0]["resources"]["requests"][DEVICE_RESOURCE["npu"]]
+    if per_pod > node_npus[kind]:
+        return kind, f"a pod asks for {per_pod} NPUs, the {kind} handler's nodes have {node_npus[kind]}"
+    if "sp-block" in annotations:
+        block, total = int(annotations["sp-block"]), per_pod * task["replicas"]
+        if task["replicas"] == 1 and block != total:
+            return kind, "standalone: sp-block must equal the NPUs asked for"
+        if task["replicas"] > 1 and (total % block or per_pod != node_npus[kind] or block % node_npus[kind]):
+            return kind, "distributed: whole nodes, a multiple of sp-block, sp-block a multiple of a node"
+    return kind, None
+
+
+@pytest.mark.parametrize("hardware,kind", [("snt9b", "module-910b-8"), ("snt9b23", "module-a3-16-super-pod")])
+@pytest.mark.parametrize("nodes", [1, 2, 4])
+def test_mindcluster_schedules_each_ascend_row(hardware, kind, nodes):
+    per_node = T.hardware[hardware].cards_per_node
+    plan, files = render_job(T, frameworks=["mindformers"], model="qwen3-8b", method="full", hardware=hardware,
+                             cards=per_node * nodes, cluster=CLUSTER["volcano"])
+    manifest = yaml.safe_load(files["mindformers/volcano-job.yaml"])
+    assert not list(VALIDATOR.iter_errors(manifest))
+    assert manifest["spec"]["tasks"][0]["template"]["spec"]["nodeSelector"] == {"accelerator-type": kind}
+    assert mindcluster_accepts(manifest) == (kind, None)
+    assert plan.scheduler.to_json()["node_selector"] == {"accelerator-type": kind}
+    if T.hardware[hardware].volcano_super_pod:
+        assert manifest["metadata"]["annotations"] == {"sp-block": str(per_node)}
+        assert [n for n in plan.notes if "sp-block: 16" in n]
+    else:
+        assert "annotations" not in manifest["metadata"]
+
+
+def test_mindcluster_refuses_a_16_die_pod_without_the_selector():
+    """The restated plugin is a real check: snt9b23's Job as it was written before (no selector, no sp-block) is
+    handed to the 8-NPU handler, which refuses 16 dies per pod."""
+    _, files = render_job(T, frameworks=["mindformers"], model="qwen3-8b", method="full", hardware="snt9b23",
+                          cards=32, cluster=CLUSTER["volcano"])
+    manifest = yaml.safe_load(files["mindformers/volcano-job.yaml"])
+    manifest["metadata"].pop("annotations", None)
+    manifest["spec"]["tasks"][0]["template"]["spec"].pop("nodeSelector", None)
+    assert mindcluster_accepts(manifest)[1] == "a pod asks for 16 NPUs, the module handler's nodes have 8"
+
+
+def test_gpus_get_no_mindcluster_selector():
+    _, files = render_job(T, frameworks=["llama-factory"], model="qwen2.5-7b", method="lora", hardware="a800",
+                          cards=16, cluster=CLUSTER["volcano"])
+    manifest = yaml.safe_load(files["llama-factory/volcano-job.yaml"])
+    assert "nodeSelector" not in manifest["spec"]["tasks"][0]["template"]["spec"]
+    assert "annotations" not in manifest["metadata"]
+
+
+def volcano_webhook_defaults(manifest: dict) -> dict:
+    """What Volcano's admission webhook writes into a Job before it runs (pkg/webhooks/admission/jobs/mutate/
+    mutate_job.go at ed72c7c8: maxRetry 0 or absent -> 3, l.161-164)."""
+    spec = dict(manifest["spec"])
+    if not spec.get("maxRetry"):
+        spec["maxRetry"] = 3
+    return {**manifest, "spec": spec}
+
+
+@pytest.mark.parametrize("framework", JOBS)
+def test_the_volcano_job_is_what_runs(framework):
+    cluster = {**CLUSTER["volcano"], "volcano": {**CLUSTER["volcano"]["volcano"], "cpu": "180", "memory": "1400Gi"}}
+    plan, files = render_job(T, frameworks=[framework], cards=16, cluster=cluster, **JOBS[framework])
+    manifest = yaml.safe_load(files[f"{framework}/volcano-job.yaml"])
+    assert not list(VALIDATOR.iter_errors(manifest))
+    assert volcano_webhook_defaults(manifest) == manifest  # nothing Volcano rewrites
+    spec = manifest["spec"]
+    assert spec["plugins"] == {"env": [], "svc": ["--publish-not-ready-addresses"]}
+    pod = spec["tasks"][0]["template"]["spec"]
+    container = pod["containers"][0]
+    # /dev/shm is a memory-backed emptyDir, not the runtime's 64 MiB.
+    shm = next(m for m in container["volumeMounts"] if m["mountPath"] == "/dev/shm")
+    assert next(v for v in pod["volumes"] if v["name"] == shm["name"]) == {"name": shm["name"],
+                                                                            "emptyDir": {"medium": "Memory"}}
+    # CPU and memory asked for, requests equal to limits: a Guaranteed pod.
+    assert container["resources"]["requests"] == container["resources"]["limits"] == {
+        DEVICE_RESOURCE["npu"]: 8, "cpu": "180", "memory": "1400Gi"}
+    assert plan.scheduler.to_json()["cpu"] == "180" and not [n for n in plan.notes if "BestEffort" in n]
+    plan, _ = render_job(T, frameworks=[framework], cards=16, cluster=CLUSTER["volcano"], **JOBS[framework])
+    assert [n for n in plan.notes if "BestEffort" in n]
+
+
+@pytest.mark.parametrize("job", ["7b-run", "0"])
+def test_a_job_name_volcanos_service_cannot_take_is_refused(job):
+    with pytest.raises(SpecError) as raised:
+        render_job(T, job=job, frameworks=["llama-factory"], cards=16, cluster=CLUSTER["volcano"],
+                   **JOBS["llama-factory"])
+    problem = raised.value.problems[0]
+    assert problem.path == "job" and "Service" in problem.message and "start with a lowercase letter" in problem.message
+    render_job(T, job=job, frameworks=["llama-factory"], cards=16, cluster=CLUSTER["slurm"], **JOBS["llama-factory"])
+
+
+@pytest.mark.parametrize("cpu,memory,key", [("lots", None, "cpu"), ("-1", None, "cpu"), ("0", None, "cpu"),
+                                            (None, "1.5Ti", "memory"), (None, "12 Gi", "memory")])
+def test_bad_pod_resources_are_refused(cpu, memory, key):
+    given = {k: v for k, v in (("cpu", cpu), ("memory", memory)) if v is not None}
+    cluster = {**CLUSTER["volcano"], "volcano": {**CLUSTER["volcano"]["volcano"], **given}}
+    with pytest.raises(SpecError) as raised:
+        render_job(T, frameworks=["llama-factory"], cards=16, cluster=cluster, **JOBS["llama-factory"])
+    problem = raised.value.problems[0]
+    assert problem.path == f"cluster.volcano.{key}" and "Kubernetes" in problem.message, raised.value.problems
+
+
+def test_the_job_folder_must_be_on_the_volume():
+    cluster = {**CLUSTER["volcano"], "job_dir": "/home/me/jobs/t"}
+    with pytest.raises(SpecError) as raised:
+        render_job(T, frameworks=["llama-factory"], cards=16, cluster=cluster, **JOBS["llama-factory"])
+    problem = raised.value.problems[0]
+    assert problem.path == "cluster.job_dir" and "outside cluster.volcano.mount_path (/shared)" in problem.message
+    # /shared itself and folders under it are on the volume; /shared2 is not.
+    for job_dir in ("/shared", "/shared/a/b"):
+        render_job(T, frameworks=["llama-factory"], cards=16, cluster={**cluster, "job_dir": job_dir},
+                   **JOBS["llama-factory"])
+    with pytest.raises(SpecError):
+        render_job(T, frameworks=["llama-factory"], cards=16, cluster={**cluster, "job_dir": "/shared2/t"},
+                   **JOBS["llama-factory"])
+
+
+def test_paths_off_the_volume_and_no_volume_are_warned_of():
+    paths = {"model_dir": "/models/qwen2.5-7b", "dataset": "/shared/data/train.json", "output_dir": "/shared/out"}
+    plan, _ = render_job(T, frameworks=["llama-factory"], cards=16, cluster=CLUSTER["volcano"], paths=paths,
+                         **JOBS["llama-factory"])
+    off = [w for w in plan.warnings if "outside cluster.volcano.mount_path" in w]
+    assert off == ["paths.model_dir (/models/qwen2.5-7b) is outside cluster.volcano.mount_path (/shared): the pods "
+                   "find it only if the image holds it"]
+    bare = {**CLUSTER["volcano"], "volcano": {"image": "swr.example.com/ascend/train:8.1"}}
+    for cards, multi in ((8, False), (16, True)):
+        plan, _ = render_job(T, frameworks=["llama-factory"], cards=cards, cluster=bare, **JOBS["llama-factory"])
+        warned = [w for w in plan.warnings if w.startswith("cluster.volcano.volume_claim is not set")]
+        assert len(warned) == 1 and ("output folder of its own" in warned[0]) is multi

@@ -44,7 +44,7 @@ def submit_files(plan: Plan, fp: FrameworkPlan, env: jinja2.Environment,
         return {f"{framework}/{SBATCH}": text}, Submit(
             f"sbatch {framework}/{SBATCH}",
             ("run from the job folder: srun starts launch.sh from there on every node",
-             f"{nodes} node(s), one task each, {devices}, --mem={sched.memory} (all of each node's memory)",
+             f"{nodes} node(s), one task each, {devices}, --mem={sched.mem} (all of each node's memory)",
              f"time limit: {slurm_time(minutes) if minutes else 'not set'} ({why})",
              f"log: {sched.output} (relative: from the job folder)"))
     if sched.kind == "volcano":
@@ -67,24 +67,35 @@ def volcano_job(plan: Plan, fp: FrameworkPlan, framework: str) -> str:
     starts itself on every pod, nothing logs in to another."""
     sched = plan.scheduler
     nodes, cards = fp.layout.nodes, fp.layout.local_cards
-    resource = {DEVICE_RESOURCE[plan.accelerator]: cards}
+    resource: dict = {DEVICE_RESOURCE[plan.accelerator]: cards}
+    resource.update({key: value for key, value in (("cpu", sched.cpu), ("memory", sched.memory)) if value})
     container: dict = {"name": framework, "image": sched.image, "command": ["bash", launch_path(plan, framework)],
-                       "resources": {"limits": resource, "requests": dict(resource)}}
-    pod: dict = {"restartPolicy": "Never", "containers": [container]}
+                       "resources": {"limits": resource, "requests": dict(resource)},
+                       # The container runtime gives /dev/shm 64 MiB; Ray, vLLM and the data loaders' workers share
+                       # tensors through it: a memory-backed emptyDir there, counted against the pod's memory.
+                       "volumeMounts": [{"name": "dshm", "mountPath": "/dev/shm"}]}
+    pod: dict = {"restartPolicy": "Never", "containers": [container],
+                 "volumes": [{"name": "dshm", "emptyDir": {"medium": "Memory"}}]}
+    if sched.node_selector:
+        pod["nodeSelector"] = dict(sched.node_selector)
     if sched.volume_claim:
-        container["volumeMounts"] = [{"name": "shared", "mountPath": sched.mount_path}]
-        pod["volumes"] = [{"name": "shared", "persistentVolumeClaim": {"claimName": sched.volume_claim}}]
+        container["volumeMounts"].append({"name": "shared", "mountPath": sched.mount_path})
+        pod["volumes"].append({"name": "shared", "persistentVolumeClaim": {"claimName": sched.volume_claim}})
+    metadata: dict = {"name": volcano_name(plan.job, framework), "namespace": sched.namespace}
+    if framework in sched.annotations:
+        metadata["annotations"] = dict(sched.annotations[framework])
     job = {
         "apiVersion": "batch.volcano.sh/v1alpha1",
         "kind": "Job",
-        "metadata": {"name": volcano_name(plan.job, framework), "namespace": sched.namespace},
+        "metadata": metadata,
         "spec": {
             "schedulerName": "volcano",
             "queue": sched.queue,
             "minAvailable": nodes,
-            "maxRetry": 0,  # a training run resumes from its checkpoints when submitted again, not blindly
-            "plugins": {"env": [], "svc": []},
-            # A pod that fails or is evicted ends the job, rather than leaving the others waiting for it.
+            "maxRetry": sched.max_retry,
+            "plugins": {name: list(args) for name, args in sched.plugins.items()},
+            # A pod that fails or is evicted ends the job, rather than leaving the others waiting for it (and the
+            # job is not restarted: a run resumes from its checkpoints when submitted again, not blindly).
             "policies": [{"event": "PodFailed", "action": "AbortJob"},
                          {"event": "PodEvicted", "action": "AbortJob"}],
             "tasks": [{"name": VOLCANO_TASK, "replicas": nodes, "template": {"spec": pod}}],
