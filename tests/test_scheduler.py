@@ -147,6 +147,24 @@ def scheduler_env(scheduler: str, rank: int, nodes: int, bindir: Path) -> dict:
 
 
 FIRST_HOST = {"slurm": "n1", "volcano": "t-fw-worker-0.t-fw", "modelarts": "t-fw-worker-0.t-fw"}
+# getent's stand-in: the pods' host names resolve (as the svc plugin's headless Service, or ModelArts, publishes them)
+# after $GETENT_FAILS failed asks; each ask recorded in $STUB_ASKED.
+GETENT = """#!/bin/bash
+[ "$1" = hosts ] || exit 2
+if [ -n "${STUB_ASKED:-}" ]; then
+  echo "$2" >> "$STUB_ASKED"
+  [ "$(wc -l < "$STUB_ASKED")" -gt "${GETENT_FAILS:-0}" ] || exit 2
+fi
+echo "10.0.0.9 $2"
+"""
+
+
+def resolving(bindir: Path) -> None:
+    """getent (and an instant sleep) on `bindir`: node 0's name resolves as the scheduler publishes it."""
+    (bindir / "getent").write_text(GETENT)
+    (bindir / "sleep").write_text('#!/bin/bash\necho "sleep $*" >> "${STUB_SLEPT:-/dev/null}"\n')
+    for name in ("getent", "sleep"):
+        (bindir / name).chmod(0o755)
 
 
 @pytest.mark.parametrize("framework", STAGED)
@@ -154,6 +172,7 @@ FIRST_HOST = {"slurm": "n1", "volcano": "t-fw-worker-0.t-fw", "modelarts": "t-fw
 def test_each_node_takes_its_rank_and_master_from_the_scheduler(tmp_path, framework, scheduler):
     s = stage(tmp_path / "s", framework, cards=16, cluster=CLUSTER[scheduler])
     bindir = Path(s.env["PATH"].split(":")[0])
+    resolving(bindir)
     for rank in (1, 0):  # node 0 last: MindFormers' marks the run finished
         result = s.run(env=scheduler_env(scheduler, rank, 2, bindir))
         assert result.returncode == 0, result.stderr
@@ -366,6 +385,7 @@ def test_the_container_command_runs_on_each_replica(tmp_path, framework, schedul
     if scheduler == "volcano":  # the job folder on the shared volume, as the pods see it
         cluster["volcano"] = {**cluster["volcano"], "mount_path": str(tmp_path)}
     s = stage(tmp_path / "s", framework, cards=16, cluster=cluster)
+    resolving(Path(s.env["PATH"].split(":")[0]))
     if scheduler == "volcano":
         manifest = yaml.safe_load((s.folder / "volcano-job.yaml").read_text())
         name, task = manifest["metadata"]["name"], manifest["spec"]["tasks"][0]
@@ -607,3 +627,37 @@ def test_paths_off_the_volume_and_no_volume_are_warned_of():
         plan, _ = render_job(T, frameworks=["llama-factory"], cards=cards, cluster=bare, **JOBS["llama-factory"])
         warned = [w for w in plan.warnings if w.startswith("cluster.volcano.volume_claim is not set")]
         assert len(warned) == 1 and ("output folder of its own" in warned[0]) is multi
+
+
+# Issue 34 item 9: msrun resolves node 0's name once; under Volcano and ModelArts launch.sh waits until it resolves ----
+@pytest.mark.parametrize("scheduler", ["volcano", "modelarts"])
+def test_mindformers_waits_until_node_0s_name_resolves(tmp_path, scheduler):
+    s = stage(tmp_path / "s", "mindformers", cards=16, cluster=CLUSTER[scheduler])
+    bindir = Path(s.env["PATH"].split(":")[0])
+    resolving(bindir)
+    wait = s.plan.scheduler.to_json()["master_wait_s"]
+    asked, slept = tmp_path / "asked", tmp_path / "slept"
+    env = {**scheduler_env(scheduler, 1, 2, bindir), "STUB_ASKED": str(asked), "STUB_SLEPT": str(slept)}
+    # The name resolves on the fourth ask: three waits, then msrun starts with it.
+    result = s.run(env={**env, "GETENT_FAILS": "3"})
+    assert result.returncode == 0, result.stderr
+    assert asked.read_text().split() == ["t-fw-worker-0.t-fw"] * 5  # 4 in the loop, 1 after it
+    assert slept.read_text().splitlines() == ["sleep 5"] * 3
+    assert started(s.calls()) == ("1", "t-fw-worker-0.t-fw")
+    # It never resolves: the launch stops after the bounded wait, naming it, and starts nothing.
+    asked.unlink(), slept.unlink(), s.record.unlink(missing_ok=True)
+    result = s.run(env={**env, "GETENT_FAILS": "100000"})
+    assert result.returncode == 2 and f"did not resolve within {wait} s" in result.stderr
+    assert len(slept.read_text().splitlines()) == wait // 5 and not s.calls()
+    # Predict starts msrun the same way, after the same wait.
+    _, files = render_job(T, frameworks=["mindformers"], method="predict", model="qwen3-8b", cards=32,
+                          cluster=CLUSTER[scheduler])
+    block = (s.folder / "launch.sh").read_text().split("# Under ", 1)[1].split("\nfi\n", 1)[0]
+    assert "getent hosts" in block and f"# Under {block}\nfi\n" in files["mindformers/launch.sh"]
+
+
+def test_no_wait_where_the_scheduler_resolves_nothing_late():
+    """Slurm's hosts resolve before the job starts, and a one-node job needs no address: no wait written."""
+    for cluster, cards in ((CLUSTER["slurm"], 16), (CLUSTER["volcano"], 8)):
+        _, files = render_job(T, frameworks=["mindformers"], cards=cards, cluster=cluster, **JOBS["mindformers"])
+        assert "getent" not in files["mindformers/launch.sh"]

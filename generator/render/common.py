@@ -72,6 +72,9 @@ def launch_context(plan: Plan, fp: FrameworkPlan, path_keys: list[str], override
         "scheduler": plan.scheduler.run_time and {**plan.scheduler.run_time, "kind": plan.scheduler.kind},
         # Under a scheduler every node's launch.sh is one task of the job, which ends when they all have.
         "scheduled": plan.scheduler.kind != "none",
+        # Volcano and ModelArts publish node 0's host name as its pod starts: a launcher that resolves it once waits.
+        "master_wait": {"seconds": plan.scheduler.master_wait_s, "step": plan.scheduler.master_wait_step_s}
+        if plan.scheduler.kind in ("volcano", "modelarts") and fp.layout.nodes > 1 else None,
     }
 
 
