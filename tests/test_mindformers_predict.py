@@ -97,11 +97,13 @@ def test_predict_yaml_keeps_upstreams_keys_and_values():
     upstream = yaml.safe_load(UPSTREAM.read_text(encoding="utf-8"))
     plan, files = predict_job(model="qwen3-32b", cards=2, paths={"model_dir": "/w/Qwen3-32B"})
     doc = yaml.safe_load(files["mindformers/predict.yaml"])
-    assert flat_keys(doc) == flat_keys(upstream) == PREDICT_KEYS
+    # Plus seq_length, which upstream's qwen3 file leaves to Qwen3Config's 4096 (issue 34 item 13).
+    assert flat_keys(doc) == flat_keys(upstream) | {"model.model_config.seq_length"} == PREDICT_KEYS
     settings = plan.frameworks["mindformers"].settings.to_json()
     planned = {"output_dir": plan.output_dir("mindformers"), "use_parallel": True,
                "parallel_config": {"data_parallel": 1, "model_parallel": 2},
                "pretrained_model_dir": "/w/Qwen3-32B",
+               "model": {"model_config": {"seq_length": plan.seq_len, **upstream["model"]["model_config"]}},
                "context": {**upstream["context"], "max_device_memory": settings["max_device_memory"]}}
     assert doc == {**upstream, **planned}
     assert settings["pretrained_model_dir"] == "/w/Qwen3-32B" and settings["predict_batch_size"] == 1
@@ -230,3 +232,36 @@ def test_launch_refuses_a_missing_prompts_file(tmp_path):
                             env={**os.environ, "PATH": f"{bindir}:{os.environ['PATH']}", "RECORD": "/dev/null"},
                             capture_output=True, text=True)
     assert result.returncode == 2 and "paths.dataset: the prompts file" in result.stderr
+
+
+@pytest.mark.parametrize("seq_len", [1024, 4096, 32768])
+def test_seq_len_reaches_mindformers(seq_len):
+    """predict.yaml's model_config overrides HuggingFace's config.json (build_config.py l. 125-136): seq_length is
+    the spec's seq_len, not Qwen3Config's default 4096 (configuration_qwen3.py l. 148)."""
+    plan, files = predict_job(model="qwen3-8b", cards=2, seq_len=seq_len)
+    doc = yaml.safe_load(files["mindformers/predict.yaml"])
+    assert doc["model"]["model_config"]["seq_length"] == seq_len == plan.seq_len
+    assert plan.frameworks["mindformers"].settings.to_json()["seq_length"] == seq_len
+    assert predict_problems(doc, 2, plan.shape) == []
+
+
+@pytest.mark.parametrize("cards", [1, 2])
+def test_a_second_predict_with_other_prompts_runs(tmp_path, cards):
+    """Predict is not resumable training: a predict of other prompts (another spec, another render) into the same
+    output folder runs, as does the first one again (issue 34 item 13)."""
+    checkout = tmp_path / "mf"
+    bindir = fake_mindformers(checkout)
+    env = {**os.environ, "PATH": f"{bindir}:{os.environ['PATH']}", "MASTER_ADDR": "10.0.0.9"}
+    for name in ("a.txt", "b.txt", "a.txt"):
+        prompts = tmp_path / name
+        prompts.write_text(f"prompt of {name}\n", encoding="utf-8")
+        paths = {"mindformers_dir": str(checkout), "model_dir": "/w/Qwen3-8B", "dataset": str(prompts),
+                 "output_dir": str(tmp_path / "o")}
+        plan, files = predict_job(model="qwen3-8b", cards=cards, paths=paths)
+        write(files, tmp_path / "out", plan.job, overwrite=True)
+        record = tmp_path / f"record-{name}.jsonl"
+        result = subprocess.run(["bash", str(tmp_path / "out" / plan.job / "mindformers" / "launch.sh"), "0"],
+                                cwd=tmp_path, env={**env, "RECORD": str(record)}, capture_output=True, text=True)
+        assert result.returncode == 0, result.stderr
+        argv = json.loads(record.read_text().splitlines()[0])
+        assert argv[argv.index("--predict_data") + 1] == str(prompts)

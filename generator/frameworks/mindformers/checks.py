@@ -387,8 +387,10 @@ def loader_check(python: str, yaml_path: Path, world: int, mode: str = "train",
 # predict.yaml (run_mode predict): upstream's keys and the inference rules (reference mindformers_predict.md s3)
 
 # The key tree of upstream's configs/qwen3/predict_qwen3.yaml (master 167a50d; the v1.8.0 file seed 003 documents is
-# byte-identical), every key with its parents: predict.yaml holds these and no other.
-PREDICT_KEYS = frozenset({
+# byte-identical), every key with its parents, and model_config.seq_length (configs/telechat3/
+# predict_telechat3_36b.yaml l. 20 writes it; without it Qwen3Config's default 4096 runs): predict.yaml holds these
+# and no other.
+PREDICT_KEYS = frozenset({"model.model_config.seq_length",
     "seed", "output_dir", "load_checkpoint", "use_parallel", "run_mode", "use_legacy", "load_ckpt_format", "trainer",
     "trainer.type", "trainer.model_name", "parallel_config", "parallel_config.data_parallel",
     "parallel_config.model_parallel", "pretrained_model_dir", "model", "model.model_config",
@@ -421,8 +423,8 @@ def _device_gb(v: View) -> float | None:
 
 
 PREDICT_RULES: tuple[Rule, ...] = (
-    Rule("P1", "configs/qwen3/predict_qwen3.yaml (the key tree)", "predict.yaml must hold upstream "
-         "predict_qwen3.yaml's keys and no other",
+    Rule("P1", "configs/qwen3/predict_qwen3.yaml (the key tree); configs/telechat3/predict_telechat3_36b.yaml l. 20",
+         "predict.yaml must hold upstream predict_qwen3.yaml's keys and model_config.seq_length, and no other",
          lambda v: key_tree(v.doc) != PREDICT_KEYS),
     Rule("P2", "run_mindformer.py l. 288 (run_mode choices); seed 003 推理 parameter table", "run_mode must be "
          "'predict'", lambda v: v.doc.get("run_mode") != "predict"),

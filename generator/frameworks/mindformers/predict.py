@@ -116,13 +116,15 @@ class PredictSettings:
     """What predict.yaml and launch.sh hold beyond the layout, each with its source (contract.py Settings)."""
 
     batch: int
+    seq_length: int
     max_device_memory: str
     weights: str
     inputs: str
     rows_: tuple[tuple[str, str, str], ...]
 
     def to_json(self) -> dict:
-        return {"predict_batch_size": self.batch, "max_device_memory": self.max_device_memory,
+        return {"predict_batch_size": self.batch, "seq_length": self.seq_length,
+                "max_device_memory": self.max_device_memory,
                 "pretrained_model_dir": self.weights, "predict_data": self.inputs,
                 "sources": {key: source for key, _, source in self.rows_}}
 
@@ -137,6 +139,11 @@ def settings(plan: Plan, fp: FrameworkPlan) -> PredictSettings:
     rows = (
         ("--predict_batch_size", str(batch), "plan: global_batch_size, the prompts generated together "
                                              "(seed 003 multi-batch example)"),
+        ("model.model_config.seq_length", str(plan.seq_len),
+         "plan: seq_len, the prompt and its answer; predict.yaml's model_config overrides the HuggingFace "
+         "config.json (models/build_config.py l. 125-136), which has no seq_length, so without it Qwen3Config's "
+         "default 4096 runs (models/qwen3/configuration_qwen3.py l. 148); upstream's "
+         "configs/telechat3/predict_telechat3_36b.yaml l. 20 writes it so"),
         ("context.max_device_memory", memory_cap, f"plan: the usable memory per card the layout is sized to "
                                                   f"({UPSTREAM} l. 33 writes 59GB; seed 003: at most 60GB on "
                                                   f"Atlas 800T A2 / A3)"),
@@ -146,7 +153,7 @@ def settings(plan: Plan, fp: FrameworkPlan) -> PredictSettings:
                                    "(trainer/causal_language_modeling/causal_language_modeling.py l. 332-339 "
                                    "reads a file path's lines)"),
     )
-    return PredictSettings(batch, memory_cap, weights, inputs, rows)
+    return PredictSettings(batch, plan.seq_len, memory_cap, weights, inputs, rows)
 
 
 def task_args(cards: int, batch: int) -> str:
@@ -165,7 +172,7 @@ def render(plan: Plan, env: jinja2.Environment) -> dict[str, str]:
         raise ValueError(f"{NAME}: a predict plan carries its PredictSettings; resolve.py decides them")
     text = env.get_template("mindformers/predict.yaml.j2").render(
         upstream=fp.upstream, cards=lay.cards, output_dir=plan.output_dir(NAME),
-        use_parallel=lay.cards > 1, model_parallel=lay.tp, model_dir=own.weights,
+        use_parallel=lay.cards > 1, model_parallel=lay.tp, model_dir=own.weights, seq_length=own.seq_length,
         max_device_memory=own.max_device_memory)
     launch = env.get_template("mindformers/predict_launch.sh.j2").render(
         **launch_context(plan, fp, ["model_dir", "dataset", "output_dir", "mindformers_dir"]),
