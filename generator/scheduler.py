@@ -78,8 +78,8 @@ RUN_TIME: dict[str, dict[str, str]] = {
 OWN_KEYS = {"slurm": ("partition", "account", "time_limit_minutes", "time_margin", "devices", "gres", "output",
                       "cpus_per_task", "mem"),
             "volcano": ("image", "queue", "namespace", "volume_claim", "mount_path", "cpu", "memory",
-                        "node_selector", "plugins", "max_retry", "master_wait_s"),
-            "modelarts": ("master_wait_s",)}
+                        "node_selector", "plugins", "max_retry", "master_wait_s", "master_wait_step_s"),
+            "modelarts": ("master_wait_s", "master_wait_step_s")}
 
 
 @dataclass(frozen=True)

@@ -521,8 +521,10 @@ def test_mindcluster_schedules_each_ascend_row(hardware, kind, nodes):
     assert manifest["spec"]["tasks"][0]["template"]["spec"]["nodeSelector"] == {"accelerator-type": kind}
     assert mindcluster_accepts(manifest) == (kind, None)
     assert plan.scheduler.to_json()["node_selector"] == {"accelerator-type": kind}
+    assert f"node selector accelerator-type: {kind}" in files["PLAN.md"]
     if T.hardware[hardware].volcano_super_pod:
         assert manifest["metadata"]["annotations"] == {"sp-block": str(per_node)}
+        assert f"annotations sp-block: {per_node}" in files["PLAN.md"]
         assert [n for n in plan.notes if "sp-block: 16" in n]
     else:
         assert "annotations" not in manifest["metadata"]

@@ -30,6 +30,10 @@ def launch_path(plan: Plan, framework: str) -> str:
     return f"{(plan.scheduler.job_dir or '').rstrip('/')}/{framework}/launch.sh"
 
 
+def markdown_pairs(pairs: dict[str, str]) -> str:
+    return ", ".join(f"{key}: {value}" for key, value in pairs.items())
+
+
 def submit_files(plan: Plan, fp: FrameworkPlan, env: jinja2.Environment,
                  framework: str) -> tuple[dict[str, str], Submit | None]:
     """{path: text} of `framework`'s scheduler files and PLAN.md's submit line (None: cluster.scheduler none)."""
@@ -51,7 +55,10 @@ def submit_files(plan: Plan, fp: FrameworkPlan, env: jinja2.Environment,
         return {f"{framework}/{VOLCANO}": volcano_job(plan, fp, framework)}, Submit(
             f"kubectl create -f {framework}/{VOLCANO}",
             (f"{nodes} pod(s) gang-scheduled (minAvailable {nodes}), {cards} x {DEVICE_RESOURCE[plan.accelerator]} "
-             f"each, image {sched.image}", f"each pod runs bash {launch_path(plan, framework)}"))
+             f"each, image {sched.image}", f"each pod runs bash {launch_path(plan, framework)}",
+             *([f"node selector {markdown_pairs(sched.node_selector)}"] if sched.node_selector else []),
+             *([f"annotations {markdown_pairs(sched.annotations[framework])}"]
+               if framework in sched.annotations else [])))
     if sched.kind == "modelarts":
         return {}, Submit(f"bash {quote(launch_path(plan, framework))}",
                           (f"the training job's boot command, the same on all {nodes} node(s) (instances): "
