@@ -192,7 +192,7 @@ def super_pod_notes(sched: Scheduler) -> list[str]:
 
 def volume_checks(sched: Scheduler, paths: dict[str, str], multi_node: bool) -> list[str]:
     """Under Volcano the pods see the image and the shared volume only: a job folder outside mount_path is refused
-    (each pod's `bash <job_dir>/<framework>/launch.sh` would exit 127), a given path outside it warned of (it may be
+    (each pod would exit 127, its launch.sh not found), a given path outside it warned of (it may be
     in the image), and so is a multi-node job without a volume (each pod writes its own output folder)."""
     if sched.kind != "volcano":
         return []

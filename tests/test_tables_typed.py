@@ -178,7 +178,7 @@ BAD_EDITS = {
         ("hardware.yaml snt9b: hbm_gb_s is not a declared column (declared: name, label, cards_per_node, "
         "parallel_unit, memory_gb, usable_gb, peak_tflops_bf16, accelerator, frameworks, quantization_bits, source, "
         "link_gb_s, scaleout_gb_s, attention_efficiency, scaling_efficiency, scaling_source, "
-        "scaling_measured_cards, aliases)")),
+        "scaling_measured_cards, aliases, volcano_accelerator_type, volcano_super_pod)")),
     "hardware-share": (
         "hardware.yaml", "{1024: 0.0259,", "{1024: 2.59,",
         "hardware.yaml snt9b: attention_efficiency[1024] 2.59 must be a number in (0, 1]"),
