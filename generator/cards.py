@@ -21,8 +21,12 @@ MAX_SEARCH_CARDS = 65536
 def table_row(ctx: Context, tables: Tables):
     """(row, case) of the minimum-card table for this job in the framework's own column, or None."""
     spec = ctx.spec
-    row_method = {"pretrain": "full", "qlora": "lora"}.get(spec.method, spec.method)
-    rows = [r for r in tables.rows_for(ctx.model.name, ctx.fw.min_cards_from) if row_method in r.methods]
+    own = tables.rows_for(ctx.model.name, ctx.fw.min_cards_from)
+    # The method's own rows where the table has them (seed 000's qwen2.5_vl-7b pretrain row), else the rows of the
+    # method it trains like
+    row_method = spec.method if any(spec.method in r.methods for r in own) else \
+        {"pretrain": "full", "qlora": "lora"}.get(spec.method, spec.method)
+    rows = [r for r in own if row_method in r.methods]
     if not rows or ctx.hw.name not in rows[0].cards:  # the table has Ascend columns only
         return None
     exact = [r for r in rows if spec.seq_len in r.seq_lens]
@@ -34,7 +38,7 @@ def table_row(ctx: Context, tables: Tables):
         row, case = larger[0], "next larger seq_len row"
     else:
         row, case = max(rows, key=lambda r: max(r.seq_lens)), "largest seq_len row"
-    if spec.method in ("pretrain", "qlora"):
+    if row_method != spec.method:
         case = f"{spec.method} uses the {row_method} row; {case}"
     return row, case
 
