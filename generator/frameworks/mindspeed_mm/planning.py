@@ -179,6 +179,7 @@ class Setting:
 
 
 ENV = "env "
+SOURCED = "sourced "
 DATA = "data.json "
 
 
@@ -244,6 +245,23 @@ _ENV_COMMON = (("CUDA_DEVICE_MAX_CONNECTIONS", "1", "Megatron's check (no effect
 _ENV_SCRIPTS = {"finetune_qwen2_5_vl_3b.sh": (4, "1", False), "finetune_qwen2_5_vl_7b.sh": (5, "1", False),
                 "finetune_qwen2_5_vl_32b.sh": (3, "1", True), "finetune_qwen2_5_vl_72b.sh": (3, "2", True)}
 
+# What upstream's finetune_qwen2_5_vl_<size>.sh sources before anything else (l. 2 of each; the 7B's also ATB, l. 3),
+# and a variable each of those scripts exports: launch.sh refuses to start without it and names the script (under
+# srun or a fresh shell `import torch_npu` fails on every rank without CANN's libraries).
+# (variable, script, what it is, {upstream script: line})
+_SOURCED = (("ASCEND_TOOLKIT_HOME", "/usr/local/Ascend/ascend-toolkit/set_env.sh", "CANN's toolkit",
+             dict.fromkeys(_ENV_SCRIPTS, 2)),
+            ("ATB_HOME_PATH", "/usr/local/Ascend/nnal/atb/set_env.sh", "CANN's NNAL ATB kernels",
+             {"finetune_qwen2_5_vl_7b.sh": 3}))
+
+
+def _sourced(example: str) -> list[Setting]:
+    script = example.rsplit("/", 1)[-1]
+    return [Setting(f"{SOURCED}{name}", path, f"{UPSTREAM}/{script} l. {lines[script]} sources it ({why}); launch.sh "
+                                              f"checks {name} and names the file")
+            for name, path, why, lines in _SOURCED if script in lines]
+
+
 # data_<size>.json's processing values (the same in every size's file, l. 6-25 of data_7b.json).
 _DATA_VALUES = (("preprocess_parameters.use_fast_tokenizer", True, 6),
                 ("preprocess_parameters.split_special_tokens", False, 7),
@@ -308,6 +326,7 @@ def settings(method: str, layout: Layout, info: dict, output_dir: str, resume: b
         Setting(MM_TOOL, "./mindspeed_mm/tools/tools.json",
                 f"{UPSTREAM}/finetune_qwen2_5_vl_7b.sh l. 26 (relative to paths.mindspeed_mm_dir)"),
         *_env(info["example"]),
+        *_sourced(info["example"]),
         *(Setting(f"{DATA}{key}", value, f"{UPSTREAM}/data_7b.json l. {line} (every size's data JSON)")
           for key, value, line in _DATA_VALUES),
         Setting(CACHE_DIRS, cache_dirs(output_dir, layout.nodes),
@@ -343,6 +362,15 @@ def _vision(model: Model, method: str, seq_len: int, shape: Parallel) -> _Vision
     in_flight = max(1, min(shape.pp, shape.grad_accum))
     return _Vision(2.0 * params, 4.0 * params, 12.0 * params / (shape.dp * shape.cp),
                    per_layer * vit["num_layers"] * in_flight)
+
+
+# MindSpeed-MM checks every path among its flags and JSON values against the folder it runs in (launch.sh cds into
+# paths.mindspeed_mm_dir) and warns, but uses none of the checks' results (v2.2.0 mindspeed_mm/configs/config.py
+# l. 134-202, 234-239).
+DISALLOWED_NOTE = ("MindSpeed-MM prints \"WARNING: [<flag>] <path> attempts to traverse to an disallowed directory\" "
+                   "for each path outside paths.mindspeed_mm_dir (this job folder, the data, weights and output): "
+                   "expected and harmless, the check only warns (v2.2.0 mindspeed_mm/configs/config.py l. 134-202, "
+                   "234-239)")
 
 
 class Planning(DefaultPlanning):
@@ -408,6 +436,7 @@ class Planning(DefaultPlanning):
         notes = [f"the vision encoder ({VISION_LAYERS} layers) and projector sit on pipeline stage 0 with "
                  f"{layout.layers_per_stage[0]} text layers; {held:.1f} GiB per card of their {what} counted "
                  f"there; the vision tower {tower}"]
+        notes.append(DISALLOWED_NOTE)
         if swaps_attention(ctx.info, layout.recompute):
             swapped = swapped_attention_bytes(ctx.model, ctx.spec.seq_len, layout) / GIB
             notes.append(f"--swap-attention ({ctx.info['swap_attention']}) keeps each layer's self-attention "
