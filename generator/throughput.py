@@ -243,6 +243,7 @@ class Throughput:
     is_estimate: bool
     mfu: float | None = None
     shares: dict | None = None  # step model: share of the step time by cause
+    spread: float = 1.0  # how many times faster or slower the truth may be (a calibration's spread; 1: measured)
 
 
 def uses_step_model(framework: Framework, hardware: Hardware) -> bool:

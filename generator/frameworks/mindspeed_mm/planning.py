@@ -90,13 +90,15 @@ def has_frozen_stage(vision: list[int], text: list[int], vision_frozen: bool, pr
                for i, (v, t) in enumerate(zip(vision, text)))
 
 
-# The step model (generator/throughput.py) overestimates what upstream publishes for its own layouts: published
-# tokens/s per card over the step model at that layout and batch (MBS 1, seq 1024, no recompute, sequence parallel
-# off), per hardware, the geometric mean of its rows (tests/test_mindspeed_mm.py recomputes them from the published
-# rows in frameworks.yaml). The A2 rows differ by up to 1.7x from each other: a calibration, not a measurement.
-CALIBRATION = {"snt9b": 0.364, "snt9b23": 0.771}
-CALIBRATION_SOURCE = {"snt9b": "3B 1x8 TP1 PP1 0.263, 7B 1x8 TP1 PP2 0.446, 32B 2x8 TP2 PP8 0.413",
-                      "snt9b23": "72B 4x16 dies TP2 PP8 0.771"}
+# The step model (generator/throughput.py) overestimates what upstream publishes for its own layouts. FACTOR: the
+# published tokens/s per card over the step model at the model's published layout and batch (MBS 1, seq 1024, no
+# recompute, sequence parallel off), on the hardware it ran on (tests/test_mindspeed_mm.py recomputes each from the
+# rows in frameworks.yaml). A model's estimate is scaled by its own factor on either hardware: upstream publishes
+# one A3 row (the 72B's), which says nothing of another model's error. The factors differ by up to SPREAD from each
+# other: a calibration, not a measurement.
+FACTOR = {"qwen2.5_vl-3b": 0.263, "qwen2.5_vl-7b": 0.446, "qwen2.5_vl-32b": 0.413, "qwen2.5_vl-72b": 0.385}
+CALIBRATION = math.prod(FACTOR.values()) ** (1 / len(FACTOR))  # a model without a published row: their mean
+SPREAD = max(FACTOR.values()) / min(FACTOR.values())
 
 
 def measured_on(published: dict) -> str:
@@ -104,13 +106,28 @@ def measured_on(published: dict) -> str:
     return "snt9b23" if "A3" in published["source"] else "snt9b"
 
 
-def measured_layout(ctx: Context, layout: Layout, published: dict) -> bool:
-    """Whether `layout` is the one upstream's published figure ran: its hardware, fine-tuning at --seq-length 1024,
+def measured_layout(ctx: Context, shape: Parallel, published: dict) -> bool:
+    """Whether `shape` is the one upstream's published figure ran: its hardware, fine-tuning at --seq-length 1024,
     and its script's cards, TP, PP, CP 1, MBS 1, no recompute."""
     return (ctx.hw.name == measured_on(published) and ctx.spec.method == "full" and
             ctx.spec.seq_len == PUBLISHED_SEQ_LEN
-            and (layout.cards, layout.tp, layout.pp, layout.cp, layout.micro_batch_size, layout.recompute) ==
+            and (shape.cards, shape.tp, shape.pp, shape.cp, shape.micro_batch_size, shape.recompute) ==
             (published["cards"], published["tp"], published["pp"], 1, 1, "none"))
+
+
+def _factor(ctx: Context) -> tuple[float, str]:
+    """What the step model is scaled by for this model, and why in words (the rows on this hardware named)."""
+    here = sorted(name for name, info in ctx.fw.models.items()
+                  if info.get("published") and measured_on(info["published"]) == ctx.hw.name)
+    rows = (f"upstream publishes {'one row' if len(here) == 1 else f'{len(here)} rows'} on {ctx.hw.name} "
+            f"({', '.join(here)})")
+    published = ctx.info.get("published")
+    if published is None or ctx.model.name not in FACTOR:
+        return CALIBRATION, (f"the geometric mean of MindSpeed-MM's published rows over the step model "
+                             f"({len(FACTOR)} rows, {SPREAD:.2f}x apart); {rows}")
+    return FACTOR[ctx.model.name], (f"{ctx.model.name}'s published figure over the step model at upstream's layout "
+                                    f"(TP{published['tp']} PP{published['pp']}, {published['cards']} cards of "
+                                    f"{measured_on(published)}); the rows' factors are {SPREAD:.2f}x apart; {rows}")
 
 
 def swaps_attention(info: dict, recompute: str) -> bool:
@@ -127,15 +144,6 @@ def swapped_attention_bytes(model: Model, seq_len: int, shape: Parallel) -> floa
     tokens = seq_len // shape.cp * shape.micro_batch_size
     hidden = 2.0 * tokens * model.hidden / (shape.tp if shape.sequence_parallel else 1)
     return hidden + 2.0 * tokens * (2 * model.q_dim + 2 * model.kv_dim) / shape.tp
-
-
-def _published_step(ctx: Context, published: dict) -> float:
-    """The step model's tokens/s per card at the layout and batch of the model's published row."""
-    pp = published["pp"]
-    shape = Parallel(cards=published["cards"], cards_per_node=ctx.hw.cards_per_node, tp=published["tp"], pp=pp,
-                     global_batch_size=published["global_batch_size"],
-                     num_layer_list=text_layers(ctx.model, ctx.info, pp))
-    return throughput(ctx.model, "full", PUBLISHED_SEQ_LEN, ctx.fw, ctx.hw, None, shape).tokens_per_card_s
 
 
 class Space(GridSpace):
@@ -373,6 +381,23 @@ DISALLOWED_NOTE = ("MindSpeed-MM prints \"WARNING: [<flag>] <path> attempts to t
                    "234-239)")
 
 
+def _measured_notes(ctx: Context, layout: Layout) -> list[str]:
+    """How the layout stands to upstream's published run of the model: kept over the memory budget because upstream
+    ran it, or on fewer cards than upstream ever ran the model (the memory model's word alone)."""
+    published = ctx.info.get("published")
+    if published is None:
+        return []
+    ran = f"{published['cards']} cards of {measured_on(published)} (TP{published['tp']} PP{published['pp']})"
+    if layout.measured and layout.memory.total > layout.budget_gb:
+        return [f"upstream's published layout, kept although the memory model estimates {layout.memory.total:.1f} "
+                f"GiB per card, above the {layout.budget_gb:.1f} GiB budget: upstream ran it ({ran}), so the "
+                f"estimate errs, not the layout"]
+    if layout.cards < published["cards"]:
+        return [f"{layout.cards} cards rests on the memory model alone: upstream's one published run of "
+                f"{ctx.model.name} is on {ran}, and it publishes none on fewer"]
+    return []
+
+
 class Planning(DefaultPlanning):
     path_keys = ("mindspeed_mm_dir", "mm_ckpt_dir")
     pretrain_weights = "MindSpeed-MM after convert_ckpt.sh hf_to_mm"
@@ -402,29 +427,28 @@ class Planning(DefaultPlanning):
                             activations=first.activations + vision.activations / GIB)
         return max(stages, key=lambda m: m.total)
 
+    def measured(self, ctx: Context, shape: Parallel) -> str:
+        """Upstream's published layout for the model (README.md's performance table): it ran, so it fits."""
+        published = ctx.info.get("published")
+        return published["source"] if published is not None and measured_layout(ctx, shape, published) else ""
+
     def rate(self, ctx: Context, layout: Layout | None) -> Throughput | None:
         """The core's step model scaled to upstream's published figures, so layouts rank by the step model and a
-        cell is not several times optimistic: by the model's own published row where upstream measured it on this
-        hardware (its layout then gets exactly the published figure, labelled so), else by CALIBRATION."""
+        cell is not several times optimistic: by the model's own published row (FACTOR), its layout getting exactly
+        the published figure, labelled so. An estimate's spread is the factors' (SPREAD): the search lets it
+        displace the measured layout only when it is faster by more than that."""
         if ctx.spec.tokens_per_card_s is not None or not uses_step_model(ctx.fw, ctx.hw):
             return None
         published = ctx.info.get("published")
-        if published is not None and layout is not None and measured_layout(ctx, layout, published):
+        if published is not None and layout is not None and layout.measured:
             return Throughput(float(published["tokens_per_card_s"]),
                               f"published, upstream's own layout: {published['source']}", is_estimate=False)
         step = throughput(ctx.model, ctx.spec.method, ctx.spec.seq_len, ctx.fw, ctx.hw, None, layout,
                           ctx.spec.scaling_given)
-        if published is not None and measured_on(published) == ctx.hw.name:
-            factor = published["tokens_per_card_s"] / _published_step(ctx, published)
-            why = (f"{ctx.model.name}'s published figure over the step model at upstream's layout (TP{published['tp']} "
-                   f"PP{published['pp']}, {published['cards']} cards)")
-        else:
-            factor = CALIBRATION[ctx.hw.name]
-            why = (f"MindSpeed-MM's published rows on {ctx.hw.name} over the step model at their layouts "
-                   f"({CALIBRATION_SOURCE[ctx.hw.name]})")
+        factor, why = _factor(ctx)
         return replace(step, tokens_per_card_s=step.tokens_per_card_s * factor,
                        mfu=None if step.mfu is None else step.mfu * factor,
-                       source=f"{step.source}; x {factor:.3f}: {why}")
+                       source=f"{step.source}; x {factor:.3f}: {why}", spread=SPREAD)
 
     def layout_notes(self, ctx: Context, layout: Layout) -> list[str]:
         tower = ("trains (pretrain: every module trains)" if vision_trains(ctx.spec.method)
@@ -437,6 +461,7 @@ class Planning(DefaultPlanning):
                  f"{layout.layers_per_stage[0]} text layers; {held:.1f} GiB per card of their {what} counted "
                  f"there; the vision tower {tower}"]
         notes.append(DISALLOWED_NOTE)
+        notes.extend(_measured_notes(ctx, layout))
         if swaps_attention(ctx.info, layout.recompute):
             swapped = swapped_attention_bytes(ctx.model, ctx.spec.seq_len, layout) / GIB
             notes.append(f"--swap-attention ({ctx.info['swap_attention']}) keeps each layer's self-attention "
