@@ -52,7 +52,7 @@ def test_seed_rows_plan_render_and_validate(model, method, seq, hw, tmp_path):
     model_json = json.loads(files[f"{NAME}/model.json"])
     assert model_json["text_decoder"]["pipeline_num_layers"] == list(fp.layout.layers_per_stage)
     assert model_json["text_decoder"]["seq_length"] == seq
-    frozen = method != "pretrain"
+    frozen = method != "full_vision"
     # plan.json carries what model.json holds beyond the layout, with sources
     own = plan.to_json()["frameworks"][NAME]["settings"]
     assert own["text_decoder.pipeline_num_layers"]["value"] == model_json["text_decoder"]["pipeline_num_layers"]
@@ -135,7 +135,7 @@ def test_published_throughput_only_for_the_layout_upstream_measured():
     rate = estimate(tp=1, pp=2)
     assert rate.tokens_per_card_s == 1324.5 and rate.tps_source.startswith("published, upstream's own layout")
     # Other layouts of the 7B on A2: the step model x the 7B's own ratio (published / step model at TP1 PP2)
-    for other in (estimate(tp=2, pp=1), estimate(tp=1, pp=2, method="pretrain"), estimate(tp=1, pp=2, seq=4096)):
+    for other in (estimate(tp=2, pp=1), estimate(tp=1, pp=2, method="full_vision"), estimate(tp=1, pp=2, seq=4096)):
         assert other.tps_source.startswith("estimate: step model") and \
             "x 0.446: qwen2.5_vl-7b's published figure over the step model" in other.tps_source, other
     # No 7B row on A3: the 7B's own factor still (not the 72B's), saying A3 rests on one published row
@@ -172,17 +172,17 @@ def test_vision_encoder_weighs_on_the_first_stage():
     pins = {"layout": {NAME: {"tp": 1, "pp": 1, "micro_batch_size": 1}}, "global_batch_size": 256, "cards": 8}
     memory = {method: render_job(T, model="qwen2.5_vl-3b", method=method, seq_len=1024, hardware="snt9b",
                                  frameworks=[NAME], **pins)[0].frameworks[NAME].layout.memory
-              for method in ("full", "pretrain")}
+              for method in ("full", "full_vision")}
     vision = T.models["qwen2.5_vl-3b"].vision_params / 2 ** 30
-    assert memory["pretrain"].weights == pytest.approx(memory["full"].weights)
-    assert memory["pretrain"].gradients - memory["full"].gradients == pytest.approx(4 * vision)
-    assert memory["pretrain"].optimizer - memory["full"].optimizer == pytest.approx(12 * vision / 8)
+    assert memory["full_vision"].weights == pytest.approx(memory["full"].weights)
+    assert memory["full_vision"].gradients - memory["full"].gradients == pytest.approx(4 * vision)
+    assert memory["full_vision"].optimizer - memory["full"].optimizer == pytest.approx(12 * vision / 8)
 
 
 def test_a_stage_of_frozen_parameters_only_gets_the_dummy_optimizer(tmp_path):
     # PP 8 for the 7B: 28 + 4 layers over 8 stages leaves the first stage the frozen vision encoder alone
     # (README.md l. 404 asks for --enable-dummy-optimizer there); pretraining trains it, so no dummy optimizer.
-    for method, dummy in (("full", True), ("pretrain", False)):
+    for method, dummy in (("full", True), ("full_vision", False)):
         folder = _rendered(tmp_path / method, method=method, cards=8, global_batch_size=64,
                            layout={NAME: {"tp": 1, "pp": 8, "micro_batch_size": 1}})
         model_json = json.loads((folder / "model.json").read_text(encoding="utf-8"))

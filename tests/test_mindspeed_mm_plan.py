@@ -10,6 +10,7 @@ import subprocess
 import pytest
 from helpers import make_spec, render_job
 
+from generator.errors import SpecError
 from generator.frameworks.mindspeed_mm.planning import FACTOR, SPREAD
 from generator.render import write
 from generator.resolve import resolve
@@ -25,10 +26,14 @@ def plan_of(**fields):
 
 
 def test_the_seed_tables_own_method_row_is_read():
-    # min_cards.csv l. 117 (seed 000): qwen2.5_vl-7b pretrain 4096 mindspeed-mm; it used to map to the full row (l. 116)
-    minimum = plan_of(method="pretrain", seq_len=4096).frameworks[NAME].min_cards
-    assert minimum.case == "exact row"
+    # min_cards.csv l. 117 (seed 000): qwen2.5_vl-7b pretrain 4096 mindspeed-mm, the row of what MindSpeed-MM trains
+    # beyond frozen-tower fine-tuning (full_vision); it used to map to the full row (l. 116)
+    minimum = plan_of(method="full_vision", seq_len=4096).frameworks[NAME].min_cards
+    assert minimum.case == "full_vision uses the pretrain row; exact row"
     assert minimum.source.startswith("min_cards.csv line 117: qwen2.5_vl-7b pretrain 4096"), minimum.source
+    # at a length only the full row lists, that one
+    minimum = plan_of(method="full_vision", seq_len=8192).frameworks[NAME].min_cards
+    assert minimum.source.startswith("min_cards.csv line 116: qwen2.5_vl-7b full"), minimum.source
     # A method without its own row still takes the row it trains like (qlora -> lora), and says so
     plan = resolve(make_spec(model="qwen3-8b", method="qlora", seq_len=4096, hardware="snt9b",
                              frameworks=["llama-factory"], quantization_bit=4), T)
@@ -119,3 +124,26 @@ def test_fewer_cards_than_upstream_ran_rest_on_the_memory_model():
     assert plan.frameworks[NAME].layout.cards == 32
     assert any("32 cards rests on the memory model alone: upstream's one published run of qwen2.5_vl-72b is on 64 "
                "cards of snt9b23" in note for note in plan.notes)
+
+
+def test_full_vision_counts_samples_and_trains_the_epoch_it_says():
+    # MindSpeed-MM's Qwen2.5-VL data path does not pack (one sample per sequence): 200,000 samples are 200,000
+    # sequences. As "pretrain" they were counted as tokens / seq_len packed sequences: 191 iterations of 512, 0.49 of
+    # the epoch the estimate was for.
+    plan = plan_of(method="full_vision", seq_len=4096, data={"samples": 200_000, "tokens_per_sample": 2_000})
+    batch = plan.frameworks[NAME].layout.global_batch_size
+    assert plan.train.steps * batch >= 200_000 > (plan.train.steps - 1) * batch
+    assert plan.train.epochs == 1
+    # the recipe is upstream's fine-tuning scripts', not MindSpeed-LLM's Qwen3 pretraining's
+    t = plan.train
+    assert (t.learning_rate, t.weight_decay, t.warmup_ratio, t.lr_schedule) == (1.0e-5, 0.0, 0.1, "cosine")
+    assert "finetune_qwen2_5_vl_7b.sh l. 64" in t.origin["learning_rate"]
+    # and PLAN.md says what a VL model's pretraining would need, and that it is not written
+    notes = " ".join(plan.notes)
+    assert "projector alignment" in notes and "gen-launch does not write it" in notes
+
+
+def test_pretrain_is_not_offered_for_qwen2_5_vl():
+    with pytest.raises(SpecError) as refused:
+        plan_of(method="pretrain", seq_len=4096)
+    assert "mindspeed-mm does not offer method pretrain (it offers: full, full_vision)" in str(refused.value)

@@ -62,9 +62,9 @@ def vision_layers(pp: int) -> tuple[int, ...]:
 
 
 def vision_trains(method: str) -> bool:
-    """Pretraining trains the vision encoder and projector (freeze false); fine-tuning keeps them frozen, as
-    upstream's model_*.json ("freeze": true; README.md l. 408 says how to unfreeze)."""
-    return method == "pretrain"
+    """full_vision trains the vision encoder and projector (freeze false); full keeps them frozen, as upstream's
+    model_*.json ("freeze": true; README.md l. 408 says how to unfreeze)."""
+    return method == "full_vision"
 
 
 # Sequence parallel scatters the vision encoder's patches over the TP ranks with no padding
@@ -311,7 +311,7 @@ def settings(method: str, layout: Layout, info: dict, output_dir: str, resume: b
     vision = list(vision_layers(layout.pp))
     frozen = not vision_trains(method)
     tower = ("fine-tuning keeps the vision tower frozen, as upstream's model_*.json (freeze true)" if frozen
-             else "pretraining trains every module (freeze false; README.md l. 408 says how)")
+             else "full_vision trains every module (freeze false; README.md l. 408 says how)")
     idle = has_frozen_stage(vision, text, frozen, frozen)
     saves = ("upstream's finetune_qwen2_5_vl_*.sh save neither (7b.sh l. 80-81); train.resume is false, so this "
              "job does not either" if not resume else
@@ -398,9 +398,18 @@ def _measured_notes(ctx: Context, layout: Layout) -> list[str]:
     return []
 
 
+# What a VL user calls pretraining is not what full_vision does, and not what the plan writes.
+ALIGNMENT_NOTE = ("full_vision is full fine-tuning with every module trained, on the fine-tuning recipe of upstream's "
+                  "finetune_qwen2_5_vl_*.sh: MindSpeed-MM v2.2.0 has no Qwen2.5-VL pretraining recipe. A VL model's "
+                  "pretraining (projector alignment: image-caption data, the text decoder and vision encoder frozen, "
+                  "the projector alone trained at a higher learning rate) would need a frozen text decoder, which "
+                  "pretrain_vlm.py does not pass (l. 100-110 read only the vision encoder's and projector's freeze; "
+                  "VLMModel.freeze takes freeze_text_decoder, vlm_model.py l. 385-407), caption data and its own "
+                  "recipe: gen-launch does not write it")
+
+
 class Planning(DefaultPlanning):
     path_keys = ("mindspeed_mm_dir", "mm_ckpt_dir")
-    pretrain_weights = "MindSpeed-MM after convert_ckpt.sh hf_to_mm"
     fixed_steps = "MindSpeed-MM --train-iters"
     unshared_storage_note = ("output_dir is not shared (cluster.shared_storage: false): every node needs the images, "
                              "the data JSON and the converted weights at the same paths, and its own cache_dir "
@@ -451,7 +460,7 @@ class Planning(DefaultPlanning):
                        source=f"{step.source}; x {factor:.3f}: {why}", spread=SPREAD)
 
     def layout_notes(self, ctx: Context, layout: Layout) -> list[str]:
-        tower = ("trains (pretrain: every module trains)" if vision_trains(ctx.spec.method)
+        tower = ("trains (full_vision: every module trains)" if vision_trains(ctx.spec.method)
                  else "is frozen (upstream's model_*.json: freeze true)")
         vision = _vision(ctx.model, ctx.spec.method, ctx.spec.seq_len, layout)
         held = (vision.weights + vision.gradients + vision.optimizer + vision.activations) / GIB
@@ -461,6 +470,8 @@ class Planning(DefaultPlanning):
                  f"{layout.layers_per_stage[0]} text layers; {held:.1f} GiB per card of their {what} counted "
                  f"there; the vision tower {tower}"]
         notes.append(DISALLOWED_NOTE)
+        if vision_trains(ctx.spec.method):
+            notes.append(ALIGNMENT_NOTE)
         notes.extend(_measured_notes(ctx, layout))
         if swaps_attention(ctx.info, layout.recompute):
             swapped = swapped_attention_bytes(ctx.model, ctx.spec.seq_len, layout) / GIB
