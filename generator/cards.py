@@ -18,11 +18,22 @@ from .tables import Hardware, Preset, Tables
 MAX_SEARCH_CARDS = 65536
 
 
+# The rows a method without its own reads, in order. Seed 000's MindSpeed-MM "pretrain" row (qwen2.5_vl-7b 4096)
+# counts pretrain_vlm.py training every module: MindSpeed-MM v2.2.0 has no other Qwen2.5-VL training than
+# fine-tuning (examples/qwen2.5vl/finetune_qwen2_5_vl_*.sh), so that row is full_vision's.
+ROWS_LIKE = {"pretrain": ("full",), "qlora": ("lora",), "full_vision": ("pretrain", "full")}
+
+
 def table_row(ctx: Context, tables: Tables):
     """(row, case) of the minimum-card table for this job in the framework's own column, or None."""
     spec = ctx.spec
-    row_method = {"pretrain": "full", "qlora": "lora"}.get(spec.method, spec.method)
-    rows = [r for r in tables.rows_for(ctx.model.name, ctx.fw.min_cards_from) if row_method in r.methods]
+    own = tables.rows_for(ctx.model.name, ctx.fw.min_cards_from)
+    # The method's own rows where the table has them, else those of the first method it trains like that has a row
+    # at this seq_len, else of the first that has rows at all
+    methods = [m for m in (spec.method, *ROWS_LIKE.get(spec.method, ())) if any(m in r.methods for r in own)]
+    exact_at = [m for m in methods if any(m in r.methods and spec.seq_len in r.seq_lens for r in own)]
+    row_method = (exact_at or methods or [spec.method])[0]
+    rows = [r for r in own if row_method in r.methods]
     if not rows or ctx.hw.name not in rows[0].cards:  # the table has Ascend columns only
         return None
     exact = [r for r in rows if spec.seq_len in r.seq_lens]
@@ -34,7 +45,7 @@ def table_row(ctx: Context, tables: Tables):
         row, case = larger[0], "next larger seq_len row"
     else:
         row, case = max(rows, key=lambda r: max(r.seq_lens)), "largest seq_len row"
-    if spec.method in ("pretrain", "qlora"):
+    if row_method != spec.method:
         case = f"{spec.method} uses the {row_method} row; {case}"
     return row, case
 

@@ -298,8 +298,10 @@ def candidates(ctx: Context, cards: int) -> tuple[list[Layout], Layout | None, l
 def _speed_key(ctx: Context, layout: Layout, key: tuple) -> tuple:
     """The search's order: fastest first by the framework's rate model (the step model's time per sample at these
     cards); ties (the MFU model, a measured rate) by less communication: smaller TP, PP, CP, EP, then CPU offload
-    last, less recompute, larger micro batch (`key`: _Setting.key)."""
-    return -round(rate(ctx, layout).tokens_per_card_s, 6), key
+    last, less recompute, larger micro batch (`key`: _Setting.key). A rate counts at the least it may be (over its
+    `spread`), so an estimate displaces a measured rate only when it is faster by more than its error."""
+    own = rate(ctx, layout)
+    return -round(own.tokens_per_card_s / own.spread, 6), key
 
 
 @dataclass(frozen=True)
@@ -453,7 +455,8 @@ def _layout(ctx: Context, shape: Parallel, source: str) -> Layout:
     memory = ctx.planning.memory(ctx, shape) or _estimate_once(job, shape)
     return Layout(**{f.name: getattr(shape, f.name) for f in fields(Parallel)}, framework=ctx.fw.name, memory=memory,
                   usable_gb=ctx.usable_gb, usable_cap=ctx.usable_cap, optimizer_shard=ctx.optimizer_shard,
-                  expert_tp=ctx.fw.expert_tp, deepspeed=ctx.fw.deepspeed, source=source)
+                  expert_tp=ctx.fw.expert_tp, deepspeed=ctx.fw.deepspeed, source=source,
+                  measured=ctx.planning.measured(ctx, shape))
 
 
 # estimate's results by (job, shape, memory_model.TERMS): a plan lays out the same shape many times (at the target batch

@@ -67,6 +67,7 @@ class Layout(Parallel):
     deepspeed: bool = False  # the framework trains through DeepSpeed (LLaMA-Factory), so zero_stage applies
     source: str = "search"  # "preset: validated (...)" | "search" | "pinned"
     preset_level: str | None = None
+    measured: str = ""  # upstream's published run of this very layout (its source): it fits, whatever the estimate
 
     @property
     def budget_gb(self) -> float:
@@ -91,7 +92,9 @@ class Layout(Parallel):
 
     @property
     def fits(self) -> bool:
-        return self.memory.total <= self.budget_gb
+        """Within the budget, or run by upstream as it is (the headroom covers the memory model's error, which a
+        measured run has none of)."""
+        return bool(self.measured) or self.memory.total <= self.budget_gb
 
     def describe(self) -> str:
         parts = [f"tp={self.tp}", f"pp={self.pp}", f"dp={self.dp}"]
@@ -124,6 +127,7 @@ def _layout_json(lay: Layout) -> dict:
 def _layout_settings(lay: Layout) -> dict:
     """Only where set, so that the plan.json of a job without them stays as it was."""
     return {**({"usable_cap": lay.usable_cap} if lay.usable_cap else {}),
+            **({"measured": lay.measured} if lay.measured else {}),
             **({"parallel_optimizer": {"optimizer_weight_shard_size": lay.optimizer_shard,
                                        "states_split": dict(zip(("dense", "expert"), lay.states_split))}}
                if lay.states_split is not None else {})}

@@ -47,6 +47,7 @@ from .layouts import (
     smallest_fit,
     tiles,
 )
+from .loopback import LOOPBACK_WHY, is_loopback
 from .nofit import way_out
 from .plan import Estimate, FrameworkPlan, Layout, MinCards, PathValue, Plan, Rejected, Role
 from .recipe import adapter, batch_target, schedule_warnings, training
@@ -136,6 +137,7 @@ def resolve(spec: Spec, tables: Tables, force: bool = False) -> Plan:
         warnings.extend(f"{name}: {w}" for w in fw_warnings)
         plans[name] = _with_roles(at_batch, tables, plans[name], notes, warnings, rejected)
         warnings.extend(f"{name}: {w}" for w in _over_budget(spec, plans[name]))
+    _check_master_addr(spec, plans)
     planning = {name: plugin_of(tables.frameworks[name]).planning for name in plans}
     recipe, recipes = _recipe(spec, model, tables, plans, planning, batch)
     if batch_origin:  # the batch was not the recipe's round number: say what it is
@@ -774,6 +776,14 @@ def _general_notes(spec: Spec, model: Model, tables: Tables, plans: dict[str, Fr
         notes.extend(f"{name}: {planning[name].unshared_storage_note}" for name in multi
                      if planning[name].unshared_storage_note)
     return notes
+
+
+def _check_master_addr(spec: Spec, plans: dict[str, FrameworkPlan]) -> None:
+    """A loopback cluster.master_addr is refused where a framework runs on more than one node, whichever it is."""
+    multi = {name: fp.layout.nodes for name, fp in plans.items() if fp.layout.nodes > 1}
+    if multi and spec.master_addr is not None and is_loopback(spec.master_addr):
+        nodes = ", ".join(f"{name} on {count} nodes" for name, count in multi.items())
+        raise SpecError.at("cluster.master_addr", f"{spec.master_addr} {LOOPBACK_WHY} ({nodes})")
 
 
 def _fixed_steps_note(spec: Spec, planning: dict[str, Planning], recipe: Training) -> str | None:

@@ -37,7 +37,10 @@ from .resources import DATA_DIR
 
 # Fine-tuning and pretraining methods, the reinforcement-learning methods a framework with roles (an actor, a
 # rollout engine ...) offers, and the methods that train nothing (inference: no MFU share, no time).
-TRAINING_METHODS = ("full", "lora", "qlora", "pretrain")
+TRAINING_METHODS = ("full", "lora", "qlora", "pretrain", "full_vision")
+# A method that trains as another does, but for which modules: full_vision is full fine-tuning with a VL model's
+# vision tower and projector unfrozen too, so it runs at full's MFU.
+VARIANT_OF = {"full_vision": "full"}
 RL_METHODS = ("grpo", "dapo", "ppo")
 SERVING_METHODS = ("predict",)
 METHODS = TRAINING_METHODS + RL_METHODS + SERVING_METHODS
@@ -713,7 +716,7 @@ def _check_hardware(where: str, hw: Hardware) -> None:
 
 # throughput.mfu's keys: one share per training method (an RL framework models its rate itself), and `moe` for
 # full training and pretraining of MoE models (throughput.py picks it there)
-MFU_KEYS = (*TRAINING_METHODS, "moe")
+MFU_KEYS = (*(method for method in TRAINING_METHODS if method not in VARIANT_OF), "moe")
 
 
 def _check_throughput(where: str, throughput) -> None:

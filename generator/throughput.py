@@ -29,7 +29,7 @@ from typing import TypeVar
 
 from .memory import distinct_stages, expert_data_parallel, stage_params
 from .parallel import Parallel
-from .tables import Framework, Hardware, Model, trains_adapters
+from .tables import VARIANT_OF, Framework, Hardware, Model, trains_adapters
 
 T = TypeVar("T")
 
@@ -243,6 +243,7 @@ class Throughput:
     is_estimate: bool
     mfu: float | None = None
     shares: dict | None = None  # step model: share of the step time by cause
+    spread: float = 1.0  # how many times faster or slower the truth may be (a calibration's spread; 1: measured)
 
 
 def uses_step_model(framework: Framework, hardware: Hardware) -> bool:
@@ -276,7 +277,7 @@ def throughput(model: Model, method: str, seq_len: int, framework: Framework, ha
                           f"estimate: step model, MFU {mfu:.1%} of {hardware.peak_tflops_bf16:g} TFLOPS at "
                           f"{flops / 1e9:.1f} GFLOP per token; step time: {causes} ({info['source']}){scaled}",
                           True, mfu, step.shares())
-    key = "moe" if model.is_moe and not trains_adapters(method) else method
+    key = "moe" if model.is_moe and not trains_adapters(method) else VARIANT_OF.get(method, method)
     mfu = info["mfu"][key] * scaling
     tps = mfu * hardware.peak_tflops_bf16 * 1e12 / flops
     return Throughput(tps, f"estimate: MFU {mfu:.1%} x {hardware.peak_tflops_bf16:g} TFLOPS / "

@@ -57,7 +57,8 @@ def flat_keys(node, prefix: str = "") -> set[str]:
 
 def table_cells(tables, framework: str) -> set[tuple]:
     """(model, method, seq_len, hardware) for every non-'-' cell of `framework`'s minimum-card column, each method
-    and seq_len a row lists; MindSpeed-LLM also pretrains on its full rows."""
+    and seq_len a row lists; MindSpeed-LLM also pretrains on its full rows; MindSpeed-MM's pretrain row is
+    full_vision's (generator/cards.py ROWS_LIKE)."""
     cells = set()
     for row in tables.min_cards:
         if row.framework != framework:
@@ -67,7 +68,8 @@ def table_cells(tables, framework: str) -> set[tuple]:
                 continue
             for method in row.methods:
                 for seq in row.seq_lens:
-                    cells.add((row.model, method, seq, hw))
+                    cells.add((row.model, "full_vision" if (framework, method) == ("mindspeed-mm", "pretrain")
+                               else method, seq, hw))
                     if method == "full" and framework == "mindspeed-llm":
                         cells.add((row.model, "pretrain", seq, hw))
     return cells

@@ -75,7 +75,7 @@ def render_and_run(case, tmp_path):
     checkout, model_dir = tmp_path / "MindSpeed-LLM", tmp_path / "hf"
     checkout.mkdir()
     model_dir.mkdir()
-    spec = {**case, "frameworks": ["mindspeed-llm"], "cluster": {"master_addr": "127.0.0.1"},
+    spec = {**case, "frameworks": ["mindspeed-llm"], "cluster": {"master_addr": "10.0.0.1"},
             "paths": {"model_dir": str(model_dir), "dataset": f"{tmp_path}/data.json",
                       "output_dir": f"{tmp_path}/out", "mindspeed_llm_dir": str(checkout)}}
     plan, files = render_job(T, **spec)

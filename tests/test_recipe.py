@@ -166,7 +166,7 @@ def test_mindspeed_checkpoint_size_is_known_for_every_method():
     from generator.frameworks.mindspeed_llm.planning import checkpoint_bytes_per_param
     from generator.tables import TRAINING_METHODS
     assert {method: checkpoint_bytes_per_param(method) for method in TRAINING_METHODS} == \
-        {"full": 14, "lora": 2, "qlora": 2, "pretrain": 14}
+        {"full": 14, "lora": 2, "qlora": 2, "pretrain": 14, "full_vision": 14}
 
 
 def test_lora_section_needs_an_adapter_method():
@@ -300,7 +300,7 @@ def test_mindformers_relaunch_resumes_from_its_checkpoint_folder(tmp_path, cards
     out, mf, bin_dir = tmp_path / "out dir", *_stand_ins(tmp_path)
     model = "qwen3-8b" if cards > 1 else "debug-tiny"
     plan, files = render_job(T, model=model, method="full", cards=cards, frameworks=["mindformers"],
-                             cluster={"master_addr": "127.0.0.1"},
+                             cluster={"master_addr": "10.0.0.1"},
                              paths={"output_dir": str(out), "mindformers_dir": str(mf), "model_dir": "/m",
                                     "dataset": "/d.json"})
     doc = yaml.safe_load(files["mindformers/train.yaml"])
@@ -348,7 +348,7 @@ def test_a_mindformers_relaunch_trains_only_the_steps_that_remain(tmp_path, card
     # its workers, so "exit 0" is the run's end, not its start (MindSpore _api.py l. 272-276).
     out, mf, bin_dir = tmp_path / "out", *_stand_ins(tmp_path)
     plan, files = render_job(T, model="qwen3-8b" if cards > 1 else "debug-tiny", method="full", cards=cards,
-                             frameworks=["mindformers"], cluster={"master_addr": "127.0.0.1"}, global_batch_size=16,
+                             frameworks=["mindformers"], cluster={"master_addr": "10.0.0.1"}, global_batch_size=16,
                              train={"steps": 300}, paths={"output_dir": str(out), "mindformers_dir": str(mf),
                                                           "model_dir": "/m", "dataset": "/d.json"})
     launch = files["mindformers/launch.sh"]

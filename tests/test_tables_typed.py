@@ -115,7 +115,8 @@ BAD_EDITS = {
     "min-cards-strategy": (
         "min_cards.csv", "mixtral-8x7b,full,4096/8192,mindspeed-llm,16,-,medium\n",
         "mixtral-8x7b,sft,4096/8192,mindspeed-llm,16,-,medium\n",
-        "min_cards.csv line 86: strategy 'sft' is not one of full, lora, qlora, pretrain, grpo, dapo, ppo, predict"),
+        "min_cards.csv line 86: strategy 'sft' is not one of full, lora, qlora, pretrain, full_vision, grpo, dapo, "
+        "ppo, predict"),
     # A hardware column is the header's, and a hardware.yaml row (the loader named two, and a renamed one was a
     # KeyError traceback).
     "min-cards-hardware-column": (

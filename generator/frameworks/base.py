@@ -72,6 +72,9 @@ class DefaultPlanning:
     def memory(self, ctx: Context, shape: Parallel) -> MemoryBreakdown | None:
         return None
 
+    def measured(self, ctx: Context, shape: Parallel) -> str:
+        return ""
+
     def rate(self, ctx: Context, layout: Layout | None) -> Throughput | None:
         return None
 

@@ -249,6 +249,11 @@ class Planning(Protocol):
         engine's KV cache, an offloaded reference); None: the core's scheme (frameworks.yaml memory)."""
         ...
 
+    def measured(self, ctx: Context, shape: Parallel) -> str:
+        """Where upstream published a run of `shape` for this job (its source), so it is a candidate that fits
+        whatever the memory model estimates; "": none."""
+        ...
+
     def rate(self, ctx: Context, layout: Layout | None) -> Throughput | None:
         """Tokens/s per card of ctx.role_kind where the plugin has its own figure (a published measurement; a
         Throughput of 0 says none is published, and the plan then gives no time); None: the core's rate model."""

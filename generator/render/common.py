@@ -8,6 +8,7 @@ from functools import partial
 
 import jinja2
 
+from ..loopback import LOOPBACK_RULE, LOOPBACK_WHY
 from ..plan import FrameworkPlan, Plan
 from ..spec import schema_rule
 
@@ -52,6 +53,8 @@ def launch_context(plan: Plan, fp: FrameworkPlan, path_keys: list[str], override
         "master_port": plan.master_port,
         "address_rule": rule,
         "address_hint": hint,
+        "loopback_rule": LOOPBACK_RULE,
+        "loopback_why": LOOPBACK_WHY,
         "socket_ifname": plan.socket_ifname,
         "socket_ifname_env": plan.socket_ifname_env,
         "used_paths": [(key, plan.paths[key].value) for key in path_keys],

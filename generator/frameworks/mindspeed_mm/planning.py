@@ -62,9 +62,9 @@ def vision_layers(pp: int) -> tuple[int, ...]:
 
 
 def vision_trains(method: str) -> bool:
-    """Pretraining trains the vision encoder and projector (freeze false); fine-tuning keeps them frozen, as
-    upstream's model_*.json ("freeze": true; README.md l. 408 says how to unfreeze)."""
-    return method == "pretrain"
+    """full_vision trains the vision encoder and projector (freeze false); full keeps them frozen, as upstream's
+    model_*.json ("freeze": true; README.md l. 408 says how to unfreeze)."""
+    return method == "full_vision"
 
 
 # Sequence parallel scatters the vision encoder's patches over the TP ranks with no padding
@@ -90,13 +90,15 @@ def has_frozen_stage(vision: list[int], text: list[int], vision_frozen: bool, pr
                for i, (v, t) in enumerate(zip(vision, text)))
 
 
-# The step model (generator/throughput.py) overestimates what upstream publishes for its own layouts: published
-# tokens/s per card over the step model at that layout and batch (MBS 1, seq 1024, no recompute, sequence parallel
-# off), per hardware, the geometric mean of its rows (tests/test_mindspeed_mm.py recomputes them from the published
-# rows in frameworks.yaml). The A2 rows differ by up to 1.7x from each other: a calibration, not a measurement.
-CALIBRATION = {"snt9b": 0.364, "snt9b23": 0.771}
-CALIBRATION_SOURCE = {"snt9b": "3B 1x8 TP1 PP1 0.263, 7B 1x8 TP1 PP2 0.446, 32B 2x8 TP2 PP8 0.413",
-                      "snt9b23": "72B 4x16 dies TP2 PP8 0.771"}
+# The step model (generator/throughput.py) overestimates what upstream publishes for its own layouts. FACTOR: the
+# published tokens/s per card over the step model at the model's published layout and batch (MBS 1, seq 1024, no
+# recompute, sequence parallel off), on the hardware it ran on (tests/test_mindspeed_mm.py recomputes each from the
+# rows in frameworks.yaml). A model's estimate is scaled by its own factor on either hardware: upstream publishes
+# one A3 row (the 72B's), which says nothing of another model's error. The factors differ by up to SPREAD from each
+# other: a calibration, not a measurement.
+FACTOR = {"qwen2.5_vl-3b": 0.263, "qwen2.5_vl-7b": 0.446, "qwen2.5_vl-32b": 0.413, "qwen2.5_vl-72b": 0.385}
+CALIBRATION = math.prod(FACTOR.values()) ** (1 / len(FACTOR))  # a model without a published row: their mean
+SPREAD = max(FACTOR.values()) / min(FACTOR.values())
 
 
 def measured_on(published: dict) -> str:
@@ -104,13 +106,28 @@ def measured_on(published: dict) -> str:
     return "snt9b23" if "A3" in published["source"] else "snt9b"
 
 
-def measured_layout(ctx: Context, layout: Layout, published: dict) -> bool:
-    """Whether `layout` is the one upstream's published figure ran: its hardware, fine-tuning at --seq-length 1024,
+def measured_layout(ctx: Context, shape: Parallel, published: dict) -> bool:
+    """Whether `shape` is the one upstream's published figure ran: its hardware, fine-tuning at --seq-length 1024,
     and its script's cards, TP, PP, CP 1, MBS 1, no recompute."""
     return (ctx.hw.name == measured_on(published) and ctx.spec.method == "full" and
             ctx.spec.seq_len == PUBLISHED_SEQ_LEN
-            and (layout.cards, layout.tp, layout.pp, layout.cp, layout.micro_batch_size, layout.recompute) ==
+            and (shape.cards, shape.tp, shape.pp, shape.cp, shape.micro_batch_size, shape.recompute) ==
             (published["cards"], published["tp"], published["pp"], 1, 1, "none"))
+
+
+def _factor(ctx: Context) -> tuple[float, str]:
+    """What the step model is scaled by for this model, and why in words (the rows on this hardware named)."""
+    here = sorted(name for name, info in ctx.fw.models.items()
+                  if info.get("published") and measured_on(info["published"]) == ctx.hw.name)
+    rows = (f"upstream publishes {'one row' if len(here) == 1 else f'{len(here)} rows'} on {ctx.hw.name} "
+            f"({', '.join(here)})")
+    published = ctx.info.get("published")
+    if published is None or ctx.model.name not in FACTOR:
+        return CALIBRATION, (f"the geometric mean of MindSpeed-MM's published rows over the step model "
+                             f"({len(FACTOR)} rows, {SPREAD:.2f}x apart); {rows}")
+    return FACTOR[ctx.model.name], (f"{ctx.model.name}'s published figure over the step model at upstream's layout "
+                                    f"(TP{published['tp']} PP{published['pp']}, {published['cards']} cards of "
+                                    f"{measured_on(published)}); the rows' factors are {SPREAD:.2f}x apart; {rows}")
 
 
 def swaps_attention(info: dict, recompute: str) -> bool:
@@ -127,15 +144,6 @@ def swapped_attention_bytes(model: Model, seq_len: int, shape: Parallel) -> floa
     tokens = seq_len // shape.cp * shape.micro_batch_size
     hidden = 2.0 * tokens * model.hidden / (shape.tp if shape.sequence_parallel else 1)
     return hidden + 2.0 * tokens * (2 * model.q_dim + 2 * model.kv_dim) / shape.tp
-
-
-def _published_step(ctx: Context, published: dict) -> float:
-    """The step model's tokens/s per card at the layout and batch of the model's published row."""
-    pp = published["pp"]
-    shape = Parallel(cards=published["cards"], cards_per_node=ctx.hw.cards_per_node, tp=published["tp"], pp=pp,
-                     global_batch_size=published["global_batch_size"],
-                     num_layer_list=text_layers(ctx.model, ctx.info, pp))
-    return throughput(ctx.model, "full", PUBLISHED_SEQ_LEN, ctx.fw, ctx.hw, None, shape).tokens_per_card_s
 
 
 class Space(GridSpace):
@@ -179,6 +187,7 @@ class Setting:
 
 
 ENV = "env "
+SOURCED = "sourced "
 DATA = "data.json "
 
 
@@ -244,6 +253,23 @@ _ENV_COMMON = (("CUDA_DEVICE_MAX_CONNECTIONS", "1", "Megatron's check (no effect
 _ENV_SCRIPTS = {"finetune_qwen2_5_vl_3b.sh": (4, "1", False), "finetune_qwen2_5_vl_7b.sh": (5, "1", False),
                 "finetune_qwen2_5_vl_32b.sh": (3, "1", True), "finetune_qwen2_5_vl_72b.sh": (3, "2", True)}
 
+# What upstream's finetune_qwen2_5_vl_<size>.sh sources before anything else (l. 2 of each; the 7B's also ATB, l. 3),
+# and a variable each of those scripts exports: launch.sh refuses to start without it and names the script (under
+# srun or a fresh shell `import torch_npu` fails on every rank without CANN's libraries).
+# (variable, script, what it is, {upstream script: line})
+_SOURCED = (("ASCEND_TOOLKIT_HOME", "/usr/local/Ascend/ascend-toolkit/set_env.sh", "CANN's toolkit",
+             dict.fromkeys(_ENV_SCRIPTS, 2)),
+            ("ATB_HOME_PATH", "/usr/local/Ascend/nnal/atb/set_env.sh", "CANN's NNAL ATB kernels",
+             {"finetune_qwen2_5_vl_7b.sh": 3}))
+
+
+def _sourced(example: str) -> list[Setting]:
+    script = example.rsplit("/", 1)[-1]
+    return [Setting(f"{SOURCED}{name}", path, f"{UPSTREAM}/{script} l. {lines[script]} sources it ({why}); launch.sh "
+                                              f"checks {name} and names the file")
+            for name, path, why, lines in _SOURCED if script in lines]
+
+
 # data_<size>.json's processing values (the same in every size's file, l. 6-25 of data_7b.json).
 _DATA_VALUES = (("preprocess_parameters.use_fast_tokenizer", True, 6),
                 ("preprocess_parameters.split_special_tokens", False, 7),
@@ -285,7 +311,7 @@ def settings(method: str, layout: Layout, info: dict, output_dir: str, resume: b
     vision = list(vision_layers(layout.pp))
     frozen = not vision_trains(method)
     tower = ("fine-tuning keeps the vision tower frozen, as upstream's model_*.json (freeze true)" if frozen
-             else "pretraining trains every module (freeze false; README.md l. 408 says how)")
+             else "full_vision trains every module (freeze false; README.md l. 408 says how)")
     idle = has_frozen_stage(vision, text, frozen, frozen)
     saves = ("upstream's finetune_qwen2_5_vl_*.sh save neither (7b.sh l. 80-81); train.resume is false, so this "
              "job does not either" if not resume else
@@ -308,6 +334,7 @@ def settings(method: str, layout: Layout, info: dict, output_dir: str, resume: b
         Setting(MM_TOOL, "./mindspeed_mm/tools/tools.json",
                 f"{UPSTREAM}/finetune_qwen2_5_vl_7b.sh l. 26 (relative to paths.mindspeed_mm_dir)"),
         *_env(info["example"]),
+        *_sourced(info["example"]),
         *(Setting(f"{DATA}{key}", value, f"{UPSTREAM}/data_7b.json l. {line} (every size's data JSON)")
           for key, value, line in _DATA_VALUES),
         Setting(CACHE_DIRS, cache_dirs(output_dir, layout.nodes),
@@ -345,9 +372,44 @@ def _vision(model: Model, method: str, seq_len: int, shape: Parallel) -> _Vision
                    per_layer * vit["num_layers"] * in_flight)
 
 
+# MindSpeed-MM checks every path among its flags and JSON values against the folder it runs in (launch.sh cds into
+# paths.mindspeed_mm_dir) and warns, but uses none of the checks' results (v2.2.0 mindspeed_mm/configs/config.py
+# l. 134-202, 234-239).
+DISALLOWED_NOTE = ("MindSpeed-MM prints \"WARNING: [<flag>] <path> attempts to traverse to an disallowed directory\" "
+                   "for each path outside paths.mindspeed_mm_dir (this job folder, the data, weights and output): "
+                   "expected and harmless, the check only warns (v2.2.0 mindspeed_mm/configs/config.py l. 134-202, "
+                   "234-239)")
+
+
+def _measured_notes(ctx: Context, layout: Layout) -> list[str]:
+    """How the layout stands to upstream's published run of the model: kept over the memory budget because upstream
+    ran it, or on fewer cards than upstream ever ran the model (the memory model's word alone)."""
+    published = ctx.info.get("published")
+    if published is None:
+        return []
+    ran = f"{published['cards']} cards of {measured_on(published)} (TP{published['tp']} PP{published['pp']})"
+    if layout.measured and layout.memory.total > layout.budget_gb:
+        return [f"upstream's published layout, kept although the memory model estimates {layout.memory.total:.1f} "
+                f"GiB per card, above the {layout.budget_gb:.1f} GiB budget: upstream ran it ({ran}), so the "
+                f"estimate errs, not the layout"]
+    if layout.cards < published["cards"]:
+        return [f"{layout.cards} cards rests on the memory model alone: upstream's one published run of "
+                f"{ctx.model.name} is on {ran}, and it publishes none on fewer"]
+    return []
+
+
+# What a VL user calls pretraining is not what full_vision does, and not what the plan writes.
+ALIGNMENT_NOTE = ("full_vision is full fine-tuning with every module trained, on the fine-tuning recipe of upstream's "
+                  "finetune_qwen2_5_vl_*.sh: MindSpeed-MM v2.2.0 has no Qwen2.5-VL pretraining recipe. A VL model's "
+                  "pretraining (projector alignment: image-caption data, the text decoder and vision encoder frozen, "
+                  "the projector alone trained at a higher learning rate) would need a frozen text decoder, which "
+                  "pretrain_vlm.py does not pass (l. 100-110 read only the vision encoder's and projector's freeze; "
+                  "VLMModel.freeze takes freeze_text_decoder, vlm_model.py l. 385-407), caption data and its own "
+                  "recipe: gen-launch does not write it")
+
+
 class Planning(DefaultPlanning):
     path_keys = ("mindspeed_mm_dir", "mm_ckpt_dir")
-    pretrain_weights = "MindSpeed-MM after convert_ckpt.sh hf_to_mm"
     fixed_steps = "MindSpeed-MM --train-iters"
     unshared_storage_note = ("output_dir is not shared (cluster.shared_storage: false): every node needs the images, "
                              "the data JSON and the converted weights at the same paths, and its own cache_dir "
@@ -374,32 +436,31 @@ class Planning(DefaultPlanning):
                             activations=first.activations + vision.activations / GIB)
         return max(stages, key=lambda m: m.total)
 
+    def measured(self, ctx: Context, shape: Parallel) -> str:
+        """Upstream's published layout for the model (README.md's performance table): it ran, so it fits."""
+        published = ctx.info.get("published")
+        return published["source"] if published is not None and measured_layout(ctx, shape, published) else ""
+
     def rate(self, ctx: Context, layout: Layout | None) -> Throughput | None:
         """The core's step model scaled to upstream's published figures, so layouts rank by the step model and a
-        cell is not several times optimistic: by the model's own published row where upstream measured it on this
-        hardware (its layout then gets exactly the published figure, labelled so), else by CALIBRATION."""
+        cell is not several times optimistic: by the model's own published row (FACTOR), its layout getting exactly
+        the published figure, labelled so. An estimate's spread is the factors' (SPREAD): the search lets it
+        displace the measured layout only when it is faster by more than that."""
         if ctx.spec.tokens_per_card_s is not None or not uses_step_model(ctx.fw, ctx.hw):
             return None
         published = ctx.info.get("published")
-        if published is not None and layout is not None and measured_layout(ctx, layout, published):
+        if published is not None and layout is not None and layout.measured:
             return Throughput(float(published["tokens_per_card_s"]),
                               f"published, upstream's own layout: {published['source']}", is_estimate=False)
         step = throughput(ctx.model, ctx.spec.method, ctx.spec.seq_len, ctx.fw, ctx.hw, None, layout,
                           ctx.spec.scaling_given)
-        if published is not None and measured_on(published) == ctx.hw.name:
-            factor = published["tokens_per_card_s"] / _published_step(ctx, published)
-            why = (f"{ctx.model.name}'s published figure over the step model at upstream's layout (TP{published['tp']} "
-                   f"PP{published['pp']}, {published['cards']} cards)")
-        else:
-            factor = CALIBRATION[ctx.hw.name]
-            why = (f"MindSpeed-MM's published rows on {ctx.hw.name} over the step model at their layouts "
-                   f"({CALIBRATION_SOURCE[ctx.hw.name]})")
+        factor, why = _factor(ctx)
         return replace(step, tokens_per_card_s=step.tokens_per_card_s * factor,
                        mfu=None if step.mfu is None else step.mfu * factor,
-                       source=f"{step.source}; x {factor:.3f}: {why}")
+                       source=f"{step.source}; x {factor:.3f}: {why}", spread=SPREAD)
 
     def layout_notes(self, ctx: Context, layout: Layout) -> list[str]:
-        tower = ("trains (pretrain: every module trains)" if vision_trains(ctx.spec.method)
+        tower = ("trains (full_vision: every module trains)" if vision_trains(ctx.spec.method)
                  else "is frozen (upstream's model_*.json: freeze true)")
         vision = _vision(ctx.model, ctx.spec.method, ctx.spec.seq_len, layout)
         held = (vision.weights + vision.gradients + vision.optimizer + vision.activations) / GIB
@@ -408,6 +469,10 @@ class Planning(DefaultPlanning):
         notes = [f"the vision encoder ({VISION_LAYERS} layers) and projector sit on pipeline stage 0 with "
                  f"{layout.layers_per_stage[0]} text layers; {held:.1f} GiB per card of their {what} counted "
                  f"there; the vision tower {tower}"]
+        notes.append(DISALLOWED_NOTE)
+        if vision_trains(ctx.spec.method):
+            notes.append(ALIGNMENT_NOTE)
+        notes.extend(_measured_notes(ctx, layout))
         if swaps_attention(ctx.info, layout.recompute):
             swapped = swapped_attention_bytes(ctx.model, ctx.spec.seq_len, layout) / GIB
             notes.append(f"--swap-attention ({ctx.info['swap_attention']}) keeps each layer's self-attention "
