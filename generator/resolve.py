@@ -18,6 +18,8 @@ from dataclasses import dataclass, replace
 from typing import NoReturn
 
 from . import __version__
+from .calibration import check as check_calibration
+from .calibration import memory_warning
 from .cards import (
     auto_cards,
     explicit_cards,
@@ -663,6 +665,7 @@ def _resolve_framework(ctx: Context, tables: Tables, known: int | None = None):
     the plan's global batch, starts from the first search's count)."""
     notes: list[str] = []
     warnings: list[str] = []
+    check_calibration(ctx)
     minimum, why = minimum_cards(ctx, tables, notes)
     if minimum is None:  # no table count: the smallest card count where an unpinned layout fits
         minimum = MinCards(smallest_fit(ctx), "memory model: the smallest card count with a layout that fits", why)
@@ -695,6 +698,9 @@ def _resolve_framework(ctx: Context, tables: Tables, known: int | None = None):
         fewer = fits_below(ctx, layout.cards)
         if fewer is not None:
             notes.append(table_above_memory(minimum, fewer))
+    measured_memory = memory_warning(ctx, layout)
+    if measured_memory is not None:
+        warnings.append(measured_memory)
     if layout.cards == 1 and not ctx.fw.one_card_accumulation and ctx.role_kind.trains:
         notes.append(f"one card: no gradient accumulation ({ctx.fw.one_card_rule}), so the global batch is the "
                      f"micro batch, {layout.global_batch_size}")

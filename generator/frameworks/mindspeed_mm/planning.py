@@ -14,6 +14,7 @@ import math
 from dataclasses import dataclass, replace
 from functools import cache
 
+from ...calibration import measured
 from ...context import Context
 from ...errors import SpecError
 from ...layouts import split_layers
@@ -378,7 +379,7 @@ class Planning(DefaultPlanning):
         """The core's step model scaled to upstream's published figures, so layouts rank by the step model and a
         cell is not several times optimistic: by the model's own published row where upstream measured it on this
         hardware (its layout then gets exactly the published figure, labelled so), else by CALIBRATION."""
-        if ctx.spec.tokens_per_card_s is not None or not uses_step_model(ctx.fw, ctx.hw):
+        if measured(ctx, layout) is not None or not uses_step_model(ctx.fw, ctx.hw):  # the core takes a measured rate
             return None
         published = ctx.info.get("published")
         if published is not None and layout is not None and measured_layout(ctx, layout, published):
