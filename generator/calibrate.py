@@ -17,10 +17,10 @@ import yaml
 
 from . import __version__
 from .calibration import Calibration, layout_of
-from .errors import UserError, show_path
+from .errors import SpecError, UserError, show_path
 from .logs import LogError, LogFacts, LogFormat, lines, steady
 from .plan import FrameworkPlan, Plan
-from .spec import Spec
+from .spec import Spec, parse_spec
 from .tables import RL_METHODS, load_tables
 
 # What a log may state, and which of the plan's values it must equal: another layout, or another model.
@@ -119,10 +119,17 @@ def write_spec(spec_path: Path, spec: Spec, cal: Calibration, out: Path) -> None
         raise UserError(f"{show_path(out)} exists and is not the spec; give a new file, or the spec itself to add "
                         f"the block to it")
     text = spec_path.read_bytes().decode("utf-8")
+    text += ("" if text.endswith("\n") or not text else "\n") + block_text(cal)
+    try:
+        added = parse_spec(text.encode("utf-8")).calibration
+    except SpecError:
+        added = None
+    if added != cal:  # a spec written as one flow mapping ({...}) or JSON cannot take a block after it
+        raise UserError(f"{show_path(spec_path)}: the block cannot be appended to this spec's text (its top level is "
+                        f"not a block mapping); run without -o and add the printed block by hand")
     staged = out.parent / f".{out.name}.{os.getpid()}.tmp"
     try:
-        staged.write_text(text + ("" if text.endswith("\n") or not text else "\n") + block_text(cal),
-                          encoding="utf-8", newline="\n")
+        staged.write_text(text, encoding="utf-8", newline="\n")
         os.replace(staged, out)
     except OSError as exc:
         staged.unlink(missing_ok=True)

@@ -129,6 +129,9 @@ def resolve(spec: Spec, tables: Tables, force: bool = False) -> Plan:
         warnings.extend(f"{name}: {w}" for w in fw_warnings)
         plans[name] = _with_roles(at_batch, tables, plans[name], notes, warnings, rejected)
         warnings.extend(f"{name}: {w}" for w in _over_budget(spec, plans[name]))
+        measured_memory = memory_warning(at_batch, plans[name].layout)
+        if measured_memory is not None:
+            warnings.append(f"{name}: {measured_memory}")
     planning = {name: plugin_of(tables.frameworks[name]).planning for name in plans}
     recipe, recipes = _recipe(spec, model, tables, plans, planning, batch)
     if batch_origin:  # the batch was not the recipe's round number: say what it is
@@ -698,9 +701,6 @@ def _resolve_framework(ctx: Context, tables: Tables, known: int | None = None):
         fewer = fits_below(ctx, layout.cards)
         if fewer is not None:
             notes.append(table_above_memory(minimum, fewer))
-    measured_memory = memory_warning(ctx, layout)
-    if measured_memory is not None:
-        warnings.append(measured_memory)
     if layout.cards == 1 and not ctx.fw.one_card_accumulation and ctx.role_kind.trains:
         notes.append(f"one card: no gradient accumulation ({ctx.fw.one_card_rule}), so the global batch is the "
                      f"micro batch, {layout.global_batch_size}")

@@ -159,15 +159,16 @@ class VerlPlanning(DefaultPlanning):
             return Throughput(0.0, f"not estimated: {ctx.role_kind.value} {why}", is_estimate=True)
         given = measured(ctx, layout)
         if given is not None:  # the spec's measured rate or calibration: verl's own perf/throughput
-            return per_data_token(ctx, given.tokens_per_card_s, f"{given.source}, verl's perf/throughput", False)
+            return per_data_token(ctx, given.tokens_per_card_s, f"{given.source}; as verl's perf/throughput", "",
+                                  False)
         found = next((row for row in published() if (row.method, row.model, row.hardware)
                       == (ctx.spec.method, ctx.model.name, ctx.hw.name)), None)
         if found is None:
             return Throughput(0.0, f"none published: no Ascend RL throughput for {ctx.spec.method} {ctx.model.name} "
                                    f"on {ctx.hw.name} (verl publishes none; MindSpeed-RL's figures cover other "
                                    f"rows), so the plan gives no time", is_estimate=True)
-        return per_data_token(ctx, found.tokens_per_card_s, f"MindSpeed-RL's measurement, not verl's "
-                                                            f"({found.source})", True)
+        return per_data_token(ctx, found.tokens_per_card_s, "MindSpeed-RL's measurement, not verl's", found.source,
+                              True)
 
     def layout_notes(self, ctx: Context, layout: Layout) -> list[str]:
         rl = rl_of(ctx)
@@ -182,7 +183,7 @@ class VerlPlanning(DefaultPlanning):
         return settings(plan, fp)
 
 
-def per_data_token(ctx: Context, figure: float, source: str, is_estimate: bool) -> Throughput:
+def per_data_token(ctx: Context, figure: float, label: str, origin: str, is_estimate: bool) -> Throughput:
     """An end-to-end RL rate that counts the prompt + response tokens of every sequence generated and trained
     (MindSpeed-RL's end-to-end tps; verl's perf/throughput, metric_utils.py l. 293-302: total_num_tokens / (time x
     n_gpus)) as the core's rate per data token. A step makes global batch x n sequences, each counted at prompt +
@@ -197,7 +198,8 @@ def per_data_token(ctx: Context, figure: float, source: str, is_estimate: bool) 
     per_sample = tokens / samples if tokens and samples else float(rl.seq_len)
     generated = f" x gen_batch / train_batch ({ratio}, DAPO's extra generation)" if ratio > 1 else ""
     return Throughput(figure * per_sample / (rl.n * ratio * rl.seq_len),
-                      f"{source}: {figure:,.6g} tokens/s per card counting prompt + response tokens; a step counts "
+                      f"{label}: {figure:g} tokens/s per card{f' ({origin})' if origin else ''}, counting prompt + "
+                      f"response tokens; a step counts "
                       f"global batch x n ({rl.n}){generated} x prompt + response ({rl.seq_len}) tokens, so per data "
                       f"token (of {per_sample:g} a sample) the figure x {per_sample:g} / {rl.n * ratio * rl.seq_len}",
                       is_estimate)
