@@ -25,7 +25,7 @@ from .tables import RL_METHODS, load_tables
 
 # What a log may state, and which of the plan's values it must equal: another layout, or another model.
 LAYOUT_FACTS = ("cards", "tp", "pp", "cp", "ep", "micro_batch_size", "global_batch_size")
-MODEL_FACTS = {"layers": "layers", "hidden": "hidden"}
+MODEL_FACTS = ("layers", "hidden")  # models.yaml columns
 
 
 def log_format(framework: str) -> LogFormat | None:
@@ -93,9 +93,9 @@ def _same_run(got: LogFacts, fp: FrameworkPlan, plan: Plan, shown: str) -> None:
     """Refuse a log whose stated layout or model is not the plan's."""
     lay = fp.layout
     for key, value in got.stated.items():
-        if key in MODEL_FACTS and getattr(plan.shape, MODEL_FACTS[key]) != value:
+        if key in MODEL_FACTS and getattr(plan.shape, key) != value:
             raise LogError(shown, f"the run trained another model: {key} {value} in the log, {plan.model} has "
-                                  f"{getattr(plan.shape, MODEL_FACTS[key])}; give the spec of that run")
+                                  f"{getattr(plan.shape, key)}; give the spec of that run")
         if key == "seq_len" and value != plan.seq_len:
             raise LogError(shown, f"the run trained at sequence length {value}; the spec plans {plan.seq_len}")
         if key in LAYOUT_FACTS and getattr(lay, key) != value:

@@ -12,7 +12,7 @@ import os
 import re
 import stat
 from collections.abc import Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -71,8 +71,7 @@ class LogFacts:
 
     def add(self, sample: Sample) -> None:
         if len(self.samples) < MAX_SAMPLES:
-            self.samples.append(sample if self.pending is None else
-                                Sample(sample.step, sample.span, sample.seconds, sample.throughput, self.pending))
+            self.samples.append(sample if self.pending is None else replace(sample, excluded=self.pending))
         self.pending = None
 
     def state(self, key: str, value: int | None) -> None:
@@ -102,7 +101,7 @@ def lines(path: Path, digest: Any = None) -> Iterator[str]:
     with os.fdopen(fd, "rb") as handle:
         if not stat.S_ISREG(os.fstat(fd).st_mode):
             raise LogError(path, "is not a regular file (a log is a file the job wrote)")
-        left, rest = MAX_LOG_BYTES, b""
+        left, rest, skipping = MAX_LOG_BYTES, b"", False
         while left > 0:
             chunk = handle.read(min(left, 1 << 20))
             if not chunk:
@@ -112,10 +111,12 @@ def lines(path: Path, digest: Any = None) -> Iterator[str]:
                 digest.update(chunk)
             parts = (rest + chunk).split(b"\n")
             rest = parts.pop()
-            if len(rest) > MAX_LINE:
-                rest = b"\xff" * (MAX_LINE + 1)  # a line past the bound: kept too long, so skipped below
+            if skipping and parts:  # the end of a line past the bound
+                parts, skipping = parts[1:], False
+            if len(rest) > MAX_LINE:  # a line past the bound: dropped up to its end, never held
+                rest, skipping = b"", True
             yield from (_clean(part) for part in parts if len(part) <= MAX_LINE)
-        if rest and len(rest) <= MAX_LINE:
+        if rest and not skipping:
             yield _clean(rest)
 
 

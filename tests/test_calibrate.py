@@ -45,12 +45,13 @@ def _framework(plan: dict, name: str) -> dict:
     return plan["frameworks"][name]
 
 
-def _megatron_log(fp: dict, steps: int, ms: float, peak_mib: float, model=(64, 5120), **changed) -> list[str]:
+def _megatron_log(fp: dict, steps: int, ms: float, peak_mib: float, model=(64, 5120), seq_len=4096,
+                  **changed) -> list[str]:
     """A MindSpeed-LLM run of the plan's layout: a slow first iteration, a save at 10 with a slow next interval."""
     args = {"tensor_model_parallel_size": fp["tp"], "pipeline_model_parallel_size": fp["pp"],
             "context_parallel_size": fp["cp"], "expert_model_parallel_size": fp["ep"], "world_size": fp["cards"],
             "micro_batch_size": fp["micro_batch_size"], "global_batch_size": fp["global_batch_size"],
-            "seq_length": 4096, "num_layers": model[0], "hidden_size": model[1], "lr": 1e-5, **changed}
+            "seq_length": seq_len, "num_layers": model[0], "hidden_size": model[1], "lr": 1e-5, **changed}
     out = L.megatron_arguments(args)
     gbs = fp["global_batch_size"]
     for i in range(1, steps + 1):
@@ -153,6 +154,18 @@ def test_a_budget_plan_picks_its_cards_from_the_measured_rate(tmp_path):
     assert first["estimate"]["time_hours"] <= 10 and slow["cards"] > first["cards"]
     assert slow["estimate"]["time_hours"] <= 10
     assert slow["estimate"]["tps_source"].startswith("measured:")
+
+
+def test_mindspeed_mm_round_trip_shares_the_megatron_format(tmp_path):
+    spec = {"job": "vl", "model": "qwen2.5_vl-7b", "method": "full", "seq_len": 1024, "hardware": "snt9b",
+            "cards": 8, "data": {"samples": 50000, "tokens_per_sample": 1024}}
+    # MindSpeed-MM's scripts pass no --num-layers or --hidden-size (the model's JSON holds them): None in the dump.
+    fp, block, plan = _round_trip(tmp_path, spec, "mindspeed-mm",
+                                  lambda fp: _megatron_log(fp, 20, 3000, 40000, model=(None, None), seq_len=1024))
+    assert block["framework"] == "mindspeed-mm" and block["step_time_s"] == 3.0
+    again = _framework(plan, "mindspeed-mm")
+    assert again["estimate"]["tps_source"].startswith("measured:")
+    assert again["estimate"]["time_hours"] * 3600 == pytest.approx(_steps(plan) * 3.0, rel=0.05)
 
 
 def test_mindformers_round_trip(tmp_path):
@@ -258,6 +271,9 @@ def test_lines_are_bounded_and_cleaned(tmp_path):
     path = tmp_path / "a.log"
     path.write_bytes(b"ok\x1b[31m\n" + b"y" * (MAX_LINE + 5) + b"\n\xff\xfelast")
     assert list(lines(path)) == ["ok [31m", "\ufffd\ufffdlast"]
+    across = tmp_path / "b.log"  # a line past the bound over several read chunks is dropped to its end, not held
+    across.write_bytes(b"a\n" + b"z" * (3 << 20) + b"\nafter\n" + b"w" * (MAX_LINE + 1))
+    assert list(lines(across)) == ["a", "after"]
     with pytest.raises(LogError):
         steady([], "a.log")
 
