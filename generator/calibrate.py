@@ -67,7 +67,7 @@ def calibration_of(spec: Spec, plan: Plan, paths: list[Path]) -> Calibration:
     name = found[0]
     got, fp = facts[name], plan.frameworks[name]
     _same_run(got, fp, plan, shown)
-    measured = steady(got.samples, shown)
+    measured = steady(got.samples, shown, frozenset(got.saved))
     lay = fp.layout
     if plan.method in RL_METHODS:
         if measured.throughput is None:

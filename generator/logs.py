@@ -68,6 +68,7 @@ class LogFacts:
     stated: dict[str, int] = field(default_factory=dict)  # tp, pp, cp, ep, cards, micro_batch_size, ...
     peak_gib: float | None = None
     pending: str | None = None  # a save or validation seen since the last sample: the next one is not steady
+    saved: set[int] = field(default_factory=set)  # steps after which a log (of several) says a checkpoint was saved
 
     def add(self, sample: Sample) -> None:
         if len(self.samples) < MAX_SAMPLES:
@@ -134,10 +135,15 @@ class Steady:
     logged: int  # samples in the log
 
 
-def steady(samples: list[Sample], path: str) -> Steady:
+def steady(samples: list[Sample], path: str, saved: frozenset[int] = frozenset()) -> Steady:
     """The mean over the steady samples (weighted by the steps each covers): the latest sample of each step (a
-    relaunch logs steps again), less the first WARMUP_SHARE (at least one) and those with a save or validation."""
+    relaunch logs steps again), less the first WARMUP_SHARE (at least one) and those with a save or validation
+    (`saved`: steps after which another log of the run says a checkpoint was saved)."""
     latest = {sample.step: sample for sample in samples}
+    for step in saved:  # the save runs after `step`: the interval holding step + 1 paid for it
+        hit = next((at for at in sorted(latest) if at - latest[at].span < step + 1 <= at), None)
+        if hit is not None:
+            latest[hit] = replace(latest[hit], excluded="checkpoint save")
     ordered = [latest[step] for step in sorted(latest)]
     warmup = max(1, int(len(ordered) * WARMUP_SHARE + 0.5))
     kept = [sample for sample in ordered[warmup:] if sample.excluded is None and sample.seconds >= 0]

@@ -401,6 +401,11 @@ def parse_spec(raw: bytes, overrides: tuple[str, ...] = ()) -> Spec:
             isinstance(data.get("data"), dict) and "epochs" in data["data"]:
         problems.append(Problem("train.steps", "give train.steps or data.epochs, not both (the other is derived "
                                                "from the data size and the global batch)"))
+    calibrated = data.get("calibration")
+    if isinstance(calibrated, dict) and isinstance(data.get("frameworks"), list) \
+            and calibrated.get("framework") not in data["frameworks"]:
+        problems.append(Problem("calibration.framework", f"{show(calibrated.get('framework'))} is not in frameworks: "
+                                                         f"the calibration would go unused"))
     if "calibration" in data and "tokens_per_card_s" in data:
         problems.append(Problem("tokens_per_card_s", "give tokens_per_card_s or calibration, not both (both are "
                                                      "a measured rate)"))

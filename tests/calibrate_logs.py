@@ -3,7 +3,9 @@ parsers under test are generator/frameworks/*/logs.py and megatron_log.py). Used
 
 from __future__ import annotations
 
+import json
 import pprint
+from datetime import timedelta
 
 
 def megatron_arguments(values: dict) -> list[str]:
@@ -67,3 +69,27 @@ def verl_step(step: int, seconds: float, tokens: int, cards: int, peak_gib: floa
     return verl_metrics(step, {"actor/pg_loss": 0.01, "perf/max_memory_allocated_gb": peak_gib,
                                "perf/total_num_tokens": tokens, "perf/time_per_step": seconds,
                                "perf/throughput": tokens / (seconds * cards), "timing_s/step": seconds, **extra})
+
+
+def llamafactory_entry(step: int, total: int, elapsed: float, **extra: float) -> str:
+    """LLaMA-Factory 0.9.5 src/llamafactory/train/callbacks.py l. 206-216 (_timing) and l. 272-300 (on_log), one
+    trainer_log.jsonl line (_write_log, l. 215-217: json.dumps)."""
+    logs = dict(current_steps=step, total_steps=total, loss=2.5, lr=1e-5, epoch=step / total,
+                percentage=round(step / total * 100, 2), elapsed_time=str(timedelta(seconds=int(elapsed))),
+                remaining_time=str(timedelta(seconds=int((total - step) * elapsed / step))), **extra)
+    return json.dumps(logs)
+
+
+def trainer_start(per_device: int, total_batch: int, accumulation: int, steps: int) -> list[str]:
+    """transformers 5.6.0 trainer.py l. 1469-1478, through its logger's INFO format."""
+    return ["[INFO|trainer.py:1469] >> ***** Running training *****",
+            f"[INFO|trainer.py:1473] >>   Instantaneous batch size per device = {per_device:,}",
+            f"[INFO|trainer.py:1476] >>   Total train batch size (w. parallel, distributed & accumulation) = "
+            f"{total_batch:,}",
+            f"[INFO|trainer.py:1477] >>   Gradient Accumulation steps = {accumulation}",
+            f"[INFO|trainer.py:1478] >>   Total optimization steps = {steps:,}"]
+
+
+def trainer_save(output_dir: str, step: int) -> str:
+    """transformers 5.6.0 trainer.py l. 3815."""
+    return f"[INFO|trainer.py:3815] >> Saving model checkpoint to {output_dir}/checkpoint-{step}"

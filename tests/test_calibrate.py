@@ -178,6 +178,40 @@ def test_mindformers_round_trip(tmp_path):
     assert again["estimate"]["time_hours"] * 3600 == pytest.approx(_steps(plan) * 30.0, rel=0.05)
 
 
+LF = {"job": "lf", "model": "qwen2.5-7b", "method": "lora", "seq_len": 2048, "hardware": "h800", "cards": 8,
+      "data": {"samples": 40000, "tokens_per_sample": 1024}}
+
+
+def test_llamafactory_trainer_log_round_trip_leaves_out_saves_and_evaluations(tmp_path):
+    spec_path = _write_spec(tmp_path, {**LF, "frameworks": ["llama-factory"]})
+    fp = _framework(_plan(spec_path), "llama-factory")
+    per, gbs = fp["micro_batch_size"], fp["global_batch_size"]
+    launch = L.trainer_start(per, gbs, gbs // (per * fp["cards"]), 60)
+    launch += [L.trainer_save("/out", 20), L.trainer_save("/out", 40)]
+    # 6 s a step after a 30 s first one; a save after steps 20 and 40 costs 100 s, an evaluation at 30 costs 50 s.
+    elapsed, rows = 0.0, []
+    for step in range(1, 61):
+        elapsed += 30 if step == 1 else 106 if step in (21, 41) else 6
+        rows.append(L.llamafactory_entry(step, 60, elapsed))
+        if step == 30:
+            elapsed += 50
+            rows.append(L.llamafactory_entry(step, 60, elapsed, eval_loss=2.4))
+    logs = [_log(tmp_path, "launch.log", launch), _log(tmp_path, "trainer_log.jsonl", rows)]
+    out = tmp_path / "calibrated.yaml"
+    result = _cli("calibrate", *logs, "--spec", spec_path, "-o", out)
+    assert result.exit_code == 0, result.output
+    block = yaml.safe_load(out.read_text())["calibration"]
+    # The first line starts the clock: 59 intervals, warm-up the first 6, and those ending at 21, 31, 41 left out.
+    assert block["step_time_s"] == 6.0 and block["steps"] == 59 - 6 - 3
+    assert block["tokens_per_card_s"] == pytest.approx(gbs * 1024 / (6.0 * fp["cards"]), rel=1e-3)
+    plan = _plan(out)
+    assert _framework(plan, "llama-factory")["estimate"]["time_hours"] * 3600 == \
+        pytest.approx(_steps(plan) * 6.0, rel=0.05)
+    wrong = _log(tmp_path, "other.log", L.trainer_start(per, gbs * 2, 2 * gbs // (per * fp["cards"]), 60))
+    refused = _cli("calibrate", wrong, logs[1], "--spec", spec_path)
+    assert refused.exit_code == 2 and f"global_batch_size {gbs * 2} in the log, the plan has {gbs}" in refused.output
+
+
 VERL = {"job": "rl", "model": "qwen3-8b", "method": "grpo", "seq_len": 4096, "hardware": "snt9b",
         "data": {"samples": 17000, "tokens_per_sample": 512}, "rl": {"reward": "math_dapo"}}
 
@@ -236,6 +270,9 @@ def test_a_calibration_of_another_model_is_refused_by_plan(tmp_path):
     assert result.exit_code == 2
     assert "calibration.model: the run was measured with model 'qwen3-32b', this spec plans 'qwen3-14b'" \
         in result.output
+    other = {**spec, "model": "qwen3-32b", "frameworks": ["mindformers"]}
+    unused = _cli("plan", _write_spec(tmp_path, other, "u.yaml"))
+    assert unused.exit_code == 2 and "calibration.framework: 'mindspeed-llm' is not in frameworks" in unused.output
     both = _cli("plan", _write_spec(tmp_path, {**spec, "model": "qwen3-32b", "tokens_per_card_s": 100}, "b.yaml"))
     assert both.exit_code == 2 and "give tokens_per_card_s or calibration, not both" in both.output
 

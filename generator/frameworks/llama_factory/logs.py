@@ -6,7 +6,9 @@ Format strings:
   began (whole seconds: the mean over many steps is exact to a second in all), `eval_loss` on an evaluation,
   `vram_allocated` (GiB, with RECORD_VRAM) ; written to output_dir/trainer_log.jsonl (extras/constants.py l. 104).
 - transformers 5.6.0 trainer.py l. 1473-1477: `"  Instantaneous batch size per device = {:,}"`, `"  Total train
-  batch size (w. parallel, distributed & accumulation) = {:,}"`, `"  Gradient Accumulation steps = {}"`.
+  batch size (w. parallel, distributed & accumulation) = {:,}"`, `"  Gradient Accumulation steps = {}"`; l. 3815:
+  `"Saving model checkpoint to {output_dir}"`, output_dir ending in `checkpoint-{global_step}` (the save runs after
+  that step's log, so the next interval holds it; trainer_log.jsonl does not mark it).
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ _TRAINER = {"Instantaneous batch size per device": "micro_batch_size",
             "Gradient Accumulation steps": "grad_accum"}
 _STATED = re.compile(r"  (Instantaneous batch size per device|Total train batch size \(w\. parallel, distributed "
                      r"& accumulation\)|Gradient Accumulation steps) = ([0-9,]{1,20})$")
+_SAVED = re.compile(r"Saving model checkpoint to .*checkpoint-([0-9]{1,12})/?$")
 _ELAPSED = re.compile(r"(?:([0-9]{1,6}) days?, )?([0-9]{1,2}):([0-9]{2}):([0-9]{2})")
 
 
@@ -52,6 +55,10 @@ class LlamaFactoryLog:
         if stated:
             facts.state(_TRAINER[stated.group(1)], whole(stated.group(2)))
             self._cards(facts)
+            return
+        saved = _SAVED.search(line)
+        if saved:
+            facts.saved.add(int(saved.group(1)))
             return
         if not line.startswith("{") or '"current_steps"' not in line:
             return
