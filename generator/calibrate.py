@@ -69,10 +69,10 @@ def calibration_of(spec: Spec, plan: Plan, paths: list[Path]) -> Calibration:
     _same_run(got, fp, plan, shown)
     measured = steady(got.samples, shown, frozenset(got.saved))
     lay = fp.layout
-    if plan.method in RL_METHODS:
+    if plan.method in RL_METHODS:  # an RL rate is the framework's own figure: its plugin converts it
         if measured.throughput is None:
-            raise LogError(shown, "no perf/throughput in the steady steps' metrics (verl logs it each step)")
-        rate = measured.throughput  # verl's own unit: its plugin converts it as it converts the published rows
+            raise LogError(shown, f"the steady steps log no {name} throughput, which an RL rate is measured in")
+        rate = measured.throughput
     else:
         per_sample = spec.tokens_per_epoch / spec.samples_per_epoch \
             if spec.tokens_per_epoch and spec.samples_per_epoch else float(spec.seq_len)

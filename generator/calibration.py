@@ -87,8 +87,8 @@ def measured(ctx: Context, layout: Layout | None) -> Measured | None:
            f"steady steps of {cal.step_time_s:.3g} s, log sha256 {cal.log_sha256[0][:12]}, gen-launch " \
            f"{cal.gen_launch_version})"
     if not uses_step_model(ctx.fw, ctx.hw):
-        return Measured(cal.tokens_per_card_s, f"{head}; the rate model does not depend on the layout, so the "
-                                               f"measured rate holds for every layout")
+        return Measured(cal.tokens_per_card_s, f"{head}; {ctx.fw.name} on {ctx.hw.name} has no step model to "
+                                               f"scale it by, so every layout takes it")
     at = _measured_shape(ctx, cal, layout)
     modelled_there = _modelled(ctx, at)
     if layout is not None and layout_of(layout) == cal.layout:

@@ -233,6 +233,9 @@ def test_verl_round_trip_reads_perf_throughput_in_verls_unit(tmp_path):
     again = _framework(plan, "verl")
     assert again["estimate"]["time_hours"] * 3600 == pytest.approx(_steps(plan) * seconds, rel=0.05)
     assert "as verl's perf/throughput" in again["estimate"]["tps_source"]
+    bare = _log(tmp_path, "bare.log", [L.verl_metrics(i, {"perf/time_per_step": seconds}) for i in range(1, 16)])
+    refused = _cli("calibrate", bare, "--spec", tmp_path / "job.yaml")
+    assert refused.exit_code == 2 and "the steady steps log no verl throughput" in refused.output
 
 
 @pytest.mark.parametrize("changed, words", [
