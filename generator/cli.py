@@ -315,6 +315,40 @@ def check(spec: str, overrides: tuple[str, ...], out_dir: Path, ignore_record: b
 
 
 @main.command()
+@click.argument("logs", nargs=-1, required=True, type=click.Path(dir_okay=False, path_type=Path))
+@click.option("--spec", "spec", required=True, type=click.Path(dir_okay=False, path_type=str),
+              help="The spec of the job that wrote the logs (with the --set options it was rendered with).")
+@set_option
+@force_option
+@click.option("-o", "--out", "out_file", type=click.Path(dir_okay=False, path_type=Path),
+              help="Write the spec with the calibration block added here (a new file, or the spec itself); "
+                   "without it the block is printed.")
+def calibrate(logs: tuple[Path, ...], spec: str, overrides: tuple[str, ...], force: bool,
+              out_file: Path | None) -> None:
+    """Read a run's logs (LOGS: its launch log, LLaMA-Factory's trainer_log.jsonl) into a calibration block that
+    the next plan uses: measured tokens/s per card, step time and peak memory of the layout the run used.
+
+    \b
+    Example:
+        gen-launch calibrate out/job/train.log --spec jobs/job.yaml -o jobs/job.yaml
+    """
+    from .calibrate import block_text, calibration_of, write_spec  # loads the plugins' log formats
+
+    loaded = _load(spec, overrides)
+    result = _resolve(loaded, spec, MadeFrom(None, overrides, force))
+    try:
+        found = calibration_of(loaded, result, list(logs))
+        if out_file is None:
+            click.echo(block_text(found), nl=False)
+            return
+        write_spec(Path(spec), loaded, found, out_file)
+    except UserError as error:
+        _fail(error, spec)
+    click.echo(f"calibration: {found.tokens_per_card_s:,g} tokens/s per card, {found.step_time_s:g} s a step "
+               f"({found.steps} steady steps) written to {show_path(out_file)}", err=True)
+
+
+@main.command()
 @click.option("--seq-len", default=4096, show_default=True, type=click.IntRange(256, 1048576),
               help="Sequence length to look the minimum cards up for.")
 @click.option("--json", "as_json", is_flag=True, help="Print the listing as JSON.")

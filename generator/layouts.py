@@ -13,6 +13,7 @@ from dataclasses import dataclass, fields, replace
 from enum import Enum
 
 from . import memory as memory_model
+from .calibration import measured
 from .cards import MAX_SEARCH_CARDS, preset_for, round_up, valid_counts
 from .context import Context
 from .errors import Problem, SpecError
@@ -403,8 +404,11 @@ def rate(ctx: Context, layout: Layout | None) -> Throughput:
     if not ctx.role_kind.trains:
         return Throughput(0.0, f"not estimated: {ctx.role_kind.value} does not train; gen-launch has no "
                                f"generation-rate model yet", is_estimate=True)
-    return throughput(ctx.model, ctx.spec.method, ctx.spec.seq_len, ctx.fw, ctx.hw, ctx.spec.tokens_per_card_s,
-                      layout, ctx.spec.scaling_given)
+    found = measured(ctx, layout)
+    if found is not None:
+        return Throughput(found.tokens_per_card_s, found.source, False)
+    return throughput(ctx.model, ctx.spec.method, ctx.spec.seq_len, ctx.fw, ctx.hw, None, layout,
+                      ctx.spec.scaling_given)
 
 
 def no_accumulation(ctx: Context, cards: int) -> bool:

@@ -18,6 +18,8 @@ from dataclasses import dataclass, replace
 from typing import NoReturn
 
 from . import __version__
+from .calibration import check as check_calibration
+from .calibration import memory_warning
 from .cards import (
     auto_cards,
     explicit_cards,
@@ -137,6 +139,9 @@ def resolve(spec: Spec, tables: Tables, force: bool = False) -> Plan:
         warnings.extend(f"{name}: {w}" for w in fw_warnings)
         plans[name] = _with_roles(at_batch, tables, plans[name], notes, warnings, rejected)
         warnings.extend(f"{name}: {w}" for w in _over_budget(spec, plans[name]))
+        measured_memory = memory_warning(at_batch, plans[name].layout)
+        if measured_memory is not None:
+            warnings.append(f"{name}: {measured_memory}")
     _check_master_addr(spec, plans)
     planning = {name: plugin_of(tables.frameworks[name]).planning for name in plans}
     recipe, recipes = _recipe(spec, model, tables, plans, planning, batch)
@@ -679,6 +684,7 @@ def _resolve_framework(ctx: Context, tables: Tables, known: int | None = None):
     the plan's global batch, starts from the first search's count)."""
     notes: list[str] = []
     warnings: list[str] = []
+    check_calibration(ctx)
     minimum, why = minimum_cards(ctx, tables, notes)
     if minimum is None:  # no table count: the smallest card count where an unpinned layout fits
         minimum = MinCards(smallest_fit(ctx), "memory model: the smallest card count with a layout that fits", why)

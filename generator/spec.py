@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any
 import yaml
 
 from . import schemacheck
+from .calibration import Calibration
 from .errors import Problem, SpecError, TableError, invisible, show, show_name
 from .frameworks import registry
 from .resources import resource_dir
@@ -80,6 +81,7 @@ class Spec:
     lora: dict[str, Any] = field(default_factory=dict)  # the `lora:` keys the spec gave
     rl: dict[str, Any] = field(default_factory=dict)  # the `rl:` keys the spec gave (the RL plugin fills the rest)
     epochs_given: bool = False  # data.epochs was written (train.steps may not be)
+    calibration: Calibration | None = None  # what `gen-launch calibrate` measured in a run's log
 
     @property
     def samples_per_epoch(self) -> int | None:
@@ -399,6 +401,14 @@ def parse_spec(raw: bytes, overrides: tuple[str, ...] = ()) -> Spec:
             isinstance(data.get("data"), dict) and "epochs" in data["data"]:
         problems.append(Problem("train.steps", "give train.steps or data.epochs, not both (the other is derived "
                                                "from the data size and the global batch)"))
+    calibrated = data.get("calibration")
+    if isinstance(calibrated, dict) and isinstance(data.get("frameworks"), list) \
+            and calibrated.get("framework") not in data["frameworks"]:
+        problems.append(Problem("calibration.framework", f"{show(calibrated.get('framework'))} is not in frameworks: "
+                                                         f"the calibration would go unused"))
+    if "calibration" in data and "tokens_per_card_s" in data:
+        problems.append(Problem("tokens_per_card_s", "give tokens_per_card_s or calibration, not both (both are "
+                                                     "a measured rate)"))
     if problems:
         raise SpecError(problems)
     # The files' header names what they were made from: the file, and the overrides when there are any.
@@ -615,4 +625,5 @@ def _build(data: dict, sha256: str) -> Spec:
         lora=dict(data.get("lora") or {}),
         rl=dict(data.get("rl") or {}),
         epochs_given="epochs" in data_block,
+        calibration=Calibration.from_spec(data["calibration"]) if "calibration" in data else None,
     )

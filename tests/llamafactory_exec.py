@@ -211,7 +211,8 @@ def environment(home: Path) -> dict:
     return env
 
 
-def run(job: Job, root: Path, port: int, models: Path, validate: bool = False) -> Result:
+def run(job: Job, root: Path, port: int, models: Path, validate: bool = False,
+        overrides: tuple[str, ...] = tuple(CPU_OVERRIDES)) -> Result:
     """Render `job` with gen-launch into root and run its launch.sh on node 0 with the CPU overrides; with
     `validate`, then run `gen-launch validate` on the files."""
     write_models([job], models)
@@ -230,7 +231,7 @@ def run(job: Job, root: Path, port: int, models: Path, validate: bool = False) -
     if render.returncode != 0:
         return Result(job, render.returncode, 0.0, render.stderr, root / "out", files, render)
     start = time.monotonic()
-    returncode, log = _launch(["bash", str(files / NAME / "launch.sh"), "0", "--", *CPU_OVERRIDES], env, root)
+    returncode, log = _launch(["bash", str(files / NAME / "launch.sh"), "0", "--", *overrides], env, root)
     seconds = time.monotonic() - start
     (root / "launch.log").write_text(log, encoding="utf-8")
     checked = subprocess.run([sys.executable, "-m", "generator", "validate", str(files)], capture_output=True,

@@ -14,6 +14,7 @@ import math
 from dataclasses import dataclass, replace
 from functools import cache
 
+from ...calibration import measured
 from ...context import Context
 from ...errors import SpecError
 from ...layouts import split_layers
@@ -446,7 +447,7 @@ class Planning(DefaultPlanning):
         cell is not several times optimistic: by the model's own published row (FACTOR), its layout getting exactly
         the published figure, labelled so. An estimate's spread is the factors' (SPREAD): the search lets it
         displace the measured layout only when it is faster by more than that."""
-        if ctx.spec.tokens_per_card_s is not None or not uses_step_model(ctx.fw, ctx.hw):
+        if measured(ctx, layout) is not None or not uses_step_model(ctx.fw, ctx.hw):  # the core takes a measured rate
             return None
         published = ctx.info.get("published")
         if published is not None and layout is not None and layout.measured:

@@ -11,6 +11,7 @@ import itertools
 import math
 from dataclasses import dataclass, replace
 
+from ...calibration import measured
 from ...context import Context
 from ...errors import SpecError
 from ...memory import MemoryBreakdown
@@ -156,31 +157,18 @@ class VerlPlanning(DefaultPlanning):
         if ctx.role_kind is not RoleKind.ACTOR:
             why = "inside the actor's whole-step figure" if ctx.role_kind.trains else "does not train"
             return Throughput(0.0, f"not estimated: {ctx.role_kind.value} {why}", is_estimate=True)
-        if ctx.spec.tokens_per_card_s is not None:  # the spec's measured rate: the core's model takes it
-            return None
+        given = measured(ctx, layout)
+        if given is not None:  # the spec's measured rate or calibration: verl's own perf/throughput
+            return per_data_token(ctx, given.tokens_per_card_s, f"{given.source}; as verl's perf/throughput", "",
+                                  False)
         found = next((row for row in published() if (row.method, row.model, row.hardware)
                       == (ctx.spec.method, ctx.model.name, ctx.hw.name)), None)
         if found is None:
             return Throughput(0.0, f"none published: no Ascend RL throughput for {ctx.spec.method} {ctx.model.name} "
                                    f"on {ctx.hw.name} (verl publishes none; MindSpeed-RL's figures cover other "
                                    f"rows), so the plan gives no time", is_estimate=True)
-        rl = rl_of(ctx)
-        # The figure counts the prompt + response tokens of every sequence generated and trained (MindSpeed-RL's
-        # end-to-end tps); a step here makes global batch x n sequences, each counted at prompt + response = seq_len
-        # tokens, and DAPO generates gen_batch / train_batch times the prompts it trains. The core times the spec's
-        # data tokens, so the rate per data token is the figure x tokens per sample / (n x that ratio x seq_len).
-        found_gen, found_train = rl.example.get("gen_batch_size"), rl.example.get("train_batch_size")
-        ratio = int(found_gen[0]) // int(found_train[0]) if ctx.spec.method == "dapo" and found_gen and found_train \
-            else 1
-        tokens, samples = ctx.spec.tokens_per_epoch, ctx.spec.samples_per_epoch
-        per_sample = tokens / samples if tokens and samples else float(rl.seq_len)
-        generated = f" x gen_batch / train_batch ({ratio}, DAPO's extra generation)" if ratio > 1 else ""
-        return Throughput(found.tokens_per_card_s * per_sample / (rl.n * ratio * rl.seq_len),
-                          f"MindSpeed-RL's measurement, not verl's: {found.tokens_per_card_s:g} tokens/s per card "
-                          f"({found.source}), counting prompt + response tokens; a step counts global batch x n "
-                          f"({rl.n}){generated} x prompt + response ({rl.seq_len}) tokens, so per data token (of "
-                          f"{per_sample:g} a sample) the figure x {per_sample:g} / {rl.n * ratio * rl.seq_len}",
-                          is_estimate=True)
+        return per_data_token(ctx, found.tokens_per_card_s, "MindSpeed-RL's measurement, not verl's", found.source,
+                              True)
 
     def layout_notes(self, ctx: Context, layout: Layout) -> list[str]:
         rl = rl_of(ctx)
@@ -193,6 +181,28 @@ class VerlPlanning(DefaultPlanning):
 
     def settings(self, plan: Plan, fp: FrameworkPlan) -> VerlSettings:
         return settings(plan, fp)
+
+
+def per_data_token(ctx: Context, figure: float, label: str, origin: str, is_estimate: bool) -> Throughput:
+    """An end-to-end RL rate that counts the prompt + response tokens of every sequence generated and trained
+    (MindSpeed-RL's end-to-end tps; verl's perf/throughput, metric_utils.py l. 293-302: total_num_tokens / (time x
+    n_gpus)) as the core's rate per data token. A step makes global batch x n sequences, each counted at prompt +
+    response = seq_len tokens, and DAPO generates gen_batch / train_batch times the prompts it trains; the core
+    times the spec's data tokens, so the rate per data token is the figure x tokens per sample / (n x that ratio x
+    seq_len)."""
+    rl = rl_of(ctx)
+    found_gen, found_train = rl.example.get("gen_batch_size"), rl.example.get("train_batch_size")
+    ratio = int(found_gen[0]) // int(found_train[0]) if ctx.spec.method == "dapo" and found_gen and found_train \
+        else 1
+    tokens, samples = ctx.spec.tokens_per_epoch, ctx.spec.samples_per_epoch
+    per_sample = tokens / samples if tokens and samples else float(rl.seq_len)
+    generated = f" x gen_batch / train_batch ({ratio}, DAPO's extra generation)" if ratio > 1 else ""
+    return Throughput(figure * per_sample / (rl.n * ratio * rl.seq_len),
+                      f"{label}: {figure:g} tokens/s per card{f' ({origin})' if origin else ''}, counting prompt + "
+                      f"response tokens; a step counts "
+                      f"global batch x n ({rl.n}){generated} x prompt + response ({rl.seq_len}) tokens, so per data "
+                      f"token (of {per_sample:g} a sample) the figure x {per_sample:g} / {rl.n * ratio * rl.seq_len}",
+                      is_estimate)
 
 
 PLANNING: contract.Planning = VerlPlanning()  # typed here: contract.Plugin loads it by name
