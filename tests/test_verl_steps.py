@@ -235,29 +235,87 @@ def test_settings_are_data_in_the_script(tmp_path):
     compile(script, "prepare_data.py", "exec")
 
 
+# python3 for merge.sh: `python3 -I -c` (where the verl it imports lives) answers $VERL_ROOT; any other call is
+# recorded in $CALLS as its working folder and argv, NUL-separated, and makes the target folder as the merger would.
+MERGE_PYTHON3 = r"""#!/bin/bash
+[ "$1" != -I ] || { echo "$VERL_ROOT"; exit; }
+printf '%s\0' "$PWD" "$@" > "$CALLS/$(find "$CALLS" -type f | wc -l)"
+mkdir -p -- "${@: -1}"
+"""
+
+
+def run_merge(tmp_path: Path) -> tuple[subprocess.CompletedProcess, list[list[str]]]:
+    """merge.sh of a plan with its output under tmp_path/out, run with MERGE_PYTHON3 from tmp_path: its result and
+    the merger's calls ([working folder, *argv]); the calls are cleared."""
+    script, bindir, calls = tmp_path / "merge.sh", tmp_path / "bin", tmp_path / "calls"
+    if not script.exists():
+        script.write_text(step_files(verl_plan(tmp_path, "alpaca", tmp_path / "d.json"), environment())
+                          ["verl/merge.sh"], encoding="utf-8")
+        for folder in (bindir, calls, tmp_path / "site"):
+            folder.mkdir()
+        (bindir / "python3").write_text(MERGE_PYTHON3)
+        (bindir / "python3").chmod(0o755)
+    env = {**os.environ, "PATH": f"{bindir}:{os.environ['PATH']}", "CALLS": str(calls),
+           "VERL_ROOT": str(tmp_path / "site")}
+    result = subprocess.run(["bash", str(script)], env=env, capture_output=True, text=True, cwd=tmp_path,
+                            check=False)
+    found = [path.read_bytes().decode().split("\0")[:-1] for path in sorted(calls.iterdir())]
+    for path in calls.iterdir():
+        path.unlink()
+    return result, found
+
+
 def test_merge_runs_verls_model_merger_on_the_latest_saved_step(tmp_path):
     # verl records the latest saved step in default_local_dir/latest_checkpointed_iteration.txt
-    # (ray_trainer.py l.1001-1005): merge.sh merges that step's actor, whatever step the run ended at.
-    files = step_files(verl_plan(tmp_path, "alpaca", tmp_path / "d.json"), environment())
-    script = tmp_path / "merge.sh"
-    script.write_text(files["verl/merge.sh"], encoding="utf-8")
-    check_script(files["verl/merge.sh"], tmp_path, "merge.sh")
-    result, calls = run_recording(script, [], tmp_path, programs=("python3",))
+    # (ray_trainer.py l.1001-1005): merge.sh merges that step's actor, whatever step the run ended at, into a
+    # folder of that step (issue 34 item 4: a later merge never writes over an earlier one), started from the
+    # folder of the verl python3 imports (item 1: never the working folder).
+    result, calls = run_merge(tmp_path)
+    check_script((tmp_path / "merge.sh").read_text(), tmp_path, "merge.sh")
     assert result.returncode == 2 and "no checkpoint in" in result.stderr and calls == []
     checkpoints = tmp_path / "out" / "verl" / "checkpoints"
     actor = checkpoints / "global_step_7" / "actor"
     actor.mkdir(parents=True)
     (checkpoints / "global_step_5" / "actor").mkdir(parents=True)
-    for text, words in (("12", "no actor checkpoint at"), ("7; touch x", "not a step number"), ("", "not a step")):
+    for text, words in (("12", "no actor checkpoint at"), ("7; touch x", "must hold the step"),
+                        ("", "must hold the step")):
         (checkpoints / "latest_checkpointed_iteration.txt").write_text(text)
-        result, calls = run_recording(script, [], tmp_path, programs=("python3",))
+        result, calls = run_merge(tmp_path)
         assert result.returncode == 2 and words in result.stderr and calls == [], text
-    (checkpoints / "latest_checkpointed_iteration.txt").write_text("7")
-    result, calls = run_recording(script, [], tmp_path, programs=("python3",))
-    assert result.returncode == 0, result.stderr
-    assert [call["argv"] for call in calls] == [["-m", "verl.model_merger", "merge", "--backend", "fsdp",
-                                                 "--local_dir", str(actor),
-                                                 "--target_dir", str(tmp_path / "out" / "verl" / "merged")]]
+    merged = tmp_path / "out" / "verl" / "merged"
+    for step, folder in (("7", actor), ("5", checkpoints / "global_step_5" / "actor")):
+        (checkpoints / "latest_checkpointed_iteration.txt").write_text(step)
+        result, calls = run_merge(tmp_path)
+        assert result.returncode == 0, result.stderr
+        assert calls == [[str(tmp_path / "site"), "-m", "verl.model_merger", "merge", "--backend", "fsdp",
+                          "--local_dir", str(folder), "--target_dir", str(merged / f"global_step_{step}")]]
+    result, calls = run_merge(tmp_path)  # step 5 again: its merge is there
+    assert result.returncode == 2 and "holds the merge of step 5 already" in result.stderr and calls == []
+    assert sorted(path.name for path in merged.iterdir()) == ["global_step_5", "global_step_7"]
+
+
+@pytest.mark.parametrize("planted", ["checkpoints", "latest_checkpointed_iteration.txt", "global_step_3", "actor",
+                                     "merged", "merged/global_step_3"])
+def test_merge_follows_no_planted_link(tmp_path, planted):
+    # Issue 34 item 4: every folder and file merge.sh reads or writes in the output folder is what it says; a link
+    # planted there (to another job's checkpoints, or to a folder the merge would write into) is refused.
+    out = tmp_path / "out" / "verl"
+    checkpoints = out / "checkpoints"
+    (checkpoints / "global_step_3" / "actor").mkdir(parents=True)
+    (checkpoints / "latest_checkpointed_iteration.txt").write_text("3")
+    (out / "merged").mkdir()
+    path = next(path for path in (out / planted, checkpoints / planted, checkpoints / "global_step_3" / planted)
+                if path.exists()) if planted != "merged/global_step_3" else out / planted
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    if path.exists():
+        path.rename(elsewhere / path.name)
+    else:
+        (elsewhere / path.name).mkdir()
+    path.symlink_to(elsewhere / path.name)
+    result, calls = run_merge(tmp_path)
+    assert result.returncode == 2 and calls == [], result.stderr
+    assert f"{path}: must be a" in result.stderr and "not a link" in result.stderr
 
 
 def test_merge_refuses_a_placeholder_output(tmp_path):
