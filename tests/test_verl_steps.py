@@ -209,6 +209,120 @@ def test_a_bad_row_is_named_and_nothing_written(tmp_path, fmt, rows, words):
     assert not (tmp_path / "out").exists()
 
 
+def prepare_file(tmp_path: Path, data: Path, fmt: str = "alpaca") -> subprocess.CompletedProcess:
+    """prepare_data.py of a plan reading `data` (any file), run with verl's interpreter."""
+    python = verl_python()
+    if python is None:
+        pytest.fail("verl's environment is missing: bash scripts/install.sh verl")
+    script = tmp_path / "prepare_data.py"
+    script.write_text(step_files(verl_plan(tmp_path, fmt, data), environment())["verl/prepare_data.py"],
+                      encoding="utf-8")
+    return subprocess.run([python, "-I", str(script)], capture_output=True, text=True, cwd=tmp_path, timeout=60)
+
+
+# Issue 34 item 3: rows of the wrong shape are refused with the row named, never turned into other data (a history
+# entry that is an object gave its keys as prompt and reply, an images string its characters as file names).
+HOSTILE_ROWS = [
+    ("alpaca", {"instruction": "q", "output": "#### 1", "history": [{"q": "a", "r": "b"}]},
+     "history must be a list of [prompt, reply] pairs"),
+    ("alpaca", {"instruction": "q", "output": "#### 1", "history": "hi"}, "history must be a list"),
+    ("alpaca", {"instruction": "q", "output": "#### 1", "history": [["hi", 5]]}, "a history reply must be text"),
+    ("alpaca", {"instruction": "q", "output": float("nan")}, "output must be text, not NaN"),
+    ("alpaca", {"instruction": "q", "output": 5}, "output must be text, not 5"),
+    ("alpaca", {"instruction": "q", "output": "#### 1", "system": 5}, "system must be text"),
+    ("alpaca", {"instruction": ["q"], "output": "#### 1"}, "instruction must be text"),
+    ("alpaca", ["q", "#### 1"], "a row must be a JSON object"),
+    ("sharegpt", {"conversations": [{"from": "human", "value": {"x": 1}}, {"from": "gpt", "value": "#### 1"}]},
+     "a turn's value must be text"),
+    ("sharegpt", {"conversations": ["human: q", "gpt: #### 1"]}, "a turn must be a JSON object"),
+    ("openai", {"messages": {"role": "user"}}, "messages must be a list of turns"),
+]
+FIRST = {"alpaca": ALPACA[0], "sharegpt": SHAREGPT[0], "openai": OPENAI[0]}
+
+
+@needs_verl
+@pytest.mark.parametrize(("fmt", "row", "words"), HOSTILE_ROWS)
+@pytest.mark.parametrize("index", [0, 7])  # a training row; a validation row (8 rows: 3 and 7 are held out)
+def test_a_row_of_the_wrong_shape_is_named_and_nothing_written(tmp_path, fmt, row, words, index):
+    rows = [FIRST[fmt]] * 8
+    rows[index] = row
+    data = tmp_path / "out" / "verl" / "data"
+    data.mkdir(parents=True)
+    for split in ("train", "val"):  # an earlier preparation's files stay as they were
+        (data / f"{split}.parquet").write_bytes(b"old")
+    run = run_prepare(tmp_path, rows, fmt)
+    assert run.returncode == 1 and f"row {index}: {words}" in run.stderr and "Traceback" not in run.stderr
+    assert sorted(path.name for path in data.iterdir()) == ["train.parquet", "val.parquet"]
+    assert {(data / name).read_bytes() for name in ("train.parquet", "val.parquet")} == {b"old"}
+
+
+@needs_verl
+def test_images_are_a_list_of_file_names(tmp_path):
+    (tmp_path / "img").mkdir()
+    (tmp_path / "img" / "dot.png").write_bytes(PNG)
+    run = run_prepare(tmp_path, VL[:1] + [{**VL[1], "images": "img/dot.png"}], "openai", "images")
+    assert run.returncode == 1 and "row 1: images must be a list of image file names" in run.stderr
+    assert not (tmp_path / "out").exists()
+
+
+@needs_verl
+@pytest.mark.parametrize("kind", ["deep", "device", "fifo", "folder"])
+def test_a_data_file_that_cannot_be_read_is_refused_at_once(tmp_path, kind):
+    # JSON nested 100,000 deep (RecursionError), /dev/zero (read without end: MemoryError), a FIFO (waits for a
+    # writer forever), a folder: one line, no traceback, nothing written.
+    data = {"deep": tmp_path / "deep.json", "device": Path("/dev/zero"), "fifo": tmp_path / "fifo",
+            "folder": tmp_path / "folder"}[kind]
+    if kind == "deep":
+        data.write_text("[" * 100_000 + "]" * 100_000)
+    elif kind == "fifo":
+        os.mkfifo(data)
+    elif kind == "folder":
+        data.mkdir()
+    run = prepare_file(tmp_path, data)
+    assert run.returncode == 1 and "Traceback" not in run.stderr, run.stderr
+    assert f"{data}: cannot read it as a JSON array or JSON lines: " in run.stderr
+    assert not (tmp_path / "out").exists()
+
+
+@needs_verl
+@pytest.mark.parametrize("lines", [False, True])
+def test_a_byte_order_mark_is_read_as_llama_factory_reads_it(tmp_path, lines):
+    data = tmp_path / "data.json"
+    text = "\n".join(json.dumps(row) for row in ALPACA) if lines else json.dumps(ALPACA)
+    data.write_bytes("\ufeff".encode() + text.encode())
+    run = prepare_file(tmp_path, data)
+    assert run.returncode == 0, run.stderr
+    assert "train.parquet: 3 rows" in run.stdout and "val.parquet: 1 rows" in run.stdout
+
+
+@needs_verl
+@pytest.mark.parametrize("planted", ["train.parquet.part", "train.parquet", "val.parquet.part"])
+def test_prepare_writes_through_no_planted_link(tmp_path, planted):
+    # Issue 34 item 4: a link left in the output folder is never written through (a linked train.parquet.part
+    # overwrote the file it named).
+    data = tmp_path / "out" / "verl" / "data"
+    data.mkdir(parents=True)
+    victim = tmp_path / "victim"
+    victim.write_bytes(b"keep")
+    (data / planted).symlink_to(victim)
+    run = run_prepare(tmp_path, ALPACA)
+    assert run.returncode == 0, run.stderr
+    assert victim.read_bytes() == b"keep"
+    assert sorted(path.name for path in data.iterdir()) == ["train.parquet", "val.parquet"]
+    assert not any((data / name).is_symlink() for name in ("train.parquet", "val.parquet"))
+
+
+@needs_verl
+def test_prepare_refuses_a_linked_output_folder(tmp_path):
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    (tmp_path / "out" / "verl").mkdir(parents=True)
+    (tmp_path / "out" / "verl" / "data").symlink_to(elsewhere)
+    run = run_prepare(tmp_path, ALPACA)
+    assert run.returncode == 1 and "data: must be a folder, not a link" in run.stderr
+    assert list(elsewhere.iterdir()) == []
+
+
 @needs_verl
 def test_an_image_per_mark(tmp_path):
     (tmp_path / "img").mkdir()
