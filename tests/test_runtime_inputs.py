@@ -20,6 +20,7 @@ from hypothesis import HealthCheck, assume, example, given, settings
 from hypothesis import strategies as st
 
 from generator.errors import SpecError
+from generator.frameworks.mindformers.render import log_dir
 from generator.render import write
 from generator.tables import load_tables
 
@@ -217,6 +218,20 @@ def test_mindformers_follows_no_planted_link(tmp_path, planted):
     assert result.returncode == 2 and "not a link" in result.stderr and "found a symbolic link" in result.stderr, \
         result.stderr
     assert not s.calls() and sorted(p.name for p in elsewhere.iterdir()) == ["c-100_1.safetensors", "meta.json"]
+
+
+def test_mindformers_clears_the_log_suffix_msrun_launcher_evals(tmp_path):
+    # Issue 34 item 6: upstream's msrun_launcher.sh appends MF_LOG_SUFFIX from the environment to --log_dir inside
+    # the command it evals (scripts/msrun_launcher.sh l. 32-37, 123, 153-160): the stand-in does the same.
+    s = stage(tmp_path / "s", "mindformers", cluster={"master_addr": "10.0.0.1"})
+    launcher = tmp_path / "s" / "mindformers" / "scripts" / "msrun_launcher.sh"
+    launcher.write_text(MSRUN_LAUNCHER.replace('--log_dir=$7', '--log_dir=$7${MF_LOG_SUFFIX:+_$MF_LOG_SUFFIX}'))
+    canary = tmp_path / "canary"
+    result = s.run("0", env={"MF_LOG_SUFFIX": f"$(touch {canary})"})
+    assert result.returncode == 0, result.stderr
+    assert not canary.exists()
+    (call,) = [c for c in s.calls() if c["program"] == "msrun"]
+    assert f"--log_dir={log_dir(s.plan)}" in call["argv"]  # where launch.sh checked for planted links
 
 
 def saved(s: Stage, step: int, ranks: int = 1) -> Path:
