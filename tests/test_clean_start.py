@@ -208,3 +208,33 @@ def test_the_merge_starts_where_no_run_writes(tmp_path, installed):
     cwd = run_planted(tmp_path, ["bash", str(job_dir / "verl" / "merge.sh")], {}, installed,
                       [job_dir, job_dir / "verl", out, out / "verl", out / "verl" / "checkpoints"])
     assert not cwd.is_relative_to(out) and not cwd.is_relative_to(job_dir)
+
+
+@pytest.mark.parametrize("with_recipe", [True, False])
+def test_dapo_runs_from_the_clone_on_pythonpath(tmp_path, installed, with_recipe):
+    # Issue 34 item 6: verl used from its clone through PYTHONPATH (no pip install) is the verl `python3 -m` runs;
+    # DAPO starts from that clone, or is refused by name (no traceback) when it holds no recipe.
+    clone = tmp_path / "verl clone"
+    clone.mkdir()
+    package(clone, "verl.trainer.main_ppo")
+    if with_recipe:
+        package(clone, "recipe.dapo.main_dapo")
+    out = tmp_path / "out"
+    plan, files = render_job(T, frameworks=["verl"], hardware="snt9b", cluster={"master_addr": "127.0.0.1"},
+                             paths={"model_dir": "/m", "dataset": "/d.json", "output_dir": str(out)},
+                             **JOBS["verl/dapo"][1])
+    write(files, tmp_path / "jobs", plan.job, overwrite=False)
+    prepare(tmp_path, "verl", plan)
+    (tmp_path / "stub" / "calls").mkdir(parents=True)
+    started = tmp_path / "started"
+    result = subprocess.run(["bash", str(tmp_path / "jobs" / plan.job / "verl" / "launch.sh"), "0"], cwd=tmp_path,
+                            capture_output=True, text=True, check=False, timeout=120,
+                            env={**installed["env"], "PYTHONPATH": str(clone), "STUB": str(tmp_path / "stub"),
+                                 "STARTED": str(started), "CANARY": str(tmp_path / "canary")})
+    assert "Traceback" not in result.stderr
+    if with_recipe:
+        assert result.returncode == 0, result.stderr
+        assert started.read_text() == f"{clone}\n"
+    else:
+        assert result.returncode == 2 and not started.exists()
+        assert f"{clone}: recipe.dapo.main_dapo runs from a clone of verl v0.7.0" in result.stderr, result.stderr
