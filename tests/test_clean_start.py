@@ -11,6 +11,7 @@ A planted module that is imported writes the canary."""
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import venv
@@ -238,3 +239,27 @@ def test_dapo_runs_from_the_clone_on_pythonpath(tmp_path, installed, with_recipe
     else:
         assert result.returncode == 2 and not started.exists()
         assert f"{clone}: recipe.dapo.main_dapo runs from a clone of verl v0.7.0" in result.stderr, result.stderr
+
+
+def test_the_data_preparation_imports_nothing_from_beside_it(tmp_path, installed):
+    # verl's prepare_data.py runs as `python3 verl/prepare_data.py`: Python puts the job's verl/ folder first on
+    # sys.path, so the script drops it before importing json, re or pyarrow.
+    out = tmp_path / "out"
+    plan, files = render_job(T, frameworks=["verl"], hardware="snt9b", paths={"dataset": str(tmp_path / "d.json"),
+                                                                              "output_dir": str(out)},
+                             **JOBS["verl"][1])
+    job_dir = tmp_path / "jobs" / plan.job
+    write(files, job_dir.parent, plan.job, overwrite=False)
+    rows = [{"instruction": "q", "output": "#### 1"}, {"instruction": "q", "output": "#### 2"}]
+    (tmp_path / "d.json").write_text(json.dumps(rows))
+    started_in = tmp_path / "here"
+    for folder in (started_in, job_dir, job_dir / "verl"):
+        folder.mkdir(exist_ok=True)
+        for module in (*PLANTED, "re", "math", "pyarrow"):
+            (folder / f"{module}.py").write_text(PLANT)
+    canary = tmp_path / "canary"
+    result = subprocess.run([installed["env"]["VENV_PYTHON"], str(job_dir / "verl" / "prepare_data.py")],
+                            cwd=started_in, capture_output=True, text=True, check=False, timeout=120,
+                            env={**installed["env"], "CANARY": str(canary)})
+    assert not canary.exists(), canary.read_text()
+    assert result.returncode == 1 and "has 2 rows, the plan's steps are sized for data.samples 6000" in result.stderr
