@@ -29,7 +29,8 @@ HOSTILE_PATH = "/data/a b/it's \"here\"/$(touch CANARY)/${HOME}/`touch CANARY`"
 # The stand-ins. Each call leaves one file in $STUB/calls: the program's name, its working folder and its argv,
 # NUL-separated. `ray` keeps the cluster's joined nodes in $STUB/nodes: `start --head` and `start --address` add
 # one, `status` prints Ray's status report with STUB_DEVICES per node of STUB_RESOURCE (and, with JOIN_ON_STATUS, a node
-# that was late joins on each call, and with $STUB/answers the next line says whether the head answers); FAIL_HEAD, FAIL_JOIN and PYTHON_RC make a step fail. Any call but `ray start`
+# that was late joins on each call; with $STUB/answers, its next line says whether the head answers); FAIL_HEAD,
+# FAIL_JOIN and PYTHON_RC make a step fail. Any call but `ray start` (and python3 -I, which asks where verl is)
 # fails while RAY_ADDRESS is set: the job and `ray status` must reach the cluster node 0 started, not another.
 RECORD = r'''
 [ -z "${RAY_ADDRESS+set}" ] || [ "$1" = start ] || [ "$1" = -I ] || { echo "RAY_ADDRESS is set" >&2; exit 9; }
