@@ -545,10 +545,11 @@ def test_a_correct_response_earns_verls_reward_and_a_wrong_one_does_not(tmp_path
     ("gsm8k", "It is 72.", None, 'row 1: no final answer in the answer text (a number after "#### ")'),
     ("geo3k", "It is 72.", None, "row 1: no final answer in the answer text (a \\boxed{...})"),
     ("geo3k", "It is 72.", "final", "row 1: no final answer in its 'final' column (rl.answer_column)"),
+    ("geo3k", "It is 72.", "nan", "row 1: no final answer in its 'nan' column (rl.answer_column)"),  # issue 34
 ])
 def test_a_row_without_a_final_answer_is_refused(tmp_path, reward, output, column, words):
-    rows = [{"instruction": "q", "input": "", "output": "#### 1 \\boxed{1}", "final": "1"},
-            {"instruction": "q", "input": "", "output": output}]
+    rows = [{"instruction": "q", "input": "", "output": "#### 1 \\boxed{1}", "final": "1", "nan": 1.5},
+            {"instruction": "q", "input": "", "output": output, "nan": float("nan")}]
     data = tmp_path / "data.json"
     data.write_text(json.dumps(rows), encoding="utf-8")
     script = tmp_path / "prepare_data.py"
