@@ -376,10 +376,11 @@ def _discard(folder: Path) -> None:
 
 def replace(files: dict[str, str], out_dir: Path, job: str, backup: bool) -> Path | None:
     """Make OUT/<job> hold exactly `files`: written complete into a staging folder beside it, then swapped in by one
-    rename. The old folder goes; with `backup` it is kept whole as OUT/<job>+backup-<UTC time> (returned): the
-    complete new folder is renamed to that name and then exchanged with the old one, so the old folder is moved,
-    never copied (no partial copy on a full disk, nothing read), and never sits under a name render removes. Call
-    under `locked(out_dir)`."""
+    rename. The old folder goes; with `backup` it is kept whole as OUT/<job>+backup-<UTC time> (returned): the old
+    folder is renamed to that name, then the complete new one to OUT/<job>, so the old folder is moved, never copied
+    (no partial copy on a full disk, nothing read), never sits under a name render removes, and a backup never holds
+    the new render (killed between the two renames, OUT/<job> is absent for the next render to write, the old
+    folder whole in its backup). Call under `locked(out_dir)`."""
     job_dir = out_dir / job
     mask = _umask()
     staging = Path(tempfile.mkdtemp(prefix=f".{job}{STAGING}", dir=out_dir))
@@ -397,11 +398,11 @@ def replace(files: dict[str, str], out_dir: Path, job: str, backup: bool) -> Pat
             _swap(staging, job_dir)
             return None
         kept = _backup_name(job_dir)
-        os.rename(staging, kept)
+        os.rename(job_dir, kept)
         try:
-            _swap(kept, job_dir)
+            os.rename(staging, job_dir)
         except OSError:
-            _discard(kept)  # still the new folder: the old one is in place
+            os.rename(kept, job_dir)  # the old folder back in place
             raise
         return kept
     finally:

@@ -629,7 +629,7 @@ def _load_yaml(name: str):
             return marshal.loads(payload)
     data = yaml.load(text, Loader=TABLE_LOADER)
     with contextlib.suppress(ValueError):  # a type marshal cannot hold: parsed each time
-        kept.write(entry, key, marshal.dumps(data))
+        kept.write(entry, key, marshal.dumps(data), path)
     return data
 
 

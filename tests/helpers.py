@@ -161,6 +161,24 @@ def run_recording(script, args, tmp_path, programs=("torchrun", "python")):
     return result, calls
 
 
+def free_ports(count: int) -> list[int]:
+    """`count` distinct TCP ports no process holds now, as the kernel picks them for a bind to port 0 on every
+    interface: a test that starts a server (torchrun's rendezvous) takes these, never a fixed port another test run
+    on the same machine may hold."""
+    import socket
+
+    held = []
+    try:
+        for _ in range(count):
+            sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+            sock.bind(("", 0))
+            held.append(sock)
+        return [sock.getsockname()[1] for sock in held]
+    finally:
+        for sock in held:
+            sock.close()
+
+
 def require(*modules: str) -> None:
     """Skip a test that needs the framework packages when they are not installed, except in CI (CI=true), where
     the README's test command installs them and a missing one is a failure, not a reason to skip."""

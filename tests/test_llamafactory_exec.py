@@ -14,16 +14,17 @@ import hashlib
 import json
 import math
 import re
+import socket
 from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
 
 import llamafactory_exec as X
 import pytest
 import yaml
-from helpers import require
+from helpers import free_ports, require
 
 JOBS = X.all_jobs()
 CHOSEN = X.covering(JOBS)
-PORT = 29710
 
 
 @pytest.fixture(scope="module")
@@ -31,10 +32,36 @@ def results(tmp_path_factory):
     require("llamafactory", "deepspeed", "bitsandbytes")
     root = tmp_path_factory.mktemp("exec")
     X.write_models(CHOSEN, root / "models")
+    ports = free_ports(len(CHOSEN))  # torchrun's rendezvous of each job: free here, whoever else runs tests
     with ThreadPoolExecutor(2) as pool:  # two cores: two jobs side by side, one thread each
-        runs = {job.name: pool.submit(X.run, job, root / job.name, PORT + i, root / "models")
-                for i, job in enumerate(CHOSEN)}
+        runs = {job.name: pool.submit(X.run, job, root / job.name, port, root / "models")
+                for job, port in zip(CHOSEN, ports)}
         return {name: run.result() for name, run in runs.items()}
+
+
+def test_the_ports_a_run_takes_are_free_beside_another_run():
+    # Issue 34 item 14: two test runs on one machine (two CI jobs, a developer and CI) each start torchrun on the
+    # ports they take; fixed ones (29710 and up) failed with EADDRINUSE. Another run holds its ports (listening, as
+    # torchrun's rendezvous does); this run's are distinct, none of those, and each can be listened on.
+    others = []
+    try:
+        for port in free_ports(len(CHOSEN) + 1):
+            sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+            sock.bind(("", port))
+            sock.listen()
+            others.append(sock)
+        held = {sock.getsockname()[1] for sock in others}
+        ours = free_ports(len(CHOSEN) + 1)
+        assert len(set(ours)) == len(ours) and not held & set(ours)
+        for port in ours:
+            with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+                sock.bind(("", port))
+                sock.listen()
+    finally:
+        for sock in others:
+            sock.close()
+    for module in (Path(__file__), Path(X.__file__)):  # and no fixed port left in the execution tier
+        assert not re.search(r"=\s*29[0-9]{3}\b|PORT \+", module.read_text(encoding="utf-8")), module
 
 
 @pytest.mark.integration
@@ -115,7 +142,7 @@ def test_a_relaunch_resumes_a_killed_run_and_refuses_a_finished_one(tmp_path):
     # Issue 13: the same launch command after a crash continues from the last checkpoint (optimizer and step
     # included); after the run has finished it refuses to train over it.
     require("llamafactory", "deepspeed", "bitsandbytes")
-    run = X.run_resumed(RESUME_JOB, tmp_path / "job", PORT + 40, tmp_path / "models")
+    run = X.run_resumed(RESUME_JOB, tmp_path / "job", free_ports(1)[0], tmp_path / "models")
     first, second, third = run.first, run.second, run.third
     assert first[0] == -9 and not run.finished_first, first[1][-3000:]  # killed mid-run
     resumed = re.search(r"Resuming training from (\S+)checkpoint-(\d+)", second[1])  # LLaMA-Factory hparams/parser.py

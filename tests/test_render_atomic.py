@@ -24,6 +24,7 @@ from folder_ops import (
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from generator import jobdir
 from generator.render import write
 
 
@@ -59,3 +60,33 @@ def test_a_write_that_fails_midway_leaves_the_old_folder(tmp_path, monkeypatch, 
     monkeypatch.undo()
     assert result.exit_code == 2 and "No space left on device" in result.stderr
     assert folder_files(out / "j") == expected("both") and not list(out.glob(".j+staging-*"))
+
+
+def test_an_overwrite_killed_between_its_renames_never_leaves_the_new_render_as_the_backup(tmp_path, monkeypatch):
+    # Issue 34 item 6: render --overwrite moves the old folder aside whole; killed between that and putting the new
+    # one in place, the backup holds the old folder (never the new render), and nothing is lost.
+    out = tmp_path / "out"
+    write(files_of("both"), out, "j", overwrite=False)
+    (out / "j" / "notes.txt").write_text("mine\n")  # not render's: the old folder is kept as a backup
+    old = folder_files(out / "j")
+    steps = {"n": 0}
+    rename, exchange = jobdir.os.rename, jobdir._exchange
+
+    def killed_at_the_second(step):
+        def run(*args):
+            steps["n"] += 1
+            if steps["n"] == 2:
+                raise KeyboardInterrupt  # the process dies here
+            return step(*args)
+        return run
+
+    monkeypatch.setattr(jobdir.os, "rename", killed_at_the_second(rename))
+    monkeypatch.setattr(jobdir, "_exchange", killed_at_the_second(exchange))
+    with pytest.raises(KeyboardInterrupt):
+        write(files_of("one"), out, "j", overwrite=True)
+    monkeypatch.undo()
+    backups = list(out.glob("j+backup-*"))
+    assert len(backups) == 1 and folder_files(backups[0]) == old
+    assert not (out / "j").exists() or folder_files(out / "j") == old
+    write(files_of("one"), out, "j", overwrite=True)  # the next render puts the new folder in place
+    assert folder_files(out / "j") == expected("one") and folder_files(backups[0]) == old

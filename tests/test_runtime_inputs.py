@@ -20,6 +20,7 @@ from hypothesis import HealthCheck, assume, example, given, settings
 from hypothesis import strategies as st
 
 from generator.errors import SpecError
+from generator.frameworks.mindformers.render import log_dir
 from generator.render import write
 from generator.tables import load_tables
 
@@ -219,6 +220,20 @@ def test_mindformers_follows_no_planted_link(tmp_path, planted):
     assert not s.calls() and sorted(p.name for p in elsewhere.iterdir()) == ["c-100_1.safetensors", "meta.json"]
 
 
+def test_mindformers_clears_the_log_suffix_msrun_launcher_evals(tmp_path):
+    # Issue 34 item 6: upstream's msrun_launcher.sh appends MF_LOG_SUFFIX from the environment to --log_dir inside
+    # the command it evals (scripts/msrun_launcher.sh l. 32-37, 123, 153-160): the stand-in does the same.
+    s = stage(tmp_path / "s", "mindformers", cluster={"master_addr": "10.0.0.1"})
+    launcher = tmp_path / "s" / "mindformers" / "scripts" / "msrun_launcher.sh"
+    launcher.write_text(MSRUN_LAUNCHER.replace('--log_dir=$7', '--log_dir=$7${MF_LOG_SUFFIX:+_$MF_LOG_SUFFIX}'))
+    canary = tmp_path / "canary"
+    result = s.run("0", env={"MF_LOG_SUFFIX": f"$(touch {canary})"})
+    assert result.returncode == 0, result.stderr
+    assert not canary.exists()
+    (call,) = [c for c in s.calls() if c["program"] == "msrun"]
+    assert f"--log_dir={log_dir(s.plan)}" in call["argv"]  # where launch.sh checked for planted links
+
+
 def saved(s: Stage, step: int, ranks: int = 1) -> Path:
     """A MindFormers checkpoint of `step` in `ranks` rank folders, each with its meta.json; returns rank_0's folder."""
     for rank in range(ranks):
@@ -280,6 +295,32 @@ def test_mindspeed_reads_its_own_iteration_file(tmp_path, content, resumed):
     assert argv[argv.index("--load") + 1] == str(s.output / "ckpt") and "--finetune" not in argv
 
 
+def megatron_reads(content: bytes) -> int | None:
+    """The iteration Megatron reads from latest_checkpointed_iteration.txt (megatron/training/checkpointing.py
+    read_metadata: int(f.read().strip()), text mode), None where it refuses it (or reads it as 'release')."""
+    try:
+        return int(content.decode().strip())
+    except (ValueError, UnicodeDecodeError):
+        return None
+
+
+@pytest.mark.parametrize("content", [b"63", b"63\n", b"6\x003", b"\x0063", b"63\x00", b"63" + b"\n" * 70 + b"x",
+                                     b"63" + b"\n" * 62 + b"x", b" 63", b"63 ", b"+63", b"0063", b"6_3"])
+def test_mindspeed_takes_only_an_iteration_file_megatron_takes(tmp_path, content):
+    # Issue 34 item 6: an iteration file is taken (resumed from) only where Megatron then reads the same iteration:
+    # a NUL or text after the first 64 bytes is refused before anything starts (MindSpeed-MM shares this check).
+    s = stage(tmp_path / "s", "mindspeed-llm", cards=8)
+    (s.output / "ckpt" / "iter_0000063").mkdir(parents=True)
+    iteration = s.output / "ckpt" / "latest_checkpointed_iteration.txt"
+    iteration.write_bytes(content)
+    result = s.run("0")
+    if result.returncode == 0:
+        assert "resuming from iteration 63" in result.stderr and megatron_reads(content) == 63, result.stderr
+    else:
+        assert result.returncode == 2 and not s.calls() and f"{iteration}: must hold the iteration" in result.stderr
+    assert result.returncode == 0 or content not in (b"63", b"63\n")  # what Megatron writes is always taken
+
+
 @EXAMPLES
 @given(value=hostile_count, where=st.sampled_from(["folder", "global_step"]))
 def test_llama_factory_refuses_hostile_checkpoints(stages, tmp_path, value, where):
@@ -323,6 +364,33 @@ def test_llama_factory_resumes_only_from_a_whole_checkpoint(tmp_path, case):
     result = s.run("0")
     assert result.returncode == 2 and not s.calls(), result.stderr
     assert "checkpoint-" in result.stderr
+
+
+@pytest.mark.parametrize("state", ["long", "not json", "a list", "too large"])
+def test_llama_factory_reads_a_long_trainer_state(tmp_path, state):
+    # Issue 34 item 6: a real trainer_state.json of a long run is over 1 MiB (its log_history holds every logging
+    # step, as transformers' TrainerState.save_to_json writes it: indent 2); one that is no JSON object is refused
+    # as that, not as a wrong global_step.
+    s = stage(tmp_path / "s", "llama-factory", cards=8, train={"steps": 100_000})
+    folder = s.output / "checkpoint-70000"
+    folder.mkdir(parents=True)
+    path = folder / "trainer_state.json"
+    if state == "long":
+        history = [{"epoch": step / 1000, "grad_norm": 0.5, "learning_rate": 1e-5, "loss": 1.25, "step": step}
+                   for step in range(1, 70_001)]
+        path.write_text(json.dumps({"global_step": 70000, "log_history": history, "max_steps": 100000}, indent=2))
+        assert path.stat().st_size > 1 << 20
+    elif state == "too large":
+        with open(path, "wb") as handle:
+            handle.truncate((64 << 20) + 1)
+    else:
+        path.write_text({"not json": '{"global_step": 70000', "a list": "[70000]"}[state])
+    result = s.run("0")
+    if state == "long":
+        assert result.returncode == 0 and "checkpoint-70000 (step 70000)" in result.stderr, result.stderr
+        return
+    assert result.returncode == 2 and not s.calls()
+    assert f"{path}: must be a JSON object of at most 64 MiB" in result.stderr, result.stderr
 
 
 @pytest.mark.parametrize("framework", FRAMEWORKS)

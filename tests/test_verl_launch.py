@@ -17,7 +17,7 @@ from click.testing import CliRunner
 from helpers import check_script, render_job
 
 from generator.cli import main
-from generator.frameworks.verl.render import JOIN_ATTEMPTS, data_files
+from generator.frameworks.verl.render import HEAD_MISSES, JOIN_ATTEMPTS, data_files
 from generator.frameworks.verl.settings import hydra_value
 from generator.render import write
 from generator.tables import load_tables
@@ -29,10 +29,11 @@ HOSTILE_PATH = "/data/a b/it's \"here\"/$(touch CANARY)/${HOME}/`touch CANARY`"
 # The stand-ins. Each call leaves one file in $STUB/calls: the program's name, its working folder and its argv,
 # NUL-separated. `ray` keeps the cluster's joined nodes in $STUB/nodes: `start --head` and `start --address` add
 # one, `status` prints Ray's status report with STUB_DEVICES per node of STUB_RESOURCE (and, with JOIN_ON_STATUS, a node
-# that was late joins on each call); FAIL_HEAD, FAIL_JOIN and PYTHON_RC make a step fail. Any call but `ray start`
+# that was late joins on each call; with $STUB/answers, its next line says whether the head answers); FAIL_HEAD,
+# FAIL_JOIN and PYTHON_RC make a step fail. Any call but `ray start` (and python3 -I, which asks where verl is)
 # fails while RAY_ADDRESS is set: the job and `ray status` must reach the cluster node 0 started, not another.
 RECORD = r'''
-[ -z "${RAY_ADDRESS+set}" ] || [ "$1" = start ] || { echo "RAY_ADDRESS is set" >&2; exit 9; }
+[ -z "${RAY_ADDRESS+set}" ] || [ "$1" = start ] || [ "$1" = -I ] || { echo "RAY_ADDRESS is set" >&2; exit 9; }
 n=$(find "$STUB/calls" -type f | wc -l)
 printf '%s\0' "$(basename "$0")" "$PWD" "$@" > "$STUB/calls/$(printf %05d "$n")"
 '''
@@ -42,6 +43,11 @@ case "$1 $2" in
   "start --head") [ -z "${FAIL_HEAD:-}" ] || exit 1; echo $((nodes + 1)) > "$STUB/nodes" ;;
   "start --address"*) [ -z "${FAIL_JOIN:-}" ] || exit 1; echo $((nodes + 1)) > "$STUB/nodes" ;;
   "status "*)
+    if [ -s "$STUB/answers" ]; then  # the next answer of the head's: ok, or none
+      answer=$(head -n 1 "$STUB/answers")
+      sed -i 1d "$STUB/answers"
+      [ "$answer" = ok ] || exit 1
+    fi
     [ -s "$STUB/nodes" ] || { echo "ConnectionError: Could not find any running Ray instance." >&2; exit 1; }
     if [ -n "${JOIN_ON_STATUS:-}" ] && [ "$nodes" -lt "$JOIN_ON_STATUS" ]; then
       nodes=$((nodes + 1)); echo "$nodes" > "$STUB/nodes"
@@ -75,7 +81,8 @@ esac
 # python3 -I -c (launch.sh asking where the verl it imports lives) answers $VERL_ROOT.
 # python3 -I -c CODE IFNAME (launch.sh reading an interface's address) answers $STUB_IP, failing without it.
 PYTHON3 = "#!/bin/bash\n" + RECORD + ('[ "$1" != -I ] || [ $# != 4 ] || { [ -n "${STUB_IP:-}" ] && echo "$STUB_IP"; '
-                                      'exit; }\n[ "$1" != -I ] || echo "$VERL_ROOT"\nexit "${PYTHON_RC:-0}"\n')
+                                      'exit; }\n[ "$1" != -I ] || { echo "$VERL_ROOT"; exit; }\n'
+                                      'exit "${PYTHON_RC:-0}"\n')
 SLEEP = "#!/bin/bash\n" + RECORD
 
 
@@ -121,7 +128,9 @@ def job(tmp_path: Path, nodes: int, master_addr: str | None = ADDR, hardware: st
         (stub / "bin" / name).chmod(0o755)
     env = {k: v for k, v in os.environ.items() if k not in ("MASTER_ADDR", "ASCEND_RT_VISIBLE_DEVICES",
                                                             "CUDA_VISIBLE_DEVICES")}
+    (stub / "site").mkdir()  # where the verl python3 imports lives (VERL_ROOT): the job starts there
     env.update(PATH=f"{stub / 'bin'}:{os.environ['PATH']}", STUB=str(stub), STUB_DEVICES="8",
+               VERL_ROOT=str(stub / "site"),
                STUB_RESOURCE="NPU" if plan.accelerator == "npu" else "GPU", HCCL_SOCKET_IFNAME="eth0",
                NCCL_SOCKET_IFNAME="eth0")
     return Job(plan, folder, stub, env)
@@ -149,11 +158,11 @@ def test_node_0_starts_the_head_the_others_join_and_the_job_starts_once(tmp_path
     result = j.run("0", RAY_ADDRESS="10.9.9.9:6379")  # another cluster's: not the one the job runs on
     assert result.returncode == 0, result.stderr
     calls = j.calls()
-    assert programs(calls) == ["ray start", "ray status", "python3", "ray stop"]
-    assert calls[0][2] == ["start", "--head", "--port=6379", "--dashboard-host=0.0.0.0", "--dashboard-port=8265",
+    assert programs(calls) == ["python3", "ray start", "ray status", "python3", "ray stop"]
+    assert calls[1][2] == ["start", "--head", "--port=6379", "--dashboard-host=0.0.0.0", "--dashboard-port=8265",
                            device]
-    _, cwd, argv = calls[2]
-    assert argv == ["-m", "verl.trainer.main_ppo", *overrides(j)] and cwd == str(tmp_path / "out" / "verl")
+    _, cwd, argv = calls[3]
+    assert argv == ["-m", "verl.trainer.main_ppo", *overrides(j)] and cwd == j.env["VERL_ROOT"]
     assert f"all {nodes} node(s) have joined ({8 * nodes} NPU)" in result.stderr
 
 
@@ -161,7 +170,8 @@ def test_the_head_waits_for_nodes_that_join_late(tmp_path):
     j = job(tmp_path, 4)
     result = j.run("0", JOIN_ON_STATUS="4")  # the head, then each `ray status` sees one more node
     assert result.returncode == 0, result.stderr
-    assert programs(j.calls()) == ["ray start", *["ray status", "sleep"] * 2, "ray status", "python3", "ray stop"]
+    assert programs(j.calls()) == ["python3", "ray start", *["ray status", "sleep"] * 2, "ray status", "python3",
+                                   "ray stop"]
     assert "waiting for the other nodes to join: 16 of 32 NPU" in result.stderr
 
 
@@ -170,14 +180,14 @@ def test_the_head_gives_up_when_a_node_never_joins(tmp_path):
     result = j.run("0")
     assert result.returncode == 1
     assert "has 8 of 16 NPU after 120 tries 5 s apart" in result.stderr and "ranks 1..1" in result.stderr
-    assert "python3" not in programs(j.calls())
+    assert not [argv for _, _, argv in j.calls() if argv[0] == "-m"]  # no job started
 
 
 def test_a_failing_step_fails_the_launch(tmp_path):
     j = job(tmp_path, 2)
     result = j.run("0", FAIL_HEAD="1")
     assert result.returncode == 1 and "ray start --head failed" in result.stderr
-    assert programs(j.calls()) == ["ray start"]
+    assert programs(j.calls()) == ["python3", "ray start"]
     result = j.run("1", FAIL_JOIN="1")
     assert result.returncode == 1 and "could not join the Ray head at 10.0.0.1:6379" in result.stderr
     assert programs(j.calls()) == ["ray start", "sleep"] * (JOIN_ATTEMPTS - 1) + ["ray start"]
@@ -185,7 +195,23 @@ def test_a_failing_step_fails_the_launch(tmp_path):
     j.calls()
     result = j.run("0", PYTHON_RC="3")
     assert result.returncode == 3
-    assert programs(j.calls()) == ["ray start", "ray status", "python3", "ray stop"]  # Ray stops after a failure too
+    # Ray stops after a failure too
+    assert programs(j.calls()) == ["python3", "ray start", "ray status", "python3", "ray stop"]
+
+
+def test_a_scheduled_worker_stops_only_once_the_head_is_gone_for_minutes(tmp_path):
+    # Issue 34 item 2: one unanswered `ray status` (a busy head, a slow network) must not stop a node of a running
+    # job; HEAD_MISSES in a row, HEAD_POLL_S apart, do.
+    j = job(tmp_path, 2, master_addr=None, scheduler="slurm")
+    answers = ["none", "ok", *["none"] * (HEAD_MISSES - 1), "ok", *["none"] * HEAD_MISSES, "ok"]
+    (j.stub / "answers").write_text("".join(f"{answer}\n" for answer in answers))
+    result = j.run("1", ADDR)
+    assert result.returncode == 0, result.stderr
+    asked = programs(j.calls())
+    assert asked[0] == "ray start" and asked[-1] == "ray stop" and asked.count("ray stop") == 1
+    assert asked.count("ray status") == len(answers) - 1  # the last answer is never asked for
+    assert asked.count("sleep") == len(answers) - 2
+    assert "the Ray head at 10.0.0.1:6379 has stopped" in result.stderr
 
 
 def test_a_multi_node_job_needs_the_master_address(tmp_path):
@@ -205,7 +231,7 @@ def test_overrides_reach_python3_unchanged(tmp_path):
     j = job(tmp_path, 1, model_dir=HOSTILE_PATH.replace("CANARY", str(canary)))
     result = j.run("0")
     assert result.returncode == 0, result.stderr
-    argv = j.calls()[2][2]
+    argv = j.calls()[3][2]
     assert argv[2:] == overrides(j)
     path_override = next(word for word in argv if word.startswith("actor_rollout_ref.model.path="))
     assert path_override == "actor_rollout_ref.model.path=" + hydra_value(HOSTILE_PATH.replace("CANARY", str(canary)))
@@ -215,7 +241,7 @@ def test_overrides_reach_python3_unchanged(tmp_path):
 def test_gpus_are_given_to_ray_as_gpus(tmp_path):
     j = job(tmp_path, 1, hardware="a800")
     assert j.run("0").returncode == 0
-    assert j.calls()[0][2][-1] == "--num-gpus=8"
+    assert j.calls()[1][2][-1] == "--num-gpus=8"
 
 
 def test_dapo_runs_from_the_clone_of_verl_that_python3_imports(tmp_path):

@@ -209,6 +209,120 @@ def test_a_bad_row_is_named_and_nothing_written(tmp_path, fmt, rows, words):
     assert not (tmp_path / "out").exists()
 
 
+def prepare_file(tmp_path: Path, data: Path, fmt: str = "alpaca") -> subprocess.CompletedProcess:
+    """prepare_data.py of a plan reading `data` (any file), run with verl's interpreter."""
+    python = verl_python()
+    if python is None:
+        pytest.fail("verl's environment is missing: bash scripts/install.sh verl")
+    script = tmp_path / "prepare_data.py"
+    script.write_text(step_files(verl_plan(tmp_path, fmt, data), environment())["verl/prepare_data.py"],
+                      encoding="utf-8")
+    return subprocess.run([python, "-I", str(script)], capture_output=True, text=True, cwd=tmp_path, timeout=60)
+
+
+# Issue 34 item 3: rows of the wrong shape are refused with the row named, never turned into other data (a history
+# entry that is an object gave its keys as prompt and reply, an images string its characters as file names).
+HOSTILE_ROWS = [
+    ("alpaca", {"instruction": "q", "output": "#### 1", "history": [{"q": "a", "r": "b"}]},
+     "history must be a list of [prompt, reply] pairs"),
+    ("alpaca", {"instruction": "q", "output": "#### 1", "history": "hi"}, "history must be a list"),
+    ("alpaca", {"instruction": "q", "output": "#### 1", "history": [["hi", 5]]}, "a history reply must be text"),
+    ("alpaca", {"instruction": "q", "output": float("nan")}, "output must be text, not NaN"),
+    ("alpaca", {"instruction": "q", "output": 5}, "output must be text, not 5"),
+    ("alpaca", {"instruction": "q", "output": "#### 1", "system": 5}, "system must be text"),
+    ("alpaca", {"instruction": ["q"], "output": "#### 1"}, "instruction must be text"),
+    ("alpaca", ["q", "#### 1"], "a row must be a JSON object"),
+    ("sharegpt", {"conversations": [{"from": "human", "value": {"x": 1}}, {"from": "gpt", "value": "#### 1"}]},
+     "a turn's value must be text"),
+    ("sharegpt", {"conversations": ["human: q", "gpt: #### 1"]}, "a turn must be a JSON object"),
+    ("openai", {"messages": {"role": "user"}}, "messages must be a list of turns"),
+]
+FIRST = {"alpaca": ALPACA[0], "sharegpt": SHAREGPT[0], "openai": OPENAI[0]}
+
+
+@needs_verl
+@pytest.mark.parametrize(("fmt", "row", "words"), HOSTILE_ROWS)
+@pytest.mark.parametrize("index", [0, 7])  # a training row; a validation row (8 rows: 3 and 7 are held out)
+def test_a_row_of_the_wrong_shape_is_named_and_nothing_written(tmp_path, fmt, row, words, index):
+    rows = [FIRST[fmt]] * 8
+    rows[index] = row
+    data = tmp_path / "out" / "verl" / "data"
+    data.mkdir(parents=True)
+    for split in ("train", "val"):  # an earlier preparation's files stay as they were
+        (data / f"{split}.parquet").write_bytes(b"old")
+    run = run_prepare(tmp_path, rows, fmt)
+    assert run.returncode == 1 and f"row {index}: {words}" in run.stderr and "Traceback" not in run.stderr
+    assert sorted(path.name for path in data.iterdir()) == ["train.parquet", "val.parquet"]
+    assert {(data / name).read_bytes() for name in ("train.parquet", "val.parquet")} == {b"old"}
+
+
+@needs_verl
+def test_images_are_a_list_of_file_names(tmp_path):
+    (tmp_path / "img").mkdir()
+    (tmp_path / "img" / "dot.png").write_bytes(PNG)
+    run = run_prepare(tmp_path, VL[:1] + [{**VL[1], "images": "img/dot.png"}], "openai", "images")
+    assert run.returncode == 1 and "row 1: images must be a list of image file names" in run.stderr
+    assert not (tmp_path / "out").exists()
+
+
+@needs_verl
+@pytest.mark.parametrize("kind", ["deep", "device", "fifo", "folder"])
+def test_a_data_file_that_cannot_be_read_is_refused_at_once(tmp_path, kind):
+    # JSON nested 100,000 deep (RecursionError), /dev/zero (read without end: MemoryError), a FIFO (waits for a
+    # writer forever), a folder: one line, no traceback, nothing written.
+    data = {"deep": tmp_path / "deep.json", "device": Path("/dev/zero"), "fifo": tmp_path / "fifo",
+            "folder": tmp_path / "folder"}[kind]
+    if kind == "deep":
+        data.write_text("[" * 100_000 + "]" * 100_000)
+    elif kind == "fifo":
+        os.mkfifo(data)
+    elif kind == "folder":
+        data.mkdir()
+    run = prepare_file(tmp_path, data)
+    assert run.returncode == 1 and "Traceback" not in run.stderr, run.stderr
+    assert f"{data}: cannot read it as a JSON array or JSON lines: " in run.stderr
+    assert not (tmp_path / "out").exists()
+
+
+@needs_verl
+@pytest.mark.parametrize("lines", [False, True])
+def test_a_byte_order_mark_is_read_as_llama_factory_reads_it(tmp_path, lines):
+    data = tmp_path / "data.json"
+    text = "\n".join(json.dumps(row) for row in ALPACA) if lines else json.dumps(ALPACA)
+    data.write_bytes("\ufeff".encode() + text.encode())
+    run = prepare_file(tmp_path, data)
+    assert run.returncode == 0, run.stderr
+    assert "train.parquet: 3 rows" in run.stdout and "val.parquet: 1 rows" in run.stdout
+
+
+@needs_verl
+@pytest.mark.parametrize("planted", ["train.parquet.part", "train.parquet", "val.parquet.part"])
+def test_prepare_writes_through_no_planted_link(tmp_path, planted):
+    # Issue 34 item 4: a link left in the output folder is never written through (a linked train.parquet.part
+    # overwrote the file it named).
+    data = tmp_path / "out" / "verl" / "data"
+    data.mkdir(parents=True)
+    victim = tmp_path / "victim"
+    victim.write_bytes(b"keep")
+    (data / planted).symlink_to(victim)
+    run = run_prepare(tmp_path, ALPACA)
+    assert run.returncode == 0, run.stderr
+    assert victim.read_bytes() == b"keep"
+    assert sorted(path.name for path in data.iterdir()) == ["train.parquet", "val.parquet"]
+    assert not any((data / name).is_symlink() for name in ("train.parquet", "val.parquet"))
+
+
+@needs_verl
+def test_prepare_refuses_a_linked_output_folder(tmp_path):
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    (tmp_path / "out" / "verl").mkdir(parents=True)
+    (tmp_path / "out" / "verl" / "data").symlink_to(elsewhere)
+    run = run_prepare(tmp_path, ALPACA)
+    assert run.returncode == 1 and "data: must be a folder, not a link" in run.stderr
+    assert list(elsewhere.iterdir()) == []
+
+
 @needs_verl
 def test_an_image_per_mark(tmp_path):
     (tmp_path / "img").mkdir()
@@ -235,29 +349,87 @@ def test_settings_are_data_in_the_script(tmp_path):
     compile(script, "prepare_data.py", "exec")
 
 
+# python3 for merge.sh: `python3 -I -c` (where the verl it imports lives) answers $VERL_ROOT; any other call is
+# recorded in $CALLS as its working folder and argv, NUL-separated, and makes the target folder as the merger would.
+MERGE_PYTHON3 = r"""#!/bin/bash
+[ "$1" != -I ] || { echo "$VERL_ROOT"; exit; }
+printf '%s\0' "$PWD" "$@" > "$CALLS/$(find "$CALLS" -type f | wc -l)"
+mkdir -p -- "${@: -1}"
+"""
+
+
+def run_merge(tmp_path: Path) -> tuple[subprocess.CompletedProcess, list[list[str]]]:
+    """merge.sh of a plan with its output under tmp_path/out, run with MERGE_PYTHON3 from tmp_path: its result and
+    the merger's calls ([working folder, *argv]); the calls are cleared."""
+    script, bindir, calls = tmp_path / "merge.sh", tmp_path / "bin", tmp_path / "calls"
+    if not script.exists():
+        script.write_text(step_files(verl_plan(tmp_path, "alpaca", tmp_path / "d.json"), environment())
+                          ["verl/merge.sh"], encoding="utf-8")
+        for folder in (bindir, calls, tmp_path / "site"):
+            folder.mkdir()
+        (bindir / "python3").write_text(MERGE_PYTHON3)
+        (bindir / "python3").chmod(0o755)
+    env = {**os.environ, "PATH": f"{bindir}:{os.environ['PATH']}", "CALLS": str(calls),
+           "VERL_ROOT": str(tmp_path / "site")}
+    result = subprocess.run(["bash", str(script)], env=env, capture_output=True, text=True, cwd=tmp_path,
+                            check=False)
+    found = [path.read_bytes().decode().split("\0")[:-1] for path in sorted(calls.iterdir())]
+    for path in calls.iterdir():
+        path.unlink()
+    return result, found
+
+
 def test_merge_runs_verls_model_merger_on_the_latest_saved_step(tmp_path):
     # verl records the latest saved step in default_local_dir/latest_checkpointed_iteration.txt
-    # (ray_trainer.py l.1001-1005): merge.sh merges that step's actor, whatever step the run ended at.
-    files = step_files(verl_plan(tmp_path, "alpaca", tmp_path / "d.json"), environment())
-    script = tmp_path / "merge.sh"
-    script.write_text(files["verl/merge.sh"], encoding="utf-8")
-    check_script(files["verl/merge.sh"], tmp_path, "merge.sh")
-    result, calls = run_recording(script, [], tmp_path, programs=("python3",))
+    # (ray_trainer.py l.1001-1005): merge.sh merges that step's actor, whatever step the run ended at, into a
+    # folder of that step (issue 34 item 4: a later merge never writes over an earlier one), started from the
+    # folder of the verl python3 imports (item 1: never the working folder).
+    result, calls = run_merge(tmp_path)
+    check_script((tmp_path / "merge.sh").read_text(), tmp_path, "merge.sh")
     assert result.returncode == 2 and "no checkpoint in" in result.stderr and calls == []
     checkpoints = tmp_path / "out" / "verl" / "checkpoints"
     actor = checkpoints / "global_step_7" / "actor"
     actor.mkdir(parents=True)
     (checkpoints / "global_step_5" / "actor").mkdir(parents=True)
-    for text, words in (("12", "no actor checkpoint at"), ("7; touch x", "not a step number"), ("", "not a step")):
+    for text, words in (("12", "no actor checkpoint at"), ("7; touch x", "must hold the step"),
+                        ("", "must hold the step")):
         (checkpoints / "latest_checkpointed_iteration.txt").write_text(text)
-        result, calls = run_recording(script, [], tmp_path, programs=("python3",))
+        result, calls = run_merge(tmp_path)
         assert result.returncode == 2 and words in result.stderr and calls == [], text
-    (checkpoints / "latest_checkpointed_iteration.txt").write_text("7")
-    result, calls = run_recording(script, [], tmp_path, programs=("python3",))
-    assert result.returncode == 0, result.stderr
-    assert [call["argv"] for call in calls] == [["-m", "verl.model_merger", "merge", "--backend", "fsdp",
-                                                 "--local_dir", str(actor),
-                                                 "--target_dir", str(tmp_path / "out" / "verl" / "merged")]]
+    merged = tmp_path / "out" / "verl" / "merged"
+    for step, folder in (("7", actor), ("5", checkpoints / "global_step_5" / "actor")):
+        (checkpoints / "latest_checkpointed_iteration.txt").write_text(step)
+        result, calls = run_merge(tmp_path)
+        assert result.returncode == 0, result.stderr
+        assert calls == [[str(tmp_path / "site"), "-m", "verl.model_merger", "merge", "--backend", "fsdp",
+                          "--local_dir", str(folder), "--target_dir", str(merged / f"global_step_{step}")]]
+    result, calls = run_merge(tmp_path)  # step 5 again: its merge is there
+    assert result.returncode == 2 and "holds the merge of step 5 already" in result.stderr and calls == []
+    assert sorted(path.name for path in merged.iterdir()) == ["global_step_5", "global_step_7"]
+
+
+@pytest.mark.parametrize("planted", ["checkpoints", "latest_checkpointed_iteration.txt", "global_step_3", "actor",
+                                     "merged", "merged/global_step_3"])
+def test_merge_follows_no_planted_link(tmp_path, planted):
+    # Issue 34 item 4: every folder and file merge.sh reads or writes in the output folder is what it says; a link
+    # planted there (to another job's checkpoints, or to a folder the merge would write into) is refused.
+    out = tmp_path / "out" / "verl"
+    checkpoints = out / "checkpoints"
+    (checkpoints / "global_step_3" / "actor").mkdir(parents=True)
+    (checkpoints / "latest_checkpointed_iteration.txt").write_text("3")
+    (out / "merged").mkdir()
+    path = next(path for path in (out / planted, checkpoints / planted, checkpoints / "global_step_3" / planted)
+                if path.exists()) if planted != "merged/global_step_3" else out / planted
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    if path.exists():
+        path.rename(elsewhere / path.name)
+    else:
+        (elsewhere / path.name).mkdir()
+    path.symlink_to(elsewhere / path.name)
+    result, calls = run_merge(tmp_path)
+    assert result.returncode == 2 and calls == [], result.stderr
+    assert f"{path}: must be a" in result.stderr and "not a link" in result.stderr
 
 
 def test_merge_refuses_a_placeholder_output(tmp_path):
@@ -373,10 +545,11 @@ def test_a_correct_response_earns_verls_reward_and_a_wrong_one_does_not(tmp_path
     ("gsm8k", "It is 72.", None, 'row 1: no final answer in the answer text (a number after "#### ")'),
     ("geo3k", "It is 72.", None, "row 1: no final answer in the answer text (a \\boxed{...})"),
     ("geo3k", "It is 72.", "final", "row 1: no final answer in its 'final' column (rl.answer_column)"),
+    ("geo3k", "It is 72.", "nan", "row 1: no final answer in its 'nan' column (rl.answer_column)"),  # issue 34
 ])
 def test_a_row_without_a_final_answer_is_refused(tmp_path, reward, output, column, words):
-    rows = [{"instruction": "q", "input": "", "output": "#### 1 \\boxed{1}", "final": "1"},
-            {"instruction": "q", "input": "", "output": output}]
+    rows = [{"instruction": "q", "input": "", "output": "#### 1 \\boxed{1}", "final": "1", "nan": 1.5},
+            {"instruction": "q", "input": "", "output": output, "nan": float("nan")}]
     data = tmp_path / "data.json"
     data.write_text(json.dumps(rows), encoding="utf-8")
     script = tmp_path / "prepare_data.py"

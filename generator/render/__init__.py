@@ -61,6 +61,12 @@ class _CompiledTemplates(jinja2.BytecodeCache):
                     env.line_comment_prefix, env.trim_blocks, env.lstrip_blocks, env.newline_sequence,
                     env.keep_trailing_newline, env.autoescape, env.optimized, sorted(env.extensions))
         self.templates, self.tag = templates, f"jinja2 {jinja2.__version__} {settings!r}"
+        self.sources: dict[str, Path] = {}  # Jinja's key -> the template file, whose mode its entry takes
+
+    def get_cache_key(self, name: str, filename: str | None = None) -> str:
+        key = super().get_cache_key(name, filename)
+        self.sources[key] = Path(filename) if filename else self.templates
+        return key
 
     def _entry(self, bucket: jinja2.bccache.Bucket) -> tuple[Path, bytes]:
         return kept.entry(self.templates, bucket.key, "jinja"), f"{self.tag}\n{bucket.checksum}".encode()
@@ -74,7 +80,7 @@ class _CompiledTemplates(jinja2.BytecodeCache):
                     bucket.code = code
 
     def dump_bytecode(self, bucket: jinja2.bccache.Bucket) -> None:
-        kept.write(*self._entry(bucket), marshal.dumps(bucket.code))
+        kept.write(*self._entry(bucket), marshal.dumps(bucket.code), self.sources.get(bucket.key, self.templates))
 
 
 def environment() -> jinja2.Environment:

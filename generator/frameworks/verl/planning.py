@@ -494,6 +494,9 @@ def settings(plan: Plan, fp: FrameworkPlan) -> VerlSettings:
     add("trainer.n_gpus_per_node", min(cards, hw.cards_per_node), "plan: cards per node")
     add("trainer.nnodes", actor.nodes, "plan: nodes")
     add("trainer.default_local_dir", f"{out}/checkpoints", "paths.output_dir: verl's checkpoints")
+    add("hydra.run.dir", hydra_run_dir(out), "paths.output_dir: Hydra's run folder (its .hydra/ record and the "
+        "job's log; Hydra's default is outputs/ under the working folder, hydra/conf/hydra/output/default.yaml l.4 "
+        "at hydra-core 1.3.8, and launch.sh starts verl from its own folder, which a run never writes)")
     add("trainer.resume_mode", "auto" if t.resume else "disable", t.origin.get("resume", ""))
     loader = t.global_batch_size * ratio if dapo else t.global_batch_size
     steps, steps_source, epochs, epochs_source = run_length(plan, loader, dapo)
@@ -526,7 +529,8 @@ def settings(plan: Plan, fp: FrameworkPlan) -> VerlSettings:
              Setting("checkpoints", f"{out}/checkpoints",
                      f"trainer.default_local_dir: the actor of the step its latest_checkpointed_iteration.txt names "
                      f"({RAY_TRAINER} l. 1001-1005 writes it after every save)"),
-             Setting("target_dir", f"{out}/merged", "paths.output_dir: the merged HuggingFace model"))
+             Setting("target_dir", f"{out}/merged", "paths.output_dir: the merged HuggingFace models, one folder "
+                                                    "global_step_N per merged step"))
     return VerlSettings(entry="recipe.dapo.main_dapo" if dapo else "verl.trainer.main_ppo",
                         config="dapo" if dapo else "ppo", upstream=f"{rl.script} at {VERL} (f9c855f7)",
                         overrides=tuple(o), environment=environment(plan, hw.accelerator, vl, actor.nodes),
@@ -633,6 +637,17 @@ ANSWER_FORMATS: dict[str, tuple[str, str, str, str]] = {
               f"{PREPROCESS}/geo3k.py l. 51-55, 61 (instruction after the problem), l. 62, 75 (ground truth: the "
               f"data set's final answer; here the last \\boxed{{}} content of the answer)"),
 }
+
+
+def hydra_run_dir(out: str) -> str:
+    """Hydra's run folder under verl's output folder. Hydra resolves it once to make the folder and again through
+    its log file's name (${hydra.runtime.output_dir}/${hydra.job.name}.log: hydra-core 1.3.8, which verl 0.7.0
+    installs, hydra/conf/hydra/job_logging/default.yaml l.15), so no escape of `${` holds in both: such a folder
+    is refused."""
+    if "${" in out:
+        raise SpecError.at("paths.output_dir", f"{out!r} holds '${{', which Hydra would read as an interpolation in "
+                                               f"verl's hydra.run.dir: choose a folder without it")
+    return f"{out}/hydra"
 
 
 def answer_settings(reward: str, column: str | None) -> tuple[Setting, ...]:

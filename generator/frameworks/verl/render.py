@@ -36,8 +36,10 @@ RESOURCE = {"npu": "NPU", "gpu": "GPU"}
 JOIN_ATTEMPTS = 120
 JOIN_WAIT_S = 5
 # Under a scheduler a worker node's launch.sh stays while the head answers `ray status` (each a Python start), asked
-# this often: a worker outlives the head by at most this long.
+# every HEAD_POLL_S seconds; the head is gone after HEAD_MISSES unanswered asks in a row (5 minutes: a head busy
+# or a network slow for a while is no reason to stop a node of a running job), so a worker outlives it by that long.
 HEAD_POLL_S = 30
+HEAD_MISSES = 10
 ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 # What each role does in a step, in PLAN.md's words (verl's hybrid engine: the rollout engine generates, the
 # reference and critic score, the actor and critic update: verl/trainer/ppo/ray_trainer.py fit()).
@@ -106,8 +108,7 @@ def device_flag(plan: Plan, fp: FrameworkPlan) -> str:
 
 def in_clone(settings: VerlSettings) -> bool:
     """Whether the job's entry is a module of verl's clone (DAPO's recipe.dapo.main_dapo) rather than of its package
-    `verl`: node 0 then runs it from the clone (launch.sh finds it through the verl python3 imports); a module of the
-    package runs from the framework's output folder."""
+    `verl`: launch.sh then checks that the folder of the verl python3 imports is a clone holding it."""
     return not settings.entry.startswith("verl.")
 
 
@@ -121,8 +122,8 @@ def render(plan: Plan, env: jinja2.Environment) -> dict[str, str]:
         cards=lay.cards, per_node=lay.local_cards, entry=settings.entry, environment=environment(settings),
         ray_port=RAY_PORT, dashboard_port=DASHBOARD_PORT, device_flag=device_flag(plan, fp),
         resource=RESOURCE[plan.accelerator], join_attempts=JOIN_ATTEMPTS, join_wait=JOIN_WAIT_S,
-        head_poll=HEAD_POLL_S,
-        workdir=plan.output_dir(NAME), in_clone=in_clone(settings), data_files=data_files(settings),
+        head_poll=HEAD_POLL_S, head_misses=HEAD_MISSES,
+        in_clone=in_clone(settings), data_files=data_files(settings),
         entry_file=settings.entry.replace(".", "/") + ".py", node_ifname=settings.node_ifname)
     return {
         "verl/overrides.txt": "".join(f"{line}\n" for line in override_lines(settings)),
@@ -139,7 +140,7 @@ def plan_section(plan: Plan, env: jinja2.Environment) -> str:
         plan=plan, fp=fp, settings=settings, config_name=ENTRIES[settings.config][1], ray_port=RAY_PORT,
         dashboard_port=DASHBOARD_PORT,
         device_flag=device_flag(plan, fp), resource=RESOURCE[plan.accelerator],
-        join_attempts=JOIN_ATTEMPTS, join_wait=JOIN_WAIT_S, head_poll=HEAD_POLL_S, workdir=plan.output_dir(NAME),
+        join_attempts=JOIN_ATTEMPTS, join_wait=JOIN_WAIT_S, head_poll=HEAD_POLL_S, head_misses=HEAD_MISSES,
         in_clone=in_clone(settings), phases=PHASES,
         steps=[("environment", settings.environment), ("data preparation", settings.prepare),
                ("model merge", settings.merge)], shown=shown,
