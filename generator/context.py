@@ -5,8 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from functools import cached_property
 
+from .api.contract import MemoryInputs, Planning, RoleKind, SearchSpace
 from .frameworks import plugin_of
-from .frameworks.contract import MemoryInputs, Planning, RoleKind, SearchSpace
 from .spec import Pins, Spec
 from .tables import Framework, Hardware, Model, RecipeDefaults
 from .training import Adapter

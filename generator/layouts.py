@@ -13,12 +13,12 @@ from dataclasses import dataclass, fields, replace
 from enum import Enum
 
 from . import memory as memory_model
+from .api.contract import RoleKind, Structure
 from .cards import MAX_SEARCH_CARDS, preset_for, round_up, valid_counts
 from .context import Context
 from .errors import Problem, SpecError
-from .frameworks.contract import RoleKind, Structure
 from .memory import GIB, MemoryBreakdown, MemoryJob, estimate
-from .parallel import Parallel
+from .parallel import Parallel, split_layers
 from .plan import HEADROOM, Layout, Rejected
 from .recipe import batch_target
 from .spaces import CP_SEQ_THRESHOLD
@@ -164,24 +164,6 @@ def _preset_layout(ctx: Context, preset: Preset, cards: int) -> Layout:
                      num_layer_list=layers, mtp_layers=ctx.mtp_layers)
     layout = _layout(ctx, shape, source=f"preset: validated (seed 003, level {preset.level})")
     return replace(layout, preset_level=preset.level)
-
-
-# A multi-token-prediction layer sits on the last stage with its own output logits: it weighs about two decoder
-# layers there (upstream's DeepSeek-V3 671B config gives that stage 2 layers fewer: configs/deepseek3/
-# finetune_deepseek3_671b.yaml l. 138, offset [..., -2]).
-MTP_STAGE_LAYERS = 2
-
-
-def split_layers(layers: int, pp: int, mtp_layers: int = 0) -> tuple[int, ...]:
-    """Even split; otherwise the remainder goes to the last stages, which hold fewer micro batches in flight. MTP
-    layers count as MTP_STAGE_LAYERS decoder layers each on the last stage, which gets that many fewer."""
-    if pp == 1:
-        return (layers,)
-    weight = min(MTP_STAGE_LAYERS * mtp_layers, max(0, layers // pp - 1))
-    base, extra = divmod(layers + weight, pp)
-    stages = [base + (1 if stage >= pp - extra else 0) for stage in range(pp)]
-    stages[-1] -= weight
-    return tuple(stages)
 
 
 def _validate_pins(ctx: Context, cards: int) -> None:

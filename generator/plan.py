@@ -7,8 +7,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
 
+from .api.contract import RoleKind, Settings
 from .dataset import DataShape
-from .frameworks.contract import RoleKind, Settings
 from .memory import MemoryBreakdown, optimizer_shard_groups
 from .parallel import Parallel
 from .scheduler import Scheduler

@@ -18,6 +18,7 @@ from dataclasses import dataclass, replace
 from typing import NoReturn
 
 from . import __version__
+from .api.contract import PathDefault, Planning, RoleDef, RoleKind
 from .cards import (
     auto_cards,
     explicit_cards,
@@ -34,7 +35,6 @@ from .context import Context
 from .dataset import DataShape, data_format, data_shape
 from .errors import Problem, SpecError
 from .frameworks import plugin_of
-from .frameworks.contract import PathDefault, Planning, RoleDef, RoleKind
 from .layouts import (
     MAX_BUBBLE,
     NoFit,
