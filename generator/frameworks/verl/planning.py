@@ -13,6 +13,8 @@ from dataclasses import dataclass, replace
 
 from ...context import Context
 from ...errors import SpecError
+from ...families.rl.rates import published
+from ...families.rl.rollout import kv_cache
 from ...memory import MemoryBreakdown
 from ...parallel import Parallel
 from ...plan import HEADROOM, FrameworkPlan, Layout, Plan, Rejected
@@ -24,7 +26,7 @@ from .. import contract
 from ..base import DefaultPlanning
 from ..contract import PathDefault, RoleDef, RoleKind, Structure
 from . import memory
-from .examples import example, published
+from .examples import example
 from .rl import DATA_SOURCES, RL, VERL, rl_config
 from .settings import Setting, VerlSettings
 
@@ -328,7 +330,7 @@ def settings(plan: Plan, fp: FrameworkPlan) -> VerlSettings:
     offload_source = (f"plan: the {', '.join(offloaded)} phase needs the actor's states off the card (memory per "
                       f"role)") if offload else "plan: every phase fits with the actor's states on the card"
     # The KV cache vLLM sizes with the offload the files write (every role's, where one needs it).
-    kv = memory.kv_cache(model, hw, fw.overhead_gb, rl, rollout.tp, cards, offload, plan.method,
+    kv = kv_cache(model, hw, fw.overhead_gb, rl, rollout.tp, cards, offload, plan.method,
                          plan.train.global_batch_size)
     t = plan.train
     out = plan.output_dir(NAME)
