@@ -192,7 +192,7 @@ def _sequence_parallel(pinned: bool | None, structure: Structure) -> bool:
 
 def _structure_problems(ctx: Context, cards: int, tp: int, pp: int, cp: int, ep: int) -> list[tuple[str, str]]:
     """Every rule a (tp, pp, cp, ep) breaks, as (pin key, sentence)."""
-    model, hw, seq = ctx.model, ctx.hw, ctx.spec.seq_len
+    model, hw = ctx.model, ctx.hw
     # A server splits the model over all its cards, across nodes too, and replicates a KV head where TP exceeds them
     # (its framework's plugin checks its own split: MindFormers predict.py).
     serving = ctx.role_kind is RoleKind.SERVE
@@ -203,20 +203,7 @@ def _structure_problems(ctx: Context, cards: int, tp: int, pp: int, cp: int, ep:
         out.append(("tp", f"TP ({tp}) must divide the {model.heads} attention heads of {model.name}"))
     if model.kv_heads % tp and not (serving and tp % model.kv_heads == 0):
         out.append(("tp", f"TP ({tp}) must divide the {model.kv_heads} KV heads (query groups) of {model.name}"))
-    if pp > model.layers:
-        out.append(("pp", f"PP ({pp}) exceeds the {model.layers} layers of {model.name}"))
-    if ctx.fw.dense_stage_rule and model.first_dense and pp > 1 and model.first_dense >= model.layers // pp:
-        out.append(("pp", f"PP ({pp}) leaves a stage of only the first {model.first_dense} dense layers of "
-                          f"{model.name} ({model.layers} // {pp} = {model.layers // pp} per stage; "
-                          f"{ctx.fw.dense_stage_rule})"))
-    if cp > 1 and seq % (2 * cp):
-        out.append(("cp", f"CP ({cp}) needs seq_len divisible by 2 x CP = {2 * cp}; {seq} is not"))
-    if cp > 1 and seq <= CP_SEQ_THRESHOLD:
-        out.append(("cp", f"CP ({cp}) is for long sequences (> {CP_SEQ_THRESHOLD}); seq_len is {seq}"))
-    if ep > 1 and not model.is_moe:
-        out.append(("ep", f"EP ({ep}) applies to MoE models; {model.name} is dense"))
-    if model.is_moe and model.experts % ep:
-        out.append(("ep", f"EP ({ep}) must divide the {model.experts} experts of {model.name}"))
+    out += _split_problems(ctx, pp, cp, ep)
     if tp and model.ffn % tp:
         out.append(("tp", f"TP ({tp}) must divide the MLP size {model.ffn} of {model.name} (column/row-parallel "
                           f"linear layers split it)"))
@@ -235,6 +222,27 @@ def _structure_problems(ctx: Context, cards: int, tp: int, pp: int, cp: int, ep:
     if cards % product_:
         key = "cp" if cp > 1 else ("pp" if pp > 1 else "tp")
         out.append((key, f"TP ({tp}) x PP ({pp}) x CP ({cp}) = {product_} must divide the {cards} cards"))
+    return out
+
+
+def _split_problems(ctx: Context, pp: int, cp: int, ep: int) -> list[tuple[str, str]]:
+    """The rules of the pipeline, context-parallel and expert split a (pp, cp, ep) breaks, as (pin key, sentence)."""
+    model, seq = ctx.model, ctx.spec.seq_len
+    out = []
+    if pp > model.layers:
+        out.append(("pp", f"PP ({pp}) exceeds the {model.layers} layers of {model.name}"))
+    if ctx.fw.dense_stage_rule and model.first_dense and pp > 1 and model.first_dense >= model.layers // pp:
+        out.append(("pp", f"PP ({pp}) leaves a stage of only the first {model.first_dense} dense layers of "
+                          f"{model.name} ({model.layers} // {pp} = {model.layers // pp} per stage; "
+                          f"{ctx.fw.dense_stage_rule})"))
+    if cp > 1 and seq % (2 * cp):
+        out.append(("cp", f"CP ({cp}) needs seq_len divisible by 2 x CP = {2 * cp}; {seq} is not"))
+    if cp > 1 and seq <= CP_SEQ_THRESHOLD:
+        out.append(("cp", f"CP ({cp}) is for long sequences (> {CP_SEQ_THRESHOLD}); seq_len is {seq}"))
+    if ep > 1 and not model.is_moe:
+        out.append(("ep", f"EP ({ep}) applies to MoE models; {model.name} is dense"))
+    if model.is_moe and model.experts % ep:
+        out.append(("ep", f"EP ({ep}) must divide the {model.experts} experts of {model.name}"))
     return out
 
 

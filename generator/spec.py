@@ -520,45 +520,54 @@ def _describe(error: jsonschema.ValidationError) -> list[Problem]:
     if kind in ("oneOf", "anyOf") and hint:
         return [Problem(path, f"{show(value)} is not valid: {hint}")]
     if kind in ("oneOf", "anyOf"):
-        from jsonschema.exceptions import best_match
+        return _describe_best(error, path)
+    return [Problem(path, _value_message(kind, value, validator_value, hint))]
 
-        best = best_match(error.context or [])
-        if best is None:
-            return [Problem(path, f"{show(value)} is not valid here")]
-        others = len(error.context) - 1
-        found = _describe(best)
-        if others > 0:
-            found = [Problem(p.path, f"{p.message} (and {others} other way(s) it could be valid)") for p in found]
-        return found
+
+def _describe_best(error: jsonschema.ValidationError, path: str) -> list[Problem]:
+    """A oneOf / anyOf error as its best-matching alternative's, and how many other ways the value could be valid."""
+    from jsonschema.exceptions import best_match
+
+    best = best_match(error.context or [])
+    if best is None:
+        return [Problem(path, f"{show(error.instance)} is not valid here")]
+    others = len(error.context) - 1
+    found = _describe(best)
+    if others > 0:
+        found = [Problem(p.path, f"{p.message} (and {others} other way(s) it could be valid)") for p in found]
+    return found
+
+
+def _value_message(kind: Any, value: Any, validator_value: Any, hint: str | None) -> str:
+    """What is wrong with a value that jsonschema's keyword `kind` refused, in words (the schema's x-hint first)."""
     if kind == "enum":
-        return [Problem(path, f"{show(value)} is not allowed; choose one of: "
-                              f"{', '.join(str(v) for v in validator_value)}")]
+        return f"{show(value)} is not allowed; choose one of: {', '.join(str(v) for v in validator_value)}"
     if kind == "const":
-        return [Problem(path, f"{show(value)} is not allowed; expected {show(validator_value)}")]
+        return f"{show(value)} is not allowed; expected {show(validator_value)}"
     if kind == "type":
         wanted = [validator_value] if isinstance(validator_value, str) else validator_value
         words = " or ".join(_TYPE_WORDS.get(w, w) for w in wanted)
-        return [Problem(path, f"expected {words}, got {show(value)}{_number_hint(value, wanted)}")]
+        return f"expected {words}, got {show(value)}{_number_hint(value, wanted)}"
     if hint:
-        return [Problem(path, f"{show(value)} is not valid: {hint}")]
+        return f"{show(value)} is not valid: {hint}"
     if kind == "pattern":
-        return [Problem(path, f"{show(value)} does not match the pattern {validator_value}")]
+        return f"{show(value)} does not match the pattern {validator_value}"
     if kind == "multipleOf":
-        return [Problem(path, f"{show(value)} is not a multiple of {validator_value}")]
+        return f"{show(value)} is not a multiple of {validator_value}"
     if kind in ("minimum", "exclusiveMinimum", "maximum", "exclusiveMaximum"):
         words = {"minimum": "at least", "exclusiveMinimum": "greater than", "maximum": "at most",
                  "exclusiveMaximum": "less than"}[kind]
-        return [Problem(path, f"{show(value)} is out of range: must be {words} {validator_value}")]
+        return f"{show(value)} is out of range: must be {words} {validator_value}"
     if kind in ("minLength", "maxLength"):
         words = "at least" if kind == "minLength" else "at most"
-        return [Problem(path, f"{show(value)} must be {words} {validator_value} characters long")]
+        return f"{show(value)} must be {words} {validator_value} characters long"
     if kind == "minItems":
-        return [Problem(path, f"must list at least {validator_value} item(s)")]
+        return f"must list at least {validator_value} item(s)"
     if kind == "uniqueItems":
-        return [Problem(path, "lists the same item twice")]
+        return "lists the same item twice"
     if kind == "not":
-        return [Problem(path, "has a combination of keys that is not allowed here")]
-    return [Problem(path, f"{show(value)} is not valid ({kind})")]
+        return "has a combination of keys that is not allowed here"
+    return f"{show(value)} is not valid ({kind})"
 
 
 def _number_hint(value: Any, wanted: list[str]) -> str:
