@@ -23,6 +23,11 @@ class Recipe(Protocol):
         ...
 
     @property
+    def max_num_seqs(self) -> tuple[int, str]:
+        """vLLM's limit on running sequences as the framework configures it, and its source."""
+        ...
+
+    @property
     def seq_len(self) -> int:
         """Prompt + response tokens of one sequence."""
         ...

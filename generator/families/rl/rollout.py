@@ -45,7 +45,6 @@ def kv_per_sequence_gb(model: Model, rl: Recipe, tp: int) -> float:
     return 2 * BF16 * model.layers * model.kv_dim / tp * rl.seq_len / GIB
 
 
-MAX_NUM_SEQS = (1024, "verl 0.7.0 verl/trainer/config/rollout/rollout.yaml l. 68: max_num_seqs 1024")
 NPU_RULE = ("vllm-ascend v0.11.0rc1 vllm_ascend/worker/worker_v1.py l. 241-254: the share less everything on the "
             "card when vLLM starts, the resident actor's fp32 parameters included")
 GPU_RULE = ("vLLM 0.11 vllm/v1/worker/gpu_worker.py determine_available_memory: the share less vLLM's own "
@@ -89,9 +88,10 @@ def min_kv_sequences(model: Model, rl: Recipe, tp: int, share: int) -> tuple[int
     on running sequences)."""
     weights = BF16 * model.params / tp / GIB
     bound = math.ceil(round(weights / kv_per_sequence_gb(model, rl, tp), 6))
-    least = min(bound, share, MAX_NUM_SEQS[0])
-    why = ("the replica's whole share" if least == share else f"max_num_seqs, {MAX_NUM_SEQS[1]}"
-           if least == MAX_NUM_SEQS[0] else "a KV cache as large as vLLM's weights per card")
+    limit, limit_source = rl.max_num_seqs
+    least = min(bound, share, limit)
+    why = ("the replica's whole share" if least == share else f"max_num_seqs, {limit_source}"
+           if least == limit else "a KV cache as large as vLLM's weights per card")
     return max(1, least), why
 
 
