@@ -432,6 +432,12 @@ def _global_batch(ctx: Context, mbs: int, dp: int, pp: int, cards: int) -> tuple
     return gbs, None
 
 
+def as_role(ctx: Context, taken: Layout, role: str) -> Layout:
+    """`taken` (the layout of `role`) as ctx.role_kind runs it: the same shape, this role's memory."""
+    shape = Parallel(**{f.name: getattr(taken, f.name) for f in fields(Parallel)})
+    return _layout(ctx, shape, source=f"the {role} role's")
+
+
 def _layout(ctx: Context, shape: Parallel, source: str) -> Layout:
     """`shape` with its memory estimate, as the plan states it."""
     rank = ctx.adapter.rank if ctx.adapter else 0

@@ -38,6 +38,7 @@ from .frameworks import plugin_of
 from .layouts import (
     MAX_BUBBLE,
     NoFit,
+    as_role,
     candidates,
     choose_layout,
     fits_below,
@@ -51,7 +52,7 @@ from .nofit import way_out
 from .plan import Estimate, FrameworkPlan, Layout, MinCards, PathValue, Plan, Rejected, Role
 from .recipe import adapter, batch_target, schedule_warnings, training
 from .scheduler import Scheduler, check_names, scheduler_notes, scheduler_of, time_limit
-from .spec import Spec
+from .spec import Pins, Spec
 from .tables import RL_METHODS, Hardware, Model, RecipeDefaults, Tables
 from .throughput import Throughput, cards_for_budget, hours
 from .training import Training
@@ -88,6 +89,7 @@ def resolve(spec: Spec, tables: Tables, force: bool = False) -> Plan:
     warnings: list[str] = []
     contexts = {name: Context(spec, model, hw, tables.frameworks[name], force, lora,
                               _defaults(tables, name, spec.method, model)) for name in names}
+    _check_roles(contexts)
     laid = _layouts(spec, tables, contexts, notes, warnings)
     plans, batch = laid.plans, laid.batch
     planning = {name: plugin_of(tables.frameworks[name]).planning for name in plans}
@@ -135,6 +137,25 @@ def _check_spec(spec: Spec, model: Model, hw: Hardware) -> None:
     if spec.rl and spec.method not in RL_METHODS:
         raise SpecError.at("rl", f"is only used with a reinforcement-learning method ({', '.join(RL_METHODS)}), "
                                  f"not {spec.method}")
+
+
+def _check_roles(contexts: dict[str, Context]) -> None:
+    """What the spec asks of each framework's roles, before any search: a role's own pins name a role the method
+    runs with a search of its own, and the constraints between its roles hold (Planning.role_problems)."""
+    problems = []
+    for name, ctx in contexts.items():
+        defs = {role.kind.value: role for role in ctx.planning.roles(ctx.spec.method)}
+        for role, _ in ctx.spec.layout.get(name, Pins()).roles:
+            takes = defs[role].takes if role in defs else None
+            if role not in defs:
+                problems.append(Problem(f"layout.{name}.{role}", f"{name} runs no {role} role for "
+                                                                  f"{ctx.spec.method}; its roles: {', '.join(defs)}"))
+            elif takes is not None:
+                problems.append(Problem(f"layout.{name}.{role}", f"{name}'s {role} takes the {takes.value}'s "
+                                                                  f"layout; pin that one"))
+        problems += ctx.planning.role_problems(ctx)
+    if problems:
+        raise SpecError(problems)
 
 
 @dataclass(frozen=True)
@@ -389,7 +410,8 @@ def _with_roles(ctx: Context, tables: Tables, fp: FrameworkPlan, notes: list[str
         rejected.extend(replace(r, layout=f"{role.kind.value}: {r.layout}") for r in own_rejected)
         return layout, _estimate(at, layout, None)
 
-    needs = {role.kind.value: smallest_fit(replace(ctx, role=role.kind)) for role in defs if role.colocated}
+    needs = {role.kind.value: smallest_fit(replace(ctx, role=role.kind)) for role in defs
+             if role.colocated and role.takes is None}
     peak = max([fp.layout.cards, *needs.values()])
     if peak > fp.layout.cards and ctx.spec.cards is not None:  # the spec's count: refused, or kept under --force
         largest = max(needs, key=lambda kind: needs[kind])
@@ -406,6 +428,12 @@ def _with_roles(ctx: Context, tables: Tables, fp: FrameworkPlan, notes: list[str
                              choice=_choice(replace(ctx, spec=replace(ctx.spec, cards=peak)), layout, estimate))
     roles = dict(fp.roles)
     for role in defs:
+        if role.takes is not None:  # the earlier role's layout, with this role's memory and time
+            at = replace(ctx, role=role.kind)
+            layout = as_role(at, roles[role.takes.value].layout, role.takes.value)
+            roles[role.kind.value] = Role(role.kind, layout, _estimate(at, layout, None), role.colocated,
+                                          f"The {role.takes.value} role's layout, on its cards.")
+            continue
         layout, estimate = laid_out(role, peak if role.colocated else None)
         roles[role.kind.value] = Role(role.kind, layout, estimate, role.colocated,
                                       _choice(replace(ctx, role=role.kind), layout, estimate))

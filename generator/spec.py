@@ -22,12 +22,16 @@ from typing import TYPE_CHECKING, Any
 import yaml
 
 from . import schemacheck
+from .api.roles import RoleKind
 from .errors import Problem, SpecError, TableError, invisible, show, show_name
 from .frameworks import registry
 from .resources import resource_dir
 
 if TYPE_CHECKING:  # imported where a spec is validated: it is a third of a command's start-up
     import jsonschema
+
+
+ROLE_NAMES = tuple(kind.value for kind in RoleKind)  # a key of layout.<framework> naming a role's own pins
 
 
 @dataclass(frozen=True)
@@ -42,6 +46,8 @@ class Pins:
     recompute: str | None = None
     sequence_parallel: bool | None = None  # Megatron-style frameworks: sequence parallel on / off (needs TP > 1)
     offload: bool | None = None  # LLaMA-Factory: ZeRO-3 offload of parameters and optimizer states
+    # A role's own pins (layout.<framework>.<role>), by role name: they replace the framework's for that role.
+    roles: tuple[tuple[str, Pins], ...] = ()
 
 
 @dataclass(frozen=True)
@@ -581,6 +587,11 @@ def _number_hint(value: Any, wanted: list[str]) -> str:
     return ""
 
 
+def _pins(given: dict) -> Pins:
+    """layout.<framework>: its pins, with each role's own under the role's name."""
+    roles = tuple((key, Pins(**value)) for key, value in given.items() if key in ROLE_NAMES)
+    return Pins(**{key: value for key, value in given.items() if key not in ROLE_NAMES}, roles=roles)
+
 def _build(data: dict, sha256: str) -> Spec:
     data_block = data.get("data") or {}
     cluster = data.get("cluster") or {}
@@ -619,7 +630,7 @@ def _build(data: dict, sha256: str) -> Spec:
         paths=paths,
         dataset_format=dataset_format,
         dataset_columns=None if columns is None else tuple(columns),
-        layout={fw: Pins(**pins) for fw, pins in (data.get("layout") or {}).items()},
+        layout={fw: _pins(pins) for fw, pins in (data.get("layout") or {}).items()},
         train=dict(data.get("train") or {}),
         lora=dict(data.get("lora") or {}),
         rl=dict(data.get("rl") or {}),

@@ -201,6 +201,11 @@ class Planning(Protocol):
         """The search space of `role`'s layout."""
         ...
 
+    def role_problems(self, ctx: Context) -> list[Problem]:
+        """What the spec asks of the roles together that they cannot do (a constraint between roles, as the rollout
+        world dividing the actor's), at the spec key with values that work; checked before any search."""
+        ...
+
     def recipe_refusals(self, recipe: Training) -> list[Problem]:
         """What the pinned version cannot express of `recipe` (the recipe it trains with), at the spec key."""
         ...

@@ -26,8 +26,11 @@ class RoleKind(str, Enum):
 
 @dataclass(frozen=True)
 class RoleDef:
-    """One role a method runs: its kind, and whether it shares the framework's cards with the other roles in turns
-    (colocated: the job's cards are the peak over the phases, not the sum)."""
+    """One role a method runs: its kind, whether it shares the framework's cards with the other roles in turns
+    (colocated: the job's cards are the peak over the phases, not the sum), and the earlier role whose layout it
+    takes as it is (`takes`: MindSpeed-RL's integrated worker runs the reference and the rollout on the actor's cards
+    and weights; None: its own search)."""
 
     kind: RoleKind
     colocated: bool = True
+    takes: RoleKind | None = None
