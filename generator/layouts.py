@@ -449,7 +449,8 @@ def _layout(ctx: Context, shape: Parallel, source: str) -> Layout:
     memory = ctx.planning.memory(ctx, shape) or _estimate_once(job, shape)
     return Layout(**{f.name: getattr(shape, f.name) for f in fields(Parallel)}, framework=ctx.fw.name, memory=memory,
                   usable_gb=ctx.usable_gb, usable_cap=ctx.usable_cap, optimizer_shard=ctx.optimizer_shard,
-                  expert_tp=ctx.fw.expert_tp, deepspeed=ctx.fw.deepspeed, source=source)
+                  expert_tp=ctx.fw.expert_tp, deepspeed=ctx.fw.deepspeed, source=source,
+                  pinned_at=ctx.pin_path("")[:-1] if source == "pinned" else None)
 
 
 # estimate's results by (job, shape, memory_model.TERMS): a plan lays out the same shape many times (at the target batch

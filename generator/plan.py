@@ -67,6 +67,7 @@ class Layout(Parallel):
     deepspeed: bool = False  # the framework trains through DeepSpeed (LLaMA-Factory), so zero_stage applies
     source: str = "search"  # "preset: validated (...)" | "search" | "pinned"
     preset_level: str | None = None
+    pinned_at: str | None = None  # the spec key whose pins it keeps: layout.<framework>, or a role's own
 
     @property
     def budget_gb(self) -> float:

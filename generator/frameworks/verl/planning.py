@@ -105,7 +105,11 @@ SPACES = {kind: VerlSpace(kind) for kind in RoleKind}
 
 def rollout_tps(ctx: Context, cards: int) -> list[int]:
     """vLLM TP sizes from the example's up: dividing the KV heads (vLLM shards them) and the cards (the rollout
-    world, TP x DP, must divide the actor's world: fsdp_workers.py l. 614-620), within a node."""
+    world, TP x DP, must divide the actor's world: fsdp_workers.py l. 614-620), within a node; the spec's own pin
+    for the rollout (layout.verl.rollout.tp) alone where it gives one (its rules are checked at its key)."""
+    own = dict(ctx.spec.layout[NAME].roles).get(RoleKind.ROLLOUT.value) if NAME in ctx.spec.layout else None
+    if own is not None and own.tp:
+        return [own.tp]
     start = rl_of(ctx).rollout_tp
     fitting = [tp for tp in ROLLOUT_TPS if tp <= ctx.hw.cards_per_node and tp <= cards and cards % tp == 0
                and ctx.model.kv_heads % tp == 0]
@@ -460,6 +464,7 @@ def _rollout_overrides(add: Callable[[str, Any, str], None], rl: RL, rollout: La
                       vl: bool) -> None:
     """The rollout engine's overrides (vLLM) and the reference's log-prob batch."""
     add("actor_rollout_ref.rollout.tensor_model_parallel_size", rollout.tp,
+        "layout.verl.rollout.tp: the spec's pin" if rollout.pinned_at == "layout.verl.rollout" else
         rl.sources.get("rollout_tp", "") if rollout.tp == rl.rollout_tp else
         f"plan: the rollout layout's TP (the example's {rl.rollout_tp} does not fit or divide)")
     add("actor_rollout_ref.rollout.name", "vllm", f"upstream {rl.script}: rollout.name=vllm")
