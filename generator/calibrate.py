@@ -16,7 +16,8 @@ from pathlib import Path
 import yaml
 
 from . import __version__
-from .calibration import Calibration, layout_of
+from .calibration import layout_of
+from .calibration_block import Calibration
 from .errors import SpecError, UserError, show_path
 from .logs import LogError, LogFacts, LogFormat, lines, steady
 from .plan import FrameworkPlan, Plan

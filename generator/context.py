@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import cached_property
 
+from .api.contract import MemoryInputs, Planning, RoleKind, SearchSpace
 from .frameworks import plugin_of
-from .frameworks.contract import MemoryInputs, Planning, RoleKind, SearchSpace
 from .spec import Pins, Spec
 from .tables import Framework, Hardware, Model, RecipeDefaults
 from .training import Adapter
@@ -45,7 +45,10 @@ class Context:
 
     @cached_property
     def pins(self) -> Pins:
-        return self.spec.layout.get(self.fw.name, Pins())
+        """The pins of the role being laid out: its own (layout.<framework>.<role>), else the framework's."""
+        pins = self.spec.layout.get(self.fw.name, Pins())
+        own = dict(pins.roles).get(self.role_kind.value) if pins.roles else None
+        return own if own is not None else replace(pins, roles=())
 
     @cached_property
     def pinned(self) -> bool:
@@ -94,4 +97,6 @@ class Context:
         return self.memory_inputs.mtp_layers
 
     def pin_path(self, key: str) -> str:
-        return f"layout.{self.fw.name}.{key}"
+        roles = dict(self.spec.layout.get(self.fw.name, Pins()).roles)
+        own = f"{self.role_kind.value}." if self.role_kind.value in roles else ""
+        return f"layout.{self.fw.name}.{own}{key}"

@@ -13,13 +13,13 @@ from dataclasses import dataclass, fields, replace
 from enum import Enum
 
 from . import memory as memory_model
+from .api.contract import RoleKind, Structure
 from .calibration import measured
 from .cards import MAX_SEARCH_CARDS, preset_for, round_up, valid_counts
 from .context import Context
 from .errors import Problem, SpecError
-from .frameworks.contract import RoleKind, Structure
 from .memory import GIB, MemoryBreakdown, MemoryJob, estimate
-from .parallel import Parallel
+from .parallel import Parallel, split_layers
 from .plan import HEADROOM, Layout, Rejected
 from .recipe import batch_target
 from .spaces import CP_SEQ_THRESHOLD
@@ -167,24 +167,6 @@ def _preset_layout(ctx: Context, preset: Preset, cards: int) -> Layout:
     return replace(layout, preset_level=preset.level)
 
 
-# A multi-token-prediction layer sits on the last stage with its own output logits: it weighs about two decoder
-# layers there (upstream's DeepSeek-V3 671B config gives that stage 2 layers fewer: configs/deepseek3/
-# finetune_deepseek3_671b.yaml l. 138, offset [..., -2]).
-MTP_STAGE_LAYERS = 2
-
-
-def split_layers(layers: int, pp: int, mtp_layers: int = 0) -> tuple[int, ...]:
-    """Even split; otherwise the remainder goes to the last stages, which hold fewer micro batches in flight. MTP
-    layers count as MTP_STAGE_LAYERS decoder layers each on the last stage, which gets that many fewer."""
-    if pp == 1:
-        return (layers,)
-    weight = min(MTP_STAGE_LAYERS * mtp_layers, max(0, layers // pp - 1))
-    base, extra = divmod(layers + weight, pp)
-    stages = [base + (1 if stage >= pp - extra else 0) for stage in range(pp)]
-    stages[-1] -= weight
-    return tuple(stages)
-
-
 def _validate_pins(ctx: Context, cards: int) -> None:
     """A pinned value that breaks a rule is an error naming the rule, at the pin's key."""
     pins = ctx.pins
@@ -211,7 +193,7 @@ def _sequence_parallel(pinned: bool | None, structure: Structure) -> bool:
 
 def _structure_problems(ctx: Context, cards: int, tp: int, pp: int, cp: int, ep: int) -> list[tuple[str, str]]:
     """Every rule a (tp, pp, cp, ep) breaks, as (pin key, sentence)."""
-    model, hw, seq = ctx.model, ctx.hw, ctx.spec.seq_len
+    model, hw = ctx.model, ctx.hw
     # A server splits the model over all its cards, across nodes too, and replicates a KV head where TP exceeds them
     # (its framework's plugin checks its own split: MindFormers predict.py).
     serving = ctx.role_kind is RoleKind.SERVE
@@ -222,20 +204,7 @@ def _structure_problems(ctx: Context, cards: int, tp: int, pp: int, cp: int, ep:
         out.append(("tp", f"TP ({tp}) must divide the {model.heads} attention heads of {model.name}"))
     if model.kv_heads % tp and not (serving and tp % model.kv_heads == 0):
         out.append(("tp", f"TP ({tp}) must divide the {model.kv_heads} KV heads (query groups) of {model.name}"))
-    if pp > model.layers:
-        out.append(("pp", f"PP ({pp}) exceeds the {model.layers} layers of {model.name}"))
-    if ctx.fw.dense_stage_rule and model.first_dense and pp > 1 and model.first_dense >= model.layers // pp:
-        out.append(("pp", f"PP ({pp}) leaves a stage of only the first {model.first_dense} dense layers of "
-                          f"{model.name} ({model.layers} // {pp} = {model.layers // pp} per stage; "
-                          f"{ctx.fw.dense_stage_rule})"))
-    if cp > 1 and seq % (2 * cp):
-        out.append(("cp", f"CP ({cp}) needs seq_len divisible by 2 x CP = {2 * cp}; {seq} is not"))
-    if cp > 1 and seq <= CP_SEQ_THRESHOLD:
-        out.append(("cp", f"CP ({cp}) is for long sequences (> {CP_SEQ_THRESHOLD}); seq_len is {seq}"))
-    if ep > 1 and not model.is_moe:
-        out.append(("ep", f"EP ({ep}) applies to MoE models; {model.name} is dense"))
-    if model.is_moe and model.experts % ep:
-        out.append(("ep", f"EP ({ep}) must divide the {model.experts} experts of {model.name}"))
+    out += _split_problems(ctx, pp, cp, ep)
     if tp and model.ffn % tp:
         out.append(("tp", f"TP ({tp}) must divide the MLP size {model.ffn} of {model.name} (column/row-parallel "
                           f"linear layers split it)"))
@@ -254,6 +223,27 @@ def _structure_problems(ctx: Context, cards: int, tp: int, pp: int, cp: int, ep:
     if cards % product_:
         key = "cp" if cp > 1 else ("pp" if pp > 1 else "tp")
         out.append((key, f"TP ({tp}) x PP ({pp}) x CP ({cp}) = {product_} must divide the {cards} cards"))
+    return out
+
+
+def _split_problems(ctx: Context, pp: int, cp: int, ep: int) -> list[tuple[str, str]]:
+    """The rules of the pipeline, context-parallel and expert split a (pp, cp, ep) breaks, as (pin key, sentence)."""
+    model, seq = ctx.model, ctx.spec.seq_len
+    out = []
+    if pp > model.layers:
+        out.append(("pp", f"PP ({pp}) exceeds the {model.layers} layers of {model.name}"))
+    if ctx.fw.dense_stage_rule and model.first_dense and pp > 1 and model.first_dense >= model.layers // pp:
+        out.append(("pp", f"PP ({pp}) leaves a stage of only the first {model.first_dense} dense layers of "
+                          f"{model.name} ({model.layers} // {pp} = {model.layers // pp} per stage; "
+                          f"{ctx.fw.dense_stage_rule})"))
+    if cp > 1 and seq % (2 * cp):
+        out.append(("cp", f"CP ({cp}) needs seq_len divisible by 2 x CP = {2 * cp}; {seq} is not"))
+    if cp > 1 and seq <= CP_SEQ_THRESHOLD:
+        out.append(("cp", f"CP ({cp}) is for long sequences (> {CP_SEQ_THRESHOLD}); seq_len is {seq}"))
+    if ep > 1 and not model.is_moe:
+        out.append(("ep", f"EP ({ep}) applies to MoE models; {model.name} is dense"))
+    if model.is_moe and model.experts % ep:
+        out.append(("ep", f"EP ({ep}) must divide the {model.experts} experts of {model.name}"))
     return out
 
 
@@ -448,6 +438,12 @@ def _global_batch(ctx: Context, mbs: int, dp: int, pp: int, cards: int) -> tuple
     return gbs, None
 
 
+def as_role(ctx: Context, taken: Layout, role: str) -> Layout:
+    """`taken` (the layout of `role`) as ctx.role_kind runs it: the same shape, this role's memory."""
+    shape = Parallel(**{f.name: getattr(taken, f.name) for f in fields(Parallel)})
+    return _layout(ctx, shape, source=f"the {role} role's")
+
+
 def _layout(ctx: Context, shape: Parallel, source: str) -> Layout:
     """`shape` with its memory estimate, as the plan states it."""
     rank = ctx.adapter.rank if ctx.adapter else 0
@@ -460,7 +456,8 @@ def _layout(ctx: Context, shape: Parallel, source: str) -> Layout:
     return Layout(**{f.name: getattr(shape, f.name) for f in fields(Parallel)}, framework=ctx.fw.name, memory=memory,
                   usable_gb=ctx.usable_gb, usable_cap=ctx.usable_cap, optimizer_shard=ctx.optimizer_shard,
                   expert_tp=ctx.fw.expert_tp, deepspeed=ctx.fw.deepspeed, source=source,
-                  measured=ctx.planning.measured(ctx, shape))
+                  measured=ctx.planning.measured(ctx, shape),
+                  pinned_at=ctx.pin_path("")[:-1] if source == "pinned" else None)
 
 
 # estimate's results by (job, shape, memory_model.TERMS): a plan lays out the same shape many times (at the target batch

@@ -97,3 +97,21 @@ class Parallel:
         if ring == 1:
             return seq_len
         return seq_len // ring // (2 if self.causal else 1)
+
+
+# A multi-token-prediction layer sits on the last stage with its own output logits: it weighs about two decoder
+# layers there (upstream's DeepSeek-V3 671B config gives that stage 2 layers fewer: configs/deepseek3/
+# finetune_deepseek3_671b.yaml l. 138, offset [..., -2]).
+MTP_STAGE_LAYERS = 2
+
+
+def split_layers(layers: int, pp: int, mtp_layers: int = 0) -> tuple[int, ...]:
+    """Even split; otherwise the remainder goes to the last stages, which hold fewer micro batches in flight. MTP
+    layers count as MTP_STAGE_LAYERS decoder layers each on the last stage, which gets that many fewer."""
+    if pp == 1:
+        return (layers,)
+    weight = min(MTP_STAGE_LAYERS * mtp_layers, max(0, layers // pp - 1))
+    base, extra = divmod(layers + weight, pp)
+    stages = [base + (1 if stage >= pp - extra else 0) for stage in range(pp)]
+    stages[-1] -= weight
+    return tuple(stages)

@@ -7,8 +7,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
 
+from .api.contract import RoleKind, Settings
 from .dataset import DataShape
-from .frameworks.contract import RoleKind, Settings
 from .memory import MemoryBreakdown, optimizer_shard_groups
 from .parallel import Parallel
 from .scheduler import Scheduler
@@ -68,6 +68,7 @@ class Layout(Parallel):
     source: str = "search"  # "preset: validated (...)" | "search" | "pinned"
     preset_level: str | None = None
     measured: str = ""  # upstream's published run of this very layout (its source): it fits, whatever the estimate
+    pinned_at: str | None = None  # the spec key whose pins it keeps: layout.<framework>, or a role's own
 
     @property
     def budget_gb(self) -> float:

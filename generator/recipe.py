@@ -84,19 +84,7 @@ def training(spec: Spec, model: Model, defaults: RecipeDefaults, global_batch: i
         origin["global_batch_size"] = f"derived: {target} samples ({why}) moved to {global_batch} (plan notes and " \
                                       f"warnings say why)"
 
-    if "steps" in given:
-        steps, origin["steps"] = given["steps"], "given"
-        epochs = None if samples is None else steps * global_batch / samples
-        origin["epochs"] = "derived: steps x global batch / samples" if samples else "unknown: no data size"
-    elif samples is not None:
-        steps = max(1, math.ceil(samples * spec.epochs / global_batch))
-        epochs = spec.epochs
-        origin["steps"] = "derived: samples x epochs / global batch"
-        origin["epochs"] = "given" if spec.epochs_given else "default: 1"
-    else:
-        steps, epochs = None, spec.epochs
-        origin["steps"] = "unknown: give data.samples (or total_tokens) or train.steps"
-        origin["epochs"] = "given" if spec.epochs_given else "default: 1"
+    steps, epochs = _steps(spec, samples, global_batch, origin)
 
     if "warmup_steps" in given:
         warmup_steps, warmup_ratio, origin["warmup_steps"] = given["warmup_steps"], None, "given"
@@ -108,19 +96,7 @@ def training(spec: Spec, model: Model, defaults: RecipeDefaults, global_batch: i
         if steps is not None:
             origin["warmup_steps"] = "derived: warmup_ratio x steps"
 
-    if "save_every_steps" in given:
-        save_every, origin["save_every_steps"] = given["save_every_steps"], "given"
-    elif step_seconds is None:  # no rate for any planned framework: a fixed interval
-        row = defaults.common["save_every_steps_untimed"]
-        save_every = row["value"] if steps is None else min(row["value"], steps)
-        origin["save_every_steps"] = f"default: {row['source']}"
-    else:
-        hours = defaults.common["save_every_hours"]
-        save_every = round_interval(hours["value"] * SECONDS_PER_HOUR / step_seconds)
-        if steps is not None:
-            save_every = min(save_every, steps)
-        origin["save_every_steps"] = (f"derived: about {hours['value']:g} h at the estimated {step_seconds:.1f} s per "
-                                      f"step ({hours['source']})")
+    save_every = _save_every(given, defaults, steps, step_seconds, origin)
     keep = _pick(given, "keep_checkpoints", defaults.common["keep_checkpoints"], origin)
     resume = _pick(given, "resume", defaults.common["resume"], origin)
     seed = _pick(given, "seed", defaults.common["seed"], origin)
@@ -149,6 +125,47 @@ def training(spec: Spec, model: Model, defaults: RecipeDefaults, global_batch: i
                     keep_checkpoints=keep, resume=resume, seed=seed, optimizer=optimizer, adam_betas=(beta1, beta2),
                     max_grad_norm=clip, adapter=lora,
                     enable_thinking=thinking, origin=origin, placeholders=placeholders)
+
+
+def _steps(spec: Spec, samples: int | None, global_batch: int,
+           origin: dict[str, str]) -> tuple[int | None, float | None]:
+    """The training steps and epochs, given or derived from the data size (None: unknown), with their origins."""
+    given = spec.train
+    if "steps" in given:
+        steps, origin["steps"] = given["steps"], "given"
+        epochs = None if samples is None else steps * global_batch / samples
+        origin["epochs"] = "derived: steps x global batch / samples" if samples else "unknown: no data size"
+    elif samples is not None:
+        steps = max(1, math.ceil(samples * spec.epochs / global_batch))
+        epochs = spec.epochs
+        origin["steps"] = "derived: samples x epochs / global batch"
+        origin["epochs"] = "given" if spec.epochs_given else "default: 1"
+    else:
+        steps, epochs = None, spec.epochs
+        origin["steps"] = "unknown: give data.samples (or total_tokens) or train.steps"
+        origin["epochs"] = "given" if spec.epochs_given else "default: 1"
+    return steps, epochs
+
+
+def _save_every(given: dict, defaults: RecipeDefaults, steps: int | None, step_seconds: float | None,
+                origin: dict[str, str]) -> int:
+    """The checkpoint interval in steps: given, about save_every_hours at the estimated step time, or a fixed one
+    where no framework has a rate; never above the steps."""
+    if "save_every_steps" in given:
+        save_every, origin["save_every_steps"] = given["save_every_steps"], "given"
+    elif step_seconds is None:  # no rate for any planned framework: a fixed interval
+        row = defaults.common["save_every_steps_untimed"]
+        save_every = row["value"] if steps is None else min(row["value"], steps)
+        origin["save_every_steps"] = f"default: {row['source']}"
+    else:
+        hours = defaults.common["save_every_hours"]
+        save_every = round_interval(hours["value"] * SECONDS_PER_HOUR / step_seconds)
+        if steps is not None:
+            save_every = min(save_every, steps)
+        origin["save_every_steps"] = (f"derived: about {hours['value']:g} h at the estimated {step_seconds:.1f} s per "
+                                      f"step ({hours['source']})")
+    return save_every
+
 
 
 def batch_target(defaults: RecipeDefaults, spec: Spec) -> tuple[int, str]:

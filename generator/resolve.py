@@ -18,6 +18,7 @@ from dataclasses import dataclass, replace
 from typing import NoReturn
 
 from . import __version__
+from .api.contract import PathDefault, Planning, RoleDef, RoleKind
 from .calibration import check as check_calibration
 from .calibration import memory_warning
 from .cards import (
@@ -36,10 +37,10 @@ from .context import Context
 from .dataset import DataShape, data_format, data_shape
 from .errors import Problem, SpecError
 from .frameworks import plugin_of
-from .frameworks.contract import PathDefault, Planning, RoleDef, RoleKind
 from .layouts import (
     MAX_BUBBLE,
     NoFit,
+    as_role,
     candidates,
     choose_layout,
     fits_below,
@@ -54,6 +55,7 @@ from .nofit import way_out
 from .plan import Estimate, FrameworkPlan, Layout, MinCards, PathValue, Plan, Rejected, Role
 from .recipe import adapter, batch_target, schedule_warnings, training
 from .scheduler import (
+    Scheduler,
     check_names,
     scheduler_notes,
     scheduler_of,
@@ -63,8 +65,8 @@ from .scheduler import (
     volume_checks,
     with_super_pod_blocks,
 )
-from .spec import Spec
-from .tables import RL_METHODS, Model, RecipeDefaults, Tables
+from .spec import Pins, Spec
+from .tables import RL_METHODS, Hardware, Model, RecipeDefaults, Tables
 from .throughput import Throughput, cards_for_budget, hours
 from .training import Training
 
@@ -80,19 +82,13 @@ DATASET_ADVICE = ((10, 20_000, "7B"), (20, 40_000, "14B"), (50, 80_000, "32B"), 
 
 
 def resolve(spec: Spec, tables: Tables, force: bool = False) -> Plan:
+    """The plan, in named stages: the spec's own refusals, the frameworks, the layouts (cards, budget, the search
+    and the roles, at one global batch), the recipe, the notes, the paths, the scheduler, the plan, and what each
+    framework decides from the finished plan (its run length and settings)."""
     model = tables.model(spec.model)
     hw, alias = tables.hardware_row(spec.hardware), tables.hardware_alias(spec.hardware)
     spec = replace(spec, hardware=hw.name)  # an alias planned as its row
-    if spec.seq_len > model.max_positions:
-        raise SpecError.at("seq_len", f"{spec.seq_len} exceeds the {model.max_positions} positions "
-                                      f"(max_position_embeddings) of {model.name}")
-    if spec.quantization_bit is not None and spec.quantization_bit not in hw.quantization_bits:
-        raise SpecError.at("quantization_bit", f"{spec.quantization_bit}-bit bases are not offered on {hw.name}; "
-                                               f"choose {' or '.join(map(str, hw.quantization_bits))} (seed 001: "
-                                               f"int8 misbehaves on 910B; the Ascend QLoRA example is 4-bit)")
-    if spec.rl and spec.method not in RL_METHODS:
-        raise SpecError.at("rl", f"is only used with a reinforcement-learning method ({', '.join(RL_METHODS)}), "
-                                 f"not {spec.method}")
+    _check_spec(spec, model, hw)
     names, notes = _frameworks(spec, tables, model)
     notes[:0] = [alias] if alias else []
     hf_id = tables.weights(spec.model)
@@ -103,53 +99,145 @@ def resolve(spec: Spec, tables: Tables, force: bool = False) -> Plan:
     lora = adapter(spec, tables.recipes[spec.method])
     _check_layout_keys(spec, names)
     data = data_shape(spec, model)
-    plans: dict[str, FrameworkPlan] = {}
-    rejected: list[Rejected] = []
     warnings: list[str] = []
     contexts = {name: Context(spec, model, hw, tables.frameworks[name], force, lora,
                               _defaults(tables, name, spec.method, model)) for name in names}
+    _check_roles(contexts)
+    laid = _layouts(spec, tables, contexts, notes, warnings)
+    plans, batch = laid.plans, laid.batch
+    _check_master_addr(spec, plans)
+    planning = {name: plugin_of(tables.frameworks[name]).planning for name in plans}
+    recipe, recipes = _recipe(spec, model, tables, plans, planning, batch)
+    if laid.batch_origin:  # the batch was not the recipe's round number: say what it is
+        recipe = replace(recipe, origin={**recipe.origin, "global_batch_size": laid.batch_origin})
+        recipes = {name: replace(own, origin={**own.origin, "global_batch_size": laid.batch_origin})
+                   for name, own in recipes.items()}
+    warnings.extend(schedule_warnings(recipe, tables.recipes[spec.method]))
+    _recipe_notes(spec, model, tables, plans, planning, recipe, notes, warnings)
+    paths = _paths(spec, model, hf_id, plans, planning, data)
+    placeholders = sorted(k for k, v in paths.items() if v.placeholder)
+    if placeholders:
+        notes.append(f"paths not given in the spec, written as placeholders to edit before launch: "
+                     f"{', '.join(placeholders)}")
+    scheduler = _scheduler(spec, hw, plans, paths, notes, warnings)
+    plan = Plan(job=spec.job, model=model.name, hf_id=hf_id, method=spec.method, seq_len=spec.seq_len,
+                hardware=hw.name, hardware_label=hw.label, accelerator=hw.accelerator, cards_per_node=hw.cards_per_node,
+                frameworks=plans,
+                rejected=tuple(laid.rejected), notes=tuple(notes), warnings=tuple(warnings), paths=paths,
+                data=data, master_addr=spec.master_addr, socket_ifname=spec.socket_ifname,
+                master_port=spec.master_port or DEFAULT_MASTER_PORT, shared_storage=spec.shared_storage,
+                spec_sha256=spec.sha256, shape=model,
+                epochs=spec.epochs, samples_per_epoch=spec.samples_per_epoch, tokens_per_epoch=spec.tokens_per_epoch,
+                quantization_bit=spec.quantization_bit,
+                train=recipe, recipes=recipes, version=__version__,
+                data_rows=spec.samples if spec.method != "pretrain" else None, rl=dict(spec.rl),
+                scheduler=scheduler)
+    return _settings(plan, planning)
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# Stages
+
+
+def _check_spec(spec: Spec, model: Model, hw: Hardware) -> None:
+    """What the spec asks that its model or hardware cannot do, refused before any search."""
+    if spec.seq_len > model.max_positions:
+        raise SpecError.at("seq_len", f"{spec.seq_len} exceeds the {model.max_positions} positions "
+                                      f"(max_position_embeddings) of {model.name}")
+    if spec.quantization_bit is not None and spec.quantization_bit not in hw.quantization_bits:
+        raise SpecError.at("quantization_bit", f"{spec.quantization_bit}-bit bases are not offered on {hw.name}; "
+                                               f"choose {' or '.join(map(str, hw.quantization_bits))} (seed 001: "
+                                               f"int8 misbehaves on 910B; the Ascend QLoRA example is 4-bit)")
+    if spec.rl and spec.method not in RL_METHODS:
+        raise SpecError.at("rl", f"is only used with a reinforcement-learning method ({', '.join(RL_METHODS)}), "
+                                 f"not {spec.method}")
+
+
+def _check_roles(contexts: dict[str, Context]) -> None:
+    """What the spec asks of each framework's roles, before any search: a role's own pins name a role the method
+    runs with a search of its own, and the constraints between its roles hold (Planning.role_problems)."""
+    problems = []
+    for name, ctx in contexts.items():
+        defs = {role.kind.value: role for role in ctx.planning.roles(ctx.spec.method)}
+        for role, _ in ctx.spec.layout.get(name, Pins()).roles:
+            takes = defs[role].takes if role in defs else None
+            if role not in defs:
+                problems.append(Problem(f"layout.{name}.{role}", f"{name} runs no {role} role for "
+                                                                  f"{ctx.spec.method}; its roles: {', '.join(defs)}"))
+            elif takes is not None:
+                problems.append(Problem(f"layout.{name}.{role}", f"{name}'s {role} takes the {takes.value}'s "
+                                                                  f"layout; pin that one"))
+        problems += ctx.planning.role_problems(ctx)
+    if problems:
+        raise SpecError(problems)
+
+
+@dataclass(frozen=True)
+class Laid:
+    """The layouts stage's result: each framework's plan with every role laid out at the plan's global batch, the
+    rejected candidates, and the batch with where it comes from (None: the method's target or the spec's)."""
+
+    plans: dict[str, FrameworkPlan]
+    rejected: list[Rejected]
+    batch: int
+    batch_origin: str | None
+
+
+def _layouts(spec: Spec, tables: Tables, contexts: dict[str, Context], notes: list[str],
+             warnings: list[str]) -> Laid:
+    """Cards, time budget and the layout search of each framework's first role, one global batch for all, then the
+    other roles at that batch."""
     results = _resolve_fitting(spec, tables, contexts, notes, warnings)
     contexts = {name: contexts[name] for name in results}
     batch, batch_origin = _common_global_batch(spec, tables, contexts, {name: r[0] for name, r in results.items()},
                                                notes, warnings)
+    plans: dict[str, FrameworkPlan] = {}
+    rejected: list[Rejected] = []
     for name, ctx in contexts.items():
-        first = results[name][0]
-        lay = first.layout
-        # Search again at this batch where another micro batch is needed, and where a time budget sized the cards at
-        # another batch: its counts, notes and warnings then describe the batch the plan trains with.
-        budgeted = first.estimate.budget_cards is not None and lay.global_batch_size != batch
-        if batch % (lay.micro_batch_size * lay.dp) or budgeted:
-            results[name] = _resolve_framework(replace(ctx, spec=replace(spec, global_batch_size=batch)), tables,
-                                               lay.cards if budgeted else None)
-        fplan, fw_rejected, fw_notes, fw_warnings = results[name]
-        if budgeted:  # the warning on the moved batch names the first search's counts: say where they went
-            fw_notes = [*fw_notes, f"time budget: searched again at the plan's global batch of {batch}: "
-                                   f"{fplan.layout.cards} cards (the first search, at {lay.global_batch_size}, "
-                                   f"took {lay.cards}); the budget notes above are at {batch}"]
-        at_batch = replace(ctx, spec=replace(spec, global_batch_size=batch))
-        plans[name] = _with_choice(at_batch, _with_global_batch(ctx, fplan, batch))
-        lay = plans[name].layout
-        kept = "validated preset" if lay.preset_level else "pinned layout" if lay.source == "pinned" else None
-        if kept and lay.pp > 1 and (lay.pp - 1) / lay.grad_accum > MAX_BUBBLE:
-            notes.append(f"{name}: the {kept}'s pipeline bubble is (pp - 1) / micro batches = "
-                         f"{lay.pp - 1}/{lay.grad_accum} = {(lay.pp - 1) / lay.grad_accum:.0%}, above the "
-                         f"{MAX_BUBBLE:.0%} the search allows; kept as given, a larger global batch idles less")
-        rejected.extend(fw_rejected)
-        notes.extend(f"{name}: {n}" for n in fw_notes)
-        warnings.extend(f"{name}: {w}" for w in fw_warnings)
-        plans[name] = _with_roles(at_batch, tables, plans[name], notes, warnings, rejected)
-        warnings.extend(f"{name}: {w}" for w in _over_budget(spec, plans[name]))
-        measured_memory = memory_warning(at_batch, plans[name].layout)
-        if measured_memory is not None:
-            warnings.append(f"{name}: {measured_memory}")
-    _check_master_addr(spec, plans)
-    planning = {name: plugin_of(tables.frameworks[name]).planning for name in plans}
-    recipe, recipes = _recipe(spec, model, tables, plans, planning, batch)
-    if batch_origin:  # the batch was not the recipe's round number: say what it is
-        recipe = replace(recipe, origin={**recipe.origin, "global_batch_size": batch_origin})
-        recipes = {name: replace(own, origin={**own.origin, "global_batch_size": batch_origin})
-                   for name, own in recipes.items()}
-    warnings.extend(schedule_warnings(recipe, tables.recipes[spec.method]))
+        plans[name] = _at_batch(ctx, tables, results[name], batch, notes, warnings, rejected)
+    return Laid(plans, rejected, batch, batch_origin)
+
+
+def _at_batch(ctx: Context, tables: Tables, result: tuple, batch: int, notes: list[str], warnings: list[str],
+              rejected: list[Rejected]) -> FrameworkPlan:
+    """One framework's plan at the plan's global batch, with its notes, warnings, rejected candidates and roles."""
+    spec, name = ctx.spec, ctx.fw.name
+    first = result[0]
+    lay = first.layout
+    # Search again at this batch where another micro batch is needed, and where a time budget sized the cards at
+    # another batch: its counts, notes and warnings then describe the batch the plan trains with.
+    budgeted = first.estimate.budget_cards is not None and lay.global_batch_size != batch
+    if batch % (lay.micro_batch_size * lay.dp) or budgeted:
+        result = _resolve_framework(replace(ctx, spec=replace(spec, global_batch_size=batch)), tables,
+                                    lay.cards if budgeted else None)
+    fplan, fw_rejected, fw_notes, fw_warnings = result
+    if budgeted:  # the warning on the moved batch names the first search's counts: say where they went
+        fw_notes = [*fw_notes, f"time budget: searched again at the plan's global batch of {batch}: "
+                               f"{fplan.layout.cards} cards (the first search, at {lay.global_batch_size}, "
+                               f"took {lay.cards}); the budget notes above are at {batch}"]
+    at_batch = replace(ctx, spec=replace(spec, global_batch_size=batch))
+    fp = _with_choice(at_batch, _with_global_batch(ctx, fplan, batch))
+    lay = fp.layout
+    kept = "validated preset" if lay.preset_level else "pinned layout" if lay.source == "pinned" else None
+    if kept and lay.pp > 1 and (lay.pp - 1) / lay.grad_accum > MAX_BUBBLE:
+        notes.append(f"{name}: the {kept}'s pipeline bubble is (pp - 1) / micro batches = "
+                     f"{lay.pp - 1}/{lay.grad_accum} = {(lay.pp - 1) / lay.grad_accum:.0%}, above the "
+                     f"{MAX_BUBBLE:.0%} the search allows; kept as given, a larger global batch idles less")
+    rejected.extend(fw_rejected)
+    notes.extend(f"{name}: {n}" for n in fw_notes)
+    warnings.extend(f"{name}: {w}" for w in fw_warnings)
+    fp = _with_roles(at_batch, tables, fp, notes, warnings, rejected)
+    warnings.extend(f"{name}: {w}" for w in _over_budget(spec, fp))
+    measured_memory = memory_warning(at_batch, fp.layout)
+    if measured_memory is not None:
+        warnings.append(f"{name}: {measured_memory}")
+    return fp
+
+
+def _recipe_notes(spec: Spec, model: Model, tables: Tables, plans: dict[str, FrameworkPlan],
+                  planning: dict[str, Planning], recipe: Training, notes: list[str], warnings: list[str]) -> None:
+    """The notes and warnings on the plan's recipe and frameworks: general ones, shared storage, Qwen3's thinking
+    switch, fixed step counts, and what keeping checkpoints costs."""
     notes.extend(_general_notes(spec, model, tables, plans, planning))
     warnings.extend(_unshared_storage_warnings(spec, plans, planning))
     if recipe.enable_thinking is not None:
@@ -161,11 +249,12 @@ def resolve(spec: Spec, tables: Tables, force: bool = False) -> Plan:
         kept = own.checkpoint_note(spec, model, recipe)
         if kept:
             (warnings if "keep_checkpoints" in spec.train else notes).append(kept)
-    paths = _paths(spec, model, hf_id, plans, planning, data)
-    placeholders = sorted(k for k, v in paths.items() if v.placeholder)
-    if placeholders:
-        notes.append(f"paths not given in the spec, written as placeholders to edit before launch: "
-                     f"{', '.join(placeholders)}")
+
+
+def _scheduler(spec: Spec, hw: Hardware, plans: dict[str, FrameworkPlan], paths: dict[str, PathValue],
+               notes: list[str], warnings: list[str]) -> Scheduler:
+    """How the job is submitted, its names checked, with its notes, warnings on the volume and (Slurm) each
+    framework's time limit."""
     scheduler = scheduler_of(spec, hw)
     check_names(scheduler, spec.job, {name: fp.layout.nodes for name, fp in plans.items()})
     scheduler = with_super_pod_blocks(scheduler, hw.volcano_super_pod,
@@ -177,22 +266,14 @@ def resolve(spec: Spec, tables: Tables, force: bool = False) -> Plan:
         scheduler = replace(scheduler, time_limits={name: time_limit(scheduler, fp.estimate.time_hours)
                                                     for name, fp in plans.items()})
         warnings.extend(time_limit_warnings(scheduler))
-    plan = Plan(job=spec.job, model=model.name, hf_id=hf_id, method=spec.method, seq_len=spec.seq_len,
-                hardware=hw.name, hardware_label=hw.label, accelerator=hw.accelerator, cards_per_node=hw.cards_per_node,
-                frameworks=plans,
-                rejected=tuple(rejected), notes=tuple(notes), warnings=tuple(warnings), paths=paths,
-                data=data, master_addr=spec.master_addr, socket_ifname=spec.socket_ifname,
-                master_port=spec.master_port or DEFAULT_MASTER_PORT, shared_storage=spec.shared_storage,
-                spec_sha256=spec.sha256, shape=model,
-                epochs=spec.epochs, samples_per_epoch=spec.samples_per_epoch, tokens_per_epoch=spec.tokens_per_epoch,
-                quantization_bit=spec.quantization_bit,
-                train=recipe, recipes=recipes, version=__version__,
-                data_rows=spec.samples if spec.method != "pretrain" else None, rl=dict(spec.rl),
-                scheduler=scheduler)
-    # A framework that counts its run in its own terms decides them here, from the finished plan it renders, and so
-    # does one whose files hold values of their own (Planning.settings).
+    return scheduler
+
+
+def _settings(plan: Plan, planning: dict[str, Planning]) -> Plan:
+    """What each framework decides from the finished plan it renders: its run in its own terms where it counts them
+    itself, then the values its files hold of their own (Planning.run_length, Planning.settings)."""
     plans = {name: replace(fp, run=planning[name].run_length(plan.for_framework(name), fp))
-             for name, fp in plans.items()}
+             for name, fp in plan.frameworks.items()}
     plan = replace(plan, frameworks=plans)
     return replace(plan, frameworks={name: replace(fp, settings=planning[name].settings(plan.for_framework(name), fp))
                                      for name, fp in plans.items()})
@@ -353,7 +434,8 @@ def _with_roles(ctx: Context, tables: Tables, fp: FrameworkPlan, notes: list[str
         rejected.extend(replace(r, layout=f"{role.kind.value}: {r.layout}") for r in own_rejected)
         return layout, _estimate(at, layout, None)
 
-    needs = {role.kind.value: smallest_fit(replace(ctx, role=role.kind)) for role in defs if role.colocated}
+    needs = {role.kind.value: smallest_fit(replace(ctx, role=role.kind)) for role in defs
+             if role.colocated and role.takes is None}
     peak = max([fp.layout.cards, *needs.values()])
     if peak > fp.layout.cards and ctx.spec.cards is not None:  # the spec's count: refused, or kept under --force
         largest = max(needs, key=lambda kind: needs[kind])
@@ -370,6 +452,12 @@ def _with_roles(ctx: Context, tables: Tables, fp: FrameworkPlan, notes: list[str
                              choice=_choice(replace(ctx, spec=replace(ctx.spec, cards=peak)), layout, estimate))
     roles = dict(fp.roles)
     for role in defs:
+        if role.takes is not None:  # the earlier role's layout, with this role's memory and time
+            at = replace(ctx, role=role.kind)
+            layout = as_role(at, roles[role.takes.value].layout, role.takes.value)
+            roles[role.kind.value] = Role(role.kind, layout, _estimate(at, layout, None), role.colocated,
+                                          f"The {role.takes.value} role's layout, on its cards.")
+            continue
         layout, estimate = laid_out(role, peak if role.colocated else None)
         roles[role.kind.value] = Role(role.kind, layout, estimate, role.colocated,
                                       _choice(replace(ctx, role=role.kind), layout, estimate))
@@ -419,20 +507,7 @@ def _frameworks(spec: Spec, tables: Tables, model: Model) -> tuple[list[str], li
     """The frameworks to plan, and notes on those a defaulted list left out (and why)."""
     supported = [name for name in tables.frameworks if tables.supports(name, model.name)]
     if spec.frameworks is None:
-        # Reinforcement learning and training are planned by different frameworks: a defaulted list considers only
-        # those offering the method's kind, and says nothing about the others.
-        rl = spec.method in RL_METHODS
-        kind = [name for name in supported if any((m in RL_METHODS) == rl for m in tables.frameworks[name].methods)]
-        if rl and not kind:
-            raise SpecError.at("model", f"no framework plans {spec.method} for {model.name}; "
-                                        f"{_rl_models(tables, spec.method)}")
-        refusals = {name: _job_refusal(tables, name, model, spec) for name in kind}
-        chosen = [name for name, refusal in refusals.items() if refusal is None]
-        if not chosen:
-            reasons = "; ".join(refusal for refusal in refusals.values() if refusal) or \
-                f"{model.name} is not supported by any framework in the tables"
-            raise SpecError.at("model", reasons)
-        return chosen, [f"{name} left out: {refusal}" for name, refusal in refusals.items() if refusal]
+        return _defaulted_frameworks(spec, tables, model, supported)
     problems = []
     for i, name in enumerate(spec.frameworks):
         if name not in supported:
@@ -446,6 +521,25 @@ def _frameworks(spec: Spec, tables: Tables, model: Model) -> tuple[list[str], li
     if problems:
         raise SpecError(problems)
     return [name for name in tables.frameworks if name in spec.frameworks], []
+
+
+def _defaulted_frameworks(spec: Spec, tables: Tables, model: Model,
+                          supported: list[str]) -> tuple[list[str], list[str]]:
+    """The frameworks a spec without `frameworks:` plans: every one supporting the model that can run the job."""
+    # Reinforcement learning and training are planned by different frameworks: a defaulted list considers only
+    # those offering the method's kind, and says nothing about the others.
+    rl = spec.method in RL_METHODS
+    kind = [name for name in supported if any((m in RL_METHODS) == rl for m in tables.frameworks[name].methods)]
+    if rl and not kind:
+        raise SpecError.at("model", f"no framework plans {spec.method} for {model.name}; "
+                                    f"{_rl_models(tables, spec.method)}")
+    refusals = {name: _job_refusal(tables, name, model, spec) for name in kind}
+    chosen = [name for name, refusal in refusals.items() if refusal is None]
+    if not chosen:
+        reasons = "; ".join(refusal for refusal in refusals.values() if refusal) or \
+            f"{model.name} is not supported by any framework in the tables"
+        raise SpecError.at("model", reasons)
+    return chosen, [f"{name} left out: {refusal}" for name, refusal in refusals.items() if refusal]
 
 
 def _rl_models(tables: Tables, method: str) -> str:
@@ -709,6 +803,26 @@ def _resolve_framework(ctx: Context, tables: Tables, known: int | None = None):
                                         ctx.spec.scaling_efficiency)
         layout, rejected = _fewest_cards_for_budget(ctx, tables, minimum, budget_cards, tokens, budget, notes,
                                                     warnings, known)
+    notes.extend(_card_notes(ctx, minimum, layout))
+    est = _estimate(ctx, layout, budget_cards)
+    info = ctx.fw.models.get(ctx.model.name) or {}
+    # The upstream file the method follows: its own column (pretrain, predict), else the fine-tuning one.
+    upstream = info.get(ctx.spec.method if ctx.spec.method in info else "finetune")
+    # What upstream's file sets that this plan does not follow, and why (frameworks.yaml).
+    notes.extend(f"upstream {upstream} {text}" for text in info.get("departures", ()))
+    notes.extend(ctx.planning.layout_notes(ctx, layout))
+    first = ctx.planning.roles(ctx.spec.method)[0]
+    fplan = FrameworkPlan(name=ctx.fw.name, label=ctx.fw.label,
+                          roles={first.kind.value: Role(first.kind, layout, est, first.colocated)},
+                          min_cards=minimum,
+                          forced=forced, info=info, upstream=upstream, flash_attn=ctx.fw.flash_attn)
+    return fplan, rejected, notes, warnings
+
+
+def _card_notes(ctx: Context, minimum: MinCards, layout: Layout) -> list[str]:
+    """Notes on the card count and layout a framework's first role took: the table's count above what memory
+    needs, one card's missing accumulation, a preset's sequence parallel, a count below one node."""
+    notes: list[str] = []
     # The table's count where it set the plan's (a time budget that the minimum already meets included: the budget
     # search starts at the table's count); a minimum within one node is seed 000's usual whole node (below 8 cards
     # one normally uses 8), so only whole nodes are named.
@@ -728,19 +842,7 @@ def _resolve_framework(ctx: Context, tables: Tables, known: int | None = None):
     if ctx.hw.accelerator == "npu" and ctx.role_kind.trains and layout.cards < 8 and layout.cards == minimum.value:
         notes.append(f"{layout.cards} card(s) is below one node; seed 000: below 8 cards one normally uses 8 "
                      f"(set cards: 8 to do so)")
-    est = _estimate(ctx, layout, budget_cards)
-    info = ctx.fw.models.get(ctx.model.name) or {}
-    # The upstream file the method follows: its own column (pretrain, predict), else the fine-tuning one.
-    upstream = info.get(ctx.spec.method if ctx.spec.method in info else "finetune")
-    # What upstream's file sets that this plan does not follow, and why (frameworks.yaml).
-    notes.extend(f"upstream {upstream} {text}" for text in info.get("departures", ()))
-    notes.extend(ctx.planning.layout_notes(ctx, layout))
-    first = ctx.planning.roles(ctx.spec.method)[0]
-    fplan = FrameworkPlan(name=ctx.fw.name, label=ctx.fw.label,
-                          roles={first.kind.value: Role(first.kind, layout, est, first.colocated)},
-                          min_cards=minimum,
-                          forced=forced, info=info, upstream=upstream, flash_attn=ctx.fw.flash_attn)
-    return fplan, rejected, notes, warnings
+    return notes
 
 
 # ----------------------------------------------------------------------------------------------------------------
@@ -769,12 +871,7 @@ def _general_notes(spec: Spec, model: Model, tables: Tables, plans: dict[str, Fr
                      f"are each framework's continued-pretraining ones; gen-launch does not plan pretraining from "
                      f"random weights")
     multi = [name for name, fp in plans.items() if fp.layout.nodes > 1]
-    if multi and spec.master_addr is None and spec.scheduler == "none":
-        notes.append(f"multi-node ({', '.join(multi)}) without cluster.master_addr: the launch scripts take "
-                     f"MASTER_ADDR from the second argument or the environment and refuse to start without it")
-    elif multi and spec.master_addr is None:
-        notes.append(f"multi-node ({', '.join(multi)}) under {spec.scheduler}: started without arguments, the launch "
-                     f"scripts take node 0's address from {spec.scheduler}'s variables (its first host)")
+    notes.extend(_master_notes(spec, multi))
     if multi and spec.shared_storage:
         notes.append("multi-node: output_dir must be on storage shared by every node (cluster.shared_storage: true, "
                      "the default this plan assumes; set it false where each node has its own disk)")
@@ -783,6 +880,16 @@ def _general_notes(spec: Spec, model: Model, tables: Tables, plans: dict[str, Fr
                      if planning[name].unshared_storage_note)
     return notes
 
+
+def _master_notes(spec: Spec, multi: list[str]) -> list[str]:
+    """Where a multi-node job's launch scripts take node 0's address from when the spec gives none."""
+    if not multi or spec.master_addr is not None:
+        return []
+    if spec.scheduler == "none":
+        return [f"multi-node ({', '.join(multi)}) without cluster.master_addr: the launch scripts take "
+                f"MASTER_ADDR from the second argument or the environment and refuse to start without it"]
+    return [f"multi-node ({', '.join(multi)}) under {spec.scheduler}: started without arguments, the launch "
+            f"scripts take node 0's address from {spec.scheduler}'s variables (its first host)"]
 
 def _check_master_addr(spec: Spec, plans: dict[str, FrameworkPlan]) -> None:
     """A loopback cluster.master_addr is refused where a framework runs on more than one node, whichever it is."""

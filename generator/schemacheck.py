@@ -132,6 +132,11 @@ def conforms(instance: Any, schema: Any, root: dict) -> bool:
         return schema
     if "$ref" in schema and not conforms(instance, _resolve(root, schema["$ref"]), root):
         return False
+    return _value_conforms(instance, schema, root) and _applicators_conform(instance, schema, root)
+
+
+def _value_conforms(instance: Any, schema: dict, root: dict) -> bool:
+    """The keywords on the value itself: type, enum, const, and those of its kind (object, array, string, number)."""
     if "type" in schema:
         wanted = schema["type"]
         if not any(_TYPES[t](instance) for t in ([wanted] if isinstance(wanted, str) else wanted)):
@@ -146,8 +151,11 @@ def conforms(instance: Any, schema: Any, root: dict) -> bool:
         return False
     if isinstance(instance, str) and not _string_conforms(instance, schema):
         return False
-    if _is_number(instance) and not _number_conforms(instance, schema):
-        return False
+    return not _is_number(instance) or _number_conforms(instance, schema)
+
+
+def _applicators_conform(instance: Any, schema: dict, root: dict) -> bool:
+    """The keywords that apply subschemas: allOf, anyOf, oneOf, not, if / then / else."""
     if "allOf" in schema and not all(conforms(instance, sub, root) for sub in schema["allOf"]):
         return False
     if "anyOf" in schema and not any(conforms(instance, sub, root) for sub in schema["anyOf"]):

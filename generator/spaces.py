@@ -8,8 +8,8 @@ import math
 from dataclasses import dataclass
 from itertools import product
 
+from .api.contract import Structure
 from .context import Context
-from .frameworks.contract import Structure
 from .plan import Layout, Rejected
 
 RECOMPUTE = ("none", "selective", "full")

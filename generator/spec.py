@@ -22,13 +22,17 @@ from typing import TYPE_CHECKING, Any
 import yaml
 
 from . import schemacheck
-from .calibration import Calibration
+from .api.roles import RoleKind
+from .calibration_block import Calibration
 from .errors import Problem, SpecError, TableError, invisible, show, show_name
 from .frameworks import registry
 from .resources import resource_dir
 
 if TYPE_CHECKING:  # imported where a spec is validated: it is a third of a command's start-up
     import jsonschema
+
+
+ROLE_NAMES = tuple(kind.value for kind in RoleKind)  # a key of layout.<framework> naming a role's own pins
 
 
 @dataclass(frozen=True)
@@ -43,6 +47,8 @@ class Pins:
     recompute: str | None = None
     sequence_parallel: bool | None = None  # Megatron-style frameworks: sequence parallel on / off (needs TP > 1)
     offload: bool | None = None  # LLaMA-Factory: ZeRO-3 offload of parameters and optimizer states
+    # A role's own pins (layout.<framework>.<role>), by role name: they replace the framework's for that role.
+    roles: tuple[tuple[str, Pins], ...] = ()
 
 
 @dataclass(frozen=True)
@@ -530,45 +536,54 @@ def _describe(error: jsonschema.ValidationError) -> list[Problem]:
     if kind in ("oneOf", "anyOf") and hint:
         return [Problem(path, f"{show(value)} is not valid: {hint}")]
     if kind in ("oneOf", "anyOf"):
-        from jsonschema.exceptions import best_match
+        return _describe_best(error, path)
+    return [Problem(path, _value_message(kind, value, validator_value, hint))]
 
-        best = best_match(error.context or [])
-        if best is None:
-            return [Problem(path, f"{show(value)} is not valid here")]
-        others = len(error.context) - 1
-        found = _describe(best)
-        if others > 0:
-            found = [Problem(p.path, f"{p.message} (and {others} other way(s) it could be valid)") for p in found]
-        return found
+
+def _describe_best(error: jsonschema.ValidationError, path: str) -> list[Problem]:
+    """A oneOf / anyOf error as its best-matching alternative's, and how many other ways the value could be valid."""
+    from jsonschema.exceptions import best_match
+
+    best = best_match(error.context or [])
+    if best is None:
+        return [Problem(path, f"{show(error.instance)} is not valid here")]
+    others = len(error.context) - 1
+    found = _describe(best)
+    if others > 0:
+        found = [Problem(p.path, f"{p.message} (and {others} other way(s) it could be valid)") for p in found]
+    return found
+
+
+def _value_message(kind: Any, value: Any, validator_value: Any, hint: str | None) -> str:
+    """What is wrong with a value that jsonschema's keyword `kind` refused, in words (the schema's x-hint first)."""
     if kind == "enum":
-        return [Problem(path, f"{show(value)} is not allowed; choose one of: "
-                              f"{', '.join(str(v) for v in validator_value)}")]
+        return f"{show(value)} is not allowed; choose one of: {', '.join(str(v) for v in validator_value)}"
     if kind == "const":
-        return [Problem(path, f"{show(value)} is not allowed; expected {show(validator_value)}")]
+        return f"{show(value)} is not allowed; expected {show(validator_value)}"
     if kind == "type":
         wanted = [validator_value] if isinstance(validator_value, str) else validator_value
         words = " or ".join(_TYPE_WORDS.get(w, w) for w in wanted)
-        return [Problem(path, f"expected {words}, got {show(value)}{_number_hint(value, wanted)}")]
+        return f"expected {words}, got {show(value)}{_number_hint(value, wanted)}"
     if hint:
-        return [Problem(path, f"{show(value)} is not valid: {hint}")]
+        return f"{show(value)} is not valid: {hint}"
     if kind == "pattern":
-        return [Problem(path, f"{show(value)} does not match the pattern {validator_value}")]
+        return f"{show(value)} does not match the pattern {validator_value}"
     if kind == "multipleOf":
-        return [Problem(path, f"{show(value)} is not a multiple of {validator_value}")]
+        return f"{show(value)} is not a multiple of {validator_value}"
     if kind in ("minimum", "exclusiveMinimum", "maximum", "exclusiveMaximum"):
         words = {"minimum": "at least", "exclusiveMinimum": "greater than", "maximum": "at most",
                  "exclusiveMaximum": "less than"}[kind]
-        return [Problem(path, f"{show(value)} is out of range: must be {words} {validator_value}")]
+        return f"{show(value)} is out of range: must be {words} {validator_value}"
     if kind in ("minLength", "maxLength"):
         words = "at least" if kind == "minLength" else "at most"
-        return [Problem(path, f"{show(value)} must be {words} {validator_value} characters long")]
+        return f"{show(value)} must be {words} {validator_value} characters long"
     if kind == "minItems":
-        return [Problem(path, f"must list at least {validator_value} item(s)")]
+        return f"must list at least {validator_value} item(s)"
     if kind == "uniqueItems":
-        return [Problem(path, "lists the same item twice")]
+        return "lists the same item twice"
     if kind == "not":
-        return [Problem(path, "has a combination of keys that is not allowed here")]
-    return [Problem(path, f"{show(value)} is not valid ({kind})")]
+        return "has a combination of keys that is not allowed here"
+    return f"{show(value)} is not valid ({kind})"
 
 
 def _number_hint(value: Any, wanted: list[str]) -> str:
@@ -581,6 +596,11 @@ def _number_hint(value: Any, wanted: list[str]) -> str:
         return f" (a leading 0 is not a number in YAML 1.2, and was octal in YAML 1.1: write {int(value)} or 0o...)"
     return ""
 
+
+def _pins(given: dict) -> Pins:
+    """layout.<framework>: its pins, with each role's own under the role's name."""
+    roles = tuple((key, Pins(**value)) for key, value in given.items() if key in ROLE_NAMES)
+    return Pins(**{key: value for key, value in given.items() if key not in ROLE_NAMES}, roles=roles)
 
 def _build(data: dict, sha256: str) -> Spec:
     data_block = data.get("data") or {}
@@ -620,7 +640,7 @@ def _build(data: dict, sha256: str) -> Spec:
         paths=paths,
         dataset_format=dataset_format,
         dataset_columns=None if columns is None else tuple(columns),
-        layout={fw: Pins(**pins) for fw, pins in (data.get("layout") or {}).items()},
+        layout={fw: _pins(pins) for fw, pins in (data.get("layout") or {}).items()},
         train=dict(data.get("train") or {}),
         lora=dict(data.get("lora") or {}),
         rl=dict(data.get("rl") or {}),

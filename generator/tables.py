@@ -564,17 +564,7 @@ def _check_registry(tables: Tables) -> None:
         # A column of the minimum-card table (a plugin may put validated presets first: its presets_first)
         sources = {r.framework for r in tables.min_cards}
         check_choice(f"frameworks.yaml {fw.name}", "min_cards_from", fw.min_cards_from, sorted(sources))
-        for model in tables.models:
-            if not tables.supports(fw.name, model) or fw.refusal(model):
-                continue
-            info = fw.models.get(model) or {}
-            missing = [key for key in fw.model_facts if key not in info]
-            if not missing and fw.activations is not None and not _has_activations(fw.activations, info["decoder"]):
-                raise TableError(f"frameworks.yaml {fw.name}: {model}'s decoder {info['decoder']!r} has no measured "
-                                 f"activations in hf_activations.yaml (run bench/calibrate_activations.py)")
-            if missing:
-                raise TableError(f"frameworks.yaml {fw.name}: {model} is supported (a min_cards.csv row or its own "
-                                 f"row) but its row lacks {', '.join(missing)}; add them, or a `refuse` reason")
+        _check_model_facts(tables, fw)
     for hw in tables.hardware.values():
         for name in hw.frameworks:
             listed = tables.frameworks.get(name)
@@ -584,6 +574,22 @@ def _check_registry(tables: Tables) -> None:
             if listed.throughput["model"] == ThroughputModel.STEP and None in step_inputs:
                 raise TableError(f"hardware.yaml {hw.name}: {name} times jobs with the step model, which needs "
                                  f"link_gb_s, scaleout_gb_s and attention_efficiency")
+
+
+def _check_model_facts(tables: Tables, fw: Framework) -> None:
+    """Every model `fw` supports has the facts it reads (model_facts) and, where it counts measured activations,
+    its decoder's."""
+    for model in tables.models:
+        if not tables.supports(fw.name, model) or fw.refusal(model):
+            continue
+        info = fw.models.get(model) or {}
+        missing = [key for key in fw.model_facts if key not in info]
+        if not missing and fw.activations is not None and not _has_activations(fw.activations, info["decoder"]):
+            raise TableError(f"frameworks.yaml {fw.name}: {model}'s decoder {info['decoder']!r} has no measured "
+                             f"activations in hf_activations.yaml (run bench/calibrate_activations.py)")
+        if missing:
+            raise TableError(f"frameworks.yaml {fw.name}: {model} is supported (a min_cards.csv row or its own "
+                             f"row) but its row lacks {', '.join(missing)}; add them, or a `refuse` reason")
 
 
 def _hardware_names(hardware: dict[str, Hardware]) -> dict[str, str]:

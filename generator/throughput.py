@@ -28,7 +28,7 @@ from dataclasses import dataclass, replace
 from typing import TypeVar
 
 from .memory import distinct_stages, expert_data_parallel, stage_params
-from .parallel import Parallel
+from .parallel import Parallel, split_layers
 from .tables import VARIANT_OF, Framework, Hardware, Model, trains_adapters
 
 T = TypeVar("T")
@@ -221,7 +221,6 @@ def _data_parallel_sync(model: Model, par: Parallel, expert_tp: bool, link: floa
     if group == 1:
         return 0.0
     if par.num_layer_list is None:  # not placed (a layout under search): the search's own split
-        from .layouts import split_layers  # layouts imports this module
         par = replace(par, num_layer_list=split_layers(model.layers, par.pp, par.mtp_layers))
     expert_group = expert_data_parallel(par, expert_tp)  # the ranks holding the same expert slice
     rate = link if par.tp * group <= par.cards_per_node else scaleout

@@ -16,7 +16,7 @@ import yaml
 from click.testing import CliRunner
 from helpers import require
 
-from generator.calibration import Calibration
+from generator.calibration_block import Calibration
 from generator.cli import main
 from generator.logs import MAX_LINE, LogError, lines, number, steady
 

@@ -106,8 +106,9 @@ def installed(tmp_path_factory) -> dict:
         (bindir / name).chmod(0o755)
     env = {k: v for k, v in os.environ.items()
            if not k.startswith(("MASTER_", "NODE_RANK", "SLURM_", "VC_", "PYTHON", "RAY_"))}
+    # As CANN's set_env.sh leaves them: MindSpeed-MM's launch.sh checks them before it starts.
     env.update(PATH=f"{bindir}:{os.environ['PATH']}", VENV_PYTHON=str(python), STUB_DEVICES="8",
-               STUB_RESOURCE="NPU")
+               STUB_RESOURCE="NPU", ASCEND_TOOLKIT_HOME=str(root), ATB_HOME_PATH=str(root))
     return {"env": env, "paths": {key: str(value) for key, value in checkouts.items()}}
 
 

@@ -18,11 +18,13 @@ from pathlib import Path
 import pytest
 import yaml
 from click.testing import CliRunner
+from helpers import assert_meets_contract
 
 import generator
 from generator import memory as memory_module
 from generator import resources
 from generator.cli import main
+from generator.frameworks import registry
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -32,6 +34,7 @@ FOOTPRINTS = {
     "test_add_a_hardware_type": (2, 16),
     "test_add_a_memory_term": (1, 10),
     "test_add_a_framework": (6, 66),
+    "test_add_an_rl_framework": (7, 118),
 }
 
 
@@ -416,6 +419,206 @@ def test_add_a_framework(repo, tmp_path, monkeypatch):
     assert "Toy trains qwen3-8b on 8 card(s)" in (out / "toyjob" / "PLAN.md").read_text(encoding="utf-8")
     checked = json.loads(cli("validate", "--json", str(out / "toyjob")).output)["results"]
     assert {"path": "toy/train.yaml", "status": "ok", "detail": "toy's own check"} in checked
+
+
+
+# --- Add an RL framework -----------------------------------------------------------------------------------------
+
+# A second RL framework built from the RL family (generator/families/rl/): an actor on the model-parallel grid, a
+# rollout engine of its own TP whose memory is the family's vLLM model, a reference that takes the actor's layout,
+# the family's published rate, and a constraint between its roles; its own keys (config.yaml) and a launch on the
+# family's Ray cluster partial.
+RL_ROW = """\
+  - name: toyrl
+    plugin: toyrl_plugin
+    label: "ToyRL 1.0 (an RL framework added by tests/test_extending.py)"
+    memory: megatron-fp32
+    methods: [grpo]
+    dataset_formats: [alpaca]
+    overhead_gb: 3.0
+    throughput: {model: mfu, mfu: {pretrain: 0.25, full: 0.25, lora: 0.25, qlora: 0.25, moe: 0.15},
+                 source: "unused: the plugin gives the family's published rate, or none"}
+    min_cards_from: verl
+    support: listed
+    models:
+      qwen3-8b: {}
+"""
+RL_PLUGIN = '''"""ToyRL: the RL family's roles, rollout memory, rate and Ray launch, with its own config keys."""
+
+from dataclasses import dataclass, field
+
+from generator.errors import Problem
+from generator.families.rl.rates import published
+from generator.families.rl.ray import ray_context
+from generator.families.rl.rollout import rollout_memory
+from generator.frameworks.base import DefaultPlanning
+from generator.frameworks.contract import Plugin, RoleDef, RoleKind
+from generator.spaces import GridSpace
+from generator.throughput import Throughput
+
+ACTOR, ROLLOUT = GridSpace(), GridSpace(tp_choices=(1, 2, 4, 8), pp_choices=(1,))
+TPS = (1, 2, 4, 8)
+
+
+@dataclass(frozen=True)
+class Recipe:
+    n: int
+    seq_len: int
+    gpu_memory_utilization: float = 0.6
+    sources: dict = field(default_factory=lambda: {"gpu_memory_utilization": "toyrl: 0.6"})
+    max_num_seqs: tuple = (256, "toyrl: 256")
+
+
+class Planning(DefaultPlanning):
+    def roles(self, method):
+        return (RoleDef(RoleKind.ACTOR), RoleDef(RoleKind.ROLLOUT),
+                RoleDef(RoleKind.REFERENCE, takes=RoleKind.ACTOR))
+
+    def space(self, role):
+        return ROLLOUT if role is RoleKind.ROLLOUT else ACTOR
+
+    def role_problems(self, ctx):
+        pins = dict(ctx.spec.layout["toyrl"].roles) if "toyrl" in ctx.spec.layout else {}
+        actor, rollout = pins.get("actor"), pins.get("rollout")
+        if actor is None or rollout is None or not actor.tp or not rollout.tp or rollout.tp % actor.tp == 0:
+            return []
+        works = ", ".join(str(tp) for tp in TPS if tp % actor.tp == 0)
+        return [Problem("layout.toyrl.rollout.tp", f"{rollout.tp}: the rollout takes the actor's TP {actor.tp} "
+                                                   f"shards whole, so its TP is a multiple of it; values that "
+                                                   f"work: {works}")]
+
+    def memory(self, ctx, shape):
+        if ctx.role_kind is not RoleKind.ROLLOUT:
+            return None
+        recipe = Recipe(ctx.spec.rl.get("samples_per_prompt", 8), ctx.spec.seq_len)
+        return rollout_memory(ctx.model, ctx.hw, ctx.fw.overhead_gb, recipe, shape.tp, shape.cards, shape.offload,
+                              ctx.spec.method, shape.global_batch_size)
+
+    def rate(self, ctx, layout):
+        found = next((row for row in published() if (row.method, row.model, row.hardware)
+                      == (ctx.spec.method, ctx.model.name, ctx.hw.name)), None)
+        if ctx.role_kind is not RoleKind.ACTOR or found is None:
+            return Throughput(0.0, "none published", is_estimate=True)
+        return Throughput(found.tokens_per_card_s, found.source, is_estimate=True)
+
+
+class Output:
+    options = ()
+    launchers = ()
+
+    def render(self, plan, env):
+        fp = plan.frameworks["toyrl"]
+        tps = {kind: role.layout.tp for kind, role in fp.roles.items()}
+        return {"toyrl/config.yaml": env.get_template("toyrl/config.yaml.j2").render(tps=tps, cards=fp.cards),
+                "toyrl/launch.sh": env.get_template("toyrl/launch.sh.j2").render(
+                    **ray_context(plan, fp), per_node=fp.layout.local_cards, nodes=fp.layout.nodes,
+                    scheduled=False, node_ifname=None)}
+
+    def plan_section(self, plan, env):
+        return env.get_template("toyrl/plan_section.md.j2").render(fp=plan.frameworks["toyrl"])
+
+    def check(self, job, path):
+        return None
+
+
+PLUGIN = Plugin("toyrl", planning=Planning(), output=Output())
+'''
+RL_CONFIG = "{% for kind, tp in tps.items() %}{{ kind }}_tp: {{ tp }}\n{% endfor %}cards: {{ cards }}\n"
+RL_LAUNCH = """\
+#!/bin/bash
+# ToyRL on the RL family's Ray cluster: launch.sh NODE_RANK MASTER_ADDR
+set -euo pipefail
+matches() { [[ $1 =~ $2 ]]; }
+is_count() { [[ $1 =~ ^[0-9]+$ ]]; }
+NODE_RANK=$1
+MASTER_ADDR=$2
+NNODES={{ nodes }}
+{% with part = "setup" %}{% include "rl/_ray_cluster.sh.j2" %}{% endwith %}
+if [ "$NODE_RANK" = 0 ]; then
+{% with part = "head" %}{% include "rl/_ray_cluster.sh.j2" %}{% endwith %}
+  python3 -m toyrl.train "$(dirname -- "$0")/config.yaml"
+else
+{% with part = "join" %}{% include "rl/_ray_cluster.sh.j2" %}{% endwith %}
+fi
+"""
+RL_SECTION = "## toyrl\n\nToyRL runs {{ fp.roles | join(', ') }} on {{ fp.cards }} card(s).\n"
+
+
+def add_toyrl(repo: Copy, tmp_path: Path, monkeypatch) -> None:
+    last = "qwen2.5-32b: {decoder: qwen2, grpo: examples/grpo_trainer/run_qwen2_5_32b_grpo_npu.sh, dapo: " \
+        "recipe/dapo/run_dapo_qwen2.5_32b_npu.sh, ppo: examples/ppo_trainer/run_qwen3-8b_npu.sh}\n"
+    repo.edit("generator/data/frameworks.yaml", last, last + RL_ROW)
+    repo.edit("generator/data/hardware.yaml", HW_ROW_END, HW_ROW_END.replace("verl]", "verl, toyrl]"))
+    schema = "schemas/job.schema.json"
+    repo.edit(schema, '"verl"\n        ]', '"verl",\n          "toyrl"\n        ]')
+    repo.edit(schema, '"verl": {\n          "$ref": "#/$defs/pins"\n        }\n',
+              '"verl": {\n          "$ref": "#/$defs/pins"\n        },\n'
+              '        "toyrl": {\n          "$ref": "#/$defs/pins"\n        }\n')
+    repo.add("templates/toyrl/config.yaml.j2", RL_CONFIG)
+    repo.add("templates/toyrl/launch.sh.j2", RL_LAUNCH)
+    repo.add("templates/toyrl/plan_section.md.j2", RL_SECTION)
+    plugins = tmp_path / "plugins"
+    plugins.mkdir()
+    (plugins / "toyrl_plugin.py").write_text(RL_PLUGIN, encoding="utf-8")
+    monkeypatch.syspath_prepend(str(plugins))
+    monkeypatch.delitem(sys.modules, "toyrl_plugin", raising=False)
+    repo.originals["generator/frameworks/toyrl/__init__.py"] = ""
+    repo.edited["generator/frameworks/toyrl/__init__.py"] = RL_PLUGIN
+    _clear_caches()
+
+
+def rl_spec(folder: Path, name: str, **fields) -> Path:
+    return write_spec(folder, name, model="qwen3-8b", method="grpo", frameworks=["toyrl"],
+                      rl={"samples_per_prompt": 8}, **fields)
+
+
+def test_add_an_rl_framework(repo, tmp_path, monkeypatch):
+    add_toyrl(repo, tmp_path, monkeypatch)
+    assert repo.footprint() == FOOTPRINTS["test_add_an_rl_framework"]
+    spec = rl_spec(tmp_path, "toyrl-job", cards=8)
+    fw = plan_json(spec)["frameworks"]["toyrl"]
+    roles = fw["roles"]
+    assert list(roles) == ["actor", "rollout", "reference"]
+    shape = ("tp", "pp", "cp", "cards")
+    # The reference takes the actor's layout, with its own (forward-only) memory.
+    assert [roles["reference"][k] for k in shape] == [roles["actor"][k] for k in shape]
+    assert roles["reference"]["memory_per_card_gib"] < roles["actor"]["memory_per_card_gib"]
+    assert roles["reference"]["memory_breakdown_gib"]["optimizer states"] == 0
+    # The rollout's memory is the family's vLLM model: its KV cache is a term of its own.
+    assert roles["rollout"]["memory_breakdown_gib"]["KV cache (vLLM's gpu_memory_utilization share)"] > 0
+    out = tmp_path / "out"
+    cli("render", str(spec), "-o", str(out))
+    config = yaml.safe_load((out / "toyrl-job" / "toyrl" / "config.yaml").read_text(encoding="utf-8"))
+    assert config == {"actor_tp": roles["actor"]["tp"], "rollout_tp": roles["rollout"]["tp"],
+                      "reference_tp": roles["actor"]["tp"], "cards": 8}
+    launch = (out / "toyrl-job" / "toyrl" / "launch.sh").read_text(encoding="utf-8")
+    assert 'ray start --head --port="$RAY_PORT"' in launch and 'ray start --address="$RAY_HEAD"' in launch
+    checked = json.loads(cli("validate", "--json", str(out / "toyrl-job")).output)["results"]
+    assert [r["status"] for r in checked if r["path"] == "toyrl/launch.sh"] == ["ok"]
+    contract = tmp_path / "contract"
+    contract.mkdir()
+    assert_meets_contract("toyrl", registry()["toyrl"], contract, monkeypatch)
+
+
+def test_a_role_pin_is_honoured_and_a_broken_one_refused_at_its_key(repo, tmp_path, monkeypatch):
+    add_toyrl(repo, tmp_path, monkeypatch)
+    pinned = rl_spec(tmp_path, "pinned", cards=8, layout={"toyrl": {"actor": {"tp": 2}, "rollout": {"tp": 4}}})
+    roles = plan_json(pinned)["frameworks"]["toyrl"]["roles"]
+    assert (roles["actor"]["tp"], roles["rollout"]["tp"], roles["reference"]["tp"]) == (2, 4, 2)
+    # The constraint between the roles, checked before any search, at the rollout's key with the values that work.
+    broken = rl_spec(tmp_path, "broken", cards=8, layout={"toyrl": {"actor": {"tp": 2}, "rollout": {"tp": 1}}})
+    refused = cli("plan", str(broken), code=2)
+    assert "layout.toyrl.rollout.tp: 1: the rollout takes the actor's TP 2 shards whole" in refused.stderr
+    assert "values that work: 2, 4, 8" in refused.stderr
+    # A role's own pin breaking a layout rule is refused at the role's key; one for a role not run, at that key.
+    odd = rl_spec(tmp_path, "odd", cards=8, layout={"toyrl": {"rollout": {"tp": 3}}})
+    assert "layout.toyrl.rollout.tp: TP (3) must divide" in cli("plan", str(odd), code=2).stderr
+    critic = rl_spec(tmp_path, "critic", cards=8, layout={"toyrl": {"critic": {"tp": 2}}})
+    assert "layout.toyrl.critic: toyrl runs no critic role for grpo; its roles: actor, rollout, reference" in \
+        cli("plan", str(critic), code=2).stderr
+    taken = rl_spec(tmp_path, "taken", cards=8, layout={"toyrl": {"reference": {"tp": 2}}})
+    assert "layout.toyrl.reference: toyrl's reference takes the actor's layout; pin that one" in \
+        cli("plan", str(taken), code=2).stderr
 
 
 # --- README ------------------------------------------------------------------------------------------------------

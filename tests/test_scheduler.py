@@ -26,7 +26,7 @@ from test_verl_launch import programs
 
 from generator.cli import main
 from generator.errors import SpecError
-from generator.frameworks.verl.render import HEAD_MISSES
+from generator.families.rl.ray import HEAD_MISSES
 from generator.scheduler import DEVICE_RESOURCE
 from generator.tables import load_tables
 

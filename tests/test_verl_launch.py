@@ -17,7 +17,8 @@ from click.testing import CliRunner
 from helpers import check_script, render_job
 
 from generator.cli import main
-from generator.frameworks.verl.render import HEAD_MISSES, JOIN_ATTEMPTS, data_files
+from generator.families.rl.ray import HEAD_MISSES, JOIN_ATTEMPTS
+from generator.frameworks.verl.render import data_files
 from generator.frameworks.verl.settings import hydra_value
 from generator.render import write
 from generator.tables import load_tables

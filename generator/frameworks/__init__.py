@@ -3,13 +3,12 @@ and checked against the contract (contract.py). The core asks the registry; it n
 
 from __future__ import annotations
 
-import importlib
 from functools import cache
-from types import ModuleType
 
+from ..api.contract import Output
 from ..errors import TableError
 from ..tables import Framework, Tables, load_tables
-from .contract import Output, Plugin
+from .contract import Plugin, import_for
 
 _built: tuple[Tables, dict[str, Plugin]] | None = None  # the registry of the tables last loaded
 
@@ -43,13 +42,3 @@ def _load(name: str, module_name: str) -> Plugin:
         raise TableError(f"frameworks.yaml {name}: plugin: {module_name} has no PLUGIN = Plugin({name!r}, ...) "
                          f"(generator/frameworks/contract.py)")
     return found
-
-
-def import_for(name: str, module_name: str) -> ModuleType:
-    """Module `module_name` of framework `name`'s plugin; one that does not import is a table error (exit 5),
-    named with the row and the module."""
-    try:
-        return importlib.import_module(module_name)
-    except Exception as exc:  # any error of the module's code is the row's (a SyntaxError, a RuntimeError)
-        raise TableError(f"frameworks.yaml {name}: plugin: {module_name} does not import "
-                         f"({type(exc).__name__}: {exc})") from None

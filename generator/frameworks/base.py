@@ -51,6 +51,9 @@ class DefaultPlanning:
     def space(self, role: RoleKind) -> SearchSpace:
         return GRID
 
+    def role_problems(self, ctx: Context) -> list[Problem]:
+        return []
+
     def recipe_refusals(self, recipe: Training) -> list[Problem]:
         return []
 

@@ -7,7 +7,6 @@ import jinja2
 from ...plan import FrameworkPlan, Plan, RunLength
 from ...render.common import commands_txt, launch_context, section_context
 from ...tables import load_tables
-from . import predict
 
 NAME = "mindformers"
 # Mcore data columns (configs/qwen3/*.yaml); the research families' own (input_columns, conversion scripts) are
@@ -187,8 +186,6 @@ def parents(path: str) -> list[str]:
 
 
 def render(plan: Plan, env: jinja2.Environment) -> dict[str, str]:
-    if plan.method == "predict":
-        return predict.render(plan, env)
     fp = plan.frameworks[NAME]
     lay = fp.layout
     kind = "pretrain" if plan.method == "pretrain" else "finetune"
@@ -217,8 +214,6 @@ def render(plan: Plan, env: jinja2.Environment) -> dict[str, str]:
 
 
 def plan_section(plan: Plan, env: jinja2.Environment) -> str:
-    if plan.method == "predict":
-        return predict.plan_section(plan, env)
     fp = plan.frameworks[NAME]
     return env.get_template("mindformers/plan_section.md.j2").render(
         plan=plan, fp=fp, **section_context(plan, fp, NAME),

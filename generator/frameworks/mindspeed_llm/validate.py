@@ -70,18 +70,24 @@ def job_problems(folder: Path, model: Model | None) -> dict[str, list[str]]:
         if train:
             problems["launch.sh"] += checks.data_problems(train, words)
     if "convert_ckpt.sh" in texts:
-        arrays = bash_arrays(texts["convert_ckpt.sh"])
-        calls = {label: (script, array) for label, script, array in _python_lines(texts["convert_ckpt.sh"])}
-        for direction in ("hf2mcore", "mcore2hf"):
-            script, array = calls.get(direction, ("", ""))
-            if array != f"{direction.upper()}_ARGS":
-                problems["convert_ckpt.sh"].append(f'{direction}: expected `python SCRIPT "${{{direction.upper()}'
-                                                   f'_ARGS[@]}}"`')
-                continue
-            words = arrays.get(array, [])
-            found = checks.command_problems(script, words)
-            if not found and train:
-                found = (checks.conversion_problems(train, script, words) if direction == "hf2mcore"
-                         else checks.export_problems(train, script, words))
-            problems["convert_ckpt.sh"] += [f"{direction}: {p}" for p in found]
+        problems["convert_ckpt.sh"] += _conversion_problems(texts["convert_ckpt.sh"], train)
     return problems
+
+
+def _conversion_problems(script_text: str, train: list[str]) -> list[str]:
+    """convert_ckpt.sh's two conversions, each through its converter's parser, then against the training layout."""
+    out: list[str] = []
+    arrays = bash_arrays(script_text)
+    calls = {label: (script, array) for label, script, array in _python_lines(script_text)}
+    for direction in ("hf2mcore", "mcore2hf"):
+        script, array = calls.get(direction, ("", ""))
+        if array != f"{direction.upper()}_ARGS":
+            out.append(f'{direction}: expected `python SCRIPT "${{{direction.upper()}_ARGS[@]}}"`')
+            continue
+        words = arrays.get(array, [])
+        found = checks.command_problems(script, words)
+        if not found and train:
+            found = (checks.conversion_problems(train, script, words) if direction == "hf2mcore"
+                     else checks.export_problems(train, script, words))
+        out += [f"{direction}: {p}" for p in found]
+    return out

@@ -295,16 +295,7 @@ def job_problems(folder: Path, model: Model | None) -> dict[str, list[str]]:
     problems: dict[str, list[str]] = {name: [] for name in texts}
     model_json = None
     if "model.json" in texts:
-        try:
-            model_json = json.loads(texts["model.json"])
-        except ValueError as exc:
-            problems["model.json"].append(f"not JSON: {exc}")
-        if model_json is not None:
-            shape = shape_problems(model_json)
-            problems["model.json"] += shape
-            model_json = None if shape else model_json  # the rules need the keys they read
-        if model_json is not None and model is not None:
-            problems["model.json"] += model_problems(model_json, model)
+        model_json, problems["model.json"] = _read_model_json(texts["model.json"], model)
     args = None
     if "launch.sh" in texts:
         launch = texts["launch.sh"]
@@ -326,15 +317,39 @@ def job_problems(folder: Path, model: Model | None) -> dict[str, list[str]]:
             except flags.ParseError:
                 args = None
     if "convert_ckpt.sh" in texts:
-        arrays = bash_arrays(texts["convert_ckpt.sh"])
-        for direction in ("hf_to_mm", "mm_to_hf"):
-            words = arrays.get(f"{direction.upper()}_ARGS")
-            call = f'mm-convert Qwen2_5_VLConverter {direction} "${{{direction.upper()}_ARGS[@]}}"'
-            if words is None or call not in texts["convert_ckpt.sh"]:
-                problems["convert_ckpt.sh"].append(f"{direction}: expected `{call}`")
-                continue
-            found = conversion_problems(direction, words, args, model_json)
-            problems["convert_ckpt.sh"] += [f"{direction}: {p}" for p in found]
+        problems["convert_ckpt.sh"] += _conversions(texts["convert_ckpt.sh"], args, model_json)
+    return problems
+
+
+def _read_model_json(body: str, model: Model | None) -> tuple[dict | None, list[str]]:
+    """model.json parsed, and its problems; None where it is no JSON or lacks a key the rules read."""
+    problems: list[str] = []
+    model_json = None
+    try:
+        model_json = json.loads(body)
+    except ValueError as exc:
+        problems.append(f"not JSON: {exc}")
+    if model_json is not None:
+        shape = shape_problems(model_json)
+        problems += shape
+        model_json = None if shape else model_json  # the rules need the keys they read
+    if model_json is not None and model is not None:
+        problems += model_problems(model_json, model)
+    return model_json, problems
+
+
+def _conversions(body: str, args: argparse.Namespace | None, model_json: dict | None) -> list[str]:
+    """convert_ckpt.sh's two conversions, each against the training launch's arguments and model.json."""
+    problems: list[str] = []
+    arrays = bash_arrays(body)
+    for direction in ("hf_to_mm", "mm_to_hf"):
+        words = arrays.get(f"{direction.upper()}_ARGS")
+        call = f'mm-convert Qwen2_5_VLConverter {direction} "${{{direction.upper()}_ARGS[@]}}"'
+        if words is None or call not in body:
+            problems.append(f"{direction}: expected `{call}`")
+            continue
+        found = conversion_problems(direction, words, args, model_json)
+        problems += [f"{direction}: {p}" for p in found]
     return problems
 
 

@@ -14,6 +14,7 @@ import math
 from dataclasses import dataclass, replace
 from functools import cache
 
+from ...api import provenance
 from ...calibration import measured
 from ...context import Context
 from ...errors import SpecError
@@ -175,17 +176,7 @@ SPACE = Space()
 
 
 Value = bool | int | float | str | list[int] | list[str]
-
-
-@dataclass(frozen=True)
-class Setting:
-    """One value model.json, data.json or launch.sh holds beyond the core's layout and recipe: its key as the reader
-    names it (an environment variable as `env NAME`), the value in the reader's type, and its source."""
-
-    key: str
-    value: Value
-    source: str
-
+Setting = provenance.Setting[Value]  # a value as model.json, data.json or launch.sh take it
 
 ENV = "env "
 SOURCED = "sourced "

@@ -1,5 +1,4 @@
-"""verl 0.7.0's upstream NPU example scripts a plan follows (data: generator/data/verl_0.7.0/examples.yaml), and the
-published Ascend RL throughput the plan's time comes from (verl_0.7.0/throughput.yaml)."""
+"""verl 0.7.0's upstream NPU example scripts a plan follows (data: generator/data/verl_0.7.0/examples.yaml)."""
 
 from __future__ import annotations
 
@@ -31,17 +30,6 @@ class Example:
         return None if found is None else (found[0], f"upstream {self.script} l. {found[1]} ({COMMIT})")
 
 
-@dataclass(frozen=True)
-class Published:
-    """A published end-to-end RL throughput: tokens/s per card (die on Snt9b23), with its source."""
-
-    method: str
-    model: str
-    hardware: str
-    tokens_per_card_s: float
-    source: str
-
-
 @cache
 def examples() -> dict[str, Example]:
     doc = yaml.safe_load((FOLDER / "examples.yaml").read_text(encoding="utf-8"))
@@ -62,9 +50,3 @@ def example(script: str) -> Example:
     if found is None:
         raise TableError(f"frameworks.yaml verl: {script} is not in verl_0.7.0/examples.yaml")
     return found
-
-
-@cache
-def published() -> tuple[Published, ...]:
-    doc = yaml.safe_load((FOLDER / "throughput.yaml").read_text(encoding="utf-8"))
-    return tuple(Published(**row) for row in doc["published"])

@@ -9,11 +9,15 @@ from __future__ import annotations
 
 import itertools
 import math
+from collections.abc import Callable
 from dataclasses import dataclass, replace
+from typing import Any
 
 from ...calibration import measured
 from ...context import Context
 from ...errors import SpecError
+from ...families.rl.rates import published
+from ...families.rl.rollout import KVCache, kv_cache
 from ...memory import MemoryBreakdown
 from ...parallel import Parallel
 from ...plan import HEADROOM, FrameworkPlan, Layout, Plan, Rejected
@@ -25,7 +29,7 @@ from .. import contract
 from ..base import DefaultPlanning
 from ..contract import PathDefault, RoleDef, RoleKind, Structure
 from . import memory
-from .examples import example, published
+from .examples import example
 from .rl import DATA_SOURCES, RL, VERL, rl_config
 from .settings import Setting, VerlSettings
 
@@ -102,7 +106,11 @@ SPACES = {kind: VerlSpace(kind) for kind in RoleKind}
 
 def rollout_tps(ctx: Context, cards: int) -> list[int]:
     """vLLM TP sizes from the example's up: dividing the KV heads (vLLM shards them) and the cards (the rollout
-    world, TP x DP, must divide the actor's world: fsdp_workers.py l. 614-620), within a node."""
+    world, TP x DP, must divide the actor's world: fsdp_workers.py l. 614-620), within a node; the spec's own pin
+    for the rollout (layout.verl.rollout.tp) alone where it gives one (its rules are checked at its key)."""
+    own = dict(ctx.spec.layout[NAME].roles).get(RoleKind.ROLLOUT.value) if NAME in ctx.spec.layout else None
+    if own is not None and own.tp:
+        return [own.tp]
     start = rl_of(ctx).rollout_tp
     fitting = [tp for tp in ROLLOUT_TPS if tp <= ctx.hw.cards_per_node and tp <= cards and cards % tp == 0
                and ctx.model.kv_heads % tp == 0]
@@ -332,13 +340,12 @@ def settings(plan: Plan, fp: FrameworkPlan) -> VerlSettings:
     check_rules(plan, rl, cards, _sp(rl, model, cards)[0])
     rl = sized(rl, model, hw, fw, plan.method, cards, plan.train.global_batch_size, actor.offload)
     sp, sp_source = rl.sp, rl.sources["sp"]
-    micro, micro_source = rl.micro_batch_size, rl.sources["micro_batch_size"]
     offloaded = [kind for kind, role in fp.roles.items() if role.layout.offload]
     offload = bool(offloaded)
     offload_source = (f"plan: the {', '.join(offloaded)} phase needs the actor's states off the card (memory per "
                       f"role)") if offload else "plan: every phase fits with the actor's states on the card"
     # The KV cache vLLM sizes with the offload the files write (every role's, where one needs it).
-    kv = memory.kv_cache(model, hw, fw.overhead_gb, rl, rollout.tp, cards, offload, plan.method,
+    kv = kv_cache(model, hw, fw.overhead_gb, rl, rollout.tp, cards, offload, plan.method,
                          plan.train.global_batch_size)
     t = plan.train
     out = plan.output_dir(NAME)
@@ -350,10 +357,6 @@ def settings(plan: Plan, fp: FrameworkPlan) -> VerlSettings:
 
     def add(key: str, value, source: str) -> None:
         o.append(Setting(key, value, source))
-
-    def up(key: str, example_key: str, default: str) -> str:
-        found = ex(example_key)
-        return found[1] if found else default
 
     add("algorithm.adv_estimator", "gae" if ppo else "grpo",
         f"upstream {rl.script}: {'gae (PPO: the critic estimates advantages)' if ppo else 'grpo'}")
@@ -377,6 +380,50 @@ def settings(plan: Plan, fp: FrameworkPlan) -> VerlSettings:
     add("data.truncation", truncation, f"upstream {rl.script}: truncation {truncation}")
     if vl:
         add("data.image_key", "images", "upstream examples/grpo_trainer/run_qwen2_5_vl_7b_npu.sh l. 17 (geo3k images)")
+    remove_padding = _actor_overrides(add, plan, rl, sp, sp_source, offload, offload_source)
+    _rollout_overrides(add, rl, rollout, kv, vl)
+    _algorithm_overrides(add, rl, dapo)
+    _critic_overrides(add, plan, rl, ppo, remove_padding, offload, offload_source)
+    add("trainer.critic_warmup", 0, f"upstream {rl.script}: critic_warmup=0")
+    add("trainer.logger", ("console",), "gen-launch: console only (upstream examples add wandb, which needs a key)")
+    add("trainer.project_name", plan.job, "the spec's job")
+    add("trainer.experiment_name", f"{plan.job}-{plan.method}", "the spec's job and method")
+    add("trainer.device", "npu" if hw.accelerator == "npu" else "cuda",
+        f"{hw.name} is {'an Ascend NPU' if hw.accelerator == 'npu' else 'an NVIDIA GPU'} (trainer.device)")
+    add("trainer.n_gpus_per_node", min(cards, hw.cards_per_node), "plan: cards per node")
+    add("trainer.nnodes", actor.nodes, "plan: nodes")
+    add("trainer.default_local_dir", f"{out}/checkpoints", "paths.output_dir: verl's checkpoints")
+    add("hydra.run.dir", hydra_run_dir(out), "paths.output_dir: Hydra's run folder (its .hydra/ record and the "
+        "job's log; Hydra's default is outputs/ under the working folder, hydra/conf/hydra/output/default.yaml l.4 "
+        "at hydra-core 1.3.8, and launch.sh starts verl from its own folder, which a run never writes)")
+    add("trainer.resume_mode", "auto" if t.resume else "disable", t.origin.get("resume", ""))
+    loader = t.global_batch_size * ratio if dapo else t.global_batch_size
+    steps, steps_source, epochs, epochs_source = run_length(plan, loader, dapo)
+    save = min(t.save_every_steps, steps)
+    add("trainer.save_freq", save, t.origin.get("save_every_steps", "") if save == t.save_every_steps else
+        f"derived: the run's {steps} steps (verl saves at every save_freq-th step and at the last: {RAY_TRAINER} "
+        f"l. 1585-1590)")
+    add("trainer.total_training_steps", steps, steps_source)
+    add("trainer.total_epochs", epochs, epochs_source)
+    keep = (t.keep_checkpoints, t.origin.get("keep_checkpoints", ""))
+    add("trainer.max_actor_ckpt_to_keep", *keep)
+    if ppo:
+        add("trainer.max_critic_ckpt_to_keep", *keep)
+    prepare, merge = _prepare_settings(plan, rl, vl, data), _merge_settings(out)
+    return VerlSettings(entry="recipe.dapo.main_dapo" if dapo else "verl.trainer.main_ppo",
+                        config="dapo" if dapo else "ppo", upstream=f"{rl.script} at {VERL} (f9c855f7)",
+                        overrides=tuple(o), environment=environment(plan, hw.accelerator, vl, actor.nodes),
+                        prepare=prepare, merge=merge,
+                        nnodes=actor.nodes, gpus_per_node=min(cards, hw.cards_per_node),
+                        node_ifname=node_ifname(plan, actor.nodes))
+
+
+def _actor_overrides(add: Callable[[str, Any, str], None], plan: Plan, rl: RL, sp: int, sp_source: str,
+                    offload: bool, offload_source: str) -> bool:
+    """The actor's (and the reference's log-prob) overrides; whether the actor removes padding (the critic's too)."""
+    t = plan.train
+    ex = rl.example.get
+    micro, micro_source = rl.micro_batch_size, rl.sources["micro_batch_size"]
     add("actor_rollout_ref.model.path", plan.paths["model_dir"].value, "paths.model_dir")
     add("actor_rollout_ref.actor.optim.lr", t.learning_rate, t.origin.get("learning_rate", ""))
     add("actor_rollout_ref.actor.optim.weight_decay", t.weight_decay, t.origin.get("weight_decay", ""))
@@ -423,7 +470,14 @@ def settings(plan: Plan, fp: FrameworkPlan) -> VerlSettings:
     else:
         add("actor_rollout_ref.rollout.log_prob_micro_batch_size_per_gpu", rl.log_prob_micro_batch_size,
             rl.sources["log_prob_micro_batch_size"])
+    return remove_padding
+
+
+def _rollout_overrides(add: Callable[[str, Any, str], None], rl: RL, rollout: Layout, kv: KVCache,
+                      vl: bool) -> None:
+    """The rollout engine's overrides (vLLM) and the reference's log-prob batch."""
     add("actor_rollout_ref.rollout.tensor_model_parallel_size", rollout.tp,
+        "layout.verl.rollout.tp: the spec's pin" if rollout.pinned_at == "layout.verl.rollout" else
         rl.sources.get("rollout_tp", "") if rollout.tp == rl.rollout_tp else
         f"plan: the rollout layout's TP (the example's {rl.rollout_tp} does not fit or divide)")
     add("actor_rollout_ref.rollout.name", "vllm", f"upstream {rl.script}: rollout.name=vllm")
@@ -448,6 +502,11 @@ def settings(plan: Plan, fp: FrameworkPlan) -> VerlSettings:
     add("actor_rollout_ref.ref.fsdp_config.param_offload", True,
         "upstream NPU examples: ref.fsdp_config.param_offload=True (the memory model counts it where verl builds a "
         "reference: with a KL term)")
+
+
+def _algorithm_overrides(add: Callable[[str, Any, str], None], rl: RL, dapo: bool) -> None:
+    """The algorithm's and the reward's overrides, and the rest of what the followed script sets."""
+    ex = rl.example.get
     add("algorithm.use_kl_in_reward", False, f"upstream {rl.script}: use_kl_in_reward=False")
     if dapo:
         filter_found = ex("filter_groups")
@@ -469,6 +528,14 @@ def settings(plan: Plan, fp: FrameworkPlan) -> VerlSettings:
         found = ex(example_key)
         if found:
             add(key, found[0], found[1])
+
+
+def _critic_overrides(add: Callable[[str, Any, str], None], plan: Plan, rl: RL, ppo: bool, remove_padding: bool,
+                     offload: bool, offload_source: str) -> None:
+    """PPO's critic's overrides (none for GRPO and DAPO)."""
+    ex = rl.example.get
+    sp, sp_source = rl.sp, rl.sources["sp"]
+    micro, micro_source = rl.micro_batch_size, rl.sources["micro_batch_size"]
     if ppo:
         critic_lr = ex("critic_lr")
         add("critic.optim.lr", critic_lr[0] if critic_lr else 1e-5,
@@ -485,31 +552,10 @@ def settings(plan: Plan, fp: FrameworkPlan) -> VerlSettings:
             add("critic.ulysses_sequence_parallel_size", sp, sp_source)
         add("critic.model.fsdp_config.param_offload", offload, offload_source)
         add("critic.model.fsdp_config.optimizer_offload", offload, offload_source)
-    add("trainer.critic_warmup", 0, f"upstream {rl.script}: critic_warmup=0")
-    add("trainer.logger", ("console",), "gen-launch: console only (upstream examples add wandb, which needs a key)")
-    add("trainer.project_name", plan.job, "the spec's job")
-    add("trainer.experiment_name", f"{plan.job}-{plan.method}", "the spec's job and method")
-    add("trainer.device", "npu" if hw.accelerator == "npu" else "cuda",
-        f"{hw.name} is {'an Ascend NPU' if hw.accelerator == 'npu' else 'an NVIDIA GPU'} (trainer.device)")
-    add("trainer.n_gpus_per_node", min(cards, hw.cards_per_node), "plan: cards per node")
-    add("trainer.nnodes", actor.nodes, "plan: nodes")
-    add("trainer.default_local_dir", f"{out}/checkpoints", "paths.output_dir: verl's checkpoints")
-    add("hydra.run.dir", hydra_run_dir(out), "paths.output_dir: Hydra's run folder (its .hydra/ record and the "
-        "job's log; Hydra's default is outputs/ under the working folder, hydra/conf/hydra/output/default.yaml l.4 "
-        "at hydra-core 1.3.8, and launch.sh starts verl from its own folder, which a run never writes)")
-    add("trainer.resume_mode", "auto" if t.resume else "disable", t.origin.get("resume", ""))
-    loader = t.global_batch_size * ratio if dapo else t.global_batch_size
-    steps, steps_source, epochs, epochs_source = run_length(plan, loader, dapo)
-    save = min(t.save_every_steps, steps)
-    add("trainer.save_freq", save, t.origin.get("save_every_steps", "") if save == t.save_every_steps else
-        f"derived: the run's {steps} steps (verl saves at every save_freq-th step and at the last: {RAY_TRAINER} "
-        f"l. 1585-1590)")
-    add("trainer.total_training_steps", steps, steps_source)
-    add("trainer.total_epochs", epochs, epochs_source)
-    keep = (t.keep_checkpoints, t.origin.get("keep_checkpoints", ""))
-    add("trainer.max_actor_ckpt_to_keep", *keep)
-    if ppo:
-        add("trainer.max_critic_ckpt_to_keep", *keep)
+
+
+def _prepare_settings(plan: Plan, rl: RL, vl: bool, data: str) -> tuple[Setting, ...]:
+    """The data-preparation step's options (prepare_data.py)."""
     line = DATA_SOURCES[rl.reward][1]
     prepare = (Setting("data_source", rl.data_source, f"{VERL} verl/utils/reward_score/__init__.py l. {line} "
                                               f"(rl.reward {rl.reward}: {rl.sources['reward']})"),
@@ -525,18 +571,18 @@ def settings(plan: Plan, fp: FrameworkPlan) -> VerlSettings:
                                                "(a file of another size is refused)" if plan.data_rows else
                        "no data.samples: any number of rows"),
                *answer_settings(rl.reward, plan.rl.get("answer_column")))
+    return prepare
+
+
+def _merge_settings(out: str) -> tuple[Setting, ...]:
+    """The model-merge step's options (verl.model_merger)."""
     merge = (Setting("backend", "fsdp", f"{VERL} verl/model_merger: --backend fsdp (FSDP checkpoints)"),
              Setting("checkpoints", f"{out}/checkpoints",
                      f"trainer.default_local_dir: the actor of the step its latest_checkpointed_iteration.txt names "
                      f"({RAY_TRAINER} l. 1001-1005 writes it after every save)"),
              Setting("target_dir", f"{out}/merged", "paths.output_dir: the merged HuggingFace models, one folder "
                                                     "global_step_N per merged step"))
-    return VerlSettings(entry="recipe.dapo.main_dapo" if dapo else "verl.trainer.main_ppo",
-                        config="dapo" if dapo else "ppo", upstream=f"{rl.script} at {VERL} (f9c855f7)",
-                        overrides=tuple(o), environment=environment(plan, hw.accelerator, vl, actor.nodes),
-                        prepare=prepare, merge=merge,
-                        nnodes=actor.nodes, gpus_per_node=min(cards, hw.cards_per_node),
-                        node_ifname=node_ifname(plan, actor.nodes))
+    return merge
 
 
 # Why verl's NPU jobs turn vllm-ascend's NZ weight format off: vllm-ascend v0.11.0rc1 turns it on by default

@@ -72,6 +72,11 @@ class RL:
     def data_source(self) -> str:
         return DATA_SOURCES[self.reward][0]
 
+    @property
+    def max_num_seqs(self) -> tuple[int, str]:
+        """vLLM's limit on running sequences, as verl's rollout config sets it (the RL family's rollout model)."""
+        return 1024, f"{ROLLOUT_YAML} l. 68: max_num_seqs 1024"
+
 
 def rl_config(given: dict, method: str, seq_len: int, model: Model, fw: Framework) -> RL:
     """The job's RL values: `given`, the spec's `rl:` keys, for `method` at `seq_len`."""

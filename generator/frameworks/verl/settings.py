@@ -10,23 +10,11 @@ import re
 import unicodedata
 from dataclasses import dataclass
 
+from ...api import provenance
+
 Scalar = bool | int | float | str | None
 Value = Scalar | tuple[Scalar, ...]
-
-
-@dataclass(frozen=True)
-class Setting:
-    """One value: `key` as its reader names it (a Hydra key of verl 0.7.0's config, `+key` for one outside its
-    schema; an environment variable; a data-prep or merge option), the value in the type its reader declares, and
-    where it came from ("upstream <file> l. N", "spec rl.n", "plan: <what>", "derived: <how>")."""
-
-    key: str
-    value: Value
-    source: str
-
-    def to_json(self) -> dict:
-        value = list(self.value) if isinstance(self.value, tuple) else self.value
-        return {"key": self.key, "value": value, "source": self.source}
+Setting = provenance.Setting[Value]  # a value as verl's readers take it (Hydra, the environment, argparse)
 
 
 @dataclass(frozen=True)

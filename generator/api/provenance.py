@@ -1,0 +1,25 @@
+"""Provenance: a value a framework's files hold, with where it came from. One value, one source: the plan shows both
+(plan.json and PLAN.md), so every value in a file can be traced to the upstream file and line, the spec key or the
+plan's decision that set it."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Generic, TypeVar
+
+V = TypeVar("V")
+
+
+@dataclass(frozen=True)
+class Setting(Generic[V]):
+    """One value: `key` as its reader names it (a config key, an environment variable, a step's option), the value in
+    the type its reader declares (each plugin names its Value type), and its source ("upstream <file> l. N",
+    "spec <key>", "plan: <what>", "derived: <how>")."""
+
+    key: str
+    value: V
+    source: str
+
+    def to_json(self) -> dict:
+        value = list(self.value) if isinstance(self.value, tuple) else self.value
+        return {"key": self.key, "value": value, "source": self.source}
