@@ -23,6 +23,7 @@ from .facts import Accelerator
 from .frameworks import registry
 from .jobdir import MANIFEST
 from .plan import MadeFrom, Plan
+from .progress import progress
 from .record import PLAN_JSON, RecordError, bad_override, read_record, spec_key
 from .render import check as check_files
 from .render import environment, needs_overwrite, render_files, write
@@ -64,8 +65,11 @@ def _tables() -> Tables:
 
 
 def _resolve(spec: Spec, spec_path: str, made: MadeFrom) -> Plan:
+    budget = " and the card count that meets the time budget" if spec.time_budget_hours is not None else ""
     try:
-        return dataclasses.replace(resolve(spec, _tables(), force=made.force), made_from=made)
+        with progress(f"planning {spec.model} {spec.method}: searching the layouts{budget} (a large MoE model under "
+                      f"a time budget takes about 10 s)"):
+            return dataclasses.replace(resolve(spec, _tables(), force=made.force), made_from=made)
     except UserError as error:
         _fail(error, spec_path)
 
@@ -488,7 +492,13 @@ def validate(job_dir: Path, as_json: bool, **options: str | None) -> None:
             _validate_json(job_dir, error.exit_code, [], {"error": error.args[0]})
         _fail(error, str(job_dir))
     seen = []
-    for result in results:  # each line as its file's checks finish (click.echo flushes)
+    pending = iter(results)
+    while True:  # each line as its file's checks finish (click.echo flushes)
+        with progress(f"validate: {len(seen)} file(s) checked, the next file's checks still running (LLaMA-Factory's "
+                      f"own parser imports torch: up to about 90 s for its first file)"):
+            result = next(pending, None)
+        if result is None:
+            break
         seen.append(result)
         if not as_json:
             detail = f"  {result.detail}" if result.detail else ""
