@@ -33,6 +33,7 @@ from .schemafile import SCHEMA_NAME, current, schema_bytes, schema_ref, write_sc
 from .shell import quote
 from .spec import Spec, load_spec
 from .starter import starter_spec
+from .support import by_model, matrix, supported
 from .tables import METHODS, Tables, load_tables
 
 CONTEXT_SETTINGS = {"help_option_names": ["-h", "--help"], "max_content_width": 100}
@@ -319,34 +320,59 @@ def check(spec: str, overrides: tuple[str, ...], out_dir: Path, ignore_record: b
 
 
 @main.command()
+@click.option("--framework", help="Only this framework (mindformers, mindspeed-llm, llama-factory, verl, ...).")
+@click.option("--method", type=click.Choice(METHODS), help="Only this method.")
+@click.option("--hardware", help="Only this hardware row or alias (snt9b, 910B, A3, h800, ...).")
+@click.option("--matrix", "matrix_only", is_flag=True, help="Print the framework x method x hardware matrix only.")
 @click.option("--seq-len", default=4096, show_default=True, type=click.IntRange(256, 1048576),
               help="Sequence length to look the minimum cards up for.")
-@click.option("--json", "as_json", is_flag=True, help="Print the listing as JSON.")
-def models(seq_len: int, as_json: bool) -> None:
-    """List the supported models with their minimum cards per framework and hardware.
+@click.option("--json", "as_json", is_flag=True,
+              help="Print {support: [{model, framework, method, hardware}], minimum_cards: [...]} as JSON.")
+def models(framework: str | None, method: str | None, hardware: str | None, matrix_only: bool, seq_len: int,
+           as_json: bool) -> None:
+    """What can I run: the framework x method x hardware matrix (how many models each cell plans), each model's
+    frameworks, methods and hardware, and the minimum cards the Huawei card table gives, narrowed by the filters.
 
     \b
-    Cells: a card count (dies on snt9b23); '-' the table says unsupported there; 'mem' no table row, the
+    Minimum cards: a card count (dies on snt9b23); '-' the table says unsupported there; 'mem' no table row, the
     memory model decides at plan time. GPUs (rtx3090, rtx4090, a800, h800) have no table column: the memory
     model always decides there.
 
     \b
     Example:
-        gen-launch models --seq-len 8192
+        gen-launch models --method grpo --hardware snt9b
     """
     try:
         tables = _tables()
-        rows = minimum_table(tables, seq_len)
+        if framework is not None and framework not in tables.frameworks:
+            raise UserError(f"--framework: {show(framework)} is not a framework; one of: "
+                            f"{', '.join(tables.frameworks)}")
+        rows = supported(tables, framework, method, hardware)
+        on_gpu = hardware is not None and tables.hardware_row(hardware).accelerator == Accelerator.GPU
+        minimum = [] if matrix_only or on_gpu else [r for r in minimum_table(tables, seq_len)
+                                          if (r["model"], r["framework"]) in {(s.model, s.framework) for s in rows}]
     except UserError as error:
-        _fail(error, "generator/data")
+        _fail(error, "models")
     if as_json:
-        click.echo(json.dumps(rows, indent=2))
+        click.echo(json.dumps({"support": [dataclasses.asdict(r) for r in rows], "minimum_cards": minimum},
+                              indent=2))
         return
-    gpu = {name for hw in tables.hardware.values() if hw.accelerator == Accelerator.GPU for name in hw.frameworks}
-    listed = {row["framework"] for row in rows}
-    click.echo(environment().get_template("models.txt.j2").render(
-        rows=rows, seq_len=seq_len, gpu_frameworks=[name for name in tables.frameworks if name in gpu & listed]),
+    chosen = [tables.hardware_row(hardware).name] if hardware is not None else list(tables.hardware)
+    filters = [f"{key} {value}" for key, value in (("framework", framework), ("method", method),
+                                                     ("hardware", hardware)) if value is not None]
+    click.echo(environment().get_template("support.txt.j2").render(
+        narrowed=", ".join(filters), methods={r.method for r in rows}, cells=matrix(rows), hardware=chosen,
+        frameworks=list(dict.fromkeys(r.framework for r in rows)),
+        labels={name: fw.label for name, fw in tables.frameworks.items()},
+        hardware_labels={name: hw.label for name, hw in tables.hardware.items()},
+        models=[] if matrix_only else by_model(rows), params={m.name: m.params / 1e9 for m in tables.models.values()}),
         nl=False)
+    if minimum:
+        gpu = {name for hw in tables.hardware.values() if hw.accelerator == Accelerator.GPU for name in hw.frameworks}
+        listed = {row["framework"] for row in minimum}
+        click.echo("\n" + environment().get_template("models.txt.j2").render(
+            rows=minimum, seq_len=seq_len,
+            gpu_frameworks=[name for name in tables.frameworks if name in gpu & listed]), nl=False)
 
 
 @main.command()

@@ -3,12 +3,17 @@ sources written as comments, and the schema line editors read."""
 
 from __future__ import annotations
 
+import re
+
 import jinja2
 
 from .dataset import default_format
 from .errors import SpecError
+from .frameworks.verl.rl import rl_config
 from .recipe import default_alpha, default_row
-from .tables import ADAPTER_KEYS, Model, RecipeDefaults, Tables, trains_adapters
+from .scheduler import RUN_TIME
+from .support import supported
+from .tables import ADAPTER_KEYS, METHODS, RL_METHODS, SERVING_METHODS, Model, RecipeDefaults, Tables, trains_adapters
 
 SEQ_LEN = 4096  # the starter's sequence length, lowered to what the model holds
 # The recipe keys a starter shows, in the order README lists them.
@@ -26,11 +31,13 @@ def starter_spec(tables: Tables, env: jinja2.Environment, model_name: str, metho
     hf_id = tables.weights(model_name)
     hw = tables.hardware_row(hardware)
     defaults = tables.recipes[method]
-    offered = [name for name in tables.frameworks if name in hw.frameworks and tables.supports(name, model.name)
-               and method in tables.frameworks[name].methods]
+    offered = list(dict.fromkeys(r.framework for r in supported(tables, method=method, hardware=hw.name,
+                                                                  model=model.name)))
     if not offered:
-        raise SpecError.at("model", f"no framework trains {model.name} {method} on {hw.name}")
-    seq_len = min(SEQ_LEN, model.max_positions // 256 * 256)
+        raise SpecError.at("model", f"no framework plans {model.name} {method} on {hw.name}; "
+                                    f"{alternatives(tables, model.name, method, hw.name)}")
+    seq_len = _rl_seq_len(tables, model, method) if method in RL_METHODS else \
+        min(SEQ_LEN, model.max_positions // 256 * 256)
     rows = {name: _train_rows(defaults.for_framework(name), model) for name in offered}
     # A key whose default differs between the offered frameworks is listed per framework, not as one value: giving
     # it sets every framework alike.
@@ -39,11 +46,53 @@ def starter_spec(tables: Tables, env: jinja2.Environment, model_name: str, metho
     lora = [(key, _adapter_default(defaults, key), defaults.values[key]["source"])
             for key in ADAPTER_KEYS] if trains_adapters(method) else []
     return env.get_template("init.yaml.j2").render(
-        schema=schema, job=f"{model.name}-{method}-{hw.name}", model=hf_id if hf_id != model.hf_id else model.name,
+        schema=schema, job=job_name(model.name, method, hw.name), kind=_kind(method),
+        rl=_rl_rows(tables, model, method, seq_len) if method in RL_METHODS else [],
+        schedulers=list(RUN_TIME), model=hf_id if hf_id != model.hf_id else model.name,
         model_comment=_model_comment(tables, model, hf_id), hf_id=hf_id, method=method,
         quantization_bit=hw.quantization_bits[0] if method == "qlora" else None, seq_len=seq_len,
         hardware=hw.name, hardware_label=hw.label, frameworks=offered, train=shared, own=own, lora=lora,
         formats=[] if method == "pretrain" else _formats(tables, offered), default_format=default_format(model))
+
+
+def job_name(model: str, method: str, hardware: str) -> str:
+    """`<model>-<method>-<hardware>` in the letters every scheduler takes: Volcano names pods by the job, and a
+    Kubernetes DNS-1123 label holds lowercase letters, digits and '-' only (scheduler.check_names)."""
+    return re.sub(r"[^a-z0-9-]+", "-", f"{model}-{method}-{hardware}".lower())
+
+
+def _kind(method: str) -> str:
+    """Which starter a method gets: training, reinforcement learning, or batch prediction."""
+    return "rl" if method in RL_METHODS else "predict" if method in SERVING_METHODS else "train"
+
+
+def _rl_seq_len(tables: Tables, model: Model, method: str) -> int:
+    """The upstream example's prompt plus response length, which an RL job's seq_len is, raised to the multiple of
+    256 a spec's seq_len is (the response takes the rest)."""
+    values = rl_config({}, method, SEQ_LEN, model, tables.frameworks["verl"]).example.values
+    return -(-(int(values["prompt_length"][0]) + int(values["response_length"][0])) // 256) * 256
+
+
+def _rl_rows(tables: Tables, model: Model, method: str, seq_len: int) -> list[tuple[str, object, str]]:
+    """(rl key, value, source) of the RL keys a starter shows: the upstream example's values the plan would use."""
+    rl = rl_config({}, method, seq_len, model, tables.frameworks["verl"])
+    fields = {"reward": "reward", "prompt_length": "prompt_length", "response_length": "response_length",
+              "samples_per_prompt": "n", "kl_coef": "kl_coef", "clip_ratio_low": "clip_ratio_low",
+              "clip_ratio_high": "clip_ratio_high", "mini_batch_size": "mini_batch_size"}
+    rows = [(key, getattr(rl, field), rl.sources[field]) for key, field in fields.items()]
+    # A given rl.kl_coef > 0 turns the KL loss on (rl.py): say so where the example keeps it off.
+    return rows if rl.use_kl_loss else [
+        (k, v, f"{s}; the example has no KL loss ({rl.sources['use_kl_loss']}): giving kl_coef turns one on")
+        if k == "kl_coef" else (k, v, s) for k, v, s in rows]
+
+
+def alternatives(tables: Tables, model: str, method: str, hardware: str) -> str:
+    """What does run, in words: the model's other methods on the hardware, and the models the method runs there."""
+    methods = sorted({r.method for r in supported(tables, model=model, hardware=hardware)}, key=METHODS.index)
+    models = list(dict.fromkeys(r.model for r in supported(tables, method=method, hardware=hardware)))
+    return (f"there {model} plans {', '.join(methods) if methods else 'nothing'}, and {method} plans "
+            f"{', '.join(models) if models else 'no model'} "
+            f"(gen-launch models --method {method} --hardware {hardware})")
 
 
 def _model_comment(tables: Tables, model: Model, hf_id: str) -> str:

@@ -3,12 +3,15 @@ answer first, starters per method)."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
+import pytest
 from click.testing import CliRunner
 
 from generator import progress
 from generator.cli import main
+from generator.scheduler import DNS_LABEL
 
 REPO = Path(__file__).resolve().parent.parent
 EXAMPLES = REPO / "examples"
@@ -40,3 +43,78 @@ def test_a_slow_validate_says_which_check_is_running(monkeypatch, tmp_path):
     result = run("validate", str(job))
     assert "validate: 0 file(s) checked, the next file's checks still running" in result.stderr
     assert "file(s) checked" not in result.stdout
+
+
+def test_the_support_matrix_answers_what_runs_where():
+    matrix = run("models", "--matrix").stdout
+    rows = {tuple(line.split()[:2]): line.split()[2:] for line in matrix.splitlines()
+            if line.split()[:1] and line.split()[0] in ("verl", "mindformers", "mindspeed-mm", "llama-factory")
+            and len(line.split()) == 8}
+    # columns: snt9b snt9b23 rtx3090 rtx4090 a800 h800
+    assert rows[("verl", "grpo")][2:4] == ["-", "-"] and rows[("verl", "grpo")][0] != "-"
+    assert rows[("verl", "grpo")][4] != "-"  # A800 runs verl
+    assert rows[("mindformers", "predict")][2:] == ["-"] * 4
+    assert rows[("mindspeed-mm", "full")][0] != "-" and ("llama-factory", "qlora") in rows
+    assert "predict is batch prediction" in matrix and "MindIE or vLLM-Ascend" in matrix
+
+
+def test_models_narrows_by_framework_method_and_hardware():
+    listing = run("models", "--method", "grpo", "--hardware", "910B").stdout
+    lines = [line.split() for line in listing.splitlines()]
+    models = [words[0] for words in lines if len(words) >= 5 and words[2] == "verl" and words[3] == "grpo"]
+    assert "qwen3-8b" in models and "llama3.1-8b" not in models
+    assert not any("llama-factory" in words for words in lines)
+    data = json.loads(run("models", "--framework", "verl", "--json").stdout)
+    assert {"model": "qwen3-8b", "framework": "verl", "method": "grpo", "hardware": "h800"} in data["support"]
+    assert {r["framework"] for r in data["support"]} == {"verl"}
+    bad = CliRunner().invoke(main, ["models", "--framework", "vllm"])
+    assert bad.exit_code == 2 and "'vllm' is not a framework; one of: mindformers" in bad.stderr
+    assert "Traceback" not in bad.output
+
+
+def _plan_json(spec: Path) -> dict:
+    result = run("plan", str(spec), "--json")
+    assert result.exit_code == 0, result.stderr
+    return json.loads(result.stdout)
+
+
+@pytest.mark.parametrize("model,method,hardware", [("qwen3-8b", "grpo", "snt9b"), ("qwen3-8b", "dapo", "h800"),
+                                                   ("qwen3-8b", "ppo", "snt9b23"), ("qwen3-8b", "predict", "snt9b"),
+                                                   ("qwen2.5_vl-7b", "full", "A3"), ("qwen2.5-7b", "qlora", "a800")])
+def test_each_method_gets_a_starter_with_its_own_keys(tmp_path, model, method, hardware):
+    spec = tmp_path / "jobs" / "job.yaml"
+    assert run("init", model, "--method", method, "--hardware", hardware, "-o", str(spec)).exit_code == 0
+    text = spec.read_text()
+    plain = _plan_json(spec)
+    assert "#   scheduler: none" in text and "slurm, volcano, modelarts" in text
+    # A job name every scheduler takes: Volcano's pods are named <job>-<framework>-worker-<index>, DNS-1123 labels.
+    assert DNS_LABEL.fullmatch(f"{plain['job']}-mindspeed-llm-worker-99")
+    if method in ("grpo", "dapo", "ppo"):
+        assert "\nrl:\n  reward: " in text  # the reward is written, not silently defaulted
+        text = text.replace("\n  # prompt_length", "\n  prompt_length").replace("\n  # samples_per_prompt",
+                                                                                 "\n  samples_per_prompt")
+        for key in ("response_length", "kl_coef", "clip_ratio_low", "clip_ratio_high", "mini_batch_size"):
+            if key != "kl_coef" or "giving kl_coef turns one on" not in text:
+                text = text.replace(f"\n  # {key}:", f"\n  {key}:")
+        spec.write_text(text)
+        def values(plan: dict) -> dict:
+            return {o["key"]: o["value"] for o in plan["frameworks"]["verl"]["settings"]["overrides"]}
+        assert values(_plan_json(spec)) == values(plain)  # the commented values are the plan's
+    elif method == "predict":
+        assert "# train:" not in text and "resume" not in text and "data:" not in text
+        assert "dataset: /path/to/prompts.txt  # one prompt per line" in text and "batch prediction" in text
+    else:
+        assert "\nrl:" not in text and "# train:" in text
+
+
+def test_inits_refusal_names_what_does_run():
+    result = CliRunner().invoke(main, ["init", "llama3.1-8b", "--method", "grpo", "--hardware", "snt9b"])
+    assert result.exit_code == 2
+    assert "there llama3.1-8b plans full, lora, qlora, pretrain, and grpo plans qwen2.5-32b, qwen3-8b" in result.stderr
+    assert "gen-launch models --method grpo --hardware snt9b" in result.stderr
+
+
+def test_a_predict_starter_offers_only_the_frameworks_that_predict_the_model(tmp_path):
+    # llama3.1-8b has a MindFormers row but no upstream predict config: the starter offered mindformers anyway.
+    result = CliRunner().invoke(main, ["init", "llama3.1-8b", "--method", "predict", "--hardware", "snt9b"])
+    assert result.exit_code == 2 and "no framework plans llama3.1-8b predict on snt9b" in result.stderr
