@@ -18,6 +18,8 @@ from typing import NoReturn
 import click
 
 from . import __version__
+from .charts import candidates_chart
+from .charts import markdown as chart_markdown
 from .errors import SpecError, UserError, show, show_path
 from .facts import Accelerator
 from .frameworks import registry
@@ -216,9 +218,12 @@ def main() -> None:
 @click.option("--json", "as_json", is_flag=True, help="Print the plan as JSON (the keys plan.json has).")
 @click.option("--candidates", "show_candidates", is_flag=True,
               help="Also list every layout that fits at the plan's card count, with its memory and estimated speed.")
+@click.option("--mermaid", "as_mermaid", is_flag=True,
+              help="Print the plan's charts (with --candidates also memory against speed of the layouts that fit) "
+                   "as Markdown Mermaid blocks, for a pull request or a wiki page.")
 @force_option
 @strict_option
-def plan(spec: str, overrides: tuple[str, ...], as_json: bool, show_candidates: bool, force: bool,
+def plan(spec: str, overrides: tuple[str, ...], as_json: bool, show_candidates: bool, as_mermaid: bool, force: bool,
          strict: bool) -> None:
     """Show the cards, layout, memory and time chosen for SPEC, and why.
 
@@ -233,7 +238,11 @@ def plan(spec: str, overrides: tuple[str, ...], as_json: bool, show_candidates: 
             found = candidate_layouts(load_spec(spec, overrides), _tables(), result)
         except UserError as error:
             _fail(error, spec)
-    if as_json:
+    if as_mermaid:
+        charts = [*result.charts, *(chart for name, rows in found.items() if (chart := candidates_chart(
+            name, rows, result.frameworks[name].layout.usable_gb)) is not None)]
+        click.echo("\n".join(chart_markdown(chart) for chart in charts), nl=False)
+    elif as_json:
         extra = {"candidates": {name: [row.to_json() for row in rows] for name, rows in found.items()}} \
             if show_candidates else None
         click.echo(plan_json(result, extra), nl=False)
@@ -517,7 +526,7 @@ def validate(job_dir: Path, as_json: bool, **options: str | None) -> None:
         if as_json:
             _validate_json(job_dir, error.exit_code, [], {"error": error.args[0]})
         _fail(error, str(job_dir))
-    seen = []
+    seen: list = []
     pending = iter(results)
     while True:  # each line as its file's checks finish (click.echo flushes)
         with progress(f"validate: {len(seen)} file(s) checked, the next file's checks still running (LLaMA-Factory's "

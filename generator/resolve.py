@@ -30,6 +30,7 @@ from .cards import (
     trailing_zeros,
     valid_counts,
 )
+from .charts import plan_charts
 from .context import Context
 from .dataset import DataShape, data_format, data_shape
 from .errors import Problem, SpecError
@@ -167,14 +168,15 @@ def resolve(spec: Spec, tables: Tables, force: bool = False) -> Plan:
                 quantization_bit=spec.quantization_bit,
                 train=recipe, recipes=recipes, version=__version__,
                 data_rows=spec.samples if spec.method != "pretrain" else None, rl=dict(spec.rl),
-                scheduler=scheduler)
+                scheduler=scheduler, time_budget_hours=spec.time_budget_hours)
     # A framework that counts its run in its own terms decides them here, from the finished plan it renders, and so
     # does one whose files hold values of their own (Planning.settings).
     plans = {name: replace(fp, run=planning[name].run_length(plan.for_framework(name), fp))
              for name, fp in plans.items()}
     plan = replace(plan, frameworks=plans)
-    return replace(plan, frameworks={name: replace(fp, settings=planning[name].settings(plan.for_framework(name), fp))
+    plan = replace(plan, frameworks={name: replace(fp, settings=planning[name].settings(plan.for_framework(name), fp))
                                      for name, fp in plans.items()})
+    return replace(plan, charts=tuple(plan_charts(plan, tables)))
 
 
 def _resolve_fitting(spec: Spec, tables: Tables, contexts: dict[str, Context], notes: list[str],
