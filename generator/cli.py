@@ -34,6 +34,7 @@ from .resolve import candidate_layouts, minimum_table, resolve
 from .schemafile import SCHEMA_NAME, current, schema_bytes, schema_ref, write_schema
 from .shell import quote
 from .spec import Spec, load_spec
+from .specdoc import reference
 from .starter import starter_spec
 from .support import by_model, matrix, supported
 from .tables import METHODS, Tables, load_tables
@@ -452,7 +453,9 @@ def _write_schema(folder: Path, command: str) -> None:
 @click.option("-o", "--out", "out_dir", type=click.Path(file_okay=False, path_type=Path),
               help=f"Write {SCHEMA_NAME} into this folder (made if missing; an older copy is replaced); default: "
                    f"print it.")
-def schema(out_dir: Path | None) -> None:
+@click.option("--markdown", "as_markdown", is_flag=True,
+              help="Print the spec's reference in Markdown instead (docs/spec.md is this output).")
+def schema(out_dir: Path | None, as_markdown: bool) -> None:
     """The job spec's JSON Schema, for editors: write it beside the specs, and their first line
     `# yaml-language-server: $schema=job.schema.json` (init writes it) validates them as they are typed, in every
     checkout of the repository.
@@ -461,6 +464,9 @@ def schema(out_dir: Path | None) -> None:
     Example:
         gen-launch schema -o jobs
     """
+    if as_markdown:
+        click.echo(reference(json.loads(schema_bytes())), nl=False)
+        return
     if out_dir is None:
         click.echo(schema_bytes().decode("utf-8"), nl=False)
         return
