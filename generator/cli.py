@@ -33,6 +33,7 @@ from .render.core import plan_json
 from .resolve import candidate_layouts, minimum_table, resolve
 from .schemafile import SCHEMA_NAME, current, schema_bytes, schema_ref, write_schema
 from .shell import quote
+from .sources import cited
 from .spec import Spec, load_spec
 from .specdoc import reference
 from .starter import starter_spec
@@ -162,8 +163,11 @@ def _files(plan: Plan, spec_path: str) -> dict[str, str]:
 
 
 def _plan_text(plan: Plan) -> str:
-    """The plan as `plan` prints it (and `render` on stderr)."""
-    return environment().get_template("plan.txt.j2").render(plan=plan)
+    """The plan as `plan` prints it (and `render` on stderr), with what the sources it cites by number are."""
+    text = environment().get_template("plan.txt.j2").render(plan=plan)
+    sources = cited(text)
+    return text.rstrip("\n") + "\n\nsources cited:\n" + "".join(f"  {name}: {what}\n" for name, what in sources) \
+        if sources else text
 
 
 def _strict_exit(plan: Plan, strict: bool) -> None:

@@ -420,8 +420,11 @@ def _frameworks(spec: Spec, tables: Tables, model: Model) -> tuple[list[str], li
             fw = tables.frameworks[name]
             own = f" (its models: {', '.join(m for m in fw.models if m != 'debug-tiny')})" \
                 if fw.support == "listed" else ""
+            # Name only the frameworks that would plan this job (method, hardware), not every one with the model.
+            able = [other for other in supported if _job_refusal(tables, other, model, spec) is None]
             problems.append(Problem(f"frameworks.{i}", f"{name} does not support {model.name}{own}; frameworks that "
-                                                       f"do: {', '.join(supported) or 'none'}"))
+                                                       f"plan {model.name} {spec.method} on {spec.hardware}: "
+                                                       f"{', '.join(able) or 'none'}"))
         elif refusal := _job_refusal(tables, name, model, spec):
             problems.append(Problem(f"frameworks.{i}", refusal))
     if problems:

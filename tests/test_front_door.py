@@ -12,6 +12,7 @@ from click.testing import CliRunner
 from generator import progress
 from generator.cli import main
 from generator.scheduler import DNS_LABEL
+from generator.sources import CITED, cited
 
 REPO = Path(__file__).resolve().parent.parent
 EXAMPLES = REPO / "examples"
@@ -118,3 +119,36 @@ def test_a_predict_starter_offers_only_the_frameworks_that_predict_the_model(tmp
     # llama3.1-8b has a MindFormers row but no upstream predict config: the starter offered mindformers anyway.
     result = CliRunner().invoke(main, ["init", "llama3.1-8b", "--method", "predict", "--hardware", "snt9b"])
     assert result.exit_code == 2 and "no framework plans llama3.1-8b predict on snt9b" in result.stderr
+
+
+def test_the_sources_a_plan_cites_by_number_are_named(tmp_path):
+    result = run("plan", str(EXAMPLES / "qwen3-32b-full-snt9b-16c.yaml"))
+    assert "seed 003" in result.stdout.split("sources cited:")[0]  # the plan cites it ...
+    assert "  seed 003: MindFormers' Qwen3 guide" in result.stdout.split("sources cited:")[1]  # ... and says what it is
+    assert run("render", str(EXAMPLES / "qwen3-32b-full-snt9b-16c.yaml"), "-o", str(tmp_path)).exit_code == 0
+    text = (tmp_path / "qwen3-32b-full-snt9b-16c" / "PLAN.md").read_text()
+    assert "\n## Sources cited\n\n- seed 001: " in text and "- seed 003: MindFormers' Qwen3 guide" in text
+    assert cited("seed-004 and seed 42") == [("seed 004", CITED["seed 004"])]
+
+
+def test_the_answer_comes_first_in_the_terminal():
+    lines = run("plan", str(EXAMPLES / "llama3.1-70b-pretrain-budget.yaml")).stdout.splitlines()
+    assert lines[2] == "answer:"
+    assert lines[3].split() == ["mindspeed-llm", "288", "card(s)", "on", "36", "node(s),", "68.2", "h", "(time",
+                                "budget", "72", "h:", "met),", "46.6", "of", "58", "GiB", "per", "card"]
+    assert lines.index("where the values come from:") > lines.index("notes:")
+    missed = run("plan", str(EXAMPLES / "llama3.1-70b-pretrain-budget.yaml"), "--set", "cards=64").stdout
+    assert "(time budget 72 h: MISSED)" in missed and missed.index("warnings:") < missed.index("framework ")
+
+
+def test_a_framework_refused_for_the_model_names_only_frameworks_that_plan_the_job(tmp_path):
+    # Issue 40: `--set frameworks=[verl]` on a model verl cannot run listed frameworks that cannot do GRPO either.
+    spec = tmp_path / "rl.yaml"
+    spec.write_text("job: t\nmodel: llama3.1-8b\nmethod: grpo\nseq_len: 4096\nhardware: snt9b\n")
+    result = CliRunner().invoke(main, ["plan", str(spec), "--set", "frameworks=[verl]"])
+    assert result.exit_code == 2
+    assert result.stderr.endswith("frameworks that plan llama3.1-8b grpo on snt9b: none\n")
+    result = CliRunner().invoke(main, ["plan", str(spec), "--set", "frameworks=[mindspeed-mm]", "--set",
+                                       "method=full"])
+    assert "frameworks that plan llama3.1-8b full on snt9b: mindformers, mindspeed-llm, llama-factory" \
+        in result.stderr
