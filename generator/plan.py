@@ -305,6 +305,14 @@ class Plan:
     time_budget_hours: float | None = None  # the spec's: the answer says whether each framework meets it
     charts: tuple = ()  # charts.Chart: the plan in pictures (PLAN.md)
 
+    def no_time(self, fp: FrameworkPlan) -> str:
+        """Why `fp` has no time estimate, in a few words (the answer's time column)."""
+        if not fp.primary.trains:
+            return "does not train"
+        if fp.estimate.tokens_per_card_s <= 0:
+            return "no rate published for it"
+        return "the spec gives no data size"
+
     def meets_budget(self, fp: FrameworkPlan) -> bool | None:
         """Whether `fp`'s estimate meets the time budget (None: no budget or no estimate); the resolver's
         tolerance (_over_budget)."""

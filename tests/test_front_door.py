@@ -152,3 +152,13 @@ def test_a_framework_refused_for_the_model_names_only_frameworks_that_plan_the_j
                                        "method=full"])
     assert "frameworks that plan llama3.1-8b full on snt9b: mindformers, mindspeed-llm, llama-factory" \
         in result.stderr
+
+
+def test_the_answer_says_why_there_is_no_time(tmp_path):
+    grpo = run("plan", str(EXAMPLES / "qwen3-8b-grpo-verl-snt9b.yaml")).stdout
+    assert "verl           8 card(s) on 1 node(s), no time estimate (no rate published for it)" in grpo
+    spec = tmp_path / "predict.yaml"
+    assert run("init", "qwen3-8b", "--method", "predict", "--hardware", "snt9b", "-o", str(spec)).exit_code == 0
+    predict = run("plan", str(spec)).stdout
+    assert "mindformers    1 card(s) on 1 node(s), no time estimate (does not train)" in predict
+    assert predict.splitlines()[1].startswith("batch prediction") and "not a server" in predict
