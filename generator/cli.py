@@ -334,7 +334,7 @@ def check(spec: str, overrides: tuple[str, ...], out_dir: Path, ignore_record: b
 
 
 @main.command()
-@click.option("--framework", help="Only this framework (mindformers, mindspeed-llm, llama-factory, verl, ...).")
+@click.option("--framework", help="Only this framework (the matrix's first column).")
 @click.option("--method", type=click.Choice(METHODS), help="Only this method.")
 @click.option("--hardware", help="Only this hardware row or alias (snt9b, 910B, A3, h800, ...).")
 @click.option("--matrix", "matrix_only", is_flag=True, help="Print the framework x method x hardware matrix only.")
@@ -539,8 +539,8 @@ def validate(job_dir: Path, as_json: bool, **options: str | None) -> None:
     seen: list = []
     pending = iter(results)
     while True:  # each line as its file's checks finish (click.echo flushes)
-        with progress(f"validate: {len(seen)} file(s) checked, the next file's checks still running (LLaMA-Factory's "
-                      f"own parser imports torch: up to about 90 s for its first file)"):
+        with progress(f"validate: {len(seen)} file(s) checked, the next file's checks still running (a framework's "
+                      f"own parser may import torch: up to about 90 s for its first file)"):
             result = next(pending, None)
         if result is None:
             break

@@ -10,9 +10,9 @@ CITED = {
                 "card-count formula",
     "seed 001": "a write-up of fine-tuning Qwen 14B / 32B on 910B servers (DeepSpeed ZeRO-3 on 8 x 64 GB, data "
                 "sizes per model size)",
-    "seed 002": "the measured GPU table: LLaMA-Factory throughput and memory peaks on RTX 4090 / 3090 / A800",
-    "seed 003": "MindFormers' Qwen3 guide: validated configs, weights merging, inference",
-    "seed 004": "the measured MFU table: MindSpeed-LLM's README performance figures on Atlas 900 A2 PODc",
+    "seed 002": "the measured GPU table: fine-tuning throughput and memory peaks on RTX 4090 / 3090 / A800",
+    "seed 003": "Huawei's Qwen3 guide: validated training configs, weights merging, inference",
+    "seed 004": "the measured MFU table: Huawei's published training throughput per model on Atlas 900 A2 PODc",
 }
 
 

@@ -9,11 +9,11 @@ import jinja2
 
 from .dataset import default_format
 from .errors import SpecError
-from .frameworks.verl.rl import rl_config
+from .frameworks import plugin_of
 from .recipe import default_alpha, default_row
 from .scheduler import RUN_TIME
 from .support import supported
-from .tables import ADAPTER_KEYS, METHODS, RL_METHODS, SERVING_METHODS, Model, RecipeDefaults, Tables, trains_adapters
+from .tables import ADAPTER_KEYS, METHODS, SERVING_METHODS, Model, RecipeDefaults, Tables, trains_adapters
 
 SEQ_LEN = 4096  # the starter's sequence length, lowered to what the model holds
 # The recipe keys a starter shows, in the order README lists them.
@@ -36,8 +36,10 @@ def starter_spec(tables: Tables, env: jinja2.Environment, model_name: str, metho
     if not offered:
         raise SpecError.at("model", f"no framework plans {model.name} {method} on {hw.name}; "
                                     f"{alternatives(tables, model.name, method, hw.name)}")
-    seq_len = _rl_seq_len(tables, model, method) if method in RL_METHODS else \
-        min(SEQ_LEN, model.max_positions // 256 * 256)
+    # A method a framework plans in its own terms (reinforcement learning) has a section of its own keys.
+    sections = [plugin_of(tables.frameworks[name]).planning.starter_section(method, model) for name in offered]
+    section = next((found for found in sections if found is not None), None)
+    seq_len = section.seq_len if section is not None else min(SEQ_LEN, model.max_positions // 256 * 256)
     rows = {name: _train_rows(defaults.for_framework(name), model) for name in offered}
     # A key whose default differs between the offered frameworks is listed per framework, not as one value: giving
     # it sets every framework alike.
@@ -47,7 +49,7 @@ def starter_spec(tables: Tables, env: jinja2.Environment, model_name: str, metho
             for key in ADAPTER_KEYS] if trains_adapters(method) else []
     return env.get_template("init.yaml.j2").render(
         schema=schema, job=job_name(model.name, method, hw.name), kind=_kind(method),
-        rl=_rl_rows(tables, model, method, seq_len) if method in RL_METHODS else [],
+        section=section,
         schedulers=list(RUN_TIME), model=hf_id if hf_id != model.hf_id else model.name,
         model_comment=_model_comment(tables, model, hf_id), hf_id=hf_id, method=method,
         quantization_bit=hw.quantization_bits[0] if method == "qlora" else None, seq_len=seq_len,
@@ -62,28 +64,8 @@ def job_name(model: str, method: str, hardware: str) -> str:
 
 
 def _kind(method: str) -> str:
-    """Which starter a method gets: training, reinforcement learning, or batch prediction."""
-    return "rl" if method in RL_METHODS else "predict" if method in SERVING_METHODS else "train"
-
-
-def _rl_seq_len(tables: Tables, model: Model, method: str) -> int:
-    """The upstream example's prompt plus response length, which an RL job's seq_len is, raised to the multiple of
-    256 a spec's seq_len is (the response takes the rest)."""
-    values = rl_config({}, method, SEQ_LEN, model, tables.frameworks["verl"]).example.values
-    return -(-(int(values["prompt_length"][0]) + int(values["response_length"][0])) // 256) * 256
-
-
-def _rl_rows(tables: Tables, model: Model, method: str, seq_len: int) -> list[tuple[str, object, str]]:
-    """(rl key, value, source) of the RL keys a starter shows: the upstream example's values the plan would use."""
-    rl = rl_config({}, method, seq_len, model, tables.frameworks["verl"])
-    fields = {"reward": "reward", "prompt_length": "prompt_length", "response_length": "response_length",
-              "samples_per_prompt": "n", "kl_coef": "kl_coef", "clip_ratio_low": "clip_ratio_low",
-              "clip_ratio_high": "clip_ratio_high", "mini_batch_size": "mini_batch_size"}
-    rows = [(key, getattr(rl, field), rl.sources[field]) for key, field in fields.items()]
-    # A given rl.kl_coef > 0 turns the KL loss on (rl.py): say so where the example keeps it off.
-    return rows if rl.use_kl_loss else [
-        (k, v, f"{s}; the example has no KL loss ({rl.sources['use_kl_loss']}): giving kl_coef turns one on")
-        if k == "kl_coef" else (k, v, s) for k, v, s in rows]
+    """Which starter a method gets: batch prediction (no training keys), or training."""
+    return "predict" if method in SERVING_METHODS else "train"
 
 
 def alternatives(tables: Tables, model: str, method: str, hardware: str) -> str:

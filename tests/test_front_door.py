@@ -124,10 +124,10 @@ def test_a_predict_starter_offers_only_the_frameworks_that_predict_the_model(tmp
 def test_the_sources_a_plan_cites_by_number_are_named(tmp_path):
     result = run("plan", str(EXAMPLES / "qwen3-32b-full-snt9b-16c.yaml"))
     assert "seed 003" in result.stdout.split("sources cited:")[0]  # the plan cites it ...
-    assert "  seed 003: MindFormers' Qwen3 guide" in result.stdout.split("sources cited:")[1]  # ... and says what it is
+    assert "  seed 003: Huawei's Qwen3 guide" in result.stdout.split("sources cited:")[1]  # ... and says what it is
     assert run("render", str(EXAMPLES / "qwen3-32b-full-snt9b-16c.yaml"), "-o", str(tmp_path)).exit_code == 0
     text = (tmp_path / "qwen3-32b-full-snt9b-16c" / "PLAN.md").read_text()
-    assert "\n## Sources cited\n\n- seed 001: " in text and "- seed 003: MindFormers' Qwen3 guide" in text
+    assert "\n## Sources cited\n\n- seed 001: " in text and "- seed 003: Huawei's Qwen3 guide" in text
     assert cited("seed-004 and seed 42") == [("seed 004", CITED["seed 004"])]
 
 
