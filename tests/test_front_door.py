@@ -24,6 +24,7 @@ def run(*args: str):
 
 def test_a_slow_plan_says_what_it_is_doing_on_stderr(monkeypatch):
     monkeypatch.setattr(progress, "DELAY_S", 0.0)  # every step counts as slow
+    monkeypatch.setattr(progress, "shown", lambda: True)  # as on a terminal
     result = run("plan", str(EXAMPLES / "llama3.1-70b-pretrain-budget.yaml"))
     assert result.exit_code == 0
     assert "planning llama3.1-70b pretrain: searching the layouts and the card count that meets the time budget" \
@@ -36,11 +37,19 @@ def test_a_fast_plan_says_nothing_more():
     assert result.exit_code == 0 and "searching the layouts" not in result.stderr
 
 
+def test_progress_is_for_a_terminal_only(monkeypatch):
+    # Output a program reads (validate --json captured with its stderr, a CI log) stays the same on a loaded machine.
+    monkeypatch.setattr(progress, "DELAY_S", 0.0)
+    result = run("plan", str(EXAMPLES / "llama3.1-70b-pretrain-budget.yaml"))
+    assert result.exit_code == 0 and "searching the layouts" not in result.stderr
+
+
 def test_a_slow_validate_says_which_check_is_running(monkeypatch, tmp_path):
     assert run("render", str(EXAMPLES / "qwen3-8b-lora-snt9b23.yaml"), "--set", "frameworks=[mindspeed-llm]", "-o",
                str(tmp_path)).exit_code == 0
     job = next(tmp_path.iterdir())
     monkeypatch.setattr(progress, "DELAY_S", 0.0)
+    monkeypatch.setattr(progress, "shown", lambda: True)
     result = run("validate", str(job))
     assert "validate: 0 file(s) checked, the next file's checks still running" in result.stderr
     assert "file(s) checked" not in result.stdout
