@@ -18,11 +18,14 @@ from typing import NoReturn
 import click
 
 from . import __version__
+from .charts import candidates_chart
+from .charts import markdown as chart_markdown
 from .errors import SpecError, UserError, show, show_path
 from .facts import Accelerator
 from .frameworks import registry
 from .jobdir import MANIFEST
 from .plan import MadeFrom, Plan
+from .progress import progress
 from .record import PLAN_JSON, RecordError, bad_override, read_record, spec_key
 from .render import check as check_files
 from .render import environment, needs_overwrite, render_files, write
@@ -30,8 +33,11 @@ from .render.core import plan_json
 from .resolve import candidate_layouts, minimum_table, resolve
 from .schemafile import SCHEMA_NAME, current, schema_bytes, schema_ref, write_schema
 from .shell import quote
+from .sources import cited
 from .spec import Spec, load_spec
+from .specdoc import reference
 from .starter import starter_spec
+from .support import by_model, matrix, supported
 from .tables import METHODS, Tables, load_tables
 
 CONTEXT_SETTINGS = {"help_option_names": ["-h", "--help"], "max_content_width": 100}
@@ -64,8 +70,11 @@ def _tables() -> Tables:
 
 
 def _resolve(spec: Spec, spec_path: str, made: MadeFrom) -> Plan:
+    budget = " and the card count that meets the time budget" if spec.time_budget_hours is not None else ""
     try:
-        return dataclasses.replace(resolve(spec, _tables(), force=made.force), made_from=made)
+        with progress(f"planning {spec.model} {spec.method}: searching the layouts{budget} (a large MoE model under "
+                      f"a time budget takes about 10 s)"):
+            return dataclasses.replace(resolve(spec, _tables(), force=made.force), made_from=made)
     except UserError as error:
         _fail(error, spec_path)
 
@@ -154,8 +163,11 @@ def _files(plan: Plan, spec_path: str) -> dict[str, str]:
 
 
 def _plan_text(plan: Plan) -> str:
-    """The plan as `plan` prints it (and `render` on stderr)."""
-    return environment().get_template("plan.txt.j2").render(plan=plan)
+    """The plan as `plan` prints it (and `render` on stderr), with what the sources it cites by number are."""
+    text = environment().get_template("plan.txt.j2").render(plan=plan)
+    sources = cited(text)
+    return text.rstrip("\n") + "\n\nsources cited:\n" + "".join(f"  {name}: {what}\n" for name, what in sources) \
+        if sources else text
 
 
 def _strict_exit(plan: Plan, strict: bool) -> None:
@@ -211,9 +223,12 @@ def main() -> None:
 @click.option("--json", "as_json", is_flag=True, help="Print the plan as JSON (the keys plan.json has).")
 @click.option("--candidates", "show_candidates", is_flag=True,
               help="Also list every layout that fits at the plan's card count, with its memory and estimated speed.")
+@click.option("--mermaid", "as_mermaid", is_flag=True,
+              help="Print the plan's charts (with --candidates also memory against speed of the layouts that fit) "
+                   "as Markdown Mermaid blocks, for a pull request or a wiki page.")
 @force_option
 @strict_option
-def plan(spec: str, overrides: tuple[str, ...], as_json: bool, show_candidates: bool, force: bool,
+def plan(spec: str, overrides: tuple[str, ...], as_json: bool, show_candidates: bool, as_mermaid: bool, force: bool,
          strict: bool) -> None:
     """Show the cards, layout, memory and time chosen for SPEC, and why.
 
@@ -228,7 +243,11 @@ def plan(spec: str, overrides: tuple[str, ...], as_json: bool, show_candidates: 
             found = candidate_layouts(load_spec(spec, overrides), _tables(), result)
         except UserError as error:
             _fail(error, spec)
-    if as_json:
+    if as_mermaid:
+        charts = [*result.charts, *(chart for name, rows in found.items() if (chart := candidates_chart(
+            name, rows, result.frameworks[name].layout.usable_gb)) is not None)]
+        click.echo("\n".join(chart_markdown(chart) for chart in charts), nl=False)
+    elif as_json:
         extra = {"candidates": {name: [row.to_json() for row in rows] for name, rows in found.items()}} \
             if show_candidates else None
         click.echo(plan_json(result, extra), nl=False)
@@ -349,34 +368,67 @@ def calibrate(logs: tuple[Path, ...], spec: str, overrides: tuple[str, ...], for
 
 
 @main.command()
+@click.option("--framework", help="Only this framework (the matrix's first column).")
+@click.option("--method", type=click.Choice(METHODS), help="Only this method.")
+@click.option("--hardware", help="Only this hardware row or alias (snt9b, 910B, A3, h800, ...).")
+@click.option("--matrix", "matrix_only", is_flag=True, help="Print the framework x method x hardware matrix only.")
 @click.option("--seq-len", default=4096, show_default=True, type=click.IntRange(256, 1048576),
               help="Sequence length to look the minimum cards up for.")
-@click.option("--json", "as_json", is_flag=True, help="Print the listing as JSON.")
-def models(seq_len: int, as_json: bool) -> None:
-    """List the supported models with their minimum cards per framework and hardware.
+@click.option("--json", "as_json", is_flag=True,
+              help="Print {support: [{model, framework, method, hardware}], minimum_cards: [...]} as JSON.")
+def models(framework: str | None, method: str | None, hardware: str | None, matrix_only: bool, seq_len: int,
+           as_json: bool) -> None:
+    """What can I run: the framework x method x hardware matrix (how many models each cell plans), each model's
+    frameworks, methods and hardware, and the minimum cards the Huawei card table gives, narrowed by the filters.
 
     \b
-    Cells: a card count (dies on snt9b23); '-' the table says unsupported there; 'mem' no table row, the
+    Minimum cards: a card count (dies on snt9b23); '-' the table says unsupported there; 'mem' no table row, the
     memory model decides at plan time. GPUs (rtx3090, rtx4090, a800, h800) have no table column: the memory
     model always decides there.
 
     \b
     Example:
-        gen-launch models --seq-len 8192
+        gen-launch models --method grpo --hardware snt9b
     """
     try:
         tables = _tables()
-        rows = minimum_table(tables, seq_len)
+        rows, minimum = _support(tables, framework, method, hardware, seq_len, matrix_only)
     except UserError as error:
-        _fail(error, "generator/data")
+        _fail(error, "models")
     if as_json:
-        click.echo(json.dumps(rows, indent=2))
+        click.echo(json.dumps({"support": [dataclasses.asdict(r) for r in rows], "minimum_cards": minimum},
+                              indent=2))
         return
-    gpu = {name for hw in tables.hardware.values() if hw.accelerator == Accelerator.GPU for name in hw.frameworks}
-    listed = {row["framework"] for row in rows}
-    click.echo(environment().get_template("models.txt.j2").render(
-        rows=rows, seq_len=seq_len, gpu_frameworks=[name for name in tables.frameworks if name in gpu & listed]),
+    chosen = [tables.hardware_row(hardware).name] if hardware is not None else list(tables.hardware)
+    filters = [f"{key} {value}" for key, value in (("framework", framework), ("method", method),
+                                                     ("hardware", hardware)) if value is not None]
+    click.echo(environment().get_template("support.txt.j2").render(
+        narrowed=", ".join(filters), methods={r.method for r in rows}, cells=matrix(rows), hardware=chosen,
+        frameworks=list(dict.fromkeys(r.framework for r in rows)),
+        labels={name: fw.label for name, fw in tables.frameworks.items()},
+        hardware_labels={name: hw.label for name, hw in tables.hardware.items()},
+        models=[] if matrix_only else by_model(rows), params={m.name: m.params / 1e9 for m in tables.models.values()}),
         nl=False)
+    if minimum:
+        gpu = {name for hw in tables.hardware.values() if hw.accelerator == Accelerator.GPU for name in hw.frameworks}
+        listed = {row["framework"] for row in minimum}
+        click.echo("\n" + environment().get_template("models.txt.j2").render(
+            rows=minimum, seq_len=seq_len,
+            gpu_frameworks=[name for name in tables.frameworks if name in gpu & listed]), nl=False)
+
+
+def _support(tables: Tables, framework: str | None, method: str | None, hardware: str | None, seq_len: int,
+             matrix_only: bool) -> tuple[list, list[dict]]:
+    """The supported rows the filters keep, and the minimum-card rows of those models (none on a GPU, where the
+    card table has no column, or with --matrix)."""
+    if framework is not None and framework not in tables.frameworks:
+        raise UserError(f"--framework: {show(framework)} is not a framework; one of: {', '.join(tables.frameworks)}")
+    rows = supported(tables, framework, method, hardware)
+    on_gpu = hardware is not None and tables.hardware_row(hardware).accelerator == Accelerator.GPU
+    if matrix_only or on_gpu:
+        return rows, []
+    kept = {(s.model, s.framework) for s in rows}
+    return rows, [r for r in minimum_table(tables, seq_len) if (r["model"], r["framework"]) in kept]
 
 
 @main.command()
@@ -447,7 +499,9 @@ def _write_schema(folder: Path, command: str) -> None:
 @click.option("-o", "--out", "out_dir", type=click.Path(file_okay=False, path_type=Path),
               help=f"Write {SCHEMA_NAME} into this folder (made if missing; an older copy is replaced); default: "
                    f"print it.")
-def schema(out_dir: Path | None) -> None:
+@click.option("--markdown", "as_markdown", is_flag=True,
+              help="Print the spec's reference in Markdown instead (docs/spec.md is this output).")
+def schema(out_dir: Path | None, as_markdown: bool) -> None:
     """The job spec's JSON Schema, for editors: write it beside the specs, and their first line
     `# yaml-language-server: $schema=job.schema.json` (init writes it) validates them as they are typed, in every
     checkout of the repository.
@@ -456,6 +510,9 @@ def schema(out_dir: Path | None) -> None:
     Example:
         gen-launch schema -o jobs
     """
+    if as_markdown:
+        click.echo(reference(json.loads(schema_bytes())), nl=False)
+        return
     if out_dir is None:
         click.echo(schema_bytes().decode("utf-8"), nl=False)
         return
@@ -521,8 +578,14 @@ def validate(job_dir: Path, as_json: bool, **options: str | None) -> None:
         if as_json:
             _validate_json(job_dir, error.exit_code, [], {"error": error.args[0]})
         _fail(error, str(job_dir))
-    seen = []
-    for result in results:  # each line as its file's checks finish (click.echo flushes)
+    seen: list = []
+    pending = iter(results)
+    while True:  # each line as its file's checks finish (click.echo flushes)
+        with progress(f"validate: {len(seen)} file(s) checked, the next file's checks still running (a framework's "
+                      f"own parser may import torch: up to about 90 s for its first file)"):
+            result = next(pending, None)
+        if result is None:
+            break
         seen.append(result)
         if not as_json:
             detail = f"  {result.detail}" if result.detail else ""

@@ -307,6 +307,22 @@ class Plan:
     recipes: dict[str, Training] = field(default_factory=dict)  # the recipe each framework trains with
     rl: dict = field(default_factory=dict)  # the spec's `rl:` keys (an RL plugin decides the rest from them)
     scheduler: Scheduler = Scheduler()  # cluster.scheduler: how the job is submitted
+    time_budget_hours: float | None = None  # the spec's: the answer says whether each framework meets it
+    charts: tuple = ()  # charts.Chart: the plan in pictures (PLAN.md)
+
+    def no_time(self, fp: FrameworkPlan) -> str:
+        """Why `fp` has no time estimate, in a few words (the answer's time column)."""
+        if not fp.primary.trains:
+            return "does not train"
+        if fp.estimate.tokens_per_card_s <= 0:
+            return "no rate published for it"
+        return "the spec gives no data size"
+
+    def meets_budget(self, fp: FrameworkPlan) -> bool | None:
+        """Whether `fp`'s estimate meets the time budget (None: no budget or no estimate); the resolver's
+        tolerance (_over_budget)."""
+        took = fp.estimate.time_hours
+        return None if took is None or self.time_budget_hours is None else took <= self.time_budget_hours * 1.0001
 
     @property
     def framework_recipes(self) -> dict[str, Training]:

@@ -33,6 +33,7 @@ from .cards import (
     trailing_zeros,
     valid_counts,
 )
+from .charts import plan_charts
 from .context import Context
 from .dataset import DataShape, data_format, data_shape
 from .errors import Problem, SpecError
@@ -131,8 +132,9 @@ def resolve(spec: Spec, tables: Tables, force: bool = False) -> Plan:
                 quantization_bit=spec.quantization_bit,
                 train=recipe, recipes=recipes, version=__version__,
                 data_rows=spec.samples if spec.method != "pretrain" else None, rl=dict(spec.rl),
-                scheduler=scheduler)
-    return _settings(plan, planning)
+                scheduler=scheduler, time_budget_hours=spec.time_budget_hours)
+    plan = _settings(plan, planning)
+    return replace(plan, charts=tuple(plan_charts(plan, tables)))
 
 
 # ----------------------------------------------------------------------------------------------------------------
@@ -514,8 +516,11 @@ def _frameworks(spec: Spec, tables: Tables, model: Model) -> tuple[list[str], li
             fw = tables.frameworks[name]
             own = f" (its models: {', '.join(m for m in fw.models if m != 'debug-tiny')})" \
                 if fw.support == "listed" else ""
+            # Name only the frameworks that would plan this job (method, hardware), not every one with the model.
+            able = [other for other in supported if _job_refusal(tables, other, model, spec) is None]
             problems.append(Problem(f"frameworks.{i}", f"{name} does not support {model.name}{own}; frameworks that "
-                                                       f"do: {', '.join(supported) or 'none'}"))
+                                                       f"plan {model.name} {spec.method} on {spec.hardware}: "
+                                                       f"{', '.join(able) or 'none'}"))
         elif refusal := _job_refusal(tables, name, model, spec):
             problems.append(Problem(f"frameworks.{i}", refusal))
     if problems:

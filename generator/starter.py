@@ -3,12 +3,17 @@ sources written as comments, and the schema line editors read."""
 
 from __future__ import annotations
 
+import re
+
 import jinja2
 
 from .dataset import default_format
 from .errors import SpecError
+from .frameworks import plugin_of
 from .recipe import default_alpha, default_row
-from .tables import ADAPTER_KEYS, Model, RecipeDefaults, Tables, trains_adapters
+from .scheduler import RUN_TIME
+from .support import supported
+from .tables import ADAPTER_KEYS, METHODS, SERVING_METHODS, Model, RecipeDefaults, Tables, trains_adapters
 
 SEQ_LEN = 4096  # the starter's sequence length, lowered to what the model holds
 # The recipe keys a starter shows, in the order README lists them.
@@ -26,11 +31,15 @@ def starter_spec(tables: Tables, env: jinja2.Environment, model_name: str, metho
     hf_id = tables.weights(model_name)
     hw = tables.hardware_row(hardware)
     defaults = tables.recipes[method]
-    offered = [name for name in tables.frameworks if name in hw.frameworks and tables.supports(name, model.name)
-               and method in tables.frameworks[name].methods]
+    offered = list(dict.fromkeys(r.framework for r in supported(tables, method=method, hardware=hw.name,
+                                                                  model=model.name)))
     if not offered:
-        raise SpecError.at("model", f"no framework trains {model.name} {method} on {hw.name}")
-    seq_len = min(SEQ_LEN, model.max_positions // 256 * 256)
+        raise SpecError.at("model", f"no framework plans {model.name} {method} on {hw.name}; "
+                                    f"{alternatives(tables, model.name, method, hw.name)}")
+    # A method a framework plans in its own terms (reinforcement learning) has a section of its own keys.
+    sections = [plugin_of(tables.frameworks[name]).planning.starter_section(method, model) for name in offered]
+    section = next((found for found in sections if found is not None), None)
+    seq_len = section.seq_len if section is not None else min(SEQ_LEN, model.max_positions // 256 * 256)
     rows = {name: _train_rows(defaults.for_framework(name), model) for name in offered}
     # A key whose default differs between the offered frameworks is listed per framework, not as one value: giving
     # it sets every framework alike.
@@ -39,11 +48,33 @@ def starter_spec(tables: Tables, env: jinja2.Environment, model_name: str, metho
     lora = [(key, _adapter_default(defaults, key), defaults.values[key]["source"])
             for key in ADAPTER_KEYS] if trains_adapters(method) else []
     return env.get_template("init.yaml.j2").render(
-        schema=schema, job=f"{model.name}-{method}-{hw.name}", model=hf_id if hf_id != model.hf_id else model.name,
+        schema=schema, job=job_name(model.name, method, hw.name), kind=_kind(method),
+        section=section,
+        schedulers=list(RUN_TIME), model=hf_id if hf_id != model.hf_id else model.name,
         model_comment=_model_comment(tables, model, hf_id), hf_id=hf_id, method=method,
         quantization_bit=hw.quantization_bits[0] if method == "qlora" else None, seq_len=seq_len,
         hardware=hw.name, hardware_label=hw.label, frameworks=offered, train=shared, own=own, lora=lora,
         formats=[] if method == "pretrain" else _formats(tables, offered), default_format=default_format(model))
+
+
+def job_name(model: str, method: str, hardware: str) -> str:
+    """`<model>-<method>-<hardware>` in the letters every scheduler takes: Volcano names pods by the job, and a
+    Kubernetes DNS-1123 label holds lowercase letters, digits and '-' only (scheduler.check_names)."""
+    return re.sub(r"[^a-z0-9-]+", "-", f"{model}-{method}-{hardware}".lower())
+
+
+def _kind(method: str) -> str:
+    """Which starter a method gets: batch prediction (no training keys), or training."""
+    return "predict" if method in SERVING_METHODS else "train"
+
+
+def alternatives(tables: Tables, model: str, method: str, hardware: str) -> str:
+    """What does run, in words: the model's other methods on the hardware, and the models the method runs there."""
+    methods = sorted({r.method for r in supported(tables, model=model, hardware=hardware)}, key=METHODS.index)
+    models = list(dict.fromkeys(r.model for r in supported(tables, method=method, hardware=hardware)))
+    return (f"there {model} plans {', '.join(methods) if methods else 'nothing'}, and {method} plans "
+            f"{', '.join(models) if models else 'no model'} "
+            f"(gen-launch models --method {method} --hardware {hardware})")
 
 
 def _model_comment(tables: Tables, model: Model, hf_id: str) -> str:

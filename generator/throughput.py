@@ -249,6 +249,20 @@ def uses_step_model(framework: Framework, hardware: Hardware) -> bool:
     return framework.throughput["model"] == "step" and hardware.attention_efficiency is not None
 
 
+def multi_node_efficiency(hardware: Hardware, nodes: int) -> float:
+    """The share of the estimated rate a job on `nodes` nodes keeps. Up to the node count it was measured at, the
+    hardware row's measured factor; beyond it, the same loss again per doubling of nodes (the measured factor to the
+    power log2(nodes) / log2(measured nodes)), so that the per-card rate never rises with scale (a constant factor
+    let a 256-card plan claim more MFU per card than seed 004 measured on 32)."""
+    if nodes <= 1:
+        return 1.0
+    measured_at = hardware.scaling_measured_cards
+    measured_nodes = measured_at // hardware.cards_per_node if measured_at is not None else 0
+    if measured_nodes <= 1 or nodes <= measured_nodes:
+        return hardware.scaling_efficiency
+    return float(hardware.scaling_efficiency ** (math.log2(nodes) / math.log2(measured_nodes)))
+
+
 def throughput(model: Model, method: str, seq_len: int, framework: Framework, hardware: Hardware,
                measured: float | None, par: Parallel | None = None, scaling_given: bool = False) -> Throughput:
     """The spec's measured tokens/s per card; else the step model for `par` (Megatron-style frameworks on
@@ -260,10 +274,9 @@ def throughput(model: Model, method: str, seq_len: int, framework: Framework, ha
         return Throughput(measured, "measured (spec tokens_per_card_s)", False)
     info = framework.throughput
     flops = flops_per_token(model, method, seq_len)
-    scaling = hardware.scaling_efficiency if par is not None and par.nodes > 1 and not scaling_given else 1.0
-    # One measured size, applied as a constant: on more cards than it was measured at, say that it is assumed there.
+    scaling = multi_node_efficiency(hardware, par.nodes) if par is not None and not scaling_given else 1.0
     measured_at = hardware.scaling_measured_cards
-    beyond = (f"; measured at {measured_at} cards, on {par.cards:,} an assumption"
+    beyond = (f"; measured at {measured_at} cards, on {par.cards:,} compounded per doubling of nodes, an assumption"
               if par is not None and measured_at is not None and par.cards > measured_at else "")
     scaled = f"; x {scaling:g} multi-node scaling efficiency ({hardware.scaling_source}{beyond})" \
         if scaling != 1.0 else ""

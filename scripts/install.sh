@@ -1,6 +1,10 @@
 #!/usr/bin/env bash
 # Install gen-launch from this clone, with an optional extra, and leave an environment whose packages import.
-# Usage: bash scripts/install.sh [validate|test|verl]
+# Usage: bash scripts/install.sh [validate|test|verl|charts]
+#
+# charts: what tests/test_charts.py draws PLAN.md's Mermaid charts with, as GitHub would: Debian's chromium (apt-get,
+# as root, where no chromium is on PATH) and mermaid as package.json / package-lock.json pin it, into node_modules/ in
+# this clone (npm ci).
 #
 # verl: only builds .venv-verl/ in this clone, the interpreter in which verl 0.7.0's own config code checks Hydra
 # overrides (generator/frameworks/verl/checks.py), from the pinned list scripts/verl-requirements.txt; verl's
@@ -19,10 +23,18 @@ case "$#:${1:-}" in
     .venv-verl/bin/python -c "import hydra, pyarrow, verl.utils.config, verl.utils.dataset.rl_dataset, verl.workers.config, verl.trainer.ppo.utils"
     exit 0
     ;;
+  1:charts)
+    if ! command -v chromium >/dev/null 2>&1; then
+      apt-get update
+      apt-get install -y --no-install-recommends chromium
+    fi
+    npm ci --no-audit --no-fund
+    exit 0
+    ;;
   0:) target=. ;;
   1:validate | 1:test) target=".[$1]" ;;
   *)
-    echo "usage: bash scripts/install.sh [validate|test|verl]" >&2
+    echo "usage: bash scripts/install.sh [validate|test|verl|charts]" >&2
     exit 2
     ;;
 esac

@@ -192,10 +192,11 @@ def test_missing_spec_file(tmp_path):
 def test_models_lists_table_minimums():
     result = run("models", catch_exceptions=False)
     assert result.exit_code == 0
-    line = next(l for l in result.output.splitlines() if l.startswith("qwen3-32b ") and "mindspeed-llm" in l)
+    line = next(l for l in result.output.split("Minimum cards")[1].splitlines()
+                if l.startswith("qwen3-32b ") and "mindspeed-llm" in l)
     assert line.split()[-4:] == ["16", "32", "8", "8"]
     data = json.loads(run("models", "--json").output)
-    assert {"model", "framework", "full/snt9b", "lora/snt9b23"} <= set(data[0])
+    assert {"model", "framework", "full/snt9b", "lora/snt9b23"} <= set(data["minimum_cards"][0])
 
 
 def test_render_into_a_file_path_is_refused(tmp_path):

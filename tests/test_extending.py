@@ -624,8 +624,7 @@ def test_a_role_pin_is_honoured_and_a_broken_one_refused_at_its_key(repo, tmp_pa
 # --- README ------------------------------------------------------------------------------------------------------
 
 def test_readme_states_the_footprints():
-    readme = (REPO / "README.md").read_text(encoding="utf-8")
-    section = " ".join(readme[readme.index("\n## Extending\n"):readme.index("\n## Development\n")].split())
+    section = " ".join((REPO / "docs" / "extending.md").read_text(encoding="utf-8").split())
     for test, (files, lines) in FOOTPRINTS.items():
         assert callable(globals().get(test)), test
         stated = f"{files} file{'s' if files > 1 else ''}, {lines} lines, tested by `tests/test_extending.py::{test}`"

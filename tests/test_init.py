@@ -80,7 +80,8 @@ def test_a_base_model_is_planned_from_its_own_weights(tmp_path):
     assert yaml.safe_load(spec.read_text())["model"] == "Qwen/Qwen2.5-14B"
     rendered = run("render", spec, "-o", tmp_path / "out")
     assert rendered.exit_code == 0, rendered.stderr
-    job = tmp_path / "out" / "qwen2.5-14b-lora-snt9b"
+    # init names the job in the letters every scheduler takes (Volcano: DNS-1123 labels, no ".")
+    job = tmp_path / "out" / "qwen2-5-14b-lora-snt9b"
     plan = json.loads((job / "plan.json").read_text())
     assert plan["model"] == "qwen2.5-14b" and plan["hf_id"] == "Qwen/Qwen2.5-14B"
     assert any(n.startswith("model: Qwen/Qwen2.5-14B is the base model") for n in plan["notes"])

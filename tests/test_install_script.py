@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import json
 import os
+import shutil
 import subprocess
 from pathlib import Path
 
@@ -57,3 +59,24 @@ def test_refuses_an_unknown_extra(tmp_path, extra):
     status, calls = run_install(tmp_path, *extra.split())
     assert status == 2
     assert calls == []
+
+
+def test_charts_installs_the_browser_where_missing_and_mermaid_as_pinned(tmp_path):
+    bindir = tmp_path / "bin"
+    bindir.mkdir()
+    for tool in ("npm", "apt-get"):  # stand-ins that record their arguments
+        (bindir / tool).write_text(f'#!/usr/bin/env bash\nprintf "{tool} %s\\n" "$*" >> "$RECORD"\n')
+        (bindir / tool).chmod(0o755)
+    record = tmp_path / "record"
+    record.write_text("")
+    env = {**os.environ, "PATH": f"{bindir}:{os.environ['PATH']}", "RECORD": str(record)}
+    result = subprocess.run(["bash", str(REPO / "scripts" / "install.sh"), "charts"], env=env, capture_output=True,
+                            text=True)
+    assert result.returncode == 0, result.stderr
+    calls = record.read_text().splitlines()
+    browser = [] if shutil.which("chromium") else ["apt-get update", "apt-get install -y --no-install-recommends "
+                                                                     "chromium"]
+    assert calls == [*browser, "npm ci --no-audit --no-fund"]
+    assert json.loads((REPO / "package.json").read_text())["dependencies"] == {"mermaid": "12.3.0"}
+    lock = json.loads((REPO / "package-lock.json").read_text())
+    assert lock["packages"]["node_modules/mermaid"]["version"] == "12.3.0"

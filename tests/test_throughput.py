@@ -15,6 +15,7 @@ from generator.throughput import (
     cards_for_budget,
     flops_per_token,
     hours,
+    multi_node_efficiency,
     step_time,
     throughput,
 )
@@ -305,4 +306,19 @@ def test_the_scaling_efficiency_says_where_it_was_measured_and_where_it_is_assum
         return resolve(make_spec(model="qwen3-32b", cards=cards, frameworks=["mindspeed-llm"]),
                        T).frameworks["mindspeed-llm"].estimate.tps_source
     assert "multi-node scaling efficiency" in source(64) and "an assumption" not in source(64)
-    assert "measured at 64 cards, on 512 an assumption" in source(512)
+    assert "measured at 64 cards, on 512 compounded per doubling of nodes, an assumption" in source(512)
+
+
+def test_per_card_efficiency_does_not_rise_with_scale():
+    # Issue 40: a constant factor let a Llama-3.1-70B pretrain on 256 cards claim more MFU per card than seed 004
+    # measured for a 70B on 32 (44.1%). One layout, more data-parallel ranks: the rate per card never rises, and
+    # beyond the 8 measured nodes each doubling loses the measured share again.
+    model, fw = T.models["llama3.1-70b"], T.frameworks["mindspeed-llm"]
+    def rate(dp: int) -> float:  # 4 x dp nodes of 8 cards
+        layout = Parallel(cards=32 * dp, tp=4, pp=8, global_batch_size=4096, cards_per_node=8)
+        return throughput(model, "pretrain", 8192, fw, SNT9B, None, layout).tokens_per_card_s
+    rates = [rate(dp) for dp in (1, 2, 4, 8, 16)]
+    assert all(later < earlier for earlier, later in zip(rates, rates[1:]))
+    assert multi_node_efficiency(SNT9B, 1) == 1.0
+    assert multi_node_efficiency(SNT9B, 8) == SNT9B.scaling_efficiency < 1
+    assert multi_node_efficiency(SNT9B, 64) == pytest.approx(SNT9B.scaling_efficiency ** 2)

@@ -418,7 +418,7 @@ def test_two_specs_with_one_job_name_do_not_overwrite_each_other(tmp_path, monke
 def test_help_and_readme_name_the_two_options(tmp_path):
     text = run("render", "--help").output
     assert "--overwrite" in text and "--force" in text and "--no-recorded" in text
-    readme = (REPO / "README.md").read_text()
+    readme = "".join(p.read_text() for p in (REPO / "README.md", *sorted((REPO / "docs").glob("*.md"))))
     assert "--overwrite" in readme and "--no-recorded" in readme and "made_from" in readme
 
 
@@ -427,5 +427,5 @@ def test_help_and_readme_say_overwrite_moves_the_old_folder_aside_whole():
     assert "a copy as" not in text and "keeping a copy" not in text
     assert "moves the old folder aside whole (not a copy) as OUT/<job>+backup-<time>" in text
     assert "moved aside whole (not copied) as OUT/<job>+backup-<time>" in text
-    readme = " ".join((REPO / "README.md").read_text().split())
+    readme = " ".join((REPO / "docs" / "safety.md").read_text().split())
     assert "keeps the old folder whole as `OUT/<job>+backup-<UTC time>`: the old folder itself, moved aside" in readme

@@ -107,6 +107,27 @@ class PathDefault:
     derived_from: str | None = None
 
 
+@dataclass(frozen=True)
+class StarterRow:
+    """One key of a starter's own section: its value and source; `written` as a key, else as a comment to edit."""
+
+    key: str
+    value: object
+    source: str
+    written: bool = False
+
+
+@dataclass(frozen=True)
+class StarterSection:
+    """A spec section `init` writes for a method a framework plans in its own terms (the values the plan would
+    use), and the seq_len the starter takes from it."""
+
+    key: str  # the spec key (rl)
+    comment: str  # what the section is, one line
+    seq_len: int
+    rows: tuple[StarterRow, ...]
+
+
 @runtime_checkable
 class Planning(Protocol):
     """The resolver's side of a framework. `DefaultPlanning` answers for a framework with nothing to add; a plugin
@@ -244,6 +265,11 @@ class Planning(Protocol):
     def rate(self, ctx: Context, layout: Layout | None) -> Throughput | None:
         """Tokens/s per card of ctx.role_kind where the plugin has its own figure (a published measurement; a
         Throughput of 0 says none is published, and the plan then gives no time); None: the core's rate model."""
+        ...
+
+    def starter_section(self, method: str, model: Model) -> StarterSection | None:
+        """The section `init` writes for `method` on `model` (its keys with the values the plan would use, each
+        with its source), or None: the core's training keys say it all."""
         ...
 
     def settings(self, plan: Plan, fp: FrameworkPlan) -> Settings | None:

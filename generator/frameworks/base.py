@@ -16,7 +16,17 @@ from ..spec import Spec
 from ..tables import Model, RecipeDefaults
 from ..throughput import Throughput
 from ..training import Training
-from .contract import CheckOption, Launcher, MemoryInputs, PathDefault, RoleDef, RoleKind, SearchSpace, Settings
+from .contract import (
+    CheckOption,
+    Launcher,
+    MemoryInputs,
+    PathDefault,
+    RoleDef,
+    RoleKind,
+    SearchSpace,
+    Settings,
+    StarterSection,
+)
 
 GRID = GridSpace()
 
@@ -79,6 +89,9 @@ class DefaultPlanning:
         return ""
 
     def rate(self, ctx: Context, layout: Layout | None) -> Throughput | None:
+        return None
+
+    def starter_section(self, method: str, model: Model) -> StarterSection | None:
         return None
 
     def settings(self, plan: Plan, fp: FrameworkPlan) -> Settings | None:

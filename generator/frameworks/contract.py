@@ -17,13 +17,15 @@ from ..api.contract import (
     Planning,
     SearchSpace,
     Settings,
+    StarterRow,
+    StarterSection,
     Structure,
 )
 from ..api.roles import RoleDef, RoleKind
 from ..errors import TableError
 
 __all__ = ["CheckOption", "Launcher", "MemoryInputs", "Output", "PathDefault", "Planning", "Plugin", "RoleDef",
-           "RoleKind", "SearchSpace", "Settings", "Structure", "import_for"]
+           "RoleKind", "SearchSpace", "Settings", "StarterRow", "StarterSection", "Structure", "import_for"]
 
 
 class Plugin:

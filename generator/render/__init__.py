@@ -21,6 +21,7 @@ from types import CodeType
 import jinja2
 
 from .. import kept
+from ..charts import markdown as chart_markdown
 from ..errors import SpecError, TableError, UserError, show, show_path
 from ..frameworks import registry
 from ..jobdir import (
@@ -94,6 +95,7 @@ def environment() -> jinja2.Environment:
     env.filters["sh"] = quote
     env.filters["yaml"] = yaml_value
     env.filters["duration"] = duration
+    env.filters["chart_markdown"] = chart_markdown
     env.globals["recipe_rows"] = recipe_rows
     env.globals["recipe_label_width"] = RECIPE_LABEL_WIDTH
     return env

@@ -127,6 +127,8 @@ def rollout_fits(ctx: Context, cards: int, offloads: list[bool]) -> bool:
                                      batch).total <= budget for tp in rollout_tps(ctx, cards) for offload in offloads)
 
 
+STARTER_SEQ_LEN = 4096  # any length the example's prompt fits in: only the example's own lengths are read
+
 class VerlPlanning(DefaultPlanning):
     path_keys = ("rl_data",)
     # No core step-count note: verl's count is its own (run_length), and prepare_data.py refuses a data file of
@@ -136,6 +138,30 @@ class VerlPlanning(DefaultPlanning):
     def roles(self, method: str) -> tuple[RoleDef, ...]:
         base = (RoleDef(RoleKind.ACTOR), RoleDef(RoleKind.ROLLOUT), RoleDef(RoleKind.REFERENCE))
         return base + ((RoleDef(RoleKind.CRITIC),) if method == "ppo" else ())
+
+    def starter_section(self, method: str, model: Model) -> contract.StarterSection:
+        """The `rl:` keys at the values of the upstream example the plan follows; the reward written out (it decides
+        what the data must hold), the rest commented. seq_len: the example's prompt plus response, raised to the
+        multiple of 256 a spec's seq_len is (the response takes the rest)."""
+        values = rl_config({}, method, STARTER_SEQ_LEN, model, load_tables().frameworks[NAME]).example.values
+        seq_len = -(-(int(values["prompt_length"][0]) + int(values["response_length"][0])) // 256) * 256
+        rl = rl_config({}, method, seq_len, model, load_tables().frameworks[NAME])
+        # A given rl.kl_coef > 0 turns the KL loss on (rl.py): say so where the example keeps it off.
+        kl = "" if rl.use_kl_loss else \
+            f"; the example has no KL loss ({rl.sources['use_kl_loss']}): giving kl_coef turns one on"
+        row = contract.StarterRow
+        what = "the rule reward that scores each response, and the values of the upstream example the plan follows"
+        return contract.StarterSection("rl", what, seq_len, (
+            row("reward", rl.reward, f"gsm8k, math, math_dapo or geo3k; {rl.sources['reward']}", written=True),
+            row("answer_column", "answer", "the column holding the final answer only; default: found in the answer "
+                                           "text"),
+            row("prompt_length", rl.prompt_length, rl.sources["prompt_length"]),
+            row("response_length", rl.response_length, rl.sources["response_length"]),
+            row("samples_per_prompt", rl.n, rl.sources["n"]),
+            row("kl_coef", rl.kl_coef, rl.sources["kl_coef"] + kl),
+            row("clip_ratio_low", rl.clip_ratio_low, rl.sources["clip_ratio_low"]),
+            row("clip_ratio_high", rl.clip_ratio_high, rl.sources["clip_ratio_high"]),
+            row("mini_batch_size", rl.mini_batch_size, rl.sources["mini_batch_size"])))
 
     def recipe_defaults(self, defaults: RecipeDefaults, model: Model) -> RecipeDefaults:
         # The global batch of the script the plan follows for the model and method (the mini and gen batches scale
