@@ -230,9 +230,15 @@ def drawn(found: list[Mutant], size: int) -> list[Mutant]:
 
 # ---- the run -------------------------------------------------------------------------------------------------------
 
-def copy_tree(tree: Path) -> Path:
-    shutil.copytree(REPO, tree, symlinks=True, ignore=shutil.ignore_patterns(
-        ".git", "__pycache__", ".pytest_cache", ".hypothesis", ".mypy_cache", ".ruff_cache", "out"))
+def copy_tree(tree: Path, revision: str | None) -> Path:
+    """The working tree (or the commit `revision`: a measure of the tests as they were) copied into `tree`."""
+    if revision is None:
+        shutil.copytree(REPO, tree, symlinks=True, ignore=shutil.ignore_patterns(
+            ".git", "__pycache__", ".pytest_cache", ".hypothesis", ".mypy_cache", ".ruff_cache", "out"))
+        return tree
+    tree.mkdir(parents=True)
+    archive = subprocess.run(["git", "-C", str(REPO), "archive", revision], capture_output=True, check=True).stdout
+    subprocess.run(["tar", "-x", "-C", str(tree)], input=archive, check=True)
     return tree
 
 
@@ -260,6 +266,8 @@ def run_module(module: str, chosen: list[Mutant], trees: queue.Queue) -> dict[st
     tree = trees.get()
     trees.put(tree)
     source = (tree / target.path).read_text()
+    if source != (REPO / target.path).read_text():
+        raise SystemExit(f"{module}: {target.path} differs in the measured tree; the mutants are the worktree's")
     if run_tests(tree, target) != "passed":
         raise SystemExit(f"{module}: the covering tests fail unmutated ({' '.join(target.tests)})")
     print(f"{module}: {len(chosen)} mutants, tests: {' '.join(test_args(tree, target))}", flush=True)
@@ -306,6 +314,7 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--sample", action="store_true", help="only the fixed CI sample")
     parser.add_argument("--report", type=Path, help="write the table as Markdown to this file")
     parser.add_argument("--size", type=int, default=SAMPLE_SIZE, help="mutants per module (0: all)")
+    parser.add_argument("--at", metavar="REVISION", help="measure the tests of this commit (the modules must match)")
     parser.add_argument("--jobs", type=int, default=1, help="mutants run at once, each in its own copy")
     parser.add_argument("--list", action="store_true", help="list the mutants, run nothing")
     args = parser.parse_args(argv)
@@ -322,7 +331,7 @@ def main(argv: list[str]) -> int:
     with tempfile.TemporaryDirectory(prefix="mutants-") as scratch:
         trees: queue.Queue = queue.Queue()
         for n in range(args.jobs):
-            trees.put(copy_tree(Path(scratch) / str(n)))
+            trees.put(copy_tree(Path(scratch) / str(n), args.at))
         results = {m: (found, run_module(m, found, trees)) for m, found in chosen.items() if found}
     table = report(results)
     print(table)
