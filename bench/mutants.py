@@ -51,7 +51,7 @@ TARGETS = {
     "jobdir": Target("generator/jobdir.py", ("tests/test_jobdir_values.py", "tests/test_jobdir_attacks.py")),
     "record": Target("generator/record.py", ("tests/test_record.py", "tests/test_workflow.py", "-k",
                                              "record or link or set_checks")),
-    "spec": Target("generator/spec.py", ("tests/test_spec.py",), refusals_only=True),
+    "spec": Target("generator/spec.py", ("tests/test_spec_refusals.py", "tests/test_spec.py"), refusals_only=True),
     "run_time_data": Target("templates/_run_time_data.sh.j2", (RUNTIME, "-k", "hostile or planted or node_rank")),
     "checkpoint_resume": Target("templates/_checkpoint_resume.sh.j2", (RUNTIME, "-k", "mindspeed or finished")),
 }
