@@ -24,6 +24,7 @@ from generator.layouts import (
 )
 from generator.memory import GIB
 from generator.recipe import adapter, batch_target
+from generator.resolve import resolve
 from generator.spaces import CP_SEQ_THRESHOLD
 from generator.tables import load_tables
 
@@ -154,3 +155,54 @@ def test_the_card_floor_is_the_model_states_over_the_budget():
     assert _states_floor(ctx) == math.ceil(ctx.model.params * 6 / budget)
     lora = context(model="qwen3-32b", method="lora")
     assert _states_floor(lora) == math.ceil(lora.model.params * 2 / budget)
+
+
+def table_minimum(value: int):
+    """The tables with qwen3-32b's full 4096 MindSpeed-LLM row on snt9b lowered to `value` cards."""
+    rows = [replace(r, cards={**r.cards, "snt9b": value})
+            if (r.model, r.framework, "full" in r.methods, 4096 in r.seq_lens) == ("qwen3-32b", "mindspeed-llm", True,
+                                                                                   True) else r
+            for r in TABLES.min_cards]
+    return replace(TABLES, min_cards=rows)
+
+
+def test_the_memory_model_raises_a_table_count_it_cannot_fit_up_to_four_times():
+    plan = resolve(make_spec(model="qwen3-32b", frameworks=["mindspeed-llm"]), table_minimum(4))
+    assert (plan.frameworks["mindspeed-llm"].min_cards.value, plan.frameworks["mindspeed-llm"].layout.cards) == (4, 16)
+    assert "mindspeed-llm: the memory model raised the card count from 4 to 16: no layout fits on 4 (see rejected)" \
+        in plan.notes
+    with pytest.raises(SpecError) as refused:  # 2 x 4 = 8 at most: 16 is beyond the raise
+        resolve(make_spec(model="qwen3-32b", frameworks=["mindspeed-llm"]), table_minimum(2))
+    [problem] = refused.value.problems
+    assert problem.path == "model"
+    assert problem.message.startswith("no mindspeed-llm layout of qwen3-32b fits on 2 to 8 cards of snt9b; ")
+
+
+def test_a_count_the_spec_gives_is_never_raised():
+    with pytest.raises(SpecError) as refused:
+        resolve(make_spec(model="qwen3-32b", frameworks=["mindspeed-llm"], cards=4), table_minimum(4))
+    [problem] = refused.value.problems
+    assert problem.path == "cards"
+    assert problem.message.startswith("no mindspeed-llm layout of qwen3-32b fits on 4 cards of snt9b; ")
+
+
+def test_a_pinned_layout_that_does_not_fit_is_refused_unless_forced():
+    pinned = make_spec(frameworks=["mindspeed-llm"], layout={"mindspeed-llm": {"tp": 1, "pp": 1}}, cards=8)
+    with pytest.raises(SpecError) as refused:
+        resolve(pinned, TABLES)
+    [problem] = refused.value.problems
+    assert problem.path == "layout.mindspeed-llm"
+    assert problem.message.startswith("tp=1 pp=1 dp=8 mbs=1 recompute=full needs 64.1 GiB per card (weights 15.3, ")
+    assert problem.message.endswith("Change the pins, or --force to keep them")
+    plan = resolve(pinned, TABLES, force=True)
+    assert plan.frameworks["mindspeed-llm"].layout.describe() == "tp=1 pp=1 dp=8 mbs=1 recompute=full"
+    assert "mindspeed-llm: layout tp=1 pp=1 dp=8 mbs=1 recompute=full may not fit: estimated 64.1 GiB per card > " \
+           "52.2 GiB (usable 58 GiB less 10% headroom)" in plan.warnings
+
+
+def test_a_validated_preset_takes_its_own_global_batch():
+    """seed 003's qwen3-32b full 4096 config on 16 snt9b: micro batch 1 x 4 micro batches x DP 1."""
+    layout = resolve(make_spec(model="qwen3-32b", frameworks=["mindformers"]), TABLES).frameworks["mindformers"].layout
+    assert (layout.cards, layout.tp, layout.pp, layout.dp, layout.micro_batch_size, layout.global_batch_size) == \
+        (16, 4, 4, 1, 1, 4)
+    assert layout.source == "preset: validated (seed 003, level Validated)"
