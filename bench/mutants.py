@@ -39,7 +39,7 @@ class Target:
     refusals_only: bool = False  # mutate only the conditions of checks that raise (spec.py: its refusals)
 
 
-RUNTIME = "tests/test_runtime_inputs.py"
+RUNTIME, CHECKS = "tests/test_runtime_inputs.py", "tests/test_run_time_checks.py"
 TARGETS = {
     "memory": Target("generator/memory.py", ("tests/test_memory.py", "tests/test_memory_moe.py",
                                              "tests/test_memory_terms.py")),
@@ -52,8 +52,10 @@ TARGETS = {
     "record": Target("generator/record.py", ("tests/test_record.py", "tests/test_workflow.py", "-k",
                                              "record or link or set_checks")),
     "spec": Target("generator/spec.py", ("tests/test_spec_refusals.py", "tests/test_spec.py"), refusals_only=True),
-    "run_time_data": Target("templates/_run_time_data.sh.j2", (RUNTIME, "-k", "hostile or planted or node_rank")),
-    "checkpoint_resume": Target("templates/_checkpoint_resume.sh.j2", (RUNTIME, "-k", "mindspeed or finished")),
+    "run_time_data": Target("templates/_run_time_data.sh.j2", (CHECKS, RUNTIME, "-k",
+                                                               "run_time_checks or hostile or planted or node_rank")),
+    "checkpoint_resume": Target("templates/_checkpoint_resume.sh.j2", (CHECKS, RUNTIME, "-k",
+                                                                       "run_time_checks or mindspeed or finished")),
 }
 SAMPLE_SIZE = 20  # mutants measured per module: a fixed draw (by each mutant's key), so a rerun measures the same
 
@@ -282,12 +284,33 @@ def run_module(module: str, chosen: list[Mutant], trees: queue.Queue) -> dict[st
         finally:
             (tree / target.path).write_text(source)
             trees.put(tree)
-        print(f"{outcome:>9} {module}:{mutant.line} {mutant.operator} {mutant.original!r} -> "
-              f"{mutant.replacement!r}", flush=True)
+        print(f"{outcome:>9} {shown(mutant)}", flush=True)
         return outcome
 
     with ThreadPoolExecutor(trees.qsize()) as pool:
         return dict(zip((m.key for m in chosen), pool.map(run, chosen)))
+
+
+def shown(mutant: Mutant) -> str:
+    """The mutant as a run's log prints it (and --tabulate reads it back)."""
+    return f"{mutant.module}:{mutant.line} {mutant.operator} {mutant.original!r} -> {mutant.replacement!r}"
+
+
+def read_log(log: Path, chosen: dict[str, list[Mutant]]) -> dict[str, tuple[list[Mutant], dict[str, str]]]:
+    """The outcomes a run's log printed, for the mutants of `chosen` it ran (a mutant printed alike twice: in
+    order)."""
+    printed: dict[str, list[str]] = {}
+    for line in log.read_text().splitlines():
+        outcome, _, rest = line.strip().partition(" ")
+        if outcome in ("killed", "survived"):
+            printed.setdefault(rest, []).append(outcome)
+    results = {}
+    for module, found in chosen.items():
+        ran = [m for m in found if printed.get(shown(m)) or m.key in EQUIVALENT]
+        outcome = {m.key: "equivalent" if m.key in EQUIVALENT else printed[shown(m)].pop(0) for m in ran}
+        if ran:
+            results[module] = (ran, outcome)
+    return results
 
 
 def report(results: dict[str, tuple[list[Mutant], dict[str, str]]]) -> str:
@@ -317,6 +340,7 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--at", metavar="REVISION", help="measure the tests of this commit (the modules must match)")
     parser.add_argument("--jobs", type=int, default=1, help="mutants run at once, each in its own copy")
     parser.add_argument("--list", action="store_true", help="list the mutants, run nothing")
+    parser.add_argument("--tabulate", type=Path, metavar="LOG", help="the table of a run's log, run nothing")
     args = parser.parse_args(argv)
     modules = args.modules or list(TARGETS)
     unknown = sorted(set(modules) - set(TARGETS))
@@ -328,13 +352,16 @@ def main(argv: list[str]) -> int:
             for m in found:
                 print(f"{module}:{m.line} {m.operator} {m.original!r} -> {m.replacement!r}")
         return 0
+    if args.tabulate:
+        print(report(read_log(args.tabulate, chosen)), end="")
+        return 0
     with tempfile.TemporaryDirectory(prefix="mutants-") as scratch:
         trees: queue.Queue = queue.Queue()
         for n in range(args.jobs):
             trees.put(copy_tree(Path(scratch) / str(n), args.at))
         results = {m: (found, run_module(m, found, trees)) for m, found in chosen.items() if found}
     table = report(results)
-    print(table)
+    print(table, end="")
     if args.report:
         args.report.write_text(table)
     return 1 if any(v == "survived" for _, outcome in results.values() for v in outcome.values()) else 0
