@@ -41,7 +41,7 @@ def context(framework: str = "mindspeed-llm", **fields) -> Context:
 
 @pytest.mark.parametrize("layers,pp,mtp,stages", [(36, 1, 0, (36,)), (36, 4, 0, (9, 9, 9, 9)),
                                                   (30, 4, 0, (7, 7, 8, 8)), (61, 8, 1, (7, 8, 8, 8, 8, 8, 8, 6)),
-                                                  (4, 4, 1, (1, 1, 1, 1)), (10, 3, 1, (4, 4, 2)),
+                                                  (4, 4, 1, (1, 1, 1, 1)), (10, 3, 1, (4, 4, 2)), (37, 2, 0, (18, 19)),
                                                   (61, 1, 1, (61,))])
 def test_layers_split_evenly_the_rest_on_the_last_stages_and_mtp_weighs_two(layers, pp, mtp, stages):
     assert split_layers(layers, pp, mtp) == stages
@@ -135,6 +135,8 @@ def test_mindformers_needs_pp_micro_batches_per_step():
     ctx = context("mindformers", global_batch_size=8)
     gbs, why = _global_batch(ctx, 1, 4, 4, 16)
     assert why.startswith("PP (4) needs at least 4 micro batches per step; global batch 8 / (MBS 1 x DP 4) = 2 (")
+    gbs, why = _global_batch(context("mindformers", global_batch_size=4), 1, 4, 2, 8)
+    assert why.startswith("PP (2) needs at least 2 micro batches per step; global batch 4 / (MBS 1 x DP 4) = 1 (")
 
 
 def test_a_free_batch_takes_the_smallest_multiple_with_a_small_bubble():
@@ -206,3 +208,10 @@ def test_a_validated_preset_takes_its_own_global_batch():
     assert (layout.cards, layout.tp, layout.pp, layout.dp, layout.micro_batch_size, layout.global_batch_size) == \
         (16, 4, 4, 1, 1, 4)
     assert layout.source == "preset: validated (seed 003, level Validated)"
+
+
+def test_a_structure_memory_rejects_names_the_last_setting_tried():
+    plan = resolve(make_spec(model="qwen3-32b", frameworks=["mindspeed-llm"]), TABLES)
+    rejected = {r.layout: r.reason for r in plan.rejected}
+    assert rejected["tp=1 pp=1"] == ("memory: 214.7 GiB per card > 52.2 GiB budget (usable 58 less 10%; tried up to "
+                                     "recompute=full, mbs=1)")

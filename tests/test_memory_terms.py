@@ -169,3 +169,12 @@ def test_the_total_is_the_sum_of_the_items():
                           overhead=64.0, extra=(("x", 128.0),))
     assert mem.total == 255.0
     assert [gib for _, gib in mem.items()] == [1.0, 2.0, 4.0, 8.0, 16.0, 32.0, 64.0, 128.0]
+
+
+def test_a_forward_only_moe_role_holds_its_experts_too():
+    job = MemoryJob(DEEPSEEK, "full", "megatron-distopt", S, 0, 3.0, trains=False)
+    layout = shape(cards=512, tp=8, pp=8, ep=8, num_layer_list=(8, 8, 8, 8, 8, 7, 7, 7))
+    mem = estimate(job, layout)
+    dense, experts, _, _ = stage_params(DEEPSEEK, layout, mem.stage, True)
+    assert experts > 0
+    assert mem.weights * GIB == 2.0 * (dense + experts)

@@ -63,6 +63,17 @@ def test_a_plan_json_that_is_a_link_or_too_large_is_refused(tmp_path, monkeypatc
         read_record(folder)
 
 
+def test_plan_json_is_read_up_to_16_mib(tmp_path):
+    assert record.MAX_BYTES == 16 * 2**20
+    folder = job_folder(tmp_path, {"made_from": {}, "values": "x" * (16 * 2**20 - 40)})
+    assert (folder / PLAN_JSON).stat().st_size == 16 * 2**20 - 40 + len('{"made_from": {}, "values": ""}')
+    assert read_record(folder) == MadeFrom()
+    with (folder / PLAN_JSON).open("a") as grown:
+        grown.write(" " * 10)  # 16 MiB + 1: refused before MANIFEST's hash is even compared
+    with pytest.raises(RecordError, match="is not a regular file of at most 16,777,216 bytes"):
+        read_record(folder)
+
+
 def test_a_missing_manifest_is_refused(tmp_path):
     folder = job_folder(tmp_path, {"made_from": {}})
     (folder / MANIFEST).unlink()
