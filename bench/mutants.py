@@ -48,7 +48,8 @@ TARGETS = {
     "cards": Target("generator/cards.py", ("tests/test_cards.py", "tests/test_budget.py")),
     "scheduler": Target("generator/scheduler.py", ("tests/test_scheduler_values.py", "tests/test_scheduler.py", "-k",
                                                    "values or gpus_ask or time_limit or bad_scheduler or cannot_use")),
-    "jobdir": Target("generator/jobdir.py", ("tests/test_jobdir_values.py", "tests/test_jobdir_attacks.py")),
+    "jobdir": Target("generator/jobdir.py", ("tests/test_jobdir_values.py", "tests/test_jobdir_attacks.py", "-k",
+                                             "values or manifest_line or still_removed or unreadable or midway")),
     "record": Target("generator/record.py", ("tests/test_record.py", "tests/test_workflow.py", "-k",
                                              "record or link or set_checks")),
     "spec": Target("generator/spec.py", ("tests/test_spec_refusals.py", "tests/test_spec.py"), refusals_only=True),
@@ -261,17 +262,19 @@ def run_tests(tree: Path, target: Target) -> str:
     return "passed" if done.returncode == 0 else "failed"
 
 
-def run_module(module: str, chosen: list[Mutant], trees: queue.Queue) -> dict[str, str]:
+def run_module(module: str, chosen: list[Mutant], trees: queue.Queue) -> dict[str, str] | None:
     """Each mutant's outcome (killed, survived, or equivalent: not run), run in the trees that `trees` holds, one
-    mutant per tree at a time; a module whose tests fail unmutated stops the run."""
+    mutant per tree at a time; None for a module whose tests fail unmutated (nothing is measured)."""
     target = TARGETS[module]
     tree = trees.get()
     trees.put(tree)
     source = (tree / target.path).read_text()
     if source != (REPO / target.path).read_text():
-        raise SystemExit(f"{module}: {target.path} differs in the measured tree; the mutants are the worktree's")
+        print(f"{module}: not run: {target.path} differs in the measured tree", file=sys.stderr)
+        return None
     if run_tests(tree, target) != "passed":
-        raise SystemExit(f"{module}: the covering tests fail unmutated ({' '.join(target.tests)})")
+        print(f"{module}: not run: its tests fail (or time out) unmutated: {' '.join(target.tests)}", file=sys.stderr)
+        return None
     print(f"{module}: {len(chosen)} mutants, tests: {' '.join(test_args(tree, target))}", flush=True)
 
     def run(mutant: Mutant) -> str:
@@ -360,11 +363,14 @@ def main(argv: list[str]) -> int:
         trees: queue.Queue = queue.Queue()
         for n in range(args.jobs):
             trees.put(copy_tree(Path(scratch) / str(n), args.at))
-        results = {m: (found, run_module(m, found, trees)) for m, found in chosen.items() if found}
+        outcomes = {m: run_module(m, found, trees) for m, found in chosen.items() if found}
+    results = {m: (chosen[m], outcome) for m, outcome in outcomes.items() if outcome is not None}
     table = report(results)
     print(table, end="")
     if args.report:
         args.report.write_text(table)
+    if len(results) < len(outcomes):
+        return 2
     return 1 if any(v == "survived" for _, outcome in results.values() for v in outcome.values()) else 0
 
 
