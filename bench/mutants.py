@@ -250,8 +250,8 @@ def test_args(tree: Path, target: Target) -> list[str]:
     return [a for a in target.tests if not a.endswith(".py") or (tree / a).exists()]
 
 
-def run_tests(tree: Path, target: Target) -> str:
-    """'passed', 'failed' or 'timeout' for the target's tests in `tree`."""
+def run_tests(tree: Path, target: Target, show: bool = False) -> str:
+    """'passed', 'failed' or 'timeout' for the target's tests in `tree`; `show`: print the end of a failure."""
     env = {**os.environ, "PYTHONPATH": str(tree), "PYTHONDONTWRITEBYTECODE": "1"}
     try:
         done = subprocess.run([sys.executable, "-m", "pytest", "-q", "-x", "-p", "no:cacheprovider",
@@ -259,6 +259,8 @@ def run_tests(tree: Path, target: Target) -> str:
                               timeout=TIMEOUT, check=False)
     except subprocess.TimeoutExpired:
         return "timeout"
+    if done.returncode and show:
+        print(done.stdout.decode(errors="replace")[-3000:], file=sys.stderr)
     return "passed" if done.returncode == 0 else "failed"
 
 
@@ -272,7 +274,7 @@ def run_module(module: str, chosen: list[Mutant], trees: queue.Queue) -> dict[st
     if source != (REPO / target.path).read_text():
         print(f"{module}: not run: {target.path} differs in the measured tree", file=sys.stderr)
         return None
-    if run_tests(tree, target) != "passed":
+    if run_tests(tree, target, show=True) != "passed":
         print(f"{module}: not run: its tests fail (or time out) unmutated: {' '.join(target.tests)}", file=sys.stderr)
         return None
     print(f"{module}: {len(chosen)} mutants, tests: {' '.join(test_args(tree, target))}", flush=True)
