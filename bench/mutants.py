@@ -362,6 +362,7 @@ def main(argv: list[str]) -> int:
         print(report(read_log(args.tabulate, chosen)), end="")
         return 0
     with tempfile.TemporaryDirectory(prefix="mutants-") as scratch:
+        os.chmod(scratch, 0o755)  # test_jobdir_attacks renders as an unprivileged user: it reads the copied tree
         trees: queue.Queue = queue.Queue()
         for n in range(args.jobs):
             trees.put(copy_tree(Path(scratch) / str(n), args.at))
