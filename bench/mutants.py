@@ -382,6 +382,10 @@ EQUIVALENT: dict[str, str] = {
     "layouts:number:0->1#16": "the LoRA rank of a job without adapters: memory.py reads lora_rank only for methods "
                               "that train adapters (l. 298-300, 377-379), and those always have one (recipe.adapter "
                               "l. 30-34)",
+    "spec:drop:best is None->False": "no oneOf/anyOf error without an x-hint reaches it: both oneOf in "
+                                     "schemas/job.schema.json carry one (handled at l. 520), their branches exclude "
+                                     "each other (never 'valid under each'), and the anyOf inside data's `not` fails "
+                                     "as the `not`",
     "layouts:compare:pp > 1->(pp >= 1)": "at PP 1 the dense-stage rule would need first_dense >= layers, which "
                                          "tables.py refuses when it loads models.yaml (l. 697-698)",
 }

@@ -4,6 +4,7 @@ on a re-render. The mutation run of issue 42 (bench/mutants.py) changed these un
 
 from __future__ import annotations
 
+import dataclasses
 import errno
 import hashlib
 import os
@@ -71,6 +72,9 @@ def test_scan_reports_each_kind_hashes_only_what_it_is_asked_and_follows_no_link
                      "fifo": Entry("special"), "link": Entry("symlink")}
     assert list(found) == sorted(found)
     assert Entry("file").executable is False and Entry("file").digest is None
+    assert len({Entry("file"), Entry("file"), Entry("folder")}) == 2  # a value: compared and hashed, never changed
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        Entry("file").kind = "symlink"  # type: ignore[misc]
 
 
 @pytest.mark.parametrize("path,safe", [("a/b.sh", True), ("MANIFEST", True), ("", False), ("/etc/passwd", False),
