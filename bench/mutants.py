@@ -344,6 +344,7 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--size", type=int, default=SAMPLE_SIZE, help="mutants per module (0: all)")
     parser.add_argument("--at", metavar="REVISION", help="measure the tests of this commit (the modules must match)")
     parser.add_argument("--jobs", type=int, default=1, help="mutants run at once, each in its own copy")
+    parser.add_argument("--match", default="", metavar="TEXT", help="only the mutants whose line shows TEXT")
     parser.add_argument("--list", action="store_true", help="list the mutants, run nothing")
     parser.add_argument("--tabulate", type=Path, metavar="LOG", help="the table of a run's log, run nothing")
     args = parser.parse_args(argv)
@@ -353,6 +354,7 @@ def main(argv: list[str]) -> int:
         parser.error(f"no such module: {', '.join(unknown)}")
     chosen = {m: [x for x in mutants(m) if x.key in SAMPLE] if args.sample else drawn(mutants(m), args.size)
               for m in modules}
+    chosen = {m: [x for x in found if args.match in shown(x)] for m, found in chosen.items()}
     if args.list:
         for module, found in chosen.items():
             for m in found:
