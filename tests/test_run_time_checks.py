@@ -58,6 +58,13 @@ def test_json_fields_read_each_key_as_one_json_line(tmp_path):
     assert bash('json_fields bad.json step; printf "%s|" "${FIELDS[@]}"', tmp_path).stdout == "|"
 
 
+def test_a_launch_that_reads_json_stops_without_python3(tmp_path):
+    done = bash("PATH=/nonexistent; need_python3; echo still running", tmp_path)
+    assert (done.returncode, done.stdout) == (2, "")
+    assert done.stderr.startswith("python3 is not on PATH: this launch.sh reads the run's files")
+    assert bash("need_python3; echo on", tmp_path).stdout == "on\n"
+
+
 @pytest.mark.parametrize("raw,ok", [("12", True), ('"12"', False), ("", False), ("1.5", False), ("-3", False)])
 def test_json_count_takes_digits_only(tmp_path, raw, ok):
     done = bash(f"json_count s.json step {raw!r}; echo $COUNT", tmp_path)
