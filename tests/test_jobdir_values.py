@@ -1,0 +1,236 @@
+"""The job folder's rules as values (generator/jobdir.py): what is read (never through a link, never more than the
+limit), what MANIFEST vouches for (only with an intact seal), which paths it may name, and what each file becomes
+on a re-render. The mutation run of issue 42 (bench/mutants.py) changed these unseen by the attack tests."""
+
+from __future__ import annotations
+
+import dataclasses
+import errno
+import hashlib
+import os
+import stat
+
+import pytest
+
+from generator import jobdir
+from generator.errors import UserError
+from generator.jobdir import (
+    MANIFEST,
+    SEAL,
+    Change,
+    Entry,
+    compare,
+    drift,
+    file_digest,
+    leftovers,
+    locked,
+    manifest_text,
+    parse_manifest,
+    read_regular,
+    remove_tree,
+    safe_relative,
+    scan,
+)
+
+
+def test_a_regular_file_is_read_up_to_its_limit_and_no_further(tmp_path):
+    path = tmp_path / "f"
+    path.write_bytes(b"x" * 10)
+    assert read_regular(path, limit=10) == b"x" * 10
+    assert read_regular(path, limit=9) is None
+    assert file_digest(path, limit=10) == hashlib.sha256(b"x" * 10).hexdigest()
+    assert file_digest(path, limit=9) is None
+    assert read_regular(tmp_path / "missing") is None
+
+
+def test_a_link_a_folder_or_a_fifo_is_never_read(tmp_path):
+    target = tmp_path / "target"
+    target.write_bytes(b"secret")
+    (tmp_path / "link").symlink_to(target)
+    os.mkfifo(tmp_path / "fifo")  # opened without O_NONBLOCK this would hang the read
+    for name in ("link", "fifo"):
+        assert read_regular(tmp_path / name) is None
+        assert file_digest(tmp_path / name) is None
+    assert read_regular(tmp_path) is None
+
+
+def test_scan_reports_each_kind_hashes_only_what_it_is_asked_and_follows_no_link(tmp_path):
+    (tmp_path / "a").mkdir()
+    (tmp_path / "a" / "run.sh").write_bytes(b"#!/bin/sh\n")
+    (tmp_path / "a" / "run.sh").chmod(0o755)
+    (tmp_path / "a" / "data").write_bytes(b"d")
+    (tmp_path / "outside").mkdir()
+    (tmp_path / "outside" / "x").write_bytes(b"x")
+    (tmp_path / "job").mkdir()
+    for name in ("a",):
+        os.rename(tmp_path / name, tmp_path / "job" / name)
+    (tmp_path / "job" / "link").symlink_to(tmp_path / "outside")
+    os.mkfifo(tmp_path / "job" / "fifo")
+    found = scan(tmp_path / "job", hashed={"a/run.sh"})
+    assert found == {"a": Entry("folder"), "a/data": Entry("file", None, False),
+                     "a/run.sh": Entry("file", hashlib.sha256(b"#!/bin/sh\n").hexdigest(), True),
+                     "fifo": Entry("special"), "link": Entry("symlink")}
+    assert list(found) == sorted(found)
+    assert Entry("file").executable is False and Entry("file").digest is None
+    assert len({Entry("file"), Entry("file"), Entry("folder")}) == 2  # a value: compared and hashed, never changed
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        Entry("file").kind = "symlink"  # type: ignore[misc]
+
+
+@pytest.mark.parametrize("path,safe", [("a/b.sh", True), ("MANIFEST", True), ("", False), ("/etc/passwd", False),
+                                       ("../x", False), ("a/../x", False), ("a/./x", False), ("a//x", False),
+                                       ("a/", False), ("a\\b", False), (".", False), ("a/..", False)])
+def test_manifest_may_name_only_paths_render_could_write(path, safe):
+    assert safe_relative(path) is safe
+
+
+def test_an_intact_manifest_lists_its_files_and_skips_comments_and_unsafe_paths():
+    text = manifest_text(["# header"], {"a.sh": "A", "b/c.yaml": "C"})
+    lines = text.splitlines()
+    assert lines[0] == "# header"
+    assert lines[1] == f"{hashlib.sha256(b'A').hexdigest()}  a.sh"
+    assert lines[-1].startswith(SEAL)
+    manifest = parse_manifest(text.encode())
+    assert manifest.intact
+    assert manifest.entries == {"a.sh": hashlib.sha256(b"A").hexdigest(), "b/c.yaml": hashlib.sha256(b"C").hexdigest()}
+    sneaky = manifest_text([], {"../evil": "E", "/abs": "E", "ok": "O"})
+    assert parse_manifest(sneaky.encode()).entries == {"ok": hashlib.sha256(b"O").hexdigest()}
+
+
+def test_a_manifest_edited_by_hand_or_sealed_with_a_plain_hash_is_not_intact():
+    text = manifest_text(["# header"], {"a.sh": "A"})
+    body, seal = text.rsplit(SEAL, 1)
+    assert not parse_manifest(f"{body}{hashlib.sha256(b'B').hexdigest()}  b.sh\n{SEAL}{seal}".encode()).intact
+    assert not parse_manifest(f"{body}{SEAL}{hashlib.sha256(body.encode()).hexdigest()}\n".encode()).intact
+    assert not parse_manifest(body.encode()).intact  # no seal line
+    assert not parse_manifest(f"{body}# {SEAL}{seal}".encode()).intact
+    none = parse_manifest(None)
+    assert (none.entries, none.intact) == ({}, False)
+
+
+def job(tmp_path, files: dict[str, str], header=("# made by a test",)):
+    """A job folder as render writes it: the files and their MANIFEST."""
+    everything = {**files, MANIFEST: manifest_text(list(header), files)}
+    for path, text in everything.items():
+        target = tmp_path / "job" / path
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_text(text)
+        target.chmod(0o755 if path.endswith(".sh") else 0o644)
+    return tmp_path / "job", everything
+
+
+def actions(changes: list[Change]) -> dict[str, str]:
+    return {c.path: c.action for c in changes}
+
+
+def test_a_rerender_knows_each_file_by_the_intact_manifest(tmp_path):
+    folder, files = job(tmp_path, {"a/run.sh": "run", "a/conf.yaml": "old", "gone.txt": "g"})
+    (folder / "a" / "stray.txt").write_text("mine")
+    (folder / "empty").mkdir()
+    new = {"a/run.sh": "run", "a/conf.yaml": "new", "b/made.txt": "m",
+           MANIFEST: manifest_text([], {"a/run.sh": "run", "a/conf.yaml": "new", "b/made.txt": "m"})}
+    assert actions(compare(new, folder)) == {"a/run.sh": "identical", "a/conf.yaml": "overwrite",
+                                            "b/made.txt": "create", MANIFEST: "overwrite", "a/stray.txt": "stray",
+                                            "empty/": "stray", "gone.txt": "remove"}
+    (folder / "a" / "run.sh").chmod(0o644)
+    assert actions(compare(new, folder))["a/run.sh"] == "mode"
+
+
+def test_a_broken_seal_vouches_for_nothing(tmp_path):
+    folder, files = job(tmp_path, {"conf.yaml": "old", "gone.txt": "g"})
+    (folder / MANIFEST).write_text(files[MANIFEST].replace("# made by a test", "# edited"))
+    new = {"conf.yaml": "new", MANIFEST: manifest_text([], {"conf.yaml": "new"})}
+    assert actions(compare(new, folder)) == {"conf.yaml": "edited", MANIFEST: "edited", "gone.txt": "stray"}
+
+
+def test_a_file_edited_since_render_is_edited_and_a_link_in_its_place_is_stray(tmp_path):
+    folder, _ = job(tmp_path, {"conf.yaml": "old", "other.yaml": "o"})
+    (folder / "conf.yaml").write_text("changed by hand")
+    (folder / "other.yaml").unlink()
+    (folder / "other.yaml").symlink_to(tmp_path)
+    new = {"conf.yaml": "new", "other.yaml": "o"}
+    assert actions(compare(new, folder)) == {"conf.yaml": "edited", "other.yaml": "stray", MANIFEST: "stray"}
+
+
+def test_a_linked_job_folder_is_never_looked_into(tmp_path):
+    folder, _ = job(tmp_path, {"conf.yaml": "c"})
+    (tmp_path / "linked").symlink_to(folder)
+    assert actions(compare({"conf.yaml": "c"}, tmp_path / "linked")) == {"conf.yaml": "create"}
+
+
+def test_drift_names_every_difference_in_check_words():
+    changes = [Change(p, a) for p, a in [("a", "create"), ("b", "overwrite"), ("c", "edited"), ("d", "mode"),
+                                         ("e", "remove"), ("f", "stray"), ("g/", "unreadable"), ("h", "identical")]]
+    assert drift(changes) == ["missing: a", "differs: b", "differs: c", "mode differs: d", "no longer generated: e",
+                              "not generated: f", "cannot be read: g/"]
+
+
+def test_remove_tree_removes_any_depth_and_follows_no_link(tmp_path):
+    keep = tmp_path / "keep"
+    keep.mkdir()
+    (keep / "precious").write_text("p")
+    deep = tmp_path / "tree"
+    folder = deep
+    for n in range(40):
+        folder = folder / f"d{n}"
+        folder.mkdir(parents=True)
+        (folder / "f").write_text(str(n))
+    (folder / "link").symlink_to(keep)
+    (deep / "d0" / ".1").mkdir()  # a name remove_tree's renames would take: it picks another
+    remove_tree(deep)
+    assert not deep.exists()
+    assert (keep / "precious").read_text() == "p"
+    remove_tree(tmp_path / "missing")  # nothing there: nothing to do
+
+
+def test_replace_writes_every_file_with_its_mode_and_keeps_a_backup_whole(tmp_path):
+    out = tmp_path / "out"
+    out.mkdir()
+    files = {"a/b/run.sh": "r", "a/b/conf.yaml": "c", "top.txt": "t"}
+    assert jobdir.replace(files, out, "j", backup=False) is None
+    mask = os.umask(0)
+    os.umask(mask)
+    assert stat.S_IMODE(os.stat(out / "j" / "a/b/run.sh").st_mode) == 0o777 & ~mask
+    assert stat.S_IMODE(os.stat(out / "j" / "a/b/conf.yaml").st_mode) == 0o666 & ~mask
+    assert stat.S_IMODE(os.stat(out / "j").st_mode) == 0o777 & ~mask
+    kept = jobdir.replace({"new.txt": "n"}, out, "j", backup=True)
+    assert kept is not None and (kept / "a/b/run.sh").read_text() == "r"
+    assert sorted(p.name for p in (out / "j").iterdir()) == ["new.txt"]
+    assert jobdir.replace({"x.txt": "x"}, out, "j", backup=False) is None
+    assert sorted(p.name for p in (out / "j").iterdir()) == ["x.txt"]
+    assert sorted(p.name for p in out.iterdir()) == ["j", kept.name]  # no staging folder left
+
+
+def test_a_backup_name_that_is_taken_even_by_a_dangling_link_is_skipped(tmp_path, monkeypatch):
+    monkeypatch.setattr(jobdir.time, "strftime", lambda *_: "STAMP")
+    (tmp_path / "j+backup-STAMP").symlink_to(tmp_path / "nowhere")
+    (tmp_path / "j+backup-STAMP-2").mkdir()
+    assert jobdir._backup_name(tmp_path / "j") == tmp_path / "j+backup-STAMP-3"
+
+
+def test_folders_swap_in_one_exchange_and_a_failed_one_says_why(tmp_path):
+    (tmp_path / "a").mkdir()
+    (tmp_path / "a" / "from_a").write_text("a")
+    (tmp_path / "b").mkdir()
+    assert jobdir._exchange(tmp_path / "a", tmp_path / "b")
+    assert (tmp_path / "b" / "from_a").exists() and not (tmp_path / "a" / "from_a").exists()
+    with pytest.raises(OSError) as failed:
+        jobdir._exchange(tmp_path / "a", tmp_path / "missing")
+    assert failed.value.errno == errno.ENOENT
+
+
+def test_leftovers_are_the_jobs_staging_folders_only(tmp_path):
+    for name in (".j+staging-1", ".j+staging-2", ".jj+staging-1", "j"):
+        (tmp_path / name).mkdir()
+    (tmp_path / ".j+staging-link").symlink_to(tmp_path / "j")
+    assert leftovers(tmp_path, "j") == [tmp_path / ".j+staging-1", tmp_path / ".j+staging-2"]
+    jobdir.clear_leftovers(tmp_path, "j")
+    assert sorted(p.name for p in tmp_path.iterdir()) == [".j+staging-link", ".jj+staging-1", "j"]
+
+
+def test_one_render_at_a_time(tmp_path):
+    with locked(tmp_path), pytest.raises(UserError, match="another gen-launch render is writing here"), \
+            locked(tmp_path):
+        pass
+    with locked(tmp_path):  # released
+        pass

@@ -1,0 +1,217 @@
+"""The layout search's rules as values (generator/layouts.py): how layers split over stages, each structure rule at
+its pin key, the global batch a layout takes or why it cannot, the pipeline bubble bound and the card floor the
+model states set. The mutation run of issue 42 (bench/mutants.py) changed these unseen by the plan tests."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import replace
+
+import pytest
+from helpers import make_spec
+
+from generator.context import Context
+from generator.errors import SpecError
+from generator.frameworks import plugin_of
+from generator.layouts import (
+    MAX_BUBBLE,
+    STATE_BYTES,
+    _global_batch,
+    _states_floor,
+    _structure_problems,
+    _validate_pins,
+    split_layers,
+)
+from generator.memory import GIB
+from generator.recipe import adapter, batch_target
+from generator.resolve import resolve
+from generator.spaces import CP_SEQ_THRESHOLD
+from generator.tables import load_tables
+
+TABLES = load_tables()
+
+
+def context(framework: str = "mindspeed-llm", **fields) -> Context:
+    spec = make_spec(**fields)
+    model, fw = TABLES.models[spec.model], TABLES.frameworks[framework]
+    defaults = plugin_of(fw).planning.recipe_defaults(TABLES.recipes[spec.method], model)
+    return Context(spec, model, TABLES.hardware[spec.hardware], fw, False, adapter(spec, TABLES.recipes[spec.method]),
+                   defaults)
+
+
+@pytest.mark.parametrize("layers,pp,mtp,stages", [(36, 1, 0, (36,)), (36, 4, 0, (9, 9, 9, 9)),
+                                                  (30, 4, 0, (7, 7, 8, 8)), (61, 8, 1, (7, 8, 8, 8, 8, 8, 8, 6)),
+                                                  (4, 4, 1, (1, 1, 1, 1)), (10, 3, 1, (4, 4, 2)), (37, 2, 0, (18, 19)),
+                                                  (61, 1, 1, (61,))])
+def test_layers_split_evenly_the_rest_on_the_last_stages_and_mtp_weighs_two(layers, pp, mtp, stages):
+    assert split_layers(layers, pp, mtp) == stages
+    assert sum(stages) == layers
+
+
+def rules(ctx: Context, cards: int, tp=1, pp=1, cp=1, ep=1) -> list[tuple[str, str]]:
+    return _structure_problems(ctx, cards, tp, pp, cp, ep)
+
+
+def test_a_structure_that_breaks_no_rule_has_no_problem():
+    assert rules(context(), 16, tp=8, pp=2) == []
+    assert rules(context(model="qwen3-8b", seq_len=16384), 16, tp=2, cp=2) == []
+
+
+@pytest.mark.parametrize("tp,key,words", [
+    (16, "tp", "TP (16) must stay within one node (8 cards on snt9b)"),
+    (3, "tp", "TP (3) must divide the 32 attention heads of qwen3-8b"),
+    (32, "tp", "TP (32) must divide the 8 KV heads (query groups) of qwen3-8b"),
+])
+def test_tensor_parallel_rules(tp, key, words):
+    assert (key, words) in rules(context(), 96, tp=tp)
+
+
+def test_one_node_bounds_tp_by_its_cards():
+    assert rules(context(), 16, tp=8) == []
+    a3 = context(hardware="snt9b23")  # 16 dies a node
+    assert not any("within one node" in w for _, w in rules(a3, 32, tp=16))
+
+
+def test_pipeline_and_dense_stage_rules():
+    assert ("pp", "PP (37) exceeds the 36 layers of qwen3-8b") in rules(context(), 37, pp=37)
+    assert not any("exceeds" in w for _, w in rules(context(), 36, pp=36))
+    deepseek = context(model="deepseek-v3")  # its first 3 layers are dense; MindSpeed-LLM's dense stage rule
+    assert [k for k, w in rules(deepseek, 512, tp=8, pp=16, ep=4) if "dense layers" in w] == ["pp"]  # 61 // 16 = 3
+    assert not any("dense layers" in w for _, w in rules(deepseek, 512, tp=8, pp=8, ep=4))  # 61 // 8 = 7
+    assert not any("dense layers" in w for _, w in rules(context("mindformers", model="deepseek-v3"), 512, tp=8,
+                                                         pp=16, ep=4))  # a framework without the rule
+
+
+def test_context_parallel_rules():
+    long = context(model="qwen3-8b", seq_len=16384)
+    assert rules(long, 16, cp=2) == []
+    assert ("cp", "CP (3) needs seq_len divisible by 2 x CP = 6; 16384 is not") in rules(long, 24, cp=3)
+    at = context(model="qwen3-8b", seq_len=CP_SEQ_THRESHOLD)
+    assert ("cp", f"CP (2) is for long sequences (> {CP_SEQ_THRESHOLD}); seq_len is {CP_SEQ_THRESHOLD}") in \
+        rules(at, 16, cp=2)
+
+
+def test_expert_parallel_rules():
+    assert ("ep", "EP (2) applies to MoE models; qwen3-8b is dense") in rules(context(), 16, ep=2)
+    mixtral = context(model="mixtral-8x7b")  # 8 experts; MindSpeed-LLM: EP divides DP x CP
+    assert ("ep", "EP (3) must divide the 8 experts of mixtral-8x7b") in rules(mixtral, 24, ep=3)
+    assert [w for k, w in rules(mixtral, 16, tp=4, ep=8) if k == "ep"] == \
+        [f"EP (8) must divide DP 4 x CP 1 = 4 ({TABLES.frameworks['mindspeed-llm'].ep_rule})"]
+    assert rules(mixtral, 32, tp=4, ep=8) == []
+
+
+def test_the_layout_must_divide_the_cards_at_the_key_that_breaks_it():
+    assert rules(context(), 12, tp=8)[-1] == ("tp", "TP (8) x PP (1) x CP (1) = 8 must divide the 12 cards")
+    assert rules(context(), 12, tp=1, pp=8)[-1][0] == "pp"
+    assert rules(context(model="qwen3-8b", seq_len=16384), 12, cp=8)[-1][0] == "cp"
+
+
+def test_a_pin_that_breaks_a_rule_is_refused_at_its_key():
+    with pytest.raises(SpecError) as refused:
+        _validate_pins(context(layout={"mindspeed-llm": {"tp": 3}}), 24)
+    assert {p.path for p in refused.value.problems} == {"layout.mindspeed-llm.tp"}  # heads, KV heads, MLP, cards
+    with pytest.raises(SpecError, match="sequence parallel .* needs a pinned tp > 1"):
+        _validate_pins(context(layout={"mindspeed-llm": {"sequence_parallel": True}}), 8)
+    _validate_pins(context(layout={"mindspeed-llm": {"sequence_parallel": True, "tp": 2}}), 8)
+
+
+def test_a_global_batch_must_tile_micro_batch_times_dp():
+    ctx = context(global_batch_size=64)
+    assert _global_batch(ctx, 2, 8, 1, 16) == (64, None)
+    assert _global_batch(ctx, 3, 8, 1, 24) == (64, "global_batch_size 64 is not divisible by micro batch 3 x DP 8 = 24")
+
+
+def test_the_pipeline_bubble_is_bounded():
+    assert MAX_BUBBLE == 0.25
+    ctx = context(global_batch_size=32)
+    assert _global_batch(ctx, 1, 8, 2, 16) == (32, None)  # 4 micro batches: a bubble of 1/4 is allowed
+    gbs, why = _global_batch(ctx, 1, 16, 2, 32)  # 2 micro batches: 1/2
+    assert why == "pipeline bubble (PP-1)/micro batches = 1/2 = 50% > 25%"
+    gbs, why = _global_batch(ctx, 1, 8, 3, 24)  # 4 micro batches for PP 3: 2/4
+    assert why == "pipeline bubble (PP-1)/micro batches = 2/4 = 50% > 25%"
+
+
+def test_mindformers_needs_pp_micro_batches_per_step():
+    ctx = context("mindformers", global_batch_size=8)
+    gbs, why = _global_batch(ctx, 1, 4, 4, 16)
+    assert why.startswith("PP (4) needs at least 4 micro batches per step; global batch 8 / (MBS 1 x DP 4) = 2 (")
+    gbs, why = _global_batch(context("mindformers", global_batch_size=4), 1, 4, 2, 8)
+    assert why.startswith("PP (2) needs at least 2 micro batches per step; global batch 4 / (MBS 1 x DP 4) = 1 (")
+
+
+def test_a_free_batch_takes_the_smallest_multiple_with_a_small_bubble():
+    ctx = replace(context(), free_batch=True)
+    target = batch_target(ctx.defaults, ctx.spec)[0]
+    step = 2 * 8
+    gbs, why = _global_batch(ctx, 2, 8, 4, 64)
+    assert why is None
+    assert gbs == step * max(math.ceil(target / step), 4, math.ceil(3 / MAX_BUBBLE))
+    assert _global_batch(ctx, 1, 1, 16, 16) == (max(target, 60), None)  # (16 - 1) / 0.25 = 60 micro batches
+
+
+def test_the_card_floor_is_the_model_states_over_the_budget():
+    assert STATE_BYTES[("megatron-distopt", False)] == 6 and STATE_BYTES[("megatron-fp32", False)] == 16
+    assert STATE_BYTES[("megatron-distopt", True)] == 2 and STATE_BYTES[("megatron-fp32", True)] == 4
+    ctx = context(model="qwen3-32b")
+    budget = ctx.usable_gb * (1.0 - 0.1) * GIB
+    assert _states_floor(ctx) == math.ceil(ctx.model.params * 6 / budget)
+    lora = context(model="qwen3-32b", method="lora")
+    assert _states_floor(lora) == math.ceil(lora.model.params * 2 / budget)
+
+
+def table_minimum(value: int):
+    """The tables with qwen3-32b's full 4096 MindSpeed-LLM row on snt9b lowered to `value` cards."""
+    rows = [replace(r, cards={**r.cards, "snt9b": value})
+            if (r.model, r.framework, "full" in r.methods, 4096 in r.seq_lens) == ("qwen3-32b", "mindspeed-llm", True,
+                                                                                   True) else r
+            for r in TABLES.min_cards]
+    return replace(TABLES, min_cards=rows)
+
+
+def test_the_memory_model_raises_a_table_count_it_cannot_fit_up_to_four_times():
+    plan = resolve(make_spec(model="qwen3-32b", frameworks=["mindspeed-llm"]), table_minimum(4))
+    assert (plan.frameworks["mindspeed-llm"].min_cards.value, plan.frameworks["mindspeed-llm"].layout.cards) == (4, 16)
+    assert "mindspeed-llm: the memory model raised the card count from 4 to 16: no layout fits on 4 (see rejected)" \
+        in plan.notes
+    with pytest.raises(SpecError) as refused:  # 2 x 4 = 8 at most: 16 is beyond the raise
+        resolve(make_spec(model="qwen3-32b", frameworks=["mindspeed-llm"]), table_minimum(2))
+    [problem] = refused.value.problems
+    assert problem.path == "model"
+    assert problem.message.startswith("no mindspeed-llm layout of qwen3-32b fits on 2 to 8 cards of snt9b; ")
+
+
+def test_a_count_the_spec_gives_is_never_raised():
+    with pytest.raises(SpecError) as refused:
+        resolve(make_spec(model="qwen3-32b", frameworks=["mindspeed-llm"], cards=4), table_minimum(4))
+    [problem] = refused.value.problems
+    assert problem.path == "cards"
+    assert problem.message.startswith("no mindspeed-llm layout of qwen3-32b fits on 4 cards of snt9b; ")
+
+
+def test_a_pinned_layout_that_does_not_fit_is_refused_unless_forced():
+    pinned = make_spec(frameworks=["mindspeed-llm"], layout={"mindspeed-llm": {"tp": 1, "pp": 1}}, cards=8)
+    with pytest.raises(SpecError) as refused:
+        resolve(pinned, TABLES)
+    [problem] = refused.value.problems
+    assert problem.path == "layout.mindspeed-llm"
+    assert problem.message.startswith("tp=1 pp=1 dp=8 mbs=1 recompute=full needs 64.1 GiB per card (weights 15.3, ")
+    assert problem.message.endswith("Change the pins, or --force to keep them")
+    plan = resolve(pinned, TABLES, force=True)
+    assert plan.frameworks["mindspeed-llm"].layout.describe() == "tp=1 pp=1 dp=8 mbs=1 recompute=full"
+    assert "mindspeed-llm: layout tp=1 pp=1 dp=8 mbs=1 recompute=full may not fit: estimated 64.1 GiB per card > " \
+           "52.2 GiB (usable 58 GiB less 10% headroom)" in plan.warnings
+
+
+def test_a_validated_preset_takes_its_own_global_batch():
+    """seed 003's qwen3-32b full 4096 config on 16 snt9b: micro batch 1 x 4 micro batches x DP 1."""
+    layout = resolve(make_spec(model="qwen3-32b", frameworks=["mindformers"]), TABLES).frameworks["mindformers"].layout
+    assert (layout.cards, layout.tp, layout.pp, layout.dp, layout.micro_batch_size, layout.global_batch_size) == \
+        (16, 4, 4, 1, 1, 4)
+    assert layout.source == "preset: validated (seed 003, level Validated)"
+
+
+def test_a_structure_memory_rejects_names_the_last_setting_tried():
+    plan = resolve(make_spec(model="qwen3-32b", frameworks=["mindspeed-llm"]), TABLES)
+    rejected = {r.layout: r.reason for r in plan.rejected}
+    assert rejected["tp=1 pp=1"] == ("memory: 214.7 GiB per card > 52.2 GiB budget (usable 58 less 10%; tried up to "
+                                     "recompute=full, mbs=1)")

@@ -1,0 +1,180 @@
+"""Each memory term as bytes against its formula (generator/memory.py's docstring and the sources it cites), not
+only the directions knobs move it: the mutation run of issue 42 (bench/mutants.py) changed these factors unseen."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import pytest
+
+from generator.memory import (
+    GIB,
+    MemoryBreakdown,
+    MemoryJob,
+    _stage_layers,
+    estimate,
+    hf_layer_bytes,
+    hf_step_bytes,
+    int8_input_bytes,
+    layer_activation_bytes,
+    megatron_stages,
+    quant_bytes,
+    stage_params,
+)
+from generator.parallel import Parallel
+from generator.tables import load_tables
+
+TABLES = load_tables()
+QWEN3_8B = TABLES.models["qwen3-8b"]  # h 4096, q 32 x 128, kv 8 x 128, F 12288, SwiGLU, 36 layers
+DEEPSEEK = TABLES.models["deepseek-v3"]
+QWEN3 = TABLES.frameworks["llama-factory"].activations["qwen3"]
+S, H, Q, KV, F = 4096, 4096, 4096, 1024, 12288
+
+
+def shape(**kw) -> Parallel:
+    return Parallel(**{"cards": 8, "cards_per_node": 8, "global_batch_size": 64, "num_layer_list": (36,), **kw})
+
+
+def test_the_model_is_the_one_the_numbers_below_are_for():
+    m = QWEN3_8B
+    assert (m.hidden, m.q_dim, m.kv_dim, m.ffn, m.mlp_matrices, m.layers) == (H, Q, KV, F, 3, 36)
+
+
+@pytest.mark.parametrize("micro", [1, 2])
+def test_one_layers_activations_are_korthikantis_table_2(micro):
+    """8sbh outside the TP regions, 2sb(q + 2kv + q + 3F) inside (GQA + SwiGLU); TP divides the inside, SP the
+    outside too; selective recompute drops the F-sized activation output; full keeps the layer input (2sbh)."""
+    sbh = S * micro * H
+    outside, inside = 8 * sbh, 2 * S * micro * (2 * Q + 2 * KV + 3 * F)
+    assert layer_activation_bytes(QWEN3_8B, S, micro, 1, False, "none") == (outside + inside, 0.0)
+    assert layer_activation_bytes(QWEN3_8B, S, micro, 4, False, "none") == (outside + inside / 4, 0.0)
+    assert layer_activation_bytes(QWEN3_8B, S, micro, 4, True, "none") == (outside / 4 + inside / 4, 0.0)
+    selective = inside - 2 * S * micro * F
+    assert layer_activation_bytes(QWEN3_8B, S, micro, 4, False, "selective") == (outside + selective / 4, 0.0)
+    assert layer_activation_bytes(QWEN3_8B, S, micro, 4, False, "full") == (2 * sbh, outside + inside / 4)
+    assert layer_activation_bytes(QWEN3_8B, S, micro, 4, True, "full") == (2 * sbh / 4, (outside + inside) / 4)
+
+
+def test_an_8_bit_base_keeps_its_linear_inputs():
+    tokens = 2 * S
+    per_layer = 2 * tokens * (2 * H + Q + F)  # attention input, attention output, MLP input, FFN input; bf16
+    assert int8_input_bytes(QWEN3_8B, "none", tokens) == (36 * per_layer - 2 * tokens * H, 0.0)
+    assert int8_input_bytes(QWEN3_8B, "full", tokens) == (0.0, per_layer)
+
+
+def test_bytes_per_quantized_weight_are_bitsandbytes_layout():
+    assert quant_bytes(4, False) == 0.5 + 4 / 64  # two weights a byte, an fp32 absmax per 64
+    assert quant_bytes(4, True) == 0.5 + (1 + 4 / 256) / 64  # the absmax in uint8, an fp32 one per 256 of them
+    assert quant_bytes(8, True) == quant_bytes(8, False) == 1.0
+
+
+def test_the_hf_step_holds_the_larger_of_the_working_set_and_the_logits():
+    tokens = S * 2
+    kept = 36 * hf_layer_bytes(QWEN3["full"]["none"], QWEN3_8B, S) * tokens
+    working = hf_layer_bytes(QWEN3["working"]["full"]["none"], QWEN3_8B, S) * tokens
+    logits = QWEN3["logit_bytes"]["fp32"] * tokens * QWEN3_8B.vocab
+    assert working < logits  # so the step's peak is the layers' activations alone
+    assert hf_step_bytes(QWEN3, QWEN3_8B, "full", "none", S, 2, fp32_loss=True) == (kept, logits)
+    bf16 = QWEN3["logit_bytes"]["bf16"] * tokens * QWEN3_8B.vocab
+    assert hf_step_bytes(QWEN3, QWEN3_8B, "full", "none", S, 2)[1] == bf16
+
+
+def deepspeed(method: str = "full", zero: int | None = None, cards: int = 8, **job) -> MemoryBreakdown:
+    memory_job = MemoryJob(**{"model": QWEN3_8B, "method": method, "scheme": "deepspeed", "seq_len": S,
+                              "lora_rank": 8 if method != "full" else 0, "overhead_gb": 2.5, "activations": QWEN3,
+                              **job})
+    return estimate(memory_job, shape(cards=cards, zero_stage=zero, global_batch_size=cards))
+
+
+@pytest.mark.parametrize("zero,weights,grads,optimizer", [(None, 1, 1, 1), (0, 1, 1, 1), (1, 1, 1, 8), (2, 1, 8, 8),
+                                                          (3, 8, 8, 8)])
+def test_a_full_fine_tune_holds_18_bytes_a_parameter_sharded_by_zero_stage(zero, weights, grads, optimizer):
+    n, world = QWEN3_8B.params, 8
+    gathered = 4.0 * QWEN3_8B.largest_layer_params if zero == 3 else 0.0
+    mem = deepspeed(zero=zero)
+    assert mem.weights * GIB == pytest.approx(2.0 * n / weights + gathered, rel=1e-12)
+    assert mem.gradients * GIB == pytest.approx(4.0 * n / grads, rel=1e-12)
+    assert mem.optimizer * GIB == pytest.approx(12.0 * n / optimizer, rel=1e-12)
+    assert mem.overhead == 2.5 and world == 8
+
+
+@pytest.mark.parametrize("zero,weights_over,states_over", [(None, 1, 1), (2, 1, 8), (3, 8, 8)])
+def test_lora_adapters_hold_fp32_weights_and_12_bytes_of_states(zero, weights_over, states_over):
+    lora = 36 * QWEN3_8B.lora_params_per_layer(8)
+    mem = deepspeed("lora", zero=zero)
+    assert mem.adapters * GIB == pytest.approx(lora * (4.0 / weights_over + 12.0 / states_over), rel=1e-12)
+    assert mem.gradients == mem.optimizer == 0.0
+
+
+@pytest.mark.parametrize("bits,fp32", [(4, False), (4, True), (8, False)])
+def test_a_quantized_base_keeps_both_untied_embeddings_unquantized(bits, fp32):
+    embeddings = 2 * QWEN3_8B.embedding_params  # qwen3-8b does not tie its output head to its embeddings
+    frozen = (QWEN3_8B.params - embeddings) * quant_bytes(bits, True) + embeddings * (4.0 if fp32 else 2.0)
+    assert deepspeed("qlora", quant_bits=bits, kbit_fp32=fp32).weights * GIB == pytest.approx(frozen, rel=1e-12)
+
+
+def test_a_tied_model_keeps_one_embedding_matrix_unquantized():
+    model = TABLES.models["llama3.2-1b"]
+    assert model.tied
+    job = MemoryJob(model, "qlora", "deepspeed", S, 8, 2.5, quant_bits=4, activations=QWEN3)
+    frozen = (model.params - model.embedding_params) * quant_bytes(4, True) + model.embedding_params * 2.0
+    assert estimate(job, shape(num_layer_list=(model.layers,))).weights * GIB == pytest.approx(frozen, rel=1e-12)
+
+
+def test_a_forward_only_role_holds_bf16_weights_one_layer_and_the_last_stages_logits():
+    job = MemoryJob(QWEN3_8B, "full", "megatron-distopt", S, 0, 3.0, trains=False)
+    tp2 = shape(tp=2, pp=2, micro_batch_size=2, num_layer_list=(18, 18))
+    dense, experts, _, _ = stage_params(QWEN3_8B, tp2, 1, True)
+    mem = estimate(job, tp2)
+    assert mem.stage == 1  # the last stage holds the logits
+    assert mem.weights * GIB == 2.0 * (dense + experts)
+    assert mem.logits * GIB == S * 2 * QWEN3_8B.vocab * 4.0 / 2
+    assert mem.activations * GIB == layer_activation_bytes(QWEN3_8B, S, 2, 2, False, "none")[0]
+    assert (mem.gradients, mem.optimizer, mem.adapters, mem.overhead) == (0.0, 0.0, 0.0, 3.0)
+
+
+def test_a_1f1b_stage_keeps_the_micro_batches_in_flight():
+    job = MemoryJob(QWEN3_8B, "full", "megatron-distopt", S, 0, 3.0)
+    kept, working = layer_activation_bytes(QWEN3_8B, S, 1, 2, False, "full")
+    deep = shape(tp=2, pp=4, num_layer_list=(9,) * 4, global_batch_size=8)  # 8 micro batches: stage 0 holds 4
+    shallow = shape(tp=2, pp=4, num_layer_list=(9,) * 4, global_batch_size=2)  # 2 micro batches: at most 2
+    for layout, in_flight in ((deep, 4), (shallow, 2)):
+        stages = megatron_stages(job, replace(layout, recompute="full"))
+        assert stages[0].activations * GIB == 9 * kept * in_flight + working
+        assert stages[3].activations * GIB == 9 * kept + working  # the last stage: one
+
+
+def test_a_moe_stage_counts_its_moe_layers_and_the_mtp_layer():
+    """DeepSeek-V3: 61 layers, the first 3 dense, one MTP layer (a MoE layer with a 2h x h projection) after the
+    last."""
+    assert (DEEPSEEK.layers, DEEPSEEK.first_dense) == (61, 3)
+    own, embeddings, moe, layers, mtp = _stage_layers(DEEPSEEK, (31, 30), 1, 0)
+    assert (embeddings, moe, layers, mtp) == (1, 28, 31, 0)
+    assert own == sum(DEEPSEEK.layer_params_at(i) for i in range(31))
+    own, embeddings, moe, layers, mtp = _stage_layers(DEEPSEEK, (31, 30), 1, 1)
+    assert (embeddings, moe, layers, mtp) == (1, 31, 31, 1)
+    h = DEEPSEEK.hidden
+    assert own == sum(DEEPSEEK.layer_params_at(i) for i in range(31, 61)) + DEEPSEEK.layer_params_at(61) + 2 * h * h
+
+
+def test_embeddings_split_over_tp_on_the_stages_that_hold_them():
+    tp4 = shape(tp=4, pp=2, num_layer_list=(18, 18))
+    dense, experts, layers, mtp = stage_params(QWEN3_8B, tp4, 0, True)
+    own = sum(QWEN3_8B.layer_params_at(i) for i in range(18))
+    assert (dense, experts, layers, mtp) == (own / 4 + QWEN3_8B.embedding_params / 4, 0.0, 18, 0)
+
+
+def test_the_total_is_the_sum_of_the_items():
+    mem = MemoryBreakdown(weights=1.0, gradients=2.0, optimizer=4.0, adapters=8.0, activations=16.0, logits=32.0,
+                          overhead=64.0, extra=(("x", 128.0),))
+    assert mem.total == 255.0
+    assert [gib for _, gib in mem.items()] == [1.0, 2.0, 4.0, 8.0, 16.0, 32.0, 64.0, 128.0]
+
+
+def test_a_forward_only_moe_role_holds_its_experts_too():
+    job = MemoryJob(DEEPSEEK, "full", "megatron-distopt", S, 0, 3.0, trains=False)
+    layout = shape(cards=512, tp=8, pp=8, ep=8, num_layer_list=(8, 8, 8, 8, 8, 7, 7, 7))
+    mem = estimate(job, layout)
+    dense, experts, _, _ = stage_params(DEEPSEEK, layout, mem.stage, True)
+    assert experts > 0
+    assert mem.weights * GIB == 2.0 * (dense + experts)

@@ -1,0 +1,121 @@
+"""The spec reader's refusals at their bounds (generator/spec.py): nesting, --set paths, tags, merge keys, files that
+are not regular, characters YAML does not allow, and the hint for a whole number written otherwise; each with the
+key it names and the value it shows. The mutation run of issue 42 (bench/mutants.py) removed these unseen."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+
+from generator.errors import SpecError
+from generator.spec import MAX_DEPTH, load_spec, parse_spec
+
+BASE = "job: t\nmodel: qwen3-8b\nmethod: full\nseq_len: 4096\nhardware: snt9b\n"
+UNKNOWN = "unknown key; allowed here: "
+
+
+def problems(text: str, overrides: tuple[str, ...] = ()) -> list[tuple[str, str]]:
+    with pytest.raises(SpecError) as refused:
+        parse_spec(text.encode(), overrides)
+    return [(p.path, p.message) for p in refused.value.problems]
+
+
+def nested(levels: int) -> str:
+    """`x:` holding `levels` nested mappings in all (x's own value included)."""
+    return "x: " + "{a: " * (levels - 1) + "1" + "}" * (levels - 1) + "\n"
+
+
+def test_sixteen_levels_are_read_and_seventeen_refused_where_they_start():
+    assert MAX_DEPTH == 16
+    [(key, message)] = problems(BASE + nested(16))
+    assert (key, message.startswith(UNKNOWN)) == ("x", True)  # read: only the key is unknown
+    [(key, message)] = problems(BASE + nested(17))
+    assert key == "x" + ".a" * 15
+    assert message == "is nested more than 16 levels deep; a job spec is at most four levels deep (line 6, column 64)"
+
+
+def test_aliases_that_nest_deeper_than_the_text_are_refused():
+    anchor = "a: &deep " + "{b: " * 8 + "1" + "}" * 8 + "\n"
+    [(key, message)] = problems(BASE + anchor + "c: " + "{d: " * 8 + "*deep" + "}" * 8 + "\n")
+    assert (key, message) == ("(yaml)", "is nested more than 16 levels deep (YAML aliases expanded); a job spec is at "
+                                        "most four levels deep")
+
+
+def test_a_set_path_of_sixteen_parts_is_read_and_seventeen_refused():
+    [(key, message)] = problems(BASE, (".".join(["a"] * 16) + "=1",))
+    assert key == "a" and message.startswith(UNKNOWN)
+    assert problems(BASE, (".".join(["a"] * 17) + "=1",)) == [
+        ("(--set)", f"'{'.'.join(['a'] * 17)}' is nested more than 16 levels deep; a job spec is at most four levels "
+                    f"deep")]
+
+
+def test_a_set_value_that_nests_the_spec_too_deep_is_refused_at_its_key():
+    path = ".".join(["a"] * 15)
+    [(key, message)] = problems(BASE, (f"{path}={{b: 1}}",))  # 15 keys and one more level: 16
+    assert key == "a" and message.startswith(UNKNOWN)
+    path = ".".join(["a"] * 16)
+    assert problems(BASE, (f"{path}={{b: 1}}",)) == [
+        (path, "--set value: the spec would be nested more than 16 levels deep; a job spec is at most four levels "
+               "deep")]
+
+
+def test_a_set_needs_key_path_equals_value_and_a_mapping_to_go_into():
+    assert problems(BASE, ("nonsense",)) == [("(--set)", "'nonsense' is not KEY.PATH=VALUE (e.g. "
+                                                         "train.learning_rate=2.0e-5)")]
+    assert problems(BASE, ("job.x=1",)) == [("job", "--set goes into it, but it is not a mapping")]
+    assert parse_spec(BASE.encode(), ("train.steps=10",)).train["steps"] == 10
+
+
+def test_explicit_core_tags_are_read_and_must_hold_their_types_text():
+    assert parse_spec(BASE.replace("job: t", "job: !!str t").encode()).job == "t"
+    assert parse_spec(BASE.replace("seq_len: 4096", "seq_len: !!int 4096").encode()).seq_len == 4096
+    assert problems(BASE.replace("seq_len: 4096", "seq_len: !!int abc")) == [
+        ("seq_len", "!!int 'abc' is not a whole number: ASCII digits with an optional sign, 0o... or 0x... (line 4, "
+                    "column 10)")]
+
+
+def test_collection_tags_other_than_the_core_ones_are_refused():
+    assert problems(BASE + "x: !!set {a, b}\n") == [
+        ("x", "the tag !!set is not read: a job spec holds YAML 1.2's core types (text, numbers, true/false, null, "
+              "lists, mappings); write the value without it (line 6, column 4)")]
+    assert parse_spec((BASE + "layout: !!map {}\n").encode()).layout == {}
+
+
+def test_a_merge_key_is_refused_and_a_quoted_one_is_a_key():
+    assert problems(BASE + "<<: {z: 1}\n") == [
+        ("(top level)", "merge keys (<<) are not read: a job spec is YAML 1.2, which has none; write the keys out "
+                        "(line 6, column 1)")]
+    [(key, message)] = problems(BASE + "'<<': 1\n")
+    assert key == "<<" and message.startswith(UNKNOWN)
+
+
+def test_an_empty_file_and_a_character_yaml_does_not_allow_are_refused():
+    assert problems("") == [("(file)", "is empty; a job spec needs at least job, model, method, seq_len and "
+                                       "hardware")]
+    assert problems(BASE + "x: \x00\n") == [
+        ("(yaml)", "not valid YAML: character U+0000 at position 69 is not allowed in YAML")]
+
+
+def test_only_a_regular_file_is_read(tmp_path):
+    with pytest.raises(SpecError) as refused:
+        load_spec(tmp_path)
+    assert [(p.path, p.message) for p in refused.value.problems] == [
+        ("(file)", "is not a regular file (a FIFO, a device or a folder); give the spec file")]
+    os.mkfifo(tmp_path / "fifo")
+    with pytest.raises(SpecError, match="is not a regular file"):
+        load_spec(tmp_path / "fifo")
+    (tmp_path / "spec.yaml").write_text(BASE)
+    assert load_spec(tmp_path / "spec.yaml").seq_len == 4096
+
+
+@pytest.mark.parametrize("line,key,message", [
+    ("seq_len: 4096.0", "seq_len", "expected a whole number, got 4096.0 (write 4096: no decimal point or exponent)"),
+    ("seq_len: '0256'", "seq_len", "expected a whole number, got '0256' (a leading 0 is not a number in YAML 1.2, "
+                                   "and was octal in YAML 1.1: write 256 or 0o...)"),
+    ("seq_len: 'abc'", "seq_len", "expected a whole number, got 'abc'"),
+    ("job: 1.0", "job", "expected a string, got 1.0"),
+])
+def test_a_whole_number_written_otherwise_gets_the_hint_that_fixes_it(line, key, message):
+    text = BASE.replace(f"{line.split(':')[0]}: {'4096' if key == 'seq_len' else 't'}", line)
+    assert problems(text) == [(key, message)]
