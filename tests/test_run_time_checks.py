@@ -55,7 +55,9 @@ def test_json_fields_read_each_key_as_one_json_line(tmp_path):
     done = bash('json_fields s.json step name missing deep; printf "%s|" "${FIELDS[@]}"', tmp_path)
     assert done.stdout == '12|"ckpt-12"||{"a": 1}|'
     (tmp_path / "bad.json").write_text("{not json")
-    assert bash('json_fields bad.json step; printf "%s|" "${FIELDS[@]}"', tmp_path).stdout == "|"
+    refused = bash('json_fields bad.json step; echo still running', tmp_path)
+    assert (refused.returncode, refused.stdout) == (2, ""), refused.stderr
+    assert "bad.json" in refused.stderr and "must be a JSON object of at most 64 MiB" in refused.stderr
 
 
 def test_a_launch_that_reads_json_stops_without_python3(tmp_path):

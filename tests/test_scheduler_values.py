@@ -22,13 +22,15 @@ from generator.scheduler import (
     slurm_time,
     time_limit,
 )
+from generator.tables import load_tables
 
 SLURM = {"scheduler": "slurm", "slurm": {"partition": "p"}}
 VOLCANO = {"scheduler": "volcano", "job_dir": "/shared/jobs/t", "volcano": {"image": "registry/train:1"}}
 
 
 def of(cluster: dict, accelerator: str = "npu") -> Scheduler:
-    return scheduler_of(make_spec(cluster=cluster), accelerator)
+    hardware = load_tables().hardware["snt9b" if accelerator == "npu" else "h800"]
+    return scheduler_of(make_spec(cluster=cluster), hardware)
 
 
 @pytest.mark.parametrize("accelerator,gres,resource", [("npu", "npu", "huawei.com/Ascend910"),
@@ -42,11 +44,13 @@ def test_each_accelerator_asks_for_its_own_gres_and_device_resource(accelerator,
 def test_the_defaults_of_each_setting():
     slurm = of(SLURM)
     assert (slurm.kind, slurm.partition, slurm.account, slurm.time_limit_minutes, slurm.time_margin, slurm.devices,
-            slurm.output, slurm.cpus_per_task) == ("slurm", "p", None, None, 0.25, "gres", None, None)
+            slurm.output, slurm.cpus_per_task, slurm.mem) == ("slurm", "p", None, None, 0.25, "gres",
+                                                              "../slurm-%x-%j.out", None, "0")
     assert DEFAULT_MARGIN == 0.25 and STARTUP_MINUTES == 30
     volcano = of(VOLCANO)
     assert (volcano.kind, volcano.job_dir, volcano.image, volcano.queue, volcano.namespace, volcano.volume_claim,
-            volcano.mount_path) == ("volcano", "/shared/jobs/t", "registry/train:1", "default", "default", None, None)
+            volcano.mount_path, volcano.cpu, volcano.memory, volcano.max_retry) == (
+        "volcano", "/shared/jobs/t", "registry/train:1", "default", "default", None, None, None, None, 3)
     none = of({})
     assert (none.kind, none.job_dir, none.run_time) == ("none", None, None)
 
@@ -59,10 +63,13 @@ def test_a_scheduler_is_a_value():
 def test_the_plan_shows_the_chosen_schedulers_own_settings_only():
     assert of(SLURM).to_json() == {"scheduler": "slurm", "job_dir": None, "partition": "p", "account": None,
                                    "time_limit_minutes": None, "time_margin": 0.25, "devices": "gres", "gres": "npu",
-                                   "output": None, "cpus_per_task": None}
+                                   "output": "../slurm-%x-%j.out", "cpus_per_task": None, "mem": "0"}
     assert of(VOLCANO).to_json() == {"scheduler": "volcano", "job_dir": "/shared/jobs/t", "image": "registry/train:1",
                                      "queue": "default", "namespace": "default", "volume_claim": None,
-                                     "mount_path": None}
+                                     "mount_path": None, "cpu": None, "memory": None,
+                                     "node_selector": {"accelerator-type": "module-910b-8"},
+                                     "plugins": {"env": [], "svc": ["--publish-not-ready-addresses"]}, "max_retry": 3,
+                                     "master_wait_s": 600, "master_wait_step_s": 5}
     limited = dataclasses.replace(of(SLURM), time_limits={"mindformers": (90, "why")})
     assert limited.to_json()["time_limits"] == {"mindformers": {"minutes": 90, "source": "why"}}
 
@@ -99,7 +106,8 @@ def test_a_modelarts_job_needs_only_its_folder():
                                                      ("slurm", "exclusive", None, False),
                                                      ("volcano", "gres", None, False)])
 def test_the_plan_notes_a_slurm_task_left_with_the_partitions_default_cpus(kind, devices, cpus, noted):
-    notes = scheduler_notes(Scheduler(kind=kind, devices=devices, cpus_per_task=cpus))
+    notes = [n for n in scheduler_notes(Scheduler(kind=kind, devices=devices, cpus_per_task=cpus))
+             if "cpus_per_task" in n]
     assert bool(notes) is noted
     assert all("cluster.slurm.cpus_per_task is not set" in n for n in notes)
 
@@ -110,7 +118,8 @@ def test_the_time_limit_is_the_estimate_times_one_plus_the_margin_plus_the_start
     assert time_limit(Scheduler(kind="slurm", time_margin=0.5), 1.01)[0] == 91 + 30  # 90.9 rounds up
     assert time_limit(Scheduler(kind="slurm", time_margin=0.0), 2.0)[0] == 120 + 30
     assert time_limit(Scheduler(kind="slurm", time_limit_minutes=45), 10.0) == (45, "cluster.slurm.time_limit_minutes")
-    assert time_limit(Scheduler(kind="slurm"), None) == (None, "no time estimate: the partition's limit")
+    assert time_limit(Scheduler(kind="slurm"), None) == (
+        None, "no time estimate: Slurm applies the partition's DefaultTime (its MaxTime where none is set)")
 
 
 def test_the_spec_margin_reaches_the_limit():
@@ -127,9 +136,9 @@ def test_minutes_as_sbatch_time(minutes, text):
 def test_a_volcano_pod_name_must_be_a_dns_label():
     volcano = Scheduler(kind="volcano")
     check_names(volcano, "job", {"mindformers": 16})
-    check_names(Scheduler(kind="slurm"), "Job_Name", {"mindformers": 2})  # only Volcano names pods so
-    with pytest.raises(SpecError, match=r"cannot name a Volcano job: its pods' host names \(Job_Name-"):
-        check_names(volcano, "Job_Name", {"mindformers": 2})
+    check_names(Scheduler(kind="slurm"), "job_name", {"mindformers": 2})  # only Volcano names pods so
+    with pytest.raises(SpecError, match=r"cannot name a Volcano job: its pods' host names \(job_name-"):
+        check_names(volcano, "job_name", {"mindformers": 2})
     longest = "j" * (63 - len("-mindformers-worker-9"))
     check_names(volcano, longest, {"mindformers": 10})
     with pytest.raises(SpecError):
