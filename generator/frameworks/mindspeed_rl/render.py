@@ -41,7 +41,7 @@ def render(plan: Plan, env: jinja2.Environment) -> dict[str, str]:
     launch = env.get_template("mindspeed-rl/launch.sh.j2").render(
         **launch_context(plan, fp, list(plan.paths)), title=title.format("launch"), cards=lay.cards,
         per_node=lay.local_cards, environment=ENVIRONMENT, **ray_context(plan, fp), node_ifname=None,
-        msrl_dir=msrl, config_dir=f"{folder}/config", config_name=settings.config_name,
+        msrl_dir=msrl, config_name=settings.config_name,
         model_yaml=settings.model_yaml)
     words = [str(w) for item in settings.convert for w in ((item.key,) if item.value is None
                                                            else (item.key, item.value))]
