@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from functools import cache
+from typing import Any
 
 import yaml
 
@@ -25,7 +26,7 @@ class Example:
     dataset: str
     values: dict[str, tuple[object, int]]
 
-    def get(self, key: str) -> object:
+    def get(self, key: str) -> Any:  # a YAML scalar or list, as upstream's config holds it
         return self.values[key][0]
 
     def source(self, key: str) -> str:
@@ -54,7 +55,10 @@ def example(method: str, model: str) -> Example | None:
         return None
     text = (FOLDER / f"{row['config']}.yaml").read_text(encoding="utf-8")
     values: dict[str, tuple[object, int]] = {}
-    _flatten(yaml.compose(text), "", values)
+    root = yaml.compose(text)
+    if root is None:
+        raise ValueError(f"{row['config']}.yaml is empty")
+    _flatten(root, "", values)
     return Example(row["config"], row["model_yaml"], row["converter"], tuple(row["converter_flags"]),
                    row["dataset"], values)
 

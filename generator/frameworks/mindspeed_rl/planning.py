@@ -8,6 +8,7 @@ of the files is decided here (settings), and a spec breaking one of rules.py's r
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
+from typing import Any
 
 from ...context import Context
 from ...errors import Problem, SpecError
@@ -90,7 +91,7 @@ class Planning(DefaultPlanning):
         if ex is None:
             return defaults
         key = "megatron_training.global_batch_size"
-        row = {"value": int(str(ex.get(key))), "source": f"{ex.source(key)} (prompts)"}
+        row = {"value": int(ex.get(key)), "source": f"{ex.source(key)} (prompts)"}
         return replace(defaults, values={**defaults.values, "global_batch_size": row})
 
     def space(self, role: RoleKind) -> GridSpace:
@@ -128,7 +129,7 @@ def lengths(plan: Plan, ex: Example) -> tuple[tuple[int, str], tuple[int, str]]:
     if "prompt_length" in plan.rl:
         prompt = (int(plan.rl["prompt_length"]), "spec rl.prompt_length")
     else:
-        capped = min(int(str(ex.get("rl_config.max_prompt_length"))), plan.seq_len // 2)
+        capped = min(int(ex.get("rl_config.max_prompt_length")), plan.seq_len // 2)
         prompt = (capped, f"{ex.source('rl_config.max_prompt_length')}, at most half of seq_len {plan.seq_len}")
     if "response_length" in plan.rl:
         return prompt, (int(plan.rl["response_length"]), "spec rl.response_length")
@@ -138,7 +139,7 @@ def lengths(plan: Plan, ex: Example) -> tuple[tuple[int, str], tuple[int, str]]:
 def verifier(plan: Plan, ex: Example) -> tuple[str, str]:
     reward = plan.rl.get("reward")
     if reward is None:
-        return str(ex.get("rl_config.verifier_function")[0]), ex.source("rl_config.verifier_function")  # type: ignore[index]
+        return str(ex.get("rl_config.verifier_function")[0]), ex.source("rl_config.verifier_function")
     found = facts()["rewards"].get(reward)
     if found is None:
         works = ", ".join(sorted(facts()["rewards"]))
@@ -153,17 +154,19 @@ def decided(plan: Plan, fp: FrameworkPlan, ex: Example) -> dict[str, tuple[objec
     (prompt, prompt_src), (tokens, tokens_src) = lengths(plan, ex)
     n = int(plan.rl.get("samples_per_prompt", ex.get("rl_config.n_samples_per_prompt")))
     gbs = plan.train.global_batch_size
-    example_gbs = int(str(ex.get("megatron_training.global_batch_size")))
-    mini = int(plan.rl.get("mini_batch_size", max(1, gbs * int(str(ex.get("rl_config.mini_batch_size")))
+    example_gbs = int(ex.get("megatron_training.global_batch_size"))
+    mini = int(plan.rl.get("mini_batch_size", max(1, gbs * int(ex.get("rl_config.mini_batch_size"))
                                                   // example_gbs)))
     out = plan.output_dir(NAME)
-    budget = int(str(ex.get("generate_config.max_num_batched_tokens")))
+    budget = int(ex.get("generate_config.max_num_batched_tokens"))
     verify, verify_src = verifier(plan, ex)
     return {
         "megatron_training.tokenizer_name_or_path": (plan.paths["model_dir"].value, "spec paths.model_dir (HF folder)"),
         "megatron_training.global_batch_size": (gbs, "plan: the recipe's global batch (prompts)"),
         "megatron_training.seq_length": (prompt, "= max_prompt_length (prompt_dataset.py l. 140 truncates to it)"),
-        "megatron_training.train_iters": (plan.train.steps_written, "plan: the recipe's steps"),
+        "megatron_training.train_iters": (plan.train.steps, "plan: the recipe's steps") if plan.train.steps
+        else (ex.get("megatron_training.train_iters"), f"{ex.source('megatron_training.train_iters')} (the spec "
+                                                       f"gives no data size)"),
         "megatron_training.save_interval": (plan.train.save_every_steps, "plan: the recipe's checkpoint interval"),
         "megatron_training.data_path": (f"{out}/data/data", "= the dataset YAML's output_prefix (s5.1)"),
         "actor_config.tensor_model_parallel_size": (actor.tp, "plan: the actor's layout"),
@@ -180,7 +183,9 @@ def decided(plan: Plan, fp: FrameworkPlan, ex: Example) -> dict[str, tuple[objec
                                                                f"{fp.layout.local_cards}"),
         "generate_config.infer_tensor_parallel_size": (rollout.tp, "plan: the rollout's layout"),
         "generate_config.max_model_len": (prompt + tokens, "= max_prompt_length + max_tokens (the spec's seq_len)"),
-        "generate_config.max_num_batched_tokens": (max(budget, prompt + tokens), f"{ex.source('generate_config.max_num_batched_tokens')}, at least max_model_len"),
+        "generate_config.max_num_batched_tokens": (
+            max(budget, prompt + tokens), f"{ex.source('generate_config.max_num_batched_tokens')}, at least "
+                                          f"max_model_len"),
         "generate_config.sampling_config.max_tokens": (tokens, tokens_src),
     }
 
@@ -188,7 +193,7 @@ def decided(plan: Plan, fp: FrameworkPlan, ex: Example) -> dict[str, tuple[objec
 def shape_of(plan: Plan, settings: MsrlSettings, model: Model) -> rules.Shape:
     """rules.Shape from the config's values (the plan's, or a file's read back: checks.py)."""
     dataset = facts()["datasets"]
-    template = next((row["verifiers"] for row in dataset.values()
+    template: list[str] = next((row["verifiers"] for row in dataset.values()
                      if row["prompt_type"] == dict((s.key, s.value) for s in settings.dataset).get("prompt_type")), [])
     return shape_from(settings.nested(), settings.nnodes, model, tuple(template))
 
@@ -261,5 +266,5 @@ def _with_values(convert: tuple[Setting, ...], flags: tuple[str, ...]) -> tuple[
     return tuple(replace(item, value=values.get(item.key, item.value)) for item in convert)
 
 
-def _typed(value: object) -> object:
+def _typed(value: Any) -> Any:
     return tuple(value) if isinstance(value, list) else value
