@@ -104,11 +104,24 @@ class Planning(DefaultPlanning):
                               shape.offload, ctx.spec.method, shape.global_batch_size)
 
     def rate(self, ctx: Context, layout: Layout | None) -> Throughput | None:
+        if ctx.role_kind is not RoleKind.ACTOR:
+            return Throughput(0.0, f"not estimated: {ctx.role_kind.value} runs inside the actor's whole-step figure",
+                              is_estimate=True)
+        if ctx.spec.tokens_per_card_s is not None:  # the spec's measured rate: the core's model takes it
+            return None
         found = next((row for row in published() if (row.method, row.model, row.hardware)
                       == (ctx.spec.method, ctx.model.name, ctx.hw.name)), None)
-        if ctx.role_kind is not RoleKind.ACTOR or found is None:
-            return Throughput(0.0, "none published for this row", is_estimate=True)
-        return Throughput(found.tokens_per_card_s, found.source, is_estimate=True)
+        if found is None:
+            return Throughput(0.0, f"none published: MindSpeed-RL gives no throughput for {ctx.spec.method} "
+                                   f"{ctx.model.name} on {ctx.hw.name}, so the plan gives no time", is_estimate=True)
+        # The figure counts prompt + response tokens of every generated sequence (end-to-end tps); a step makes
+        # global batch x n sequences of up to seq_len tokens, and the core times the spec's data tokens.
+        n = recipe_of(ctx).n
+        tokens, samples = ctx.spec.tokens_per_epoch, ctx.spec.samples_per_epoch
+        per_sample = tokens / samples if tokens and samples else float(ctx.spec.seq_len)
+        return Throughput(found.tokens_per_card_s * per_sample / (n * ctx.spec.seq_len),
+                          f"{found.source}; per data token (of {per_sample:g} a sample) the figure x {per_sample:g} "
+                          f"/ (n {n} x seq_len {ctx.spec.seq_len})", is_estimate=True)
 
     def path_defaults(self, output_dir: str, model: Model, layout: Layout) -> dict[str, PathDefault]:
         return {"mindspeed_rl_dir": PathDefault("/path/to/MindSpeed-RL"),
