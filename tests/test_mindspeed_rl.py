@@ -49,7 +49,7 @@ def test_seed_row_follows_upstream_with_the_plans_layout_batch_and_lengths(tmp_p
     assert (actor["tensor_model_parallel_size"], actor["pipeline_model_parallel_size"]) == (2, 2)
     assert rl["actor_resource"] == {"num_npus": 8} and rl["use_integrated_worker"] is True
     assert (config["megatron_training"]["global_batch_size"], rl["n_samples_per_prompt"], rl["mini_batch_size"],
-            actor["micro_batch_size"]) == (32, 8, 32, 4)
+            rl["actor_forward_micro_batch_size"]) == (32, 8, 32, 4)
     assert (rl["max_prompt_length"], gen["sampling_config"]["max_tokens"], gen["max_model_len"],
             config["megatron_training"]["seq_length"]) == (2048, 2048, 4096, 2048)
     assert gen["infer_tensor_parallel_size"] == 1 and rl["verifier_function"] == ["math_17k_acc"]
@@ -64,10 +64,37 @@ def test_seed_row_follows_upstream_with_the_plans_layout_batch_and_lengths(tmp_p
     settings = plan.frameworks[NAME].settings
     resume = {item.key: item.value for item in settings.resume}
     assert resume["rl_config.integrated_mode_config.ref_model_load_path"] == actor["load"]
-    assert "feature-frozen" in files["PLAN.md"] and "frameworks: [verl]" in files["PLAN.md"]
+    # Upstream is feature-frozen; gen-launch's verl plans no Qwen2.5-7B, so PLAN.md says there is no alternative.
+    assert "MindSpeed-RL is feature-frozen upstream" in files["PLAN.md"]
+    assert "gen-launch plans no verl job for qwen2.5-7b" in files["PLAN.md"]
+    _, qwen3 = rendered(tmp_path, model="qwen3-8b")
+    assert "The alternative: the same spec with `frameworks: [verl]`" in qwen3["PLAN.md"]
     commands = [line for line in files[f"{NAME}/launch.sh"].splitlines() if not line.lstrip().startswith("#")]
     assert not [line for line in commands if "pkill" in line]
     assert key_problems(config) == []
+    # The actor's memory is counted at the layout's micro batch and recompute, which the config writes.
+    layout = plan.frameworks[NAME].roles["actor"].layout
+    assert layout.micro_batch_size == actor["micro_batch_size"]
+    assert actor.get("recompute_activation_function", False) is (layout.recompute == "selective")
+    assert "recompute_granularity" not in actor or layout.recompute == "full"
+
+
+def test_a_broken_rule_is_refused_by_the_cli_with_nothing_written(tmp_path):
+    from click.testing import CliRunner
+
+    from generator.cli import main
+    out = tmp_path / "out"
+    spec = {"job": "t", "frameworks": [NAME], "model": "qwen2.5-7b", "method": "grpo", "hardware": "snt9b",
+            "cards": 8, "seq_len": 4096, "rl": {"mini_batch_size": 24},
+            "data": {"samples": 17000, "tokens_per_sample": 400},
+            "paths": {"model_dir": "/m", "dataset": "/d.parquet", "output_dir": str(out)}}
+    spec_file = tmp_path / "spec.yaml"
+    spec_file.write_text(yaml.safe_dump(spec))
+    result = CliRunner().invoke(main, ["render", str(spec_file), "-o", str(out)])
+    assert result.exit_code == 2, result.output
+    assert "rl.mini_batch_size: 24 must divide the global batch 32" in result.stderr
+    assert "values that work: 1, 2, 4, 8, 16, 32" in result.stderr and "Traceback" not in result.output
+    assert not out.exists()
 
 
 @pytest.mark.parametrize(("fields", "key", "works"), [

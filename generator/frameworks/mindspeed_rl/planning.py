@@ -18,7 +18,7 @@ from ...memory import MemoryBreakdown
 from ...parallel import Parallel
 from ...plan import FrameworkPlan, Layout, Plan
 from ...spaces import GridSpace
-from ...tables import Model, RecipeDefaults
+from ...tables import Model, RecipeDefaults, load_tables
 from ...throughput import Throughput
 from .. import contract
 from ..base import DefaultPlanning
@@ -174,6 +174,12 @@ def decided(plan: Plan, fp: FrameworkPlan, ex: Example) -> dict[str, tuple[objec
     budget = int(ex.get("generate_config.max_num_batched_tokens"))
     verify, verify_src = verifier(plan, ex)
     return {
+        **recompute(actor.recompute),
+        # The layout's micro batch, whose activations the actor's memory counts (upstream's differs where the
+        # search found it does not fit the plan's cards; rules.py checks it divides each rank's samples).
+        "actor_config.micro_batch_size": (actor.micro_batch_size, f"plan: the actor's layout (upstream "
+                                                                  f"{ex.get('actor_config.micro_batch_size')}: "
+                                                                  f"{ex.source('actor_config.micro_batch_size')})"),
         "megatron_training.tokenizer_name_or_path": (plan.paths["model_dir"].value, "spec paths.model_dir (HF folder)"),
         "megatron_training.global_batch_size": (gbs, "plan: the recipe's global batch (prompts)"),
         "megatron_training.seq_length": (prompt, "= max_prompt_length (prompt_dataset.py l. 140 truncates to it)"),
@@ -201,6 +207,16 @@ def decided(plan: Plan, fp: FrameworkPlan, ex: Example) -> dict[str, tuple[objec
                                           f"max_model_len"),
         "generate_config.sampling_config.max_tokens": (tokens, tokens_src),
     }
+
+
+def recompute(kind: str) -> dict[str, tuple[object, str]]:
+    """The actor's recompute as MindSpeed-LLM's flags (MegatronConfig keys, megatron_config.py l. 369-376): full
+    recomputes every layer's forward, selective MindSpeed's activation function only; upstream's config sets none."""
+    source = f"plan: the actor's recompute {kind} (the layout whose memory the plan counts)"
+    if kind == "full":
+        return {"actor_config.recompute_granularity": ("full", source),
+                "actor_config.recompute_method": ("uniform", source), "actor_config.recompute_num_layers": (1, source)}
+    return {"actor_config.recompute_activation_function": (True, source)} if kind == "selective" else {}
 
 
 def shape_of(plan: Plan, settings: MsrlSettings, model: Model) -> rules.Shape:
@@ -238,6 +254,7 @@ def settings(plan: Plan, fp: FrameworkPlan) -> MsrlSettings:
     config = tuple(Setting(key, _typed(chosen[key][0]) if key in chosen else _typed(value),
                            chosen[key][1] if key in chosen else ex.source(key))
                    for key, (value, _) in ex.values.items() if not key.startswith("defaults"))
+    config += tuple(Setting(key, _typed(value), source) for key, (value, source) in chosen.items() if key not in ex.values)
     data = facts()["datasets"][ex.dataset]
     source = f"upstream {RELEASE} configs/datasets/{ex.dataset}.yaml l. 1-10"
     model_dir, out = plan.paths["model_dir"].value, plan.output_dir(NAME)
@@ -265,7 +282,8 @@ def settings(plan: Plan, fp: FrameworkPlan) -> MsrlSettings:
                         upstream=f"{RELEASE} configs/{ex.name}.yaml", model_yaml=ex.model_yaml, config=config,
                         dataset=dataset, convert=_with_values(convert, ex.converter_flags), converter=ex.converter,
                         resume=resume, nnodes=fp.layout.nodes, npus_per_node=fp.layout.local_cards,
-                        feature_frozen=FROZEN, alternative="verl")
+                        feature_frozen=FROZEN, alternative="verl",
+                        alternative_plans=load_tables().supports("verl", plan.model))
     problems = [Problem(b.spec_key, b.message) for b in rules.broken(shape_of(plan, made, plan.shape))]
     if problems:
         raise SpecError(problems)

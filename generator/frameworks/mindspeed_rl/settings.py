@@ -29,6 +29,7 @@ class MsrlSettings:
     npus_per_node: int
     feature_frozen: str  # upstream's maintenance status, with its source
     alternative: str  # the framework the status points to
+    alternative_plans: bool  # whether gen-launch plans this model with it
 
     def value(self, key: str) -> Value:
         return next(item.value for item in self.config if item.key == key)
@@ -48,6 +49,7 @@ class MsrlSettings:
         return {"config_name": self.config_name, "upstream": self.upstream, "model_yaml": self.model_yaml,
                 "converter": self.converter, "nnodes": self.nnodes, "npus_per_node": self.npus_per_node,
                 "feature_frozen": self.feature_frozen, "alternative": self.alternative,
+                "alternative_plans": self.alternative_plans,
                 **{name: [item.to_json() for item in getattr(self, name)]
                    for name in ("config", "dataset", "convert", "resume")}}
 
