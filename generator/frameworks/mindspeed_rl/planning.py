@@ -254,7 +254,8 @@ def settings(plan: Plan, fp: FrameworkPlan) -> MsrlSettings:
     config = tuple(Setting(key, _typed(chosen[key][0]) if key in chosen else _typed(value),
                            chosen[key][1] if key in chosen else ex.source(key))
                    for key, (value, _) in ex.values.items() if not key.startswith("defaults"))
-    config += tuple(Setting(key, _typed(value), source) for key, (value, source) in chosen.items() if key not in ex.values)
+    config += tuple(Setting(key, _typed(value), source) for key, (value, source) in chosen.items()
+                    if key not in ex.values)
     data = facts()["datasets"][ex.dataset]
     source = f"upstream {RELEASE} configs/datasets/{ex.dataset}.yaml l. 1-10"
     model_dir, out = plan.paths["model_dir"].value, plan.output_dir(NAME)
