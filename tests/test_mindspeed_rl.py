@@ -106,6 +106,8 @@ def test_a_broken_rule_is_refused_by_the_cli_with_nothing_written(tmp_path):
      "values that work: 1, 2"),
     ({"rl": {"mini_batch_size": 24}}, "rl.mini_batch_size", "values that work: 1, 2, 4, 8, 16, 32"),
     ({"rl": {"reward": "gsm8k"}}, "rl.reward", "values that work: math, math_dapo"),
+    ({"model": "qwen3-8b", "rl": {"reward": "math"}}, "rl.reward",
+     "math_17k_acc grades an answer format the dataset's prompt template does not ask for"),
     ({"rl": {"reward": "math_dapo", "mini_batch_size": 32}}, None, None),
 ])
 def test_each_run_time_rule_is_refused_at_its_spec_key(tmp_path, fields, key, works):

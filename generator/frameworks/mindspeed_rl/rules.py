@@ -160,7 +160,8 @@ def reward_rules(s: Shape) -> list[Broken]:
     if mismatched:
         return [Broken("rl_config.verifier_function", "rl.reward",
                        f"{mismatched[0]} grades an answer format the dataset's prompt template does not ask for "
-                       f"(rule_verifier.py l. 203-265); values that work: {', '.join(s.template_verifiers)}")]
+                       f"(rule_verifier.py l. 203-265); the verifiers that fit it: "
+                       f"{', '.join(s.template_verifiers)} (without rl.reward the plan takes upstream's)")]
     return []
 
 
