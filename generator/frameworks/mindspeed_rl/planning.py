@@ -59,6 +59,9 @@ def recipe_of(ctx: Context) -> Recipe:
                   (int(ex.get("generate_config.max_num_seqs")), ex.source("generate_config.max_num_seqs")))
 
 
+ACTOR_KEYS = ("actor_config.tensor_model_parallel_size", "actor_config.pipeline_model_parallel_size")
+
+
 @dataclass(frozen=True)
 class ExampleSpace(GridSpace):
     """The upstream config's layout for the role (actor TP/PP, or the rollout's TP), unless the spec pins one."""
@@ -71,10 +74,13 @@ class ExampleSpace(GridSpace):
         ex = example_of(ctx.spec.method, ctx.model.name)
         tp_key, pp_key = self.keys
         tp, pp = int(ex.get(tp_key)), int(ex.get(pp_key)) if pp_key else 1
-        return [Structure(tp, pp)] if cards % (tp * pp) == 0 else super().structures(ctx, cards)
+        # Every role shares the cards (integrated worker): a count the actor's upstream layout does not tile has
+        # no layout for any role, so the card search moves on to one it does.
+        actor = int(ex.get(ACTOR_KEYS[0])) * int(ex.get(ACTOR_KEYS[1]))
+        return [Structure(tp, pp)] if cards % (tp * pp) == 0 and cards % actor == 0 else []
 
 
-ACTOR = ExampleSpace(keys=("actor_config.tensor_model_parallel_size", "actor_config.pipeline_model_parallel_size"))
+ACTOR = ExampleSpace(keys=ACTOR_KEYS)
 ROLLOUT = ExampleSpace(tp_choices=(1, 2, 4, 8), pp_choices=(1,))
 
 
