@@ -199,3 +199,11 @@ def test_launch_head_once_joins_and_the_job_once(tmp_path, nodes):
     assert cwd == str(tmp_path / "msrl")
     assert argv == ["cli/train_grpo.py", "--config-dir", str(launch.parent.resolve() / "config"), "--config-name",
                     name]
+
+
+def test_cards_auto_takes_a_count_the_upstream_layout_tiles(tmp_path):
+    """Qwen3-8B has no min_cards row: the memory model alone would stop at 5 cards, which TP2 x PP2 cannot tile."""
+    plan, files = rendered(tmp_path, cards=None, model="qwen3-8b", seq_len=1536)
+    fp = plan.frameworks[NAME]
+    assert fp.layout.cards == 8 and (fp.layout.tp, fp.layout.pp) == (2, 2)
+    assert config_of(plan, files)["rl_config"]["actor_resource"] == {"num_npus": 8}
