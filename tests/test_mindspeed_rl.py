@@ -207,3 +207,12 @@ def test_cards_auto_takes_a_count_the_upstream_layout_tiles(tmp_path):
     fp = plan.frameworks[NAME]
     assert fp.layout.cards == 8 and (fp.layout.tp, fp.layout.pp) == (2, 2)
     assert config_of(plan, files)["rl_config"]["actor_resource"] == {"num_npus": 8}
+
+
+def test_a_path_hydra_would_interpolate_is_refused_at_its_key(tmp_path):
+    paths = {"model_dir": "/m/${oc.env:HOME}", "dataset": "/d.parquet", "output_dir": str(tmp_path / "out")}
+    with pytest.raises(SpecError) as refused:
+        render_job(T, frameworks=[NAME], model="qwen2.5-7b", method="grpo", hardware="snt9b", cards=8, seq_len=4096,
+                   data={"samples": 17000, "tokens_per_sample": 400}, paths=paths)
+    assert [p.path for p in refused.value.problems] == ["paths.model_dir"]
+    assert "interpolation" in refused.value.problems[0].message

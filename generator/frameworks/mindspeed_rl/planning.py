@@ -254,7 +254,20 @@ def shape_from(config: dict, nodes: int, model: Model, template: tuple[str, ...]
         template_verifiers=template)
 
 
+# The paths the Hydra configs (the job's and the dataset's, cli/preprocess_data.py l. 110) hold: OmegaConf reads
+# `${...}` in any string as an interpolation, so a path holding one would be read as another value.
+HYDRA_PATHS = ("model_dir", "dataset", "output_dir", "mcore_ckpt_dir")
+
+
+def path_problems(plan: Plan) -> list[Problem]:
+    return [Problem(f"paths.{key}", f"{plan.paths[key].value!r} holds '${{', which Hydra's OmegaConf reads as an "
+                                    f"interpolation in MindSpeed-RL's config; rename the folder")
+            for key in HYDRA_PATHS if key in plan.paths and "${" in plan.paths[key].value]
+
+
 def settings(plan: Plan, fp: FrameworkPlan) -> MsrlSettings:
+    if path_problems(plan):
+        raise SpecError(path_problems(plan))
     ex = example_of(plan.method, plan.model)
     chosen = decided(plan, fp, ex)
     config = tuple(Setting(key, _typed(chosen[key][0]) if key in chosen else _typed(value),
