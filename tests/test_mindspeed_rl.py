@@ -61,6 +61,7 @@ def test_seed_row_follows_upstream_with_the_plans_layout_batch_and_lengths(tmp_p
     assert convert[convert.index("--target-tensor-parallel-size") + 1] == "2"
     assert convert[convert.index("--target-pipeline-parallel-size") + 1] == "2"
     assert convert[convert.index("--save-dir") + 1] == actor["load"]
+    assert convert[convert.index("--tokenizer-model") + 1] == "/m/qwen25-7b/tokenizer.json"
     settings = plan.frameworks[NAME].settings
     resume = {item.key: item.value for item in settings.resume}
     assert resume["rl_config.integrated_mode_config.ref_model_load_path"] == actor["load"]

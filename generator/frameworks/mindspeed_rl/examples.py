@@ -25,6 +25,7 @@ class Example:
     converter_flags: tuple[str, ...]
     dataset: str
     values: dict[str, tuple[object, int]]
+    tokenizer_model: str | None = None
 
     def get(self, key: str) -> Any:  # a YAML scalar or list, as upstream's config holds it
         return self.values[key][0]
@@ -60,7 +61,7 @@ def example(method: str, model: str) -> Example | None:
         raise ValueError(f"{row['config']}.yaml is empty")
     _flatten(root, "", values)
     return Example(row["config"], row["model_yaml"], row["converter"], tuple(row["converter_flags"]),
-                   row["dataset"], values)
+                   row["dataset"], values, row.get("tokenizer_model"))
 
 
 @cache

@@ -294,6 +294,9 @@ def settings(plan: Plan, fp: FrameworkPlan) -> MsrlSettings:
             ("--target-pipeline-parallel-size", actor.pp, "= actor_config.pipeline_model_parallel_size"),
             ("--load-dir", model_dir, "spec paths.model_dir"),
             ("--save-dir", plan.paths["mcore_ckpt_dir"].value, "= actor_config.load")))
+    if ex.tokenizer_model:
+        convert += (Setting("--tokenizer-model", f"{model_dir.rstrip('/')}/{ex.tokenizer_model}",
+                            "MindSpeed-LLM a2c0733b examples/mcore/qwen25/ckpt_convert_qwen25_hf2mcore.sh l. 6-18"),)
     resume = tuple(Setting(k, v, "docs/algorithms/grpo.md l. 105-118") for k, v in (
         ("actor_config.finetune", False), ("actor_config.load", f"{out}/ckpt"), ("actor_config.no_load_optim", False),
         ("actor_config.no_load_rng", False),
