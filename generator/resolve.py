@@ -538,7 +538,8 @@ def _defaulted_frameworks(spec: Spec, tables: Tables, model: Model,
     if rl and not kind:
         raise SpecError.at("model", f"no framework plans {spec.method} for {model.name}; "
                                     f"{_rl_models(tables, spec.method)}")
-    refusals = {name: _job_refusal(tables, name, model, spec) for name in kind}
+    refusals = {name: _job_refusal(tables, name, model, spec) or plugin_of(tables.frameworks[name]).planning.opt_in
+                for name in kind}
     chosen = [name for name, refusal in refusals.items() if refusal is None]
     if not chosen:
         reasons = "; ".join(refusal for refusal in refusals.values() if refusal) or \

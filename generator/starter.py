@@ -37,7 +37,10 @@ def starter_spec(tables: Tables, env: jinja2.Environment, model_name: str, metho
         raise SpecError.at("model", f"no framework plans {model.name} {method} on {hw.name}; "
                                     f"{alternatives(tables, model.name, method, hw.name)}")
     # A method a framework plans in its own terms (reinforcement learning) has a section of its own keys.
-    sections = [plugin_of(tables.frameworks[name]).planning.starter_section(method, model) for name in offered]
+    planning = [plugin_of(tables.frameworks[name]).planning for name in offered]
+    sections = [own.starter_section(method, model) for own in planning]
+    # Where only opt-in frameworks plan the job, a spec without `frameworks:` plans nothing: the starter lists them.
+    listed = None if any(own.opt_in is None for own in planning) else planning[0].opt_in
     section = next((found for found in sections if found is not None), None)
     seq_len = section.seq_len if section is not None else min(SEQ_LEN, model.max_positions // 256 * 256)
     rows = {name: _train_rows(defaults.for_framework(name), model) for name in offered}
@@ -53,7 +56,7 @@ def starter_spec(tables: Tables, env: jinja2.Environment, model_name: str, metho
         schedulers=list(RUN_TIME), model=hf_id if hf_id != model.hf_id else model.name,
         model_comment=_model_comment(tables, model, hf_id), hf_id=hf_id, method=method,
         quantization_bit=hw.quantization_bits[0] if method == "qlora" else None, seq_len=seq_len,
-        hardware=hw.name, hardware_label=hw.label, frameworks=offered, train=shared, own=own, lora=lora,
+        hardware=hw.name, hardware_label=hw.label, frameworks=offered, listed=listed, train=shared, own=own, lora=lora,
         formats=[] if method == "pretrain" else _formats(tables, offered), default_format=default_format(model))
 
 

@@ -299,7 +299,7 @@ def add_framework(folder, monkeypatch, name: str, row: str, module: str, source:
     frameworks = data / "frameworks.yaml"
     frameworks.write_text(frameworks.read_text(encoding="utf-8") + row, encoding="utf-8")
     hardware = data / "hardware.yaml"
-    listed = "frameworks: [mindformers, mindspeed-llm, mindspeed-mm, llama-factory, verl]"
+    listed = "frameworks: [mindformers, mindspeed-llm, mindspeed-mm, llama-factory, verl, mindspeed-rl]"
     hardware.write_text(hardware.read_text(encoding="utf-8").replace(listed, f"{listed[:-1]}, {name}]", 1),
                         encoding="utf-8")
     schema_file = schemas / "job.schema.json"

@@ -380,7 +380,7 @@ PLUGIN = Plugin("toy", planning=Planning(), output=Output())
 TRAIN_TEMPLATE = "lr: {{ lr | yaml }}\nglobal_batch: {{ batch }}\ncards: {{ cards }}\nchat: {{ chat | yaml }}\n"
 SECTION_TEMPLATE = "## toy\n\nToy trains {{ plan.model }} on {{ fp.layout.cards }} card(s): `toy/train.yaml`.\n"
 HW_ROW_END = """    accelerator: npu
-    frameworks: [mindformers, mindspeed-llm, mindspeed-mm, llama-factory, verl]
+    frameworks: [mindformers, mindspeed-llm, mindspeed-mm, llama-factory, verl, mindspeed-rl]
     # LLaMA-Factory's Ascend QLoRA example"""
 
 
@@ -389,11 +389,11 @@ def test_add_a_framework(repo, tmp_path, monkeypatch):
     last = "qwen2.5-32b: {decoder: qwen2, grpo: examples/grpo_trainer/run_qwen2_5_32b_grpo_npu.sh, dapo: " \
         "recipe/dapo/run_dapo_qwen2.5_32b_npu.sh, ppo: examples/ppo_trainer/run_qwen3-8b_npu.sh}\n"  # the last row
     repo.edit(frameworks, last, last + FRAMEWORK_ROW)
-    repo.edit("generator/data/hardware.yaml", HW_ROW_END, HW_ROW_END.replace("verl]", "verl, toy]"))
+    repo.edit("generator/data/hardware.yaml", HW_ROW_END, HW_ROW_END.replace("mindspeed-rl]", "mindspeed-rl, toy]"))
     schema = "schemas/job.schema.json"
-    repo.edit(schema, '"verl"\n        ]', '"verl",\n          "toy"\n        ]')
-    repo.edit(schema, '"verl": {\n          "$ref": "#/$defs/pins"\n        }\n',
-              '"verl": {\n          "$ref": "#/$defs/pins"\n        },\n'
+    repo.edit(schema, '"mindspeed-rl"\n        ]', '"mindspeed-rl",\n          "toy"\n        ]')
+    repo.edit(schema, '"mindspeed-rl": {\n          "$ref": "#/$defs/pins"\n        }\n',
+              '"mindspeed-rl": {\n          "$ref": "#/$defs/pins"\n        },\n'
               '        "toy": {\n          "$ref": "#/$defs/pins"\n        }\n')
     repo.add("templates/toy/train.yaml.j2", TRAIN_TEMPLATE)
     repo.add("templates/toy/plan_section.md.j2", SECTION_TEMPLATE)
@@ -548,11 +548,11 @@ def add_toyrl(repo: Copy, tmp_path: Path, monkeypatch) -> None:
     last = "qwen2.5-32b: {decoder: qwen2, grpo: examples/grpo_trainer/run_qwen2_5_32b_grpo_npu.sh, dapo: " \
         "recipe/dapo/run_dapo_qwen2.5_32b_npu.sh, ppo: examples/ppo_trainer/run_qwen3-8b_npu.sh}\n"
     repo.edit("generator/data/frameworks.yaml", last, last + RL_ROW)
-    repo.edit("generator/data/hardware.yaml", HW_ROW_END, HW_ROW_END.replace("verl]", "verl, toyrl]"))
+    repo.edit("generator/data/hardware.yaml", HW_ROW_END, HW_ROW_END.replace("mindspeed-rl]", "mindspeed-rl, toyrl]"))
     schema = "schemas/job.schema.json"
-    repo.edit(schema, '"verl"\n        ]', '"verl",\n          "toyrl"\n        ]')
-    repo.edit(schema, '"verl": {\n          "$ref": "#/$defs/pins"\n        }\n',
-              '"verl": {\n          "$ref": "#/$defs/pins"\n        },\n'
+    repo.edit(schema, '"mindspeed-rl"\n        ]', '"mindspeed-rl",\n          "toyrl"\n        ]')
+    repo.edit(schema, '"mindspeed-rl": {\n          "$ref": "#/$defs/pins"\n        }\n',
+              '"mindspeed-rl": {\n          "$ref": "#/$defs/pins"\n        },\n'
               '        "toyrl": {\n          "$ref": "#/$defs/pins"\n        }\n')
     repo.add("templates/toyrl/config.yaml.j2", RL_CONFIG)
     repo.add("templates/toyrl/launch.sh.j2", RL_LAUNCH)

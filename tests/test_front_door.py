@@ -120,7 +120,9 @@ def test_each_method_gets_a_starter_with_its_own_keys(tmp_path, model, method, h
 def test_inits_refusal_names_what_does_run():
     result = CliRunner().invoke(main, ["init", "llama3.1-8b", "--method", "grpo", "--hardware", "snt9b"])
     assert result.exit_code == 2
-    assert "there llama3.1-8b plans full, lora, qlora, pretrain, and grpo plans qwen2.5-32b, qwen3-8b" in result.stderr
+    # qwen2.5-7b through MindSpeed-RL, the others through verl
+    assert "there llama3.1-8b plans full, lora, qlora, pretrain, and grpo plans qwen2.5-7b, qwen2.5-32b, qwen3-8b" \
+        in result.stderr
     assert "gen-launch models --method grpo --hardware snt9b" in result.stderr
 
 

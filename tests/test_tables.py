@@ -52,9 +52,11 @@ def test_every_min_cards_row_names_a_known_model_and_framework(row):
 
 
 def test_min_cards_table_has_every_row_of_the_shared_csv():
-    # 97 data rows of the training frameworks, the 7 verl rows and the 3 MindSpeed-MM rows in shared/spec/
-    # min_cards.csv (copied verbatim into generator/data/).
-    assert len(TABLES.min_cards) == 97 + 7 + 3
+    # 97 data rows of the training frameworks, the 7 verl rows, the 3 MindSpeed-MM rows and the MindSpeed-RL row
+    # in shared/spec/min_cards.csv (copied verbatim into generator/data/).
+    assert len(TABLES.min_cards) == 97 + 7 + 3 + 1
+    assert [(row.model, row.cards) for row in TABLES.min_cards if row.framework == "mindspeed-rl"] == [
+        ("qwen2.5-7b", {"snt9b": 8, "snt9b23": None})]
     assert sum(row.framework == "verl" for row in TABLES.min_cards) == 7
     assert sum(row.framework == "mindspeed-mm" for row in TABLES.min_cards) == 3
     first = TABLES.min_cards[0]

@@ -46,7 +46,7 @@ BAD_EDITS = {
     "min-cards-from": (
         "frameworks.yaml", "min_cards_from: mindspeed-llm       # after", "min_cards_from: presets  # after",
         ("frameworks.yaml mindformers: min_cards_from 'presets' is not one of llama-factory, mindspeed-llm, "
-         "mindspeed-mm, verl")),
+         "mindspeed-mm, mindspeed-rl, verl")),
     "ep-divides": (
         "frameworks.yaml", "ep_divides: [dp, cp]", "ep_divides: [dp, pp]",
         "frameworks.yaml mindspeed-llm: ep_divides 'pp' is not one of dp, tp, cp"),
@@ -127,7 +127,7 @@ BAD_EDITS = {
     "preset-framework": (
         "presets.yaml", "defaults: {framework: mindformers,", "defaults: {framework: mindformerz,",
         ("presets.yaml preset 1 (qwen3-32b full): framework 'mindformerz' is not one of mindformers, mindspeed-llm, "
-         "mindspeed-mm, llama-factory, verl")),
+         "mindspeed-mm, llama-factory, verl, mindspeed-rl")),
     "preset-model": (
         "presets.yaml", "  - {model: qwen3-32b,  methods: [full],", "  - {model: qwen3-23b,  methods: [full],",
         ("presets.yaml preset 1 (qwen3-23b full): model 'qwen3-23b' is not one of " + ", ".join(TABLES.models))),

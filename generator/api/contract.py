@@ -165,6 +165,12 @@ class Planning(Protocol):
         ...
 
     @property
+    def opt_in(self) -> str | None:
+        """Why a spec without `frameworks:` leaves it out (it is planned only when listed); None: planned by
+        default wherever it can run the job."""
+        ...
+
+    @property
     def presets_first(self) -> bool:
         """Validated seed-003 presets set its minimum cards before the minimum-card table."""
         ...

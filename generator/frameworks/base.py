@@ -41,6 +41,7 @@ class DefaultPlanning:
     thinking_note: str | None = None
     pretrain_weights: str = ""
     presets_first = False
+    opt_in: str | None = None
     min_cards_stand_in = ""
     preset_source = ""
     linear_decay_source: str | None = None

@@ -1,0 +1,10 @@
+"""MindSpeed-RL: the files' side of the plugin (generator/frameworks/contract.py Output)."""
+
+from __future__ import annotations
+
+from ..base import ModuleOutput
+from ..contract import Output
+from .checks import check
+from .render import plan_section, render
+
+OUTPUT: Output = ModuleOutput(render=render, plan_section=plan_section, check=check)
