@@ -23,7 +23,7 @@ from .facts import Accelerator
 from .frameworks import registry
 from .jobdir import MANIFEST
 from .plan import MadeFrom, Plan
-from .record import PLAN_JSON, RecordError, bad_override, read_record, spec_key
+from .record import PLAN_JSON, RecordError, bad_override, merged, read_record, spec_key
 from .render import check as check_files
 from .render import environment, needs_overwrite, render_files, write
 from .render.core import plan_json
@@ -76,49 +76,33 @@ def _plan(spec_path: str, force: bool, overrides: tuple[str, ...] = ()) -> Plan:
 
 def _as_made(spec_path: str, overrides: tuple[str, ...], force: bool, out_dir: Path, ignore_record: bool,
              must_trust: bool) -> tuple[Spec, MadeFrom]:
-    """The spec and options render or check plans with: this command line's; or, when it gives no --set (nor
-    --no-recorded), also the --set overrides and --force that OUT/<job>/plan.json records of the render that made
-    the folder from this spec file (said on stderr)."""
+    """The spec and options render or check plans with: the --set overrides and --force that OUT/<job>/plan.json
+    records of the render that made the folder from this spec file, then this command line's (a key given again
+    keeps its last value; said on stderr); with --no-recorded, this command line's alone."""
     try:
         made = MadeFrom(spec_key(spec_path, out_dir), overrides, force)
     except UserError as error:
         _fail(error, spec_path)
     _refuse_rename(overrides, spec_path)
     spec = _load(spec_path, overrides)
-    if overrides and not ignore_record:
-        _note_replaced(out_dir / spec.job, made)
-    record = None if overrides or ignore_record else _record(out_dir / spec.job, spec_path, must_trust)
+    record = None if ignore_record else _record(out_dir / spec.job, spec_path, must_trust)
     if record is None or record.spec_file != made.spec_file:
         return spec, made  # nothing recorded, or another spec's options (render refuses that folder)
     applied = _options(record.overrides, record.force and not force)
     if not applied:
         return spec, made
     _refuse_rename(record.overrides, spec_path)
+    kept = merged(record.overrides, overrides)
     click.echo(f"Note: applying {' '.join(quote(w) for w in applied)}, as "
                f"{show_path(out_dir / spec.job / PLAN_JSON)} records "
-               f"(a --set replaces the recorded options, --no-recorded drops them)", err=True)
-    return (_load(spec_path, record.overrides) if record.overrides else spec), \
-        MadeFrom(made.spec_file, record.overrides, force or record.force)
+               f"(a --set adds to them, the last value of a key wins; --no-recorded drops them)", err=True)
+    return (_load(spec_path, kept) if kept != overrides else spec), \
+        MadeFrom(made.spec_file, kept, force or record.force)
 
 
 def _options(overrides: tuple[str, ...], force: bool) -> list[str]:
     """The command-line words of --set overrides and --force."""
     return [*(f"--set={o}" for o in overrides), *(["--force"] if force else [])]
-
-
-def _note_replaced(job_dir: Path, made: MadeFrom) -> None:
-    """Say so when this command line's --set drops a recorded override or --force (a --set replaces them all)."""
-    try:
-        record = read_record(job_dir)
-    except RecordError:
-        return  # nothing known to drop
-    if record is None or record.spec_file != made.spec_file:
-        return
-    old, new = _options(record.overrides, record.force), _options(made.overrides, made.force)
-    if set(old) - set(new):
-        click.echo(f"Note: replacing the options {show_path(job_dir / PLAN_JSON)} records, "
-                   f"{show_path(' '.join(quote(w) for w in old))}, with {show_path(' '.join(quote(w) for w in new))}; "
-                   f"give all of them again to keep them", err=True)
 
 
 def _refuse_rename(overrides: tuple[str, ...], spec_path: str) -> None:
@@ -180,10 +164,10 @@ overwrite_option = click.option("--overwrite", is_flag=True,
                                      "stray files, links), or a folder rendered from another spec file; the old "
                                      "folder is moved aside whole (not copied) as OUT/<job>+backup-<time>.")
 recorded_option = click.option("--no-recorded", "ignore_record", is_flag=True,
-                               help="Plan with this command line's options only. Without it, and without --set, "
+                               help="Plan with this command line's options only. Without it, "
                                     "the --set overrides and --force that OUT/<job>/plan.json records of the render "
-                                    "that made the folder are applied again (said on stderr); a --set replaces "
-                                    "them.")
+                                    "that made the folder are applied again (said on stderr); a --set adds to "
+                                    "them (the last value of a key wins).")
 strict_option = click.option("--strict", is_flag=True, help="Exit 3 when the plan warns: a forced layout may "
                                                             "not fit, the time budget is missed, or checkpoints "
                                                             "outgrow keep_checkpoints.")
@@ -258,8 +242,8 @@ def render(spec: str, overrides: tuple[str, ...], out_dir: Path, force: bool, ov
     old folder or the new one. Anything in it render did not write as it is (hand edits, stray files, links), and
     a folder rendered from another spec file with the same job name, is refused unless --overwrite, which moves
     the old folder aside whole (not a copy) as OUT/<job>+backup-<time>. plan.json and PLAN.md record the spec
-    file, the --set overrides in order and --force; a re-render without --set applies the recorded ones. One
-    line per path on stdout: create, overwrite, identical, mode (executable bit restored), remove, edited, stray;
+    file, the --set overrides in order and --force; a re-render applies the recorded ones, and a --set adds to
+    them. One line per path on stdout: create, overwrite, identical, mode (executable bit restored), remove, edited, stray;
     the plan's summary (as `gen-launch plan` prints it) goes to stderr.
 
     \b
@@ -291,9 +275,9 @@ def check(spec: str, overrides: tuple[str, ...], out_dir: Path, ignore_record: b
     """Exit 0 when OUT/<job>/ holds exactly what render would write, 1 (with a summary) otherwise.
 
     Every difference counts: a missing, changed or stray file or folder, a link, a FIFO, a changed executable bit,
-    a folder rendered from another spec file. Without --set, the --set overrides and --force the folder's plan.json
-    records are applied (said on stderr), so a committed folder stays up to date until the spec or gen-launch
-    changes.
+    a folder rendered from another spec file. The --set overrides and --force the folder's plan.json records are
+    applied (said on stderr), any --set added to them, so a committed folder stays up to date until the spec or
+    gen-launch changes.
 
     \b
     Example (CI or pre-commit in an experiment repo):

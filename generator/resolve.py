@@ -147,8 +147,15 @@ def resolve(spec: Spec, tables: Tables, force: bool = False) -> Plan:
             (warnings if "keep_checkpoints" in spec.train else notes).append(kept)
     paths = _paths(spec, model, hf_id, plans, planning, data)
     placeholders = sorted(k for k, v in paths.items() if v.placeholder)
+    steps = sorted({own.placeholders["placeholder_steps"] for own in recipes.values()
+                    if "placeholder_steps" in own.placeholders})
+    if steps:  # a job that trains a made-up length must not pass --strict as if planned
+        warnings.append(f"train.steps: the spec gives no data size and no train.steps, so the files train a "
+                        f"placeholder of {' or '.join(map(str, steps))} steps; give data.samples (or "
+                        f"data.total_tokens), or train.steps")
+        placeholders.append("train.steps")
     if placeholders:
-        notes.append(f"paths not given in the spec, written as placeholders to edit before launch: "
+        notes.append(f"values not given in the spec, written as placeholders to edit before launch: "
                      f"{', '.join(placeholders)}")
     scheduler = scheduler_of(spec, hw.accelerator)
     check_names(scheduler, spec.job, {name: fp.layout.nodes for name, fp in plans.items()})
