@@ -23,6 +23,7 @@ from .facts import Accelerator
 from .frameworks import registry
 from .jobdir import MANIFEST
 from .plan import MadeFrom, Plan
+from .plandiff import value_changes
 from .record import PLAN_JSON, RecordError, bad_override, merged, read_record, spec_key
 from .render import check as check_files
 from .render import environment, needs_overwrite, render_files, write
@@ -243,8 +244,8 @@ def render(spec: str, overrides: tuple[str, ...], out_dir: Path, force: bool, ov
     a folder rendered from another spec file with the same job name, is refused unless --overwrite, which moves
     the old folder aside whole (not a copy) as OUT/<job>+backup-<time>. plan.json and PLAN.md record the spec
     file, the --set overrides in order and --force; a re-render applies the recorded ones, and a --set adds to
-    them. One line per path on stdout: create, overwrite, identical, mode (executable bit restored), remove, edited, stray;
-    the plan's summary (as `gen-launch plan` prints it) goes to stderr.
+    them. One line per path on stdout: create, overwrite, identical, mode (executable bit restored), remove, edited,
+    stray; the plan's summary (as `gen-launch plan` prints it) goes to stderr.
 
     \b
     Example:
@@ -267,35 +268,67 @@ def render(spec: str, overrides: tuple[str, ...], out_dir: Path, force: bool, ov
 
 
 @main.command()
-@spec_argument
+@click.argument("specs", nargs=-1, required=True, type=click.Path(path_type=str))
 @set_option
 @out_option
 @recorded_option
-def check(spec: str, overrides: tuple[str, ...], out_dir: Path, ignore_record: bool) -> None:
-    """Exit 0 when OUT/<job>/ holds exactly what render would write, 1 (with a summary) otherwise.
+def check(specs: tuple[str, ...], overrides: tuple[str, ...], out_dir: Path, ignore_record: bool) -> None:
+    """Exit 0 when OUT/<job>/ holds exactly what render would write for each SPEC (a spec file, or a folder: its
+    *.yaml and *.yml files), 1 (with a summary) otherwise; 2 when a spec cannot be planned (the others are still
+    checked).
 
     Every difference counts: a missing, changed or stray file or folder, a link, a FIFO, a changed executable bit,
-    a folder rendered from another spec file. The --set overrides and --force the folder's plan.json records are
-    applied (said on stderr), any --set added to them, so a committed folder stays up to date until the spec or
-    gen-launch changes.
+    a folder rendered from another spec file. The plan values that change are listed first (`train.steps: 391 ->
+    782`). The --set overrides and --force the folder's plan.json records are applied (said on stderr), any --set
+    added to them, so a committed folder stays up to date until the spec or gen-launch changes.
 
     \b
     Example (CI or pre-commit in an experiment repo):
-        gen-launch check jobs/qwen3-32b.yaml -o launch
+        gen-launch check jobs -o launch
     """
+    codes = []
+    for spec in _spec_files(specs):
+        try:
+            codes.append(_check_one(spec, overrides, out_dir, ignore_record))
+        except SystemExit as stop:  # _fail's exit for this spec: said on stderr, the next spec is still checked
+            codes.append(stop.code if isinstance(stop.code, int) else EXIT_USER)
+    sys.exit(max(codes))
+
+
+def _spec_files(given: tuple[str, ...]) -> list[str]:
+    """The spec files `check` was given: each file, and each folder's *.yaml and *.yml files in name order (a
+    folder without one is an error: a mistyped folder must not pass CI)."""
+    found: list[str] = []
+    for path in given:
+        if not os.path.isdir(path):
+            found.append(path)
+            continue
+        inside = sorted(str(p) for p in Path(path).iterdir() if p.suffix in (".yaml", ".yml") and p.is_file())
+        if not inside:
+            _fail(UserError(f"{show_path(path)} holds no spec (*.yaml, *.yml); give spec files or their folder"),
+                  path)
+        found.extend(inside)
+    return found
+
+
+def _check_one(spec: str, overrides: tuple[str, ...], out_dir: Path, ignore_record: bool) -> int:
     loaded, made = _as_made(spec, overrides, False, out_dir, ignore_record, must_trust=False)
     result = _resolve(loaded, spec, made)
     files = _files(result, spec)
+    job_dir = out_dir / result.job
     problems = check_files(files, out_dir, result.job, made.spec_file)
-    if problems:
-        for line in problems:
-            click.echo(line)
-        options = [*_options(made.overrides, made.force), *(["--no-recorded"] if ignore_record else []),
-                   *(["--overwrite"] if needs_overwrite(files, out_dir, result.job, made.spec_file) else [])]
-        again = " ".join(quote(w) for w in ["gen-launch", "render", spec, *options, "-o", str(out_dir)])
-        click.echo(f"{show_path(out_dir / result.job)} is out of date: run {show_path(again)}", err=True)
-        sys.exit(EXIT_DRIFT)
-    click.echo(f"{show_path(out_dir / result.job)} is up to date")
+    if not problems:
+        click.echo(f"{show_path(job_dir)} is up to date")
+        return 0
+    for line in value_changes(job_dir, files[PLAN_JSON]):
+        click.echo(f"changes: {show_path(line)}")
+    for line in problems:
+        click.echo(line)
+    options = [*_options(made.overrides, made.force), *(["--no-recorded"] if ignore_record else []),
+               *(["--overwrite"] if needs_overwrite(files, out_dir, result.job, made.spec_file) else [])]
+    again = " ".join(quote(w) for w in ["gen-launch", "render", spec, *options, "-o", str(out_dir)])
+    click.echo(f"{show_path(job_dir)} is out of date: run {show_path(again)}", err=True)
+    return EXIT_DRIFT
 
 
 @main.command()
