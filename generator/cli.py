@@ -278,9 +278,9 @@ def check(specs: tuple[str, ...], overrides: tuple[str, ...], out_dir: Path, ign
     checked).
 
     Every difference counts: a missing, changed or stray file or folder, a link, a FIFO, a changed executable bit,
-    a folder rendered from another spec file. The plan values that change are listed first (`train.steps: 391 ->
-    782`). The --set overrides and --force the folder's plan.json records are applied (said on stderr), any --set
-    added to them, so a committed folder stays up to date until the spec or gen-launch changes.
+    a folder rendered from another spec file; then the plan values that change (`train.steps: 391 -> 782`). The
+    --set overrides and --force the folder's plan.json records are applied (said on stderr), any --set added to
+    them, so a committed folder stays up to date until the spec or gen-launch changes.
 
     \b
     Example (CI or pre-commit in an experiment repo):
@@ -320,10 +320,10 @@ def _check_one(spec: str, overrides: tuple[str, ...], out_dir: Path, ignore_reco
     if not problems:
         click.echo(f"{show_path(job_dir)} is up to date")
         return 0
-    for line in value_changes(job_dir, files[PLAN_JSON]):
-        click.echo(f"changes: {show_path(line)}")
     for line in problems:
         click.echo(line)
+    for line in value_changes(job_dir, files[PLAN_JSON]):
+        click.echo(f"changes: {show_path(line)}")
     options = [*_options(made.overrides, made.force), *(["--no-recorded"] if ignore_record else []),
                *(["--overwrite"] if needs_overwrite(files, out_dir, result.job, made.spec_file) else [])]
     again = " ".join(quote(w) for w in ["gen-launch", "render", spec, *options, "-o", str(out_dir)])

@@ -53,7 +53,7 @@ from .recipe import adapter, batch_target, schedule_warnings, training
 from .scheduler import check_names, scheduler_notes, scheduler_of, time_limit
 from .spec import Spec
 from .tables import RL_METHODS, Model, RecipeDefaults, Tables
-from .throughput import Throughput, cards_for_budget, hours
+from .throughput import Throughput, cards_for_budget, hours, seconds_per_step
 from .training import Training
 
 # The chat template (a plugin's chat_template_fact) that has the thinking switch, whichever framework applies it.
@@ -161,7 +161,7 @@ def resolve(spec: Spec, tables: Tables, force: bool = False) -> Plan:
     check_names(scheduler, spec.job, {name: fp.layout.nodes for name, fp in plans.items()})
     notes += scheduler_notes(scheduler)
     if scheduler.kind == "slurm":
-        scheduler = replace(scheduler, time_limits={name: time_limit(scheduler, fp.estimate.time_hours)
+        scheduler = replace(scheduler, time_limits={name: time_limit(scheduler, fp.estimate.time_high_hours)
                                                     for name, fp in plans.items()})
     plan = Plan(job=spec.job, model=model.name, hf_id=hf_id, method=spec.method, seq_len=spec.seq_len,
                 hardware=hw.name, hardware_label=hw.label, accelerator=hw.accelerator, cards_per_node=hw.cards_per_node,
@@ -366,8 +366,8 @@ def _recipe(spec: Spec, model: Model, tables: Tables, plans: dict[str, Framework
             planning: dict[str, Planning], batch: int) -> tuple[Training, dict[str, Training]]:
     """The method's training recipe and the one each framework trains with (its own defaults where recipes.yaml
     gives them), with checkpoint intervals timed on the slowest framework's step."""
-    timed = [batch * spec.seq_len / (fp.estimate.tokens_per_card_s * fp.layout.cards)
-             for fp in plans.values() if fp.estimate.tokens_per_card_s > 0]
+    timed = [seconds_per_step(batch, spec.sample_tokens, fp.estimate.tokens_per_card_s, fp.layout.cards,
+                              spec.scaling_efficiency) for fp in plans.values() if fp.estimate.tokens_per_card_s > 0]
     step_seconds = max(timed) if timed else None  # None: no planned framework has a rate
     thinking = any(own.chat_template_fact and plans[name].info.get(own.chat_template_fact) == THINKING_TEMPLATE
                    for name, own in planning.items())
@@ -658,11 +658,10 @@ def _estimate(ctx: Context, layout: Layout, budget_cards: int | None) -> Estimat
     tput = rate(ctx, layout)
     # A rate of 0: nothing is published for the role (its plugin says so), and the plan gives no time.
     timed = tokens if tput.tokens_per_card_s > 0 else None
+    took = None if timed is None else hours(timed, tput.tokens_per_card_s, layout.cards, ctx.spec.scaling_efficiency)
     return Estimate(total_tokens=tokens, tokens_per_card_s=tput.tokens_per_card_s, tps_source=tput.source,
-                    is_estimate=tput.is_estimate, mfu=tput.mfu,
-                    time_hours=None if timed is None else hours(timed, tput.tokens_per_card_s, layout.cards,
-                                                                ctx.spec.scaling_efficiency),
-                    budget_cards=budget_cards)
+                    is_estimate=tput.is_estimate, mfu=tput.mfu, time_hours=took, budget_cards=budget_cards,
+                    time_high_hours=None if took is None else took / tput.slow_share)
 
 
 def _resolve_framework(ctx: Context, tables: Tables, known: int | None = None):

@@ -99,6 +99,13 @@ class Spec:
         return self.total_tokens
 
     @property
+    def sample_tokens(self) -> float:
+        """The tokens one trained sample holds, as the run time counts them: the data's tokens over its samples
+        (pretraining packs seq_len-token samples), else seq_len (no data size: a sample fills at most seq_len)."""
+        tokens, samples = self.tokens_per_epoch, self.samples_per_epoch
+        return tokens / samples if tokens and samples else float(self.seq_len)
+
+    @property
     def train_tokens(self) -> float | None:
         """Tok of the seed's formula: tokens in the data set times epochs."""
         per_epoch = self.tokens_per_epoch

@@ -236,6 +236,15 @@ def _data_parallel_sync(model: Model, par: Parallel, expert_tp: bool, link: floa
     return max(exposed(dense, experts) for dense, experts in held)
 
 
+# Where the rate is estimated, the time is a range (seed 000: the formula's time "is a range, for reference only");
+# its upper end assumes the slowest rate the estimate's own evidence allows, as a share of the estimate:
+# - the step model predicts every seed-004 row within 15% of its measured MFU (tests/test_throughput_seed004.py);
+STEP_MODEL_SLOW = 0.85
+# - an assumed MFU is one figure for every model and size, where seed 004's measured MFUs of one framework
+#   (MindSpeed-LLM pretraining) run from 69.0% (LLaMA2-7B, 1x8) down to 31.7% (Mixtral-8x7B, 8x8).
+ASSUMED_MFU_SLOW = 0.317 / 0.690
+
+
 @dataclass(frozen=True)
 class Throughput:
     tokens_per_card_s: float
@@ -243,6 +252,7 @@ class Throughput:
     is_estimate: bool
     mfu: float | None = None
     shares: dict | None = None  # step model: share of the step time by cause
+    slow_share: float = 1.0  # the share of the rate the time range's upper end assumes (1: no range)
 
 
 def uses_step_model(framework: Framework, hardware: Hardware) -> bool:
@@ -275,17 +285,24 @@ def throughput(model: Model, method: str, seq_len: int, framework: Framework, ha
         return Throughput(step.tokens_per_card_s * scaling,
                           f"estimate: step model, MFU {mfu:.1%} of {hardware.peak_tflops_bf16:g} TFLOPS at "
                           f"{flops / 1e9:.1f} GFLOP per token; step time: {causes} ({info['source']}){scaled}",
-                          True, mfu, step.shares())
+                          True, mfu, step.shares(), STEP_MODEL_SLOW)
     key = "moe" if model.is_moe and not trains_adapters(method) else method
     mfu = info["mfu"][key] * scaling
     tps = mfu * hardware.peak_tflops_bf16 * 1e12 / flops
     return Throughput(tps, f"estimate: MFU {mfu:.1%} x {hardware.peak_tflops_bf16:g} TFLOPS / "
-                           f"{flops / 1e9:.1f} GFLOP per token ({info['source']}){scaled}", True, mfu)
+                           f"{flops / 1e9:.1f} GFLOP per token ({info['source']}){scaled}", True, mfu,
+                      slow_share=ASSUMED_MFU_SLOW)
 
 
 def hours(tokens: float, tps: float, cards: int, efficiency: float) -> float:
     """Time = Tok / (TPS * N * eff), in hours."""
     return tokens / (tps * cards * efficiency) / 3600.0
+
+
+def seconds_per_step(global_batch: int, sample_tokens: float, tps: float, cards: int, efficiency: float) -> float:
+    """One optimizer step by the run time's formula: its samples' tokens / (TPS * N * eff). The checkpoint interval
+    and the run time both use it, so "a checkpoint about every 2 h" and the total agree."""
+    return hours(global_batch * sample_tokens, tps, cards, efficiency) * 3600.0
 
 
 def cards_for_budget(tokens: float, budget_hours: float, tps: float, efficiency: float) -> int:
