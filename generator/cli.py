@@ -340,8 +340,8 @@ def models(seq_len: int, as_json: bool) -> None:
 
     \b
     Cells: a card count (dies on snt9b23); '-' the table says unsupported there; 'mem' no table row, the
-    memory model decides at plan time. GPUs (rtx3090, rtx4090, a800, h800) have no table column: the memory
-    model always decides there.
+    memory model decides at plan time. GPUs (rtx3090, rtx4090, a800, h800, a100-40gb, a100-80gb, h100, h200,
+    l40s) have no table column: the memory model always decides there.
 
     \b
     Example:
