@@ -493,6 +493,28 @@ def _moved(path: list) -> str | None:
         return None if found is None else found.planning.moved_pins.get(path[2])
     return None
 
+def _closest_key(key: str) -> str:
+    """" (did you mean train.learning_rate?)" for the spec key, at any level, whose name is closest to `key` (a key
+    written at the wrong level, or misspelt); "" when none is close."""
+    import difflib
+
+    keys = _spec_keys(_schema(), ())
+    close = difflib.get_close_matches(key, sorted({k[-1] for k in keys}), n=1, cutoff=0.75) if isinstance(key, str) \
+        else []
+    paths = sorted(".".join(k) for k in keys if close and k[-1] == close[0])
+    return f" (did you mean {' or '.join(paths)}?)" if paths else ""
+
+
+def _spec_keys(schema: dict, prefix: tuple[str, ...]) -> list[tuple[str, ...]]:
+    """Every key path the schema declares (a framework's own mapping, layout.<framework>, once as <framework>)."""
+    found = []
+    for name, sub in schema.get("properties", {}).items():
+        found.append((*prefix, name))
+        if isinstance(sub, dict):
+            found.extend(_spec_keys(sub, (*prefix, name)))
+    return found
+
+
 _TYPE_WORDS = {"integer": "a whole number", "number": "a number", "string": "a string", "object": "a mapping",
                "array": "a list", "boolean": "true or false"}
 
@@ -515,7 +537,7 @@ def _describe(error: jsonschema.ValidationError) -> list[Problem]:
         allowed = ", ".join(sorted(schema.get("properties", {})))
         extra = sorted(k for k in value if k not in schema.get("properties", {}))
         return [Problem(_key_path([*error.absolute_path, k]),
-                        _moved([*error.absolute_path, k]) or f"unknown key; allowed here: {allowed}")
+                        _moved([*error.absolute_path, k]) or f"unknown key{_closest_key(k)}; allowed here: {allowed}")
                 for k in extra]
     if kind == "required":
         missing = [k for k in validator_value if k not in value]

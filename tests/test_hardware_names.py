@@ -46,7 +46,9 @@ def test_the_row_name_itself_adds_no_note(tmp_path):
 
 
 @pytest.mark.parametrize("name,hint", [("snt9c", "did you mean snt9b?"), ("snt9b32", "did you mean snt9b23?"),
-                                       ("rtx4080", "did you mean rtx4090?"), ("tpu", "")])
+                                       ("rtx4080", "did you mean rtx4090?"), ("tpu", ""),
+                                       # issue 37: an alias inside a vendor's name (910B), no look-alike row
+                                       ("Ascend910B", "did you mean snt9b?"), ("NVIDIA-H100", "did you mean h100?")])
 def test_an_unknown_name_gets_did_you_mean(tmp_path, name, hint):
     spec, result = plan(tmp_path, name)
     assert result.exit_code == 2 and "Traceback" not in result.output
