@@ -306,6 +306,7 @@ class Plan:
     recipes: dict[str, Training] = field(default_factory=dict)  # the recipe each framework trains with
     rl: dict = field(default_factory=dict)  # the spec's `rl:` keys (an RL plugin decides the rest from them)
     scheduler: Scheduler = Scheduler()  # cluster.scheduler: how the job is submitted
+    extra: dict = field(default_factory=dict)  # the spec's `extra:`: framework -> options its files pass as given
 
     @property
     def framework_recipes(self) -> dict[str, Training]:
@@ -369,6 +370,7 @@ class Plan:
                         "socket_ifname": self.socket_ifname, "socket_ifname_env": self.socket_ifname_env,
                         "shared_storage": self.shared_storage,
                         **({"submit": self.scheduler.to_json()} if self.scheduler.kind != "none" else {})},
+            **({"extra": self.extra} if self.extra else {}),
             "spec_sha256": self.spec_sha256,
             "made_from": self.made_from.to_json(),
             "gen_launch_version": self.version,

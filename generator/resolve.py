@@ -174,7 +174,7 @@ def resolve(spec: Spec, tables: Tables, force: bool = False) -> Plan:
                 quantization_bit=spec.quantization_bit,
                 train=recipe, recipes=recipes, version=__version__,
                 data_rows=spec.samples if spec.method != "pretrain" else None, rl=dict(spec.rl),
-                scheduler=scheduler)
+                scheduler=scheduler, extra=_extra(spec, plans))
     # A framework that counts its run in its own terms decides them here, from the finished plan it renders, and so
     # does one whose files hold values of their own (Planning.settings).
     plans = {name: replace(fp, run=planning[name].run_length(plan.for_framework(name), fp))
@@ -394,6 +394,15 @@ def _recipe(spec: Spec, model: Model, tables: Tables, plans: dict[str, Framework
     if problems:
         raise SpecError(problems)
     return resolved(planning[next(iter(plans))].recipe_defaults(defaults, model)), recipes
+
+
+def _extra(spec: Spec, plans: dict[str, FrameworkPlan]) -> dict[str, dict]:
+    """The spec's `extra:` options of planned frameworks (each framework's renderer checks and writes its own)."""
+    unplanned = sorted(set(spec.extra) - set(plans))
+    if unplanned:
+        raise SpecError([Problem(f"extra.{name}", f"{name} is not planned for this job (planned: "
+                                                  f"{', '.join(plans)}); leave it out") for name in unplanned])
+    return {name: options for name, options in spec.extra.items() if options}
 
 
 def _defaults(tables: Tables, name: str, method: str, model: Model) -> RecipeDefaults:

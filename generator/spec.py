@@ -79,6 +79,7 @@ class Spec:
     train: dict[str, Any] = field(default_factory=dict)  # the `train:` keys the spec gave (recipe.py fills the rest)
     lora: dict[str, Any] = field(default_factory=dict)  # the `lora:` keys the spec gave
     rl: dict[str, Any] = field(default_factory=dict)  # the `rl:` keys the spec gave (the RL plugin fills the rest)
+    extra: dict[str, dict[str, Any]] = field(default_factory=dict)  # `extra:` framework -> options passed as given
     epochs_given: bool = False  # data.epochs was written (train.steps may not be)
 
     @property
@@ -643,5 +644,6 @@ def _build(data: dict, sha256: str) -> Spec:
         train=dict(data.get("train") or {}),
         lora=dict(data.get("lora") or {}),
         rl=dict(data.get("rl") or {}),
+        extra={fw: dict(options) for fw, options in (data.get("extra") or {}).items()},
         epochs_given="epochs" in data_block,
     )

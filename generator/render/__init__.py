@@ -143,6 +143,7 @@ def render_files(plan: Plan) -> dict[str, str]:
         if stray:  # validate hands a file to the plugin whose folder it is in
             raise TableError(f"frameworks.yaml {framework}: its plugin wrote {', '.join(stray)}, outside "
                              f"{framework}/")
+        _refuse_untaken_extra(plan, framework, written)
         files.update(written)
         sections[framework] = output.plan_section(own, env)
         if f"{framework}/launch.sh" in written:  # the scheduler's files run it on every node
@@ -164,6 +165,14 @@ def render_files(plan: Plan) -> dict[str, str]:
          "# Files gen-launch wrote for this job and their sha256 (JSON files cannot carry a header; this is their",
          "# provenance). render compares these hashes to refuse overwriting files edited by hand."], out)
     return out
+
+
+def _refuse_untaken_extra(plan: Plan, framework: str, written: dict[str, str]) -> None:
+    """The spec's `extra.<framework>` options are refused where the framework's files take none: a framework that
+    takes them writes them under a comment naming `extra.<framework>` (llama-factory's train.yaml)."""
+    if plan.extra.get(framework) and not any(f"extra.{framework}" in text for text in written.values()):
+        raise SpecError.at(f"extra.{framework}", f"{framework}'s files take no extra options in this version "
+                                                 f"(llama-factory's train.yaml does); leave it out")
 
 
 def files_digest(out: dict[str, str], framework: str) -> str:
