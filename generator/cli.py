@@ -13,27 +13,23 @@ import json
 import os
 import sys
 from pathlib import Path
-from typing import NoReturn
+from typing import TYPE_CHECKING, NoReturn
 
 import click
 
 from . import __version__
 from .errors import SpecError, UserError, show, show_path
 from .facts import Accelerator
-from .frameworks import registry
 from .jobdir import MANIFEST
-from .plan import MadeFrom, Plan
-from .plandiff import value_changes
-from .record import PLAN_JSON, RecordError, bad_override, merged, read_record, spec_key
-from .render import check as check_files
-from .render import environment, needs_overwrite, render_files, write
-from .render.core import plan_json
-from .resolve import candidate_layouts, minimum_table, resolve
 from .schemafile import SCHEMA_NAME, current, schema_bytes, schema_ref, write_schema
 from .shell import quote
-from .spec import Spec, load_spec
-from .starter import starter_spec
-from .tables import METHODS, Tables, load_tables
+
+# The planner, the tables and the renderer load where a command uses them (in its function): `--version` and
+# `--help` start without them (they were a whole plan's start-up).
+if TYPE_CHECKING:
+    from .plan import MadeFrom, Plan
+    from .spec import Spec
+    from .tables import Tables
 
 CONTEXT_SETTINGS = {"help_option_names": ["-h", "--help"], "max_content_width": 100}
 EXIT_DRIFT, EXIT_USER, EXIT_STRICT, EXIT_ENVIRONMENT = 1, 2, 3, 4
@@ -47,6 +43,9 @@ def _fail(error: UserError, source: str) -> NoReturn:
 
 
 def _load(spec_path: str, overrides: tuple[str, ...]) -> Spec:
+    from .record import bad_override
+    from .spec import load_spec
+
     bad = bad_override(overrides)
     try:
         if bad is not None:
@@ -60,11 +59,16 @@ def _load(spec_path: str, overrides: tuple[str, ...]) -> Spec:
 def _tables() -> Tables:
     """The data tables, with every framework's plugin loaded and checked: a broken plugin is a table error (exit 5)
     whichever frameworks the spec lists (plugins otherwise load when first asked for)."""
+    from .frameworks import registry
+    from .tables import load_tables
+
     registry()
     return load_tables()
 
 
 def _resolve(spec: Spec, spec_path: str, made: MadeFrom) -> Plan:
+    from .resolve import resolve
+
     try:
         return dataclasses.replace(resolve(spec, _tables(), force=made.force), made_from=made)
     except UserError as error:
@@ -72,6 +76,8 @@ def _resolve(spec: Spec, spec_path: str, made: MadeFrom) -> Plan:
 
 
 def _plan(spec_path: str, force: bool, overrides: tuple[str, ...] = ()) -> Plan:
+    from .plan import MadeFrom
+
     return _resolve(_load(spec_path, overrides), spec_path, MadeFrom(None, overrides, force))
 
 
@@ -80,6 +86,9 @@ def _as_made(spec_path: str, overrides: tuple[str, ...], force: bool, out_dir: P
     """The spec and options render or check plans with: the --set overrides and --force that OUT/<job>/plan.json
     records of the render that made the folder from this spec file, then this command line's (a key given again
     keeps its last value; said on stderr); with --no-recorded, this command line's alone."""
+    from .plan import MadeFrom
+    from .record import PLAN_JSON, merged, spec_key
+
     try:
         made = MadeFrom(spec_key(spec_path, out_dir), overrides, force)
     except UserError as error:
@@ -117,6 +126,8 @@ def _refuse_rename(overrides: tuple[str, ...], spec_path: str) -> None:
 def _record(job_dir: Path, spec_path: str, must_trust: bool) -> MadeFrom | None:
     """The job folder's record of the options that made it. One that cannot be trusted is refused when
     `must_trust` (render without --overwrite: the user must say which options), else noted and left out."""
+    from .record import PLAN_JSON, RecordError, read_record
+
     try:
         record = read_record(job_dir)
     except RecordError as error:
@@ -132,6 +143,8 @@ def _record(job_dir: Path, spec_path: str, must_trust: bool) -> MadeFrom | None:
 
 
 def _files(plan: Plan, spec_path: str) -> dict[str, str]:
+    from .render import render_files
+
     try:
         return render_files(plan)
     except UserError as error:  # a planned framework the registry cannot render (exit 5)
@@ -140,6 +153,8 @@ def _files(plan: Plan, spec_path: str) -> dict[str, str]:
 
 def _plan_text(plan: Plan) -> str:
     """The plan as `plan` prints it (and `render` on stderr)."""
+    from .render import environment
+
     return environment().get_template("plan.txt.j2").render(plan=plan)
 
 
@@ -177,6 +192,29 @@ out_option = click.option("-o", "--out", "out_dir", default="out", show_default=
                           help="Folder that holds one sub-folder per job.")
 
 
+class LazyChoice(click.Choice):
+    """A choice whose values are read when the option is parsed or its command's help shown (the tables' methods),
+    not when the command line is built."""
+
+    def __init__(self, load):
+        super().__init__(())
+        self._load = load
+
+    @property
+    def choices(self):
+        return tuple(self._load())
+
+    @choices.setter
+    def choices(self, value) -> None:
+        pass  # click.Choice's constructor sets it; the values come from _load
+
+
+def _methods() -> tuple[str, ...]:
+    from .tables import METHODS
+
+    return METHODS
+
+
 @click.group(context_settings=CONTEXT_SETTINGS)
 @click.version_option(__version__, "-V", "--version", prog_name="gen-launch")
 def main() -> None:
@@ -206,6 +244,11 @@ def plan(spec: str, overrides: tuple[str, ...], as_json: bool, show_candidates: 
     Example:
         gen-launch plan examples/qwen3-32b-full-snt9b-16c.yaml --json
     """
+    from .render import environment
+    from .render.core import plan_json
+    from .resolve import candidate_layouts
+    from .spec import load_spec
+
     result = _plan(spec, force, overrides)
     found = {}
     if show_candidates:
@@ -251,6 +294,8 @@ def render(spec: str, overrides: tuple[str, ...], out_dir: Path, force: bool, ov
     Example:
         gen-launch render examples/qwen3-32b-full-snt9b-16c.yaml -o out
     """
+    from .render import write
+
     loaded, made = _as_made(spec, overrides, force, out_dir, ignore_record, must_trust=not overwrite)
     result = _resolve(loaded, spec, made)
     _strict_exit(result, strict)
@@ -312,6 +357,11 @@ def _spec_files(given: tuple[str, ...]) -> list[str]:
 
 
 def _check_one(spec: str, overrides: tuple[str, ...], out_dir: Path, ignore_record: bool) -> int:
+    from .plandiff import value_changes
+    from .record import PLAN_JSON
+    from .render import check as check_files
+    from .render import needs_overwrite
+
     loaded, made = _as_made(spec, overrides, False, out_dir, ignore_record, must_trust=False)
     result = _resolve(loaded, spec, made)
     files = _files(result, spec)
@@ -347,6 +397,9 @@ def models(seq_len: int, as_json: bool) -> None:
     Example:
         gen-launch models --seq-len 8192
     """
+    from .render import environment
+    from .resolve import minimum_table
+
     try:
         tables = _tables()
         rows = minimum_table(tables, seq_len)
@@ -364,7 +417,7 @@ def models(seq_len: int, as_json: bool) -> None:
 
 @main.command()
 @click.argument("model")
-@click.option("--method", required=True, type=click.Choice(METHODS), help="Training method.")
+@click.option("--method", required=True, type=LazyChoice(_methods), help="Training method.")
 @click.option("--hardware", required=True, help="A hardware row or alias (snt9b, snt9b23, 910B, A3, rtx4090, ...).")
 @click.option("-o", "--out", "out_file", type=click.Path(dir_okay=False, path_type=Path),
               help="Write the spec here (never over an existing file); default: print it.")
@@ -381,6 +434,9 @@ def init(model: str, method: str, hardware: str, out_file: Path | None, schema_d
     Example:
         gen-launch init Qwen/Qwen3-8B --method lora --hardware snt9b -o jobs/qwen3-8b-lora.yaml
     """
+    from .render import environment
+    from .starter import starter_spec
+
     spec_dir = out_file.parent if out_file is not None else Path()
     schema_dir = spec_dir if schema_dir is None else schema_dir
     try:
@@ -453,6 +509,8 @@ class PluginOptions(click.Command):
     _plugin_options = False  # added once
 
     def get_params(self, ctx: click.Context) -> list[click.Parameter]:
+        from .frameworks import registry
+
         if not self._plugin_options:
             try:
                 declared = [option for plugin in registry().values() for option in plugin.output.options]
