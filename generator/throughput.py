@@ -292,9 +292,9 @@ def throughput(model: Model, method: str, seq_len: int, framework: Framework, ha
     source = f"estimate: MFU {mfu:.1%} x {hardware.peak_tflops_bf16:g} TFLOPS / {flops / 1e9:.1f} GFLOP per token " \
              f"({info['source']}){scaled}"
     if par is not None and par.offload:
-        tps, source = _with_offload(model, method, seq_len, par, tps, source)
-    return Throughput(tps, source, True, tps * flops / (hardware.peak_tflops_bf16 * 1e12),
-                      slow_share=ASSUMED_MFU_SLOW)
+        slowed, source = _with_offload(model, method, seq_len, par, tps, source)
+        tps, mfu = slowed, mfu * slowed / tps
+    return Throughput(tps, source, True, mfu, slow_share=ASSUMED_MFU_SLOW)
 
 
 # What ZeRO-3 CPU offload (LLaMA-Factory 0.9.5 examples/deepspeed/ds_z3_offload_config.json: offload_optimizer and
