@@ -139,7 +139,7 @@ def write_spec(folder: Path, name: str, **fields) -> Path:
 
 
 def plan_json(spec: Path) -> dict:
-    return json.loads(cli("plan", str(spec), "--json").output)
+    return json.loads(cli("plan", str(spec), "--json").stdout)
 
 
 # --- Add a model ------------------------------------------------------------------------------------------------
