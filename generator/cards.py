@@ -163,14 +163,19 @@ def round_up(hw: Hardware, n: int, key: str = "cards") -> int:
 def explicit_cards(ctx: Context, cards: int, minimum: MinCards, notes: list[str]) -> int:
     """`cards`: the spec's own count, checked against the platform and the minimum."""
     hw = ctx.hw
+    # A count the platform refuses is answered with counts that also meet the minimum (unless --force): "use 4"
+    # for 3 dies of a model that needs 32 was a second refusal away.
+    floor = 1 if ctx.force else minimum.value
+    at_least = "" if floor <= cards else f" (the minimum for {ctx.model.name} is {floor}: {minimum.source})"
     if cards % hw.parallel_unit:
         raise SpecError.at("cards", f"{cards} is odd: {hw.name} uses dies in pairs (2 dies is the smallest "
-                                    f"parallel unit); use {cards + 1}")
+                                    f"parallel unit); use {round_up(hw, max(cards + 1, floor))}{at_least}")
     if cards > hw.cards_per_node and cards % hw.cards_per_node:
         lower = cards - cards % hw.cards_per_node
+        upper = round_up(hw, max(lower + hw.cards_per_node, floor))
         raise SpecError.at("cards", f"{cards} is not a whole number of {hw.name} nodes ({hw.cards_per_node} "
-                                    f"cards each): a job larger than one node uses whole nodes; use {lower} or "
-                                    f"{lower + hw.cards_per_node}")
+                                    f"cards each): a job larger than one node uses whole nodes; use "
+                                    f"{f'{lower} or ' if lower >= floor else ''}{upper}{at_least}")
     if cards < minimum.value:
         if not ctx.force:
             raise SpecError.at("cards", f"{cards} is below the minimum of {minimum.value} for {ctx.model.name} "

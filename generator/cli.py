@@ -13,32 +13,23 @@ import json
 import os
 import sys
 from pathlib import Path
-from typing import NoReturn
+from typing import TYPE_CHECKING, NoReturn
 
 import click
 
 from . import __version__
-from .charts import candidates_chart
-from .charts import markdown as chart_markdown
 from .errors import SpecError, UserError, show, show_path
 from .facts import Accelerator
-from .frameworks import registry
 from .jobdir import MANIFEST
-from .plan import MadeFrom, Plan
-from .progress import progress
-from .record import PLAN_JSON, RecordError, bad_override, read_record, spec_key
-from .render import check as check_files
-from .render import environment, needs_overwrite, render_files, write
-from .render.core import plan_json
-from .resolve import candidate_layouts, minimum_table, resolve
 from .schemafile import SCHEMA_NAME, current, schema_bytes, schema_ref, write_schema
 from .shell import quote
-from .sources import cited
-from .spec import Spec, load_spec
-from .specdoc import reference
-from .starter import starter_spec
-from .support import by_model, matrix, supported
-from .tables import METHODS, Tables, load_tables
+
+# The planner, the tables and the renderer load where a command uses them (in its function): `--version` and
+# `--help` start without them (they were a whole plan's start-up).
+if TYPE_CHECKING:
+    from .plan import MadeFrom, Plan
+    from .spec import Spec
+    from .tables import Tables
 
 CONTEXT_SETTINGS = {"help_option_names": ["-h", "--help"], "max_content_width": 100}
 EXIT_DRIFT, EXIT_USER, EXIT_STRICT, EXIT_ENVIRONMENT = 1, 2, 3, 4
@@ -52,6 +43,9 @@ def _fail(error: UserError, source: str) -> NoReturn:
 
 
 def _load(spec_path: str, overrides: tuple[str, ...]) -> Spec:
+    from .record import bad_override
+    from .spec import load_spec
+
     bad = bad_override(overrides)
     try:
         if bad is not None:
@@ -65,11 +59,17 @@ def _load(spec_path: str, overrides: tuple[str, ...]) -> Spec:
 def _tables() -> Tables:
     """The data tables, with every framework's plugin loaded and checked: a broken plugin is a table error (exit 5)
     whichever frameworks the spec lists (plugins otherwise load when first asked for)."""
+    from .frameworks import registry
+    from .tables import load_tables
+
     registry()
     return load_tables()
 
 
 def _resolve(spec: Spec, spec_path: str, made: MadeFrom) -> Plan:
+    from .progress import progress
+    from .resolve import resolve
+
     budget = " and the card count that meets the time budget" if spec.time_budget_hours is not None else ""
     try:
         with progress(f"planning {spec.model} {spec.method}: searching the layouts{budget} (a large MoE model under "
@@ -80,54 +80,43 @@ def _resolve(spec: Spec, spec_path: str, made: MadeFrom) -> Plan:
 
 
 def _plan(spec_path: str, force: bool, overrides: tuple[str, ...] = ()) -> Plan:
+    from .plan import MadeFrom
+
     return _resolve(_load(spec_path, overrides), spec_path, MadeFrom(None, overrides, force))
 
 
 def _as_made(spec_path: str, overrides: tuple[str, ...], force: bool, out_dir: Path, ignore_record: bool,
              must_trust: bool) -> tuple[Spec, MadeFrom]:
-    """The spec and options render or check plans with: this command line's; or, when it gives no --set (nor
-    --no-recorded), also the --set overrides and --force that OUT/<job>/plan.json records of the render that made
-    the folder from this spec file (said on stderr)."""
+    """The spec and options render or check plans with: the --set overrides and --force that OUT/<job>/plan.json
+    records of the render that made the folder from this spec file, then this command line's (a key given again
+    keeps its last value; said on stderr); with --no-recorded, this command line's alone."""
+    from .plan import MadeFrom
+    from .record import PLAN_JSON, merged, spec_key
+
     try:
         made = MadeFrom(spec_key(spec_path, out_dir), overrides, force)
     except UserError as error:
         _fail(error, spec_path)
     _refuse_rename(overrides, spec_path)
     spec = _load(spec_path, overrides)
-    if overrides and not ignore_record:
-        _note_replaced(out_dir / spec.job, made)
-    record = None if overrides or ignore_record else _record(out_dir / spec.job, spec_path, must_trust)
+    record = None if ignore_record else _record(out_dir / spec.job, spec_path, must_trust)
     if record is None or record.spec_file != made.spec_file:
         return spec, made  # nothing recorded, or another spec's options (render refuses that folder)
     applied = _options(record.overrides, record.force and not force)
     if not applied:
         return spec, made
     _refuse_rename(record.overrides, spec_path)
+    kept = merged(record.overrides, overrides)
     click.echo(f"Note: applying {' '.join(quote(w) for w in applied)}, as "
                f"{show_path(out_dir / spec.job / PLAN_JSON)} records "
-               f"(a --set replaces the recorded options, --no-recorded drops them)", err=True)
-    return (_load(spec_path, record.overrides) if record.overrides else spec), \
-        MadeFrom(made.spec_file, record.overrides, force or record.force)
+               f"(a --set adds to them, the last value of a key wins; --no-recorded drops them)", err=True)
+    return (_load(spec_path, kept) if kept != overrides else spec), \
+        MadeFrom(made.spec_file, kept, force or record.force)
 
 
 def _options(overrides: tuple[str, ...], force: bool) -> list[str]:
     """The command-line words of --set overrides and --force."""
     return [*(f"--set={o}" for o in overrides), *(["--force"] if force else [])]
-
-
-def _note_replaced(job_dir: Path, made: MadeFrom) -> None:
-    """Say so when this command line's --set drops a recorded override or --force (a --set replaces them all)."""
-    try:
-        record = read_record(job_dir)
-    except RecordError:
-        return  # nothing known to drop
-    if record is None or record.spec_file != made.spec_file:
-        return
-    old, new = _options(record.overrides, record.force), _options(made.overrides, made.force)
-    if set(old) - set(new):
-        click.echo(f"Note: replacing the options {show_path(job_dir / PLAN_JSON)} records, "
-                   f"{show_path(' '.join(quote(w) for w in old))}, with {show_path(' '.join(quote(w) for w in new))}; "
-                   f"give all of them again to keep them", err=True)
 
 
 def _refuse_rename(overrides: tuple[str, ...], spec_path: str) -> None:
@@ -141,6 +130,8 @@ def _refuse_rename(overrides: tuple[str, ...], spec_path: str) -> None:
 def _record(job_dir: Path, spec_path: str, must_trust: bool) -> MadeFrom | None:
     """The job folder's record of the options that made it. One that cannot be trusted is refused when
     `must_trust` (render without --overwrite: the user must say which options), else noted and left out."""
+    from .record import PLAN_JSON, RecordError, read_record
+
     try:
         record = read_record(job_dir)
     except RecordError as error:
@@ -156,6 +147,8 @@ def _record(job_dir: Path, spec_path: str, must_trust: bool) -> MadeFrom | None:
 
 
 def _files(plan: Plan, spec_path: str) -> dict[str, str]:
+    from .render import render_files
+
     try:
         return render_files(plan)
     except UserError as error:  # a planned framework the registry cannot render (exit 5)
@@ -164,6 +157,9 @@ def _files(plan: Plan, spec_path: str) -> dict[str, str]:
 
 def _plan_text(plan: Plan) -> str:
     """The plan as `plan` prints it (and `render` on stderr), with what the sources it cites by number are."""
+    from .render import environment
+    from .sources import cited
+
     text = environment().get_template("plan.txt.j2").render(plan=plan)
     sources = cited(text)
     return text.rstrip("\n") + "\n\nsources cited:\n" + "".join(f"  {name}: {what}\n" for name, what in sources) \
@@ -192,16 +188,39 @@ overwrite_option = click.option("--overwrite", is_flag=True,
                                      "stray files, links), or a folder rendered from another spec file; the old "
                                      "folder is moved aside whole (not copied) as OUT/<job>+backup-<time>.")
 recorded_option = click.option("--no-recorded", "ignore_record", is_flag=True,
-                               help="Plan with this command line's options only. Without it, and without --set, "
+                               help="Plan with this command line's options only. Without it, "
                                     "the --set overrides and --force that OUT/<job>/plan.json records of the render "
-                                    "that made the folder are applied again (said on stderr); a --set replaces "
-                                    "them.")
+                                    "that made the folder are applied again (said on stderr); a --set adds to "
+                                    "them (the last value of a key wins).")
 strict_option = click.option("--strict", is_flag=True, help="Exit 3 when the plan warns: a forced layout may "
                                                             "not fit, the time budget is missed, or checkpoints "
                                                             "outgrow keep_checkpoints.")
 out_option = click.option("-o", "--out", "out_dir", default="out", show_default=True,
                           type=click.Path(file_okay=False, path_type=Path),
                           help="Folder that holds one sub-folder per job.")
+
+
+class LazyChoice(click.Choice):
+    """A choice whose values are read when the option is parsed or its command's help shown (the tables' methods),
+    not when the command line is built."""
+
+    def __init__(self, load):
+        super().__init__(())
+        self._load = load
+
+    @property
+    def choices(self):
+        return tuple(self._load())
+
+    @choices.setter
+    def choices(self, value) -> None:
+        pass  # click.Choice's constructor sets it; the values come from _load
+
+
+def _methods() -> tuple[str, ...]:
+    from .tables import METHODS
+
+    return METHODS
 
 
 @click.group(context_settings=CONTEXT_SETTINGS)
@@ -236,6 +255,13 @@ def plan(spec: str, overrides: tuple[str, ...], as_json: bool, show_candidates: 
     Example:
         gen-launch plan examples/qwen3-32b-full-snt9b-16c.yaml --json
     """
+    from .charts import candidates_chart
+    from .charts import markdown as chart_markdown
+    from .render import environment
+    from .render.core import plan_json
+    from .resolve import candidate_layouts
+    from .spec import load_spec
+
     result = _plan(spec, force, overrides)
     found = {}
     if show_candidates:
@@ -277,14 +303,16 @@ def render(spec: str, overrides: tuple[str, ...], out_dir: Path, force: bool, ov
     old folder or the new one. Anything in it render did not write as it is (hand edits, stray files, links), and
     a folder rendered from another spec file with the same job name, is refused unless --overwrite, which moves
     the old folder aside whole (not a copy) as OUT/<job>+backup-<time>. plan.json and PLAN.md record the spec
-    file, the --set overrides in order and --force; a re-render without --set applies the recorded ones. One
-    line per path on stdout: create, overwrite, identical, mode (executable bit restored), remove, edited, stray;
-    the plan's summary (as `gen-launch plan` prints it) goes to stderr.
+    file, the --set overrides in order and --force; a re-render applies the recorded ones, and a --set adds to
+    them. One line per path on stdout: create, overwrite, identical, mode (executable bit restored), remove, edited,
+    stray; the plan's summary (as `gen-launch plan` prints it) goes to stderr.
 
     \b
     Example:
         gen-launch render examples/qwen3-32b-full-snt9b-16c.yaml -o out
     """
+    from .render import write
+
     loaded, made = _as_made(spec, overrides, force, out_dir, ignore_record, must_trust=not overwrite)
     result = _resolve(loaded, spec, made)
     _strict_exit(result, strict)
@@ -302,35 +330,72 @@ def render(spec: str, overrides: tuple[str, ...], out_dir: Path, force: bool, ov
 
 
 @main.command()
-@spec_argument
+@click.argument("specs", nargs=-1, required=True, type=click.Path(path_type=str))
 @set_option
 @out_option
 @recorded_option
-def check(spec: str, overrides: tuple[str, ...], out_dir: Path, ignore_record: bool) -> None:
-    """Exit 0 when OUT/<job>/ holds exactly what render would write, 1 (with a summary) otherwise.
+def check(specs: tuple[str, ...], overrides: tuple[str, ...], out_dir: Path, ignore_record: bool) -> None:
+    """Exit 0 when OUT/<job>/ holds exactly what render would write for each SPEC (a spec file, or a folder: its
+    *.yaml and *.yml files), 1 (with a summary) otherwise; 2 when a spec cannot be planned (the others are still
+    checked).
 
     Every difference counts: a missing, changed or stray file or folder, a link, a FIFO, a changed executable bit,
-    a folder rendered from another spec file. Without --set, the --set overrides and --force the folder's plan.json
-    records are applied (said on stderr), so a committed folder stays up to date until the spec or gen-launch
-    changes.
+    a folder rendered from another spec file; then the plan values that change (`train.steps: 391 -> 782`). The
+    --set overrides and --force the folder's plan.json records are applied (said on stderr), any --set added to
+    them, so a committed folder stays up to date until the spec or gen-launch changes.
 
     \b
     Example (CI or pre-commit in an experiment repo):
-        gen-launch check jobs/qwen3-32b.yaml -o launch
+        gen-launch check jobs -o launch
     """
+    codes = []
+    for spec in _spec_files(specs):
+        try:
+            codes.append(_check_one(spec, overrides, out_dir, ignore_record))
+        except SystemExit as stop:  # _fail's exit for this spec: said on stderr, the next spec is still checked
+            codes.append(stop.code if isinstance(stop.code, int) else EXIT_USER)
+    sys.exit(max(codes))
+
+
+def _spec_files(given: tuple[str, ...]) -> list[str]:
+    """The spec files `check` was given: each file, and each folder's *.yaml and *.yml files in name order (a
+    folder without one is an error: a mistyped folder must not pass CI)."""
+    found: list[str] = []
+    for path in given:
+        if not os.path.isdir(path):
+            found.append(path)
+            continue
+        inside = sorted(str(p) for p in Path(path).iterdir() if p.suffix in (".yaml", ".yml") and p.is_file())
+        if not inside:
+            _fail(UserError(f"{show_path(path)} holds no spec (*.yaml, *.yml); give spec files or their folder"),
+                  path)
+        found.extend(inside)
+    return found
+
+
+def _check_one(spec: str, overrides: tuple[str, ...], out_dir: Path, ignore_record: bool) -> int:
+    from .plandiff import value_changes
+    from .record import PLAN_JSON
+    from .render import check as check_files
+    from .render import needs_overwrite
+
     loaded, made = _as_made(spec, overrides, False, out_dir, ignore_record, must_trust=False)
     result = _resolve(loaded, spec, made)
     files = _files(result, spec)
+    job_dir = out_dir / result.job
     problems = check_files(files, out_dir, result.job, made.spec_file)
-    if problems:
-        for line in problems:
-            click.echo(line)
-        options = [*_options(made.overrides, made.force), *(["--no-recorded"] if ignore_record else []),
-                   *(["--overwrite"] if needs_overwrite(files, out_dir, result.job, made.spec_file) else [])]
-        again = " ".join(quote(w) for w in ["gen-launch", "render", spec, *options, "-o", str(out_dir)])
-        click.echo(f"{show_path(out_dir / result.job)} is out of date: run {show_path(again)}", err=True)
-        sys.exit(EXIT_DRIFT)
-    click.echo(f"{show_path(out_dir / result.job)} is up to date")
+    if not problems:
+        click.echo(f"{show_path(job_dir)} is up to date")
+        return 0
+    for line in problems:
+        click.echo(line)
+    for line in value_changes(job_dir, files[PLAN_JSON]):
+        click.echo(f"changes: {show_path(line)}")
+    options = [*_options(made.overrides, made.force), *(["--no-recorded"] if ignore_record else []),
+               *(["--overwrite"] if needs_overwrite(files, out_dir, result.job, made.spec_file) else [])]
+    again = " ".join(quote(w) for w in ["gen-launch", "render", spec, *options, "-o", str(out_dir)])
+    click.echo(f"{show_path(job_dir)} is out of date: run {show_path(again)}", err=True)
+    return EXIT_DRIFT
 
 
 @main.command()
@@ -352,6 +417,7 @@ def calibrate(logs: tuple[Path, ...], spec: str, overrides: tuple[str, ...], for
         gen-launch calibrate out/job/train.log --spec jobs/job.yaml -o jobs/job.yaml
     """
     from .calibrate import block_text, calibration_of, write_spec  # loads the plugins' log formats
+    from .plan import MadeFrom
 
     loaded = _load(spec, overrides)
     result = _resolve(loaded, spec, MadeFrom(None, overrides, force))
@@ -369,7 +435,7 @@ def calibrate(logs: tuple[Path, ...], spec: str, overrides: tuple[str, ...], for
 
 @main.command()
 @click.option("--framework", help="Only this framework (the matrix's first column).")
-@click.option("--method", type=click.Choice(METHODS), help="Only this method.")
+@click.option("--method", type=LazyChoice(_methods), help="Only this method.")
 @click.option("--hardware", help="Only this hardware row or alias (snt9b, 910B, A3, h800, ...).")
 @click.option("--matrix", "matrix_only", is_flag=True, help="Print the framework x method x hardware matrix only.")
 @click.option("--seq-len", default=4096, show_default=True, type=click.IntRange(256, 1048576),
@@ -383,13 +449,16 @@ def models(framework: str | None, method: str | None, hardware: str | None, matr
 
     \b
     Minimum cards: a card count (dies on snt9b23); '-' the table says unsupported there; 'mem' no table row, the
-    memory model decides at plan time. GPUs (rtx3090, rtx4090, a800, h800) have no table column: the memory
-    model always decides there.
+    memory model decides at plan time. GPUs (rtx3090, rtx4090, a800, h800, a100-40gb, a100-80gb, h100, h200,
+    l40s) have no table column: the memory model always decides there.
 
     \b
     Example:
         gen-launch models --method grpo --hardware snt9b
     """
+    from .render import environment
+    from .support import by_model, matrix
+
     try:
         tables = _tables()
         rows, minimum = _support(tables, framework, method, hardware, seq_len, matrix_only)
@@ -421,6 +490,9 @@ def _support(tables: Tables, framework: str | None, method: str | None, hardware
              matrix_only: bool) -> tuple[list, list[dict]]:
     """The supported rows the filters keep, and the minimum-card rows of those models (none on a GPU, where the
     card table has no column, or with --matrix)."""
+    from .resolve import minimum_table
+    from .support import supported
+
     if framework is not None and framework not in tables.frameworks:
         raise UserError(f"--framework: {show(framework)} is not a framework; one of: {', '.join(tables.frameworks)}")
     rows = supported(tables, framework, method, hardware)
@@ -433,7 +505,7 @@ def _support(tables: Tables, framework: str | None, method: str | None, hardware
 
 @main.command()
 @click.argument("model")
-@click.option("--method", required=True, type=click.Choice(METHODS), help="Training method.")
+@click.option("--method", required=True, type=LazyChoice(_methods), help="Training method.")
 @click.option("--hardware", required=True, help="A hardware row or alias (snt9b, snt9b23, 910B, A3, rtx4090, ...).")
 @click.option("-o", "--out", "out_file", type=click.Path(dir_okay=False, path_type=Path),
               help="Write the spec here (never over an existing file); default: print it.")
@@ -450,6 +522,9 @@ def init(model: str, method: str, hardware: str, out_file: Path | None, schema_d
     Example:
         gen-launch init Qwen/Qwen3-8B --method lora --hardware snt9b -o jobs/qwen3-8b-lora.yaml
     """
+    from .render import environment
+    from .starter import starter_spec
+
     spec_dir = out_file.parent if out_file is not None else Path()
     schema_dir = spec_dir if schema_dir is None else schema_dir
     try:
@@ -511,6 +586,8 @@ def schema(out_dir: Path | None, as_markdown: bool) -> None:
         gen-launch schema -o jobs
     """
     if as_markdown:
+        from .specdoc import reference
+
         click.echo(reference(json.loads(schema_bytes())), nl=False)
         return
     if out_dir is None:
@@ -527,6 +604,8 @@ class PluginOptions(click.Command):
     _plugin_options = False  # added once
 
     def get_params(self, ctx: click.Context) -> list[click.Parameter]:
+        from .frameworks import registry
+
         if not self._plugin_options:
             try:
                 declared = [option for plugin in registry().values() for option in plugin.output.options]
@@ -570,6 +649,7 @@ def validate(job_dir: Path, as_json: bool, **options: str | None) -> None:
     Example:
         gen-launch validate out/qwen3-32b-full-snt9b-16c
     """
+    from .progress import progress
     from .validate import validate as validate_job  # its checks load only for this command
 
     try:

@@ -42,6 +42,7 @@ class Estimate:
     time_hours: float | None  # for the chosen card count
     budget_cards: int | None = None  # cards the time budget asked for, before rounding to the platform
     mfu: float | None = None  # model FLOPs utilisation of the estimate (None when measured)
+    time_high_hours: float | None = None  # the range's upper end where the rate is estimated (throughput.py)
 
 
 @dataclass(frozen=True)
@@ -210,8 +211,10 @@ class FrameworkPlan:
         # figure, or nothing is published): the times of the others are added.
         timed = [est for est in trained if est.tokens_per_card_s > 0]
         hours = [est.time_hours for est in timed if est.time_hours is not None]
-        return replace(self.primary.estimate,
-                       time_hours=sum(hours) if timed and len(hours) == len(timed) else None)
+        high = [est.time_high_hours for est in timed if est.time_high_hours is not None]
+        whole = timed and len(hours) == len(timed) == len(high)
+        return replace(self.primary.estimate, time_hours=sum(hours) if whole else None,
+                       time_high_hours=sum(high) if whole else None)
 
     @property
     def choice(self) -> str:
@@ -251,7 +254,8 @@ class FrameworkPlan:
 def _estimate_json(est: Estimate) -> dict:
     return {"total_tokens": est.total_tokens, "tokens_per_card_s": round(est.tokens_per_card_s, 1),
             "mfu": None if est.mfu is None else round(est.mfu, 4), "tps_source": est.tps_source,
-            "time_hours": None if est.time_hours is None else round(est.time_hours, 2)}
+            "time_hours": None if est.time_hours is None else round(est.time_hours, 2),
+            "time_hours_high": None if est.time_high_hours is None else round(est.time_high_hours, 2)}
 
 
 @dataclass(frozen=True)
@@ -323,6 +327,7 @@ class Plan:
         tolerance (_over_budget)."""
         took = fp.estimate.time_hours
         return None if took is None or self.time_budget_hours is None else took <= self.time_budget_hours * 1.0001
+    extra: dict = field(default_factory=dict)  # the spec's `extra:`: framework -> options its files pass as given
 
     @property
     def framework_recipes(self) -> dict[str, Training]:
@@ -386,6 +391,7 @@ class Plan:
                         "socket_ifname": self.socket_ifname, "socket_ifname_env": self.socket_ifname_env,
                         "shared_storage": self.shared_storage,
                         **({"submit": self.scheduler.to_json()} if self.scheduler.kind != "none" else {})},
+            **({"extra": self.extra} if self.extra else {}),
             "spec_sha256": self.spec_sha256,
             "made_from": self.made_from.to_json(),
             "gen_launch_version": self.version,

@@ -47,6 +47,19 @@ def bad_override(overrides: tuple[str, ...]) -> str | None:
     return next((o for o in overrides if not plain_text(o)), None)
 
 
+def merged(recorded: tuple[str, ...], given: tuple[str, ...]) -> tuple[str, ...]:
+    """The overrides a render plans with: the recorded ones, then this command line's; where a KEY.PATH is given
+    again, only its last value is kept (at its last place, since a later override of a mapping replaces the keys
+    set under it before)."""
+    ordered = (*recorded, *given)
+    last = {_key(o): i for i, o in enumerate(ordered)}
+    return tuple(o for i, o in enumerate(ordered) if last[_key(o)] == i)
+
+
+def _key(override: str) -> str:
+    return override.partition("=")[0].strip()
+
+
 def _read(path: Path, what: str) -> bytes:
     try:
         info = os.lstat(path)

@@ -68,7 +68,7 @@ from .scheduler import (
 )
 from .spec import Pins, Spec
 from .tables import RL_METHODS, Hardware, Model, RecipeDefaults, Tables
-from .throughput import Throughput, cards_for_budget, hours
+from .throughput import Throughput, cards_for_budget, hours, seconds_per_step
 from .training import Training
 
 # The chat template (a plugin's chat_template_fact) that has the thinking switch, whichever framework applies it.
@@ -117,8 +117,15 @@ def resolve(spec: Spec, tables: Tables, force: bool = False) -> Plan:
     _recipe_notes(spec, model, tables, plans, planning, recipe, notes, warnings)
     paths = _paths(spec, model, hf_id, plans, planning, data)
     placeholders = sorted(k for k, v in paths.items() if v.placeholder)
+    steps = sorted({own.placeholders["placeholder_steps"] for own in recipes.values()
+                    if "placeholder_steps" in own.placeholders})
+    if steps:  # a job that trains a made-up length must not pass --strict as if planned
+        warnings.append(f"train.steps: the spec gives no data size and no train.steps, so the files train a "
+                        f"placeholder of {' or '.join(map(str, steps))} steps; give data.samples (or "
+                        f"data.total_tokens), or train.steps")
+        placeholders.append("train.steps")
     if placeholders:
-        notes.append(f"paths not given in the spec, written as placeholders to edit before launch: "
+        notes.append(f"values not given in the spec, written as placeholders to edit before launch: "
                      f"{', '.join(placeholders)}")
     scheduler = _scheduler(spec, hw, plans, paths, notes, warnings)
     plan = Plan(job=spec.job, model=model.name, hf_id=hf_id, method=spec.method, seq_len=spec.seq_len,
@@ -132,7 +139,7 @@ def resolve(spec: Spec, tables: Tables, force: bool = False) -> Plan:
                 quantization_bit=spec.quantization_bit,
                 train=recipe, recipes=recipes, version=__version__,
                 data_rows=spec.samples if spec.method != "pretrain" else None, rl=dict(spec.rl),
-                scheduler=scheduler, time_budget_hours=spec.time_budget_hours)
+                scheduler=scheduler, time_budget_hours=spec.time_budget_hours, extra=_extra(spec, plans))
     plan = _settings(plan, planning)
     return replace(plan, charts=tuple(plan_charts(plan, tables)))
 
@@ -265,7 +272,7 @@ def _scheduler(spec: Spec, hw: Hardware, plans: dict[str, FrameworkPlan], paths:
     warnings.extend(volume_checks(scheduler, {k: v.value for k, v in paths.items() if not v.placeholder},
                                   any(fp.layout.nodes > 1 for fp in plans.values())))
     if scheduler.kind == "slurm":
-        scheduler = replace(scheduler, time_limits={name: time_limit(scheduler, fp.estimate.time_hours)
+        scheduler = replace(scheduler, time_limits={name: time_limit(scheduler, fp.estimate.time_high_hours)
                                                     for name, fp in plans.items()})
         warnings.extend(time_limit_warnings(scheduler))
     return scheduler
@@ -470,8 +477,8 @@ def _recipe(spec: Spec, model: Model, tables: Tables, plans: dict[str, Framework
             planning: dict[str, Planning], batch: int) -> tuple[Training, dict[str, Training]]:
     """The method's training recipe and the one each framework trains with (its own defaults where recipes.yaml
     gives them), with checkpoint intervals timed on the slowest framework's step."""
-    timed = [batch * spec.seq_len / (fp.estimate.tokens_per_card_s * fp.layout.cards)
-             for fp in plans.values() if fp.estimate.tokens_per_card_s > 0]
+    timed = [seconds_per_step(batch, spec.sample_tokens, fp.estimate.tokens_per_card_s, fp.layout.cards,
+                              spec.scaling_efficiency) for fp in plans.values() if fp.estimate.tokens_per_card_s > 0]
     step_seconds = max(timed) if timed else None  # None: no planned framework has a rate
     thinking = any(own.chat_template_fact and plans[name].info.get(own.chat_template_fact) == THINKING_TEMPLATE
                    for name, own in planning.items())
@@ -498,6 +505,15 @@ def _recipe(spec: Spec, model: Model, tables: Tables, plans: dict[str, Framework
     if problems:
         raise SpecError(problems)
     return resolved(planning[next(iter(plans))].recipe_defaults(defaults, model)), recipes
+
+
+def _extra(spec: Spec, plans: dict[str, FrameworkPlan]) -> dict[str, dict]:
+    """The spec's `extra:` options of planned frameworks (each framework's renderer checks and writes its own)."""
+    unplanned = sorted(set(spec.extra) - set(plans))
+    if unplanned:
+        raise SpecError([Problem(f"extra.{name}", f"{name} is not planned for this job (planned: "
+                                                  f"{', '.join(plans)}); leave it out") for name in unplanned])
+    return {name: options for name, options in spec.extra.items() if options}
 
 
 def _defaults(tables: Tables, name: str, method: str, model: Model) -> RecipeDefaults:
@@ -772,11 +788,10 @@ def _estimate(ctx: Context, layout: Layout, budget_cards: int | None) -> Estimat
     tput = rate(ctx, layout)
     # A rate of 0: nothing is published for the role (its plugin says so), and the plan gives no time.
     timed = tokens if tput.tokens_per_card_s > 0 else None
+    took = None if timed is None else hours(timed, tput.tokens_per_card_s, layout.cards, ctx.spec.scaling_efficiency)
     return Estimate(total_tokens=tokens, tokens_per_card_s=tput.tokens_per_card_s, tps_source=tput.source,
-                    is_estimate=tput.is_estimate, mfu=tput.mfu,
-                    time_hours=None if timed is None else hours(timed, tput.tokens_per_card_s, layout.cards,
-                                                                ctx.spec.scaling_efficiency),
-                    budget_cards=budget_cards)
+                    is_estimate=tput.is_estimate, mfu=tput.mfu, time_hours=took, budget_cards=budget_cards,
+                    time_high_hours=None if took is None else took / tput.slow_share)
 
 
 def _resolve_framework(ctx: Context, tables: Tables, known: int | None = None):

@@ -234,7 +234,8 @@ def check_names(sched: Scheduler, job: str, nodes: dict[str, int]) -> None:
 
 
 def time_limit(sched: Scheduler, hours: float | None) -> tuple[int | None, str]:
-    """sbatch --time in minutes and why: given, or the estimate times (1 + margin) plus the start-up allowance."""
+    """sbatch --time in minutes and why: given, or the estimate's upper end (`hours`) times (1 + margin) plus the
+    start-up allowance."""
     if sched.time_limit_minutes is not None:
         return sched.time_limit_minutes, "cluster.slurm.time_limit_minutes"
     if hours is None:
@@ -242,7 +243,7 @@ def time_limit(sched: Scheduler, hours: float | None) -> tuple[int | None, str]:
         # MaxTime will be used."
         return None, "no time estimate: Slurm applies the partition's DefaultTime (its MaxTime where none is set)"
     minutes = math.ceil(hours * 60 * (1 + sched.time_margin)) + STARTUP_MINUTES
-    return minutes, (f"the plan's estimate ({hours * 60:.0f} min) x {1 + sched.time_margin:g} "
+    return minutes, (f"the plan's estimate, its upper end ({hours * 60:.0f} min) x {1 + sched.time_margin:g} "
                      f"(cluster.slurm.time_margin) + {STARTUP_MINUTES} min to start")
 
 

@@ -86,6 +86,7 @@ class Spec:
     train: dict[str, Any] = field(default_factory=dict)  # the `train:` keys the spec gave (recipe.py fills the rest)
     lora: dict[str, Any] = field(default_factory=dict)  # the `lora:` keys the spec gave
     rl: dict[str, Any] = field(default_factory=dict)  # the `rl:` keys the spec gave (the RL plugin fills the rest)
+    extra: dict[str, dict[str, Any]] = field(default_factory=dict)  # `extra:` framework -> options passed as given
     epochs_given: bool = False  # data.epochs was written (train.steps may not be)
     calibration: Calibration | None = None  # what `gen-launch calibrate` measured in a run's log
 
@@ -105,6 +106,13 @@ class Spec:
         if self.total_tokens is None and self.samples is not None and self.tokens_per_sample is not None:
             return self.samples * self.tokens_per_sample
         return self.total_tokens
+
+    @property
+    def sample_tokens(self) -> float:
+        """The tokens one trained sample holds, as the run time counts them: the data's tokens over its samples
+        (pretraining packs seq_len-token samples), else seq_len (no data size: a sample fills at most seq_len)."""
+        tokens, samples = self.tokens_per_epoch, self.samples_per_epoch
+        return tokens / samples if tokens and samples else float(self.seq_len)
 
     @property
     def train_tokens(self) -> float | None:
@@ -502,6 +510,28 @@ def _moved(path: list) -> str | None:
         return None if found is None else found.planning.moved_pins.get(path[2])
     return None
 
+def _closest_key(key: str) -> str:
+    """" (did you mean train.learning_rate?)" for the spec key, at any level, whose name is closest to `key` (a key
+    written at the wrong level, or misspelt); "" when none is close."""
+    import difflib
+
+    keys = _spec_keys(_schema(), ())
+    close = difflib.get_close_matches(key, sorted({k[-1] for k in keys}), n=1, cutoff=0.75) if isinstance(key, str) \
+        else []
+    paths = sorted(".".join(k) for k in keys if close and k[-1] == close[0])
+    return f" (did you mean {' or '.join(paths)}?)" if paths else ""
+
+
+def _spec_keys(schema: dict, prefix: tuple[str, ...]) -> list[tuple[str, ...]]:
+    """Every key path the schema declares (a framework's own mapping, layout.<framework>, once as <framework>)."""
+    found = []
+    for name, sub in schema.get("properties", {}).items():
+        found.append((*prefix, name))
+        if isinstance(sub, dict):
+            found.extend(_spec_keys(sub, (*prefix, name)))
+    return found
+
+
 _TYPE_WORDS = {"integer": "a whole number", "number": "a number", "string": "a string", "object": "a mapping",
                "array": "a list", "boolean": "true or false"}
 
@@ -524,7 +554,7 @@ def _describe(error: jsonschema.ValidationError) -> list[Problem]:
         allowed = ", ".join(sorted(schema.get("properties", {})))
         extra = sorted(k for k in value if k not in schema.get("properties", {}))
         return [Problem(_key_path([*error.absolute_path, k]),
-                        _moved([*error.absolute_path, k]) or f"unknown key; allowed here: {allowed}")
+                        _moved([*error.absolute_path, k]) or f"unknown key{_closest_key(k)}; allowed here: {allowed}")
                 for k in extra]
     if kind == "required":
         missing = [k for k in validator_value if k not in value]
@@ -644,6 +674,7 @@ def _build(data: dict, sha256: str) -> Spec:
         train=dict(data.get("train") or {}),
         lora=dict(data.get("lora") or {}),
         rl=dict(data.get("rl") or {}),
+        extra={fw: dict(options) for fw, options in (data.get("extra") or {}).items()},
         epochs_given="epochs" in data_block,
         calibration=Calibration.from_spec(data["calibration"]) if "calibration" in data else None,
     )

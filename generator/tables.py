@@ -10,6 +10,7 @@ import contextlib
 import csv
 import difflib
 import marshal
+import math
 import re
 from dataclasses import MISSING, dataclass, field, fields
 from functools import cached_property, lru_cache
@@ -246,9 +247,33 @@ def _known(name: str, names: dict[str, str], key, where: str, what: str, listing
     found = names.get(key(name))
     if found is not None:
         return found
-    close = difflib.get_close_matches(key(name), sorted(names), n=1, cutoff=0.6)
+    close = _same_family(key(name), names) or _inside(key(name), names) \
+        or difflib.get_close_matches(key(name), sorted(names), n=1, cutoff=0.6)
     hint = f"; did you mean {names[close[0]]}?" if close else ""
     raise SpecError.at(where, f"{show(name)} is not {what}{hint} ({listing})")
+
+
+SIZED = re.compile(r"(.*?)(\d+(?:\.\d+)?)b")  # a model name ending in its size: qwen3-7b, llama3.1-70b
+
+
+def _same_family(wanted: str, names: dict[str, str]) -> list[str]:
+    """The known name of the same family whose size is nearest (qwen3-7b: qwen3-8b, not the closer-spelt
+    qwen3-1.7b); [] when `wanted` names no size or no row shares its family."""
+    found = SIZED.fullmatch(wanted)
+    if found is None:
+        return []
+    sizes = {known: float(m[2]) for known in names
+             if (m := SIZED.fullmatch(known)) and m[1] == found[1] and float(m[2])}
+    target = float(found[2])
+    return sorted(sizes, key=lambda known: (abs(math.log(sizes[known] / target)), known))[:1] if target else []
+
+
+def _inside(wanted: str, names: dict[str, str]) -> list[str]:
+    """The longest known name (3 characters or more) `wanted` ends in: a vendor's prefix before an alias
+    (Ascend910B: 910B; NVIDIA-H100: h100)."""
+    inside = sorted((known for known in names if len(known) >= 3 and wanted.endswith(known)),
+                    key=lambda k: (-len(k), k))
+    return inside[:1]
 
 
 @dataclass(frozen=True)

@@ -235,6 +235,15 @@ def _data_parallel_sync(model: Model, par: Parallel, expert_tp: bool, link: floa
     return max(exposed(dense, experts) for dense, experts in held)
 
 
+# Where the rate is estimated, the time is a range (seed 000: the formula's time "is a range, for reference only");
+# its upper end assumes the slowest rate the estimate's own evidence allows, as a share of the estimate:
+# - the step model predicts every seed-004 row within 15% of its measured MFU (tests/test_throughput_seed004.py);
+STEP_MODEL_SLOW = 0.85
+# - an assumed MFU is one figure for every model and size, where seed 004's measured MFUs of one framework
+#   (MindSpeed-LLM pretraining) run from 69.0% (LLaMA2-7B, 1x8) down to 31.7% (Mixtral-8x7B, 8x8).
+ASSUMED_MFU_SLOW = 0.317 / 0.690
+
+
 @dataclass(frozen=True)
 class Throughput:
     tokens_per_card_s: float
@@ -243,6 +252,7 @@ class Throughput:
     mfu: float | None = None
     shares: dict | None = None  # step model: share of the step time by cause
     spread: float = 1.0  # how many times faster or slower the truth may be (a calibration's spread; 1: measured)
+    slow_share: float = 1.0  # the share of the rate the time range's upper end assumes (1: no range)
 
 
 def uses_step_model(framework: Framework, hardware: Hardware) -> bool:
@@ -288,17 +298,52 @@ def throughput(model: Model, method: str, seq_len: int, framework: Framework, ha
         return Throughput(step.tokens_per_card_s * scaling,
                           f"estimate: step model, MFU {mfu:.1%} of {hardware.peak_tflops_bf16:g} TFLOPS at "
                           f"{flops / 1e9:.1f} GFLOP per token; step time: {causes} ({info['source']}){scaled}",
-                          True, mfu, step.shares())
+                          True, mfu, step.shares(), slow_share=STEP_MODEL_SLOW)
     key = "moe" if model.is_moe and not trains_adapters(method) else VARIANT_OF.get(method, method)
     mfu = info["mfu"][key] * scaling
     tps = mfu * hardware.peak_tflops_bf16 * 1e12 / flops
-    return Throughput(tps, f"estimate: MFU {mfu:.1%} x {hardware.peak_tflops_bf16:g} TFLOPS / "
-                           f"{flops / 1e9:.1f} GFLOP per token ({info['source']}){scaled}", True, mfu)
+    source = f"estimate: MFU {mfu:.1%} x {hardware.peak_tflops_bf16:g} TFLOPS / {flops / 1e9:.1f} GFLOP per token " \
+             f"({info['source']}){scaled}"
+    if par is not None and par.offload:
+        slowed, source = _with_offload(model, method, seq_len, par, tps, source)
+        tps, mfu = slowed, mfu * slowed / tps
+    return Throughput(tps, source, True, mfu, slow_share=ASSUMED_MFU_SLOW)
+
+
+# What ZeRO-3 CPU offload (LLaMA-Factory 0.9.5 examples/deepspeed/ds_z3_offload_config.json: offload_optimizer and
+# offload_param on cpu) moves between a card and its host per step, the card's shard of the parameters: the bf16
+# gradients out and the bf16 parameters back after the host's optimizer step (Ren et al. 2021, "ZeRO-Offload",
+# arXiv:2101.06840 s4: 2M + 2M bytes; none for frozen weights), and, with the parameters on the host, the bf16 shard
+# fetched for each micro batch's forward and again for its backward (DeepSpeed ZeRO-Infinity's parameter offload,
+# arXiv:2104.07857 s5). The host's Adam step comes on top: a lower bound on the cost.
+UPDATE_BYTES, FETCH_BYTES = 4, 2 * 2
+# PCIe 4.0 x16, one direction: 16 GT/s x 16 lanes x 128/130 = 31.5 GB/s (PCI-SIG PCI Express Base Specification 4.0).
+HOST_LINK_GB_S = 31.5
+
+
+def _with_offload(model: Model, method: str, seq_len: int, par: Parallel, tps: float,
+                  source: str) -> tuple[float, str]:
+    """The rate with ZeRO-3 CPU offload's transfers added to the step (a lower bound on their cost)."""
+    step_tokens = par.global_batch_size * seq_len / par.cards
+    per_param = (0 if trains_adapters(method) else UPDATE_BYTES) + FETCH_BYTES * par.grad_accum
+    moved = per_param * model.params / par.cards
+    transfer = moved / (HOST_LINK_GB_S * 1e9)
+    slowed = step_tokens / (step_tokens / tps + transfer)
+    return slowed, (f"{source}; ZeRO-3 offload: at least {transfer:.1f} s a step moving {moved / 2**30:.1f} GiB "
+                    f"per card over PCIe 4.0 x16 ({HOST_LINK_GB_S:g} GB/s): the updated shard and its fetch for "
+                    f"each of {par.grad_accum} micro batches, forward and backward (arXiv:2101.06840 s4, "
+                    f"2104.07857 s5); the host's optimizer step not counted")
 
 
 def hours(tokens: float, tps: float, cards: int, efficiency: float) -> float:
     """Time = Tok / (TPS * N * eff), in hours."""
     return tokens / (tps * cards * efficiency) / 3600.0
+
+
+def seconds_per_step(global_batch: int, sample_tokens: float, tps: float, cards: int, efficiency: float) -> float:
+    """One optimizer step by the run time's formula: its samples' tokens / (TPS * N * eff). The checkpoint interval
+    and the run time both use it, so "a checkpoint about every 2 h" and the total agree."""
+    return hours(global_batch * sample_tokens, tps, cards, efficiency) * 3600.0
 
 
 def cards_for_budget(tokens: float, budget_hours: float, tps: float, efficiency: float) -> int:

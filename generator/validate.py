@@ -69,6 +69,16 @@ def _results(job_dir: Path, manifest: Manifest, options: Mapping[str, str | None
                      f"nothing vouches for it")
 
 
+def _placeholders(job: Job) -> list[str]:
+    """The paths the spec left out, written as placeholders the launch refuses: the files are valid, the job does
+    not start until they are given (said on plan.json's line, so an all-ok folder does not read as ready)."""
+    paths = job.plan.get("paths") if job.plan else None
+    left = sorted(k for k, v in paths.items() if isinstance(v, dict) and v.get("placeholder") is True) \
+        if isinstance(paths, dict) else []
+    return [f"not ready to launch: {', '.join(left)} are placeholders (give them under paths: in the spec and "
+            f"render again)"] if left else []
+
+
 CHANGED = "changed since gen-launch render wrote it"
 UNREADABLE = "a folder that cannot be read (permissions, or nested deeper than the system's path limit)"
 
@@ -101,6 +111,8 @@ def _check(job: Job, path: str) -> Result:
         except ValueError as exc:
             problems.append(f"not JSON: {exc}")
     own = plugin.output.check(job, path) if plugin else None
+    if path == "plan.json":
+        notes += _placeholders(job)
     if own is not None and own.status == "problem":
         problems.append(own.detail)
     if problems:

@@ -142,7 +142,7 @@ def write_spec(folder: Path, name: str, **fields) -> Path:
 
 
 def plan_json(spec: Path) -> dict:
-    return json.loads(cli("plan", str(spec), "--json").output)
+    return json.loads(cli("plan", str(spec), "--json").stdout)
 
 
 # --- Add a model ------------------------------------------------------------------------------------------------
@@ -212,50 +212,50 @@ def test_a_model_row_missing_a_fact_is_a_table_error(repo, tmp_path):
 # --- Add a hardware type ----------------------------------------------------------------------------------------
 
 HARDWARE_ROW = """\
-  - name: l40s
-    label: "NVIDIA L40S (48 GB)"
+  - name: l4
+    label: "NVIDIA L4 (24 GB)"
     cards_per_node: 8
     parallel_unit: 1
-    memory_gb: 48.0
-    usable_gb: 48.0
-    # NVIDIA L40S datasheet: BF16 tensor 362.05 TFLOPS dense (733 with sparsity), 48 GB GDDR6.
-    peak_tflops_bf16: 362.05
+    memory_gb: 24.0
+    usable_gb: 24.0
+    # NVIDIA L4 datasheet: BF16 tensor 121 TFLOPS dense (242 with sparsity), 24 GB GDDR6.
+    peak_tflops_bf16: 121.0
     accelerator: gpu
     frameworks: [llama-factory]
     quantization_bits: [4, 8]
-    source: "NVIDIA L40S datasheet"
+    source: "NVIDIA L4 datasheet"
     aliases:
-      - {name: "NVIDIA L40S", source: "the product name (label)"}
+      - {name: "NVIDIA L4", source: "the product name (label)"}
 """
-H800_SOURCE = 'H800 = H100 SXM with reduced NVLink"\n'
+LAST_GPU_ROW = '- {name: "NVIDIA L40S", source: "the product name (label)"}\n'
 
 
 def test_add_a_hardware_type(repo, tmp_path):
-    repo.edit("generator/data/hardware.yaml", H800_SOURCE, H800_SOURCE + HARDWARE_ROW)
-    repo.edit("schemas/job.schema.json", '"h800"\n', '"h800",\n        "l40s"\n')
+    repo.edit("generator/data/hardware.yaml", LAST_GPU_ROW, LAST_GPU_ROW + HARDWARE_ROW)
+    repo.edit("schemas/job.schema.json", '"l40s"\n', '"l40s",\n        "l4"\n')
     assert repo.footprint() == FOOTPRINTS["test_add_a_hardware_type"]
-    by_name = write_spec(tmp_path, "on-l40s", model="qwen3-8b", hardware="l40s")
-    by_alias = write_spec(tmp_path, "on-l40s-alias", model="qwen3-8b", hardware="nvidia-l40s")
+    by_name = write_spec(tmp_path, "on-l4", model="qwen3-8b", hardware="l4")
+    by_alias = write_spec(tmp_path, "on-l4-alias", model="qwen3-8b", hardware="nvidia-l4")
     plan = plan_json(by_name)
     assert plan["frameworks"].keys() == {"llama-factory"}  # the row's frameworks
     assert plan_json(by_alias)["frameworks"] == plan["frameworks"]
     lf = plan["frameworks"]["llama-factory"]
-    assert lf["usable_gib"] == 48.0 and lf["budget_gib"] < 48.0 and lf["memory_per_card_gib"] <= lf["budget_gib"]
-    assert "362.05 TFLOPS" in lf["estimate"]["tps_source"]  # the time model's peak
+    assert lf["usable_gib"] == 24.0 and lf["budget_gib"] < 24.0 and lf["memory_per_card_gib"] <= lf["budget_gib"]
+    assert "121 TFLOPS" in lf["estimate"]["tps_source"]  # the time model's peak
     assert lf["estimate"]["tokens_per_card_s"] == pytest.approx(
         plan_json(write_spec(tmp_path, "on-a800", model="qwen3-8b", hardware="a800", cards=lf["cards"]))
-        ["frameworks"]["llama-factory"]["estimate"]["tokens_per_card_s"] * 362.05 / 312.0, rel=1e-3)
+        ["frameworks"]["llama-factory"]["estimate"]["tokens_per_card_s"] * 121.0 / 312.0, rel=1e-3)
     out = tmp_path / "out"
     cli("render", str(by_name), "-o", str(out))
-    assert "CUDA_VISIBLE_DEVICES" in (out / "on-l40s" / "llama-factory" / "launch.sh").read_text(encoding="utf-8")
-    assert "l40s" in (out / "on-l40s" / "PLAN.md").read_text(encoding="utf-8")
+    assert "CUDA_VISIBLE_DEVICES" in (out / "on-l4" / "llama-factory" / "launch.sh").read_text(encoding="utf-8")
+    assert "l4" in (out / "on-l4" / "PLAN.md").read_text(encoding="utf-8")
 
 
 def test_a_hardware_row_missing_a_fact_is_a_table_error(repo):
-    repo.edit("generator/data/hardware.yaml", H800_SOURCE, H800_SOURCE + HARDWARE_ROW.replace(
+    repo.edit("generator/data/hardware.yaml", LAST_GPU_ROW, LAST_GPU_ROW + HARDWARE_ROW.replace(
         "frameworks: [llama-factory]", "frameworks: [llama-factory, mindspeed-llm]"))
     result = cli("models", code=5)
-    assert "hardware.yaml l40s: mindspeed-llm times jobs with the step model" in result.stderr
+    assert "hardware.yaml l4: mindspeed-llm times jobs with the step model" in result.stderr
     assert "link_gb_s" in result.stderr
 
 

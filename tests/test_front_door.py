@@ -57,14 +57,16 @@ def test_a_slow_validate_says_which_check_is_running(monkeypatch, tmp_path):
 
 def test_the_support_matrix_answers_what_runs_where():
     matrix = run("models", "--matrix").stdout
-    rows = {tuple(line.split()[:2]): line.split()[2:] for line in matrix.splitlines()
-            if line.split()[:1] and line.split()[0] in ("verl", "mindformers", "mindspeed-mm", "llama-factory")
-            and len(line.split()) == 8}
-    # columns: snt9b snt9b23 rtx3090 rtx4090 a800 h800
-    assert rows[("verl", "grpo")][2:4] == ["-", "-"] and rows[("verl", "grpo")][0] != "-"
-    assert rows[("verl", "grpo")][4] != "-"  # A800 runs verl
-    assert rows[("mindformers", "predict")][2:] == ["-"] * 4
-    assert rows[("mindspeed-mm", "full")][0] != "-" and ("llama-factory", "qlora") in rows
+    lines = [line.split() for line in matrix.splitlines()]
+    header = next(words for words in lines if words[:2] == ["framework", "method"])
+    rows = {tuple(words[:2]): dict(zip(header[2:], words[2:])) for words in lines
+            if words[:1] and words[0] in ("verl", "mindformers", "mindspeed-mm", "llama-factory")
+            and len(words) == len(header)}
+    assert rows[("verl", "grpo")]["rtx3090"] == rows[("verl", "grpo")]["rtx4090"] == "-"
+    assert rows[("verl", "grpo")]["snt9b"] != "-"
+    assert rows[("verl", "grpo")]["a800"] != "-" and rows[("verl", "grpo")]["h200"] != "-"  # A800, H200 run verl
+    assert {hw: n for hw, n in rows[("mindformers", "predict")].items() if n != "-"}.keys() == {"snt9b", "snt9b23"}
+    assert rows[("mindspeed-mm", "full")]["snt9b"] != "-" and ("llama-factory", "qlora") in rows
     assert "predict is batch prediction" in matrix and "MindIE or vLLM-Ascend" in matrix
 
 

@@ -46,7 +46,9 @@ def test_the_row_name_itself_adds_no_note(tmp_path):
 
 
 @pytest.mark.parametrize("name,hint", [("snt9c", "did you mean snt9b?"), ("snt9b32", "did you mean snt9b23?"),
-                                       ("rtx4080", "did you mean rtx4090?"), ("tpu", "")])
+                                       ("rtx4080", "did you mean rtx4090?"), ("tpu", ""),
+                                       # issue 37: an alias inside a vendor's name (910B), no look-alike row
+                                       ("Ascend910B", "did you mean snt9b?"), ("NVIDIA-H100", "did you mean h100?")])
 def test_an_unknown_name_gets_did_you_mean(tmp_path, name, hint):
     spec, result = plan(tmp_path, name)
     assert result.exit_code == 2 and "Traceback" not in result.output
@@ -76,3 +78,35 @@ def test_two_rows_claiming_one_name_is_a_table_error():
     rows = {**T.hardware, "snt9b": replace(T.hardware["snt9b"], aliases=(*T.hardware["snt9b"].aliases, a3))}
     with pytest.raises(TableError, match="the name 'A3' is snt9b23's too|the name 'A3' is snt9b's too"):
         _hardware_names(rows)
+
+
+# Issue 37 item 6: the GPUs people have were no rows ("A100" suggested a800, "H100" h800).
+@pytest.mark.parametrize("name,row,memory,peak", [("A100 40GB", "a100-40gb", 40.0, 312.0),
+                                                  ("a100-80gb", "a100-80gb", 80.0, 312.0),
+                                                  ("H100", "h100", 80.0, 989.0), ("H200", "h200", 131.3, 989.0),
+                                                  ("L40S", "l40s", 48.0, 362.05)])
+def test_the_gpus_people_rent_are_rows_with_their_sources(tmp_path, name, row, memory, peak):
+    _, result = plan(tmp_path, name)
+    assert result.exit_code == 0, result.stderr
+    data = json.loads(result.stdout)
+    hw = T.hardware[row]
+    assert data["hardware"] == row and (hw.memory_gb, hw.peak_tflops_bf16) == (memory, peak)
+    assert "datasheet" in hw.source and f"{peak:g} TFLOPS" in data["frameworks"]["llama-factory"]["estimate"][
+        "tps_source"]
+    assert hw.frameworks == ("llama-factory", "verl")
+
+
+def test_a100_without_its_memory_is_refused_with_both_rows(tmp_path):
+    spec, result = plan(tmp_path, "A100")
+    assert result.exit_code == 2
+    assert result.stderr.startswith(f"Error: {spec}: hardware: 'A100' is not planned: it comes with 40 GB or 80 GB: "
+                                    f"give a100-40gb or a100-80gb"), result.stderr
+
+
+def test_verl_plans_on_h200(tmp_path):
+    spec = tmp_path / "job.yaml"
+    spec.write_text("job: t\nmodel: qwen3-8b\nmethod: grpo\nseq_len: 4096\nhardware: h200\nframeworks: [verl]\n"
+                    "data: {samples: 10000, tokens_per_sample: 1000}\n", encoding="utf-8")
+    result = CliRunner().invoke(main, ["plan", str(spec), "--json"])
+    assert result.exit_code == 0, result.stderr
+    assert json.loads(result.stdout)["frameworks"]["verl"]["usable_gib"] == 131.3

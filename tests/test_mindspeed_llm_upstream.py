@@ -159,5 +159,6 @@ def test_a_deep_pipeline_keeps_the_pretraining_batch(tmp_path):
     world = int(opts["--nproc_per_node"]) * int(opts["--nnodes"])
     assert command_problems(entry, argv, world, {"CUDA_DEVICE_MAX_CONNECTIONS": calls["launch"]["cuda_max_conn"]}) == []
     words = dict(pairwise(argv))
-    assert int(words["--global-batch-size"]) == plan.train.global_batch_size == 512 and not plan.warnings
+    assert int(words["--global-batch-size"]) == plan.train.global_batch_size == 512
+    assert [w for w in plan.warnings if not w.startswith("train.steps: the spec gives no data size")] == []
     assert (lay.pp - 1) / (512 // (lay.micro_batch_size * lay.dp)) <= 0.25

@@ -148,7 +148,7 @@ def test_the_search_space_words_its_own_choice(toy):
                                    "        return ZERO_STAGES\n", own_space), encoding="utf-8")
     result = CliRunner().invoke(main, ["plan", str(_spec(toy, frameworks=["toy"])), "--json"])
     assert result.exit_code == 0, result.output + result.stderr
-    notes = json.loads(result.output)["notes"]
+    notes = json.loads(result.stdout)["notes"]
     assert "toy: toy chose ZeRO-0" in notes and not any("examples/deepspeed" in n for n in notes), notes
 
 
@@ -164,7 +164,7 @@ def test_the_plugin_states_its_memory_inputs(toy):
     plugin.write_text(text.replace("    def space(self, role):\n", hook, 1), encoding="utf-8")
     result = CliRunner().invoke(main, ["plan", str(_spec(toy)), "--json"])
     assert result.exit_code == 0, result.output + result.stderr
-    frameworks = json.loads(result.output)["frameworks"]
+    frameworks = json.loads(result.stdout)["frameworks"]
     assert frameworks["toy"]["usable_gib"] == 40.0 and frameworks["toy"]["usable_cap"] == "toy caps at 40GB"
     assert frameworks["llama-factory"]["usable_gib"] == 58.0 and "usable_cap" not in frameworks["llama-factory"]
 

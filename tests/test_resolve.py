@@ -330,7 +330,7 @@ def test_the_global_batch_stays_the_target_when_cards_change():
     # 128 samples per step on 128 dies; 144 dies used to move it silently to 144 (and 2048 cards to 2048): a layout
     # that tiles 128 is searched for first, and where none does the plan warns with both values.
     kept = plan_of(model="qwen3-8b", hardware="snt9b23", cards=128)
-    assert kept.train.global_batch_size == 128 and not kept.warnings
+    assert kept.train.global_batch_size == 128 and not batch_warnings(kept)
     for fp in kept.frameworks.values():
         assert fp.layout.global_batch_size == 128
     moved = plan_of(model="qwen3-8b", hardware="snt9b23", cards=144, frameworks=["mindspeed-llm", "llama-factory"])
@@ -340,12 +340,17 @@ def test_the_global_batch_stays_the_target_when_cards_change():
     assert "moved to 144" in moved.train.origin["global_batch_size"]
 
 
+def batch_warnings(plan) -> list[str]:
+    """The plan's warnings but the placeholder step count's (these specs give no data size)."""
+    return [w for w in plan.warnings if not w.startswith("train.steps: the spec gives no data size")]
+
+
 @pytest.mark.parametrize("model,cards", [("llama3.1-70b", 768), ("qwen2.5-72b", 1536), ("qwen3-32b", 96)])
 def test_deep_pipelines_do_not_inflate_the_batch(model, cards):
     # Pretraining at 512 sequences per step: a pipeline's own minimum (PP 12 on 768 cards) set 2,048, 4,096 or 528.
     plan = plan_of(model=model, method="pretrain", cards=cards, frameworks=["mindspeed-llm"])
     lay = plan.frameworks["mindspeed-llm"].layout
-    assert plan.train.global_batch_size == lay.global_batch_size == 512 and not plan.warnings
+    assert plan.train.global_batch_size == lay.global_batch_size == 512 and not batch_warnings(plan)
     assert (lay.pp - 1) / lay.grad_accum <= 0.25
 
 

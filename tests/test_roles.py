@@ -109,7 +109,7 @@ def test_two_colocated_roles_each_with_its_own_layout_on_the_peak_cards(duo):
     assert all(role["memory_per_card_gib"] <= role["budget_gib"] for role in (actor, rollout))
     assert actor["estimate"]["tokens_per_card_s"] > 0 and actor["estimate"]["time_hours"] > 0
     assert rollout["estimate"] == {"total_tokens": None, "tokens_per_card_s": 0.0, "mfu": None,
-                                   "tps_source": NOT_ESTIMATED, "time_hours": None}
+                                   "tps_source": NOT_ESTIMATED, "time_hours": None, "time_hours_high": None}
     assert fw["estimate"] == actor["estimate"]
     # Colocated: one card count, the peak of what each role needs alone (the actor's 8: the rollout engine holds
     # no training state), and the plan's.

@@ -737,3 +737,14 @@ def test_ascend_takes_only_indices(tmp_path):
     s = stage(tmp_path / "s", "llama-factory", cards=8)
     result = s.run("0", env={"ASCEND_RT_VISIBLE_DEVICES": ",".join(GPU_UUID.format(i) for i in range(8))})
     assert result.returncode == 2 and "distinct indices separated" in result.stderr and not s.calls(), result.stderr
+
+
+@pytest.mark.parametrize("framework", FRAMEWORKS)
+def test_a_one_node_job_starts_without_a_rank(tmp_path, framework):
+    # Issue 37 item 7: a one-node job still needed `launch.sh 0`; its usage line now says the rank is optional.
+    s = stage(tmp_path, framework, cards=1)
+    assert s.plan.frameworks[framework].layout.nodes == 1
+    assert "# Usage: bash launch.sh [NODE_RANK]" in (s.folder / "launch.sh").read_text()
+    result = s.run()
+    assert result.returncode == 0, result.stderr
+    assert started(s.calls())[0] == "0"

@@ -7,6 +7,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 REPO = Path(__file__).resolve().parent.parent
 
 # Run in a fresh interpreter: the modules this process has imported say nothing about plan's own.
@@ -33,3 +35,27 @@ def test_plan_imports_nothing_only_render_and_validate_use():
         name.startswith("generator.frameworks.") and name.rsplit(".", 1)[1] in ("output", "render", "validate",
                                                                                 "checks"))]
     assert "generator.resolve" in imported and not unused, unused
+
+
+# Issue 37 item 7: `--version` and `--help` imported the resolver, the tables and the renderer (a whole plan's
+# start-up) to print a line or the command list.
+RUN_AND_LIST = """
+import sys
+from generator.cli import main
+try:
+    main(sys.argv[1:])
+except SystemExit:
+    pass
+print("imported:", *sorted(sys.modules))
+"""
+
+
+@pytest.mark.parametrize("args", [["--version"], ["--help"], ["-h"], ["plan", "--help"], ["render", "--help"]])
+def test_version_and_help_import_no_planner(args):
+    result = subprocess.run([sys.executable, "-c", RUN_AND_LIST, *args], capture_output=True, text=True, cwd=REPO,
+                            check=True)
+    imported = result.stdout.splitlines()[-1].split()[1:]
+    heavy = [name for name in imported if name in ("generator.resolve", "generator.tables", "generator.render",
+                                                   "generator.plan", "generator.spec", "generator.frameworks",
+                                                   "jinja2", "yaml", "jsonschema")]
+    assert heavy == [], heavy

@@ -101,6 +101,15 @@ def test_lookup_by_hf_id_and_suggestion():
     assert "did you mean llama3.1-8b?" in info.value.problems[0].message
 
 
+@pytest.mark.parametrize("name,meant", [("qwen3-7b", "qwen3-8b"), ("qwen2.5-8b", "qwen2.5-7b"),
+                                        ("qwen3-13b", "qwen3-14b")])
+def test_a_missing_size_suggests_the_nearest_size_of_the_family(name, meant):
+    # Issue 37 item 7: qwen3-7b suggested qwen3-1.7b (closest spelling, 4x smaller); the likely intent is qwen3-8b.
+    with pytest.raises(SpecError) as info:
+        TABLES.model(name)
+    assert f"did you mean {meant}?" in info.value.problems[0].message
+
+
 def test_framework_support():
     assert TABLES.supports("mindformers", "qwen3-32b")
     assert not TABLES.supports("mindformers", "glm4-9b")

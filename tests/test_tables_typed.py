@@ -122,7 +122,8 @@ BAD_EDITS = {
     "min-cards-hardware-column": (
         "min_cards.csv", "model,strategy,seq_len,framework,snt9b,snt9b23,confidence\n",
         "model,strategy,seq_len,framework,snt9bb,snt9b23,confidence\n",
-        "min_cards.csv line 7: hardware column 'snt9bb' is not one of snt9b, snt9b23, rtx3090, rtx4090, a800, h800"),
+        "min_cards.csv line 7: hardware column 'snt9bb' is not one of snt9b, snt9b23, rtx3090, rtx4090, a800, h800, "
+        "a100-40gb, a100-80gb, h100, h200, l40s"),
     # A preset naming what the tables do not hold never matched a job, and was dropped without a word.
     "preset-framework": (
         "presets.yaml", "defaults: {framework: mindformers,", "defaults: {framework: mindformerz,",
@@ -134,7 +135,7 @@ BAD_EDITS = {
     "preset-hardware": (
         "presets.yaml", "hardware: snt9b, seq_len: 4096", "hardware: 910b, seq_len: 4096",
         ("presets.yaml preset 1 (qwen3-32b full): hardware '910b' is not one of snt9b, snt9b23, rtx3090, rtx4090, "
-         "a800, h800")),
+         "a800, h800, a100-40gb, a100-80gb, h100, h200, l40s")),
     # A bool is no number (Python counts it as an int).
     "overhead-bool": (
         "frameworks.yaml", "    overhead_gb: 3.0\n", "    overhead_gb: true\n",

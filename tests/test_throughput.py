@@ -322,3 +322,17 @@ def test_per_card_efficiency_does_not_rise_with_scale():
     assert multi_node_efficiency(SNT9B, 1) == 1.0
     assert multi_node_efficiency(SNT9B, 8) == SNT9B.scaling_efficiency < 1
     assert multi_node_efficiency(SNT9B, 64) == pytest.approx(SNT9B.scaling_efficiency ** 2)
+
+
+def test_zero3_offload_is_slower_than_zero3_by_its_transfers():
+    # Issue 37 item 7: --candidates gave ZeRO-3 + offload the speed of ZeRO-3. Offload moves the updated shard and
+    # fetches it for each micro batch's forward and backward over PCIe: at least that much longer a step.
+    model = T.models["qwen3-32b"]
+    zero3 = Parallel(cards=16, cards_per_node=8, global_batch_size=128, micro_batch_size=1, zero_stage=3)
+    offload = replace(zero3, offload=True)
+    args = (model, "full", 4096, T.frameworks["llama-factory"], T.hardware["a800"], None)
+    plain, slowed = throughput(*args, zero3), throughput(*args, offload)
+    step = 128 * 4096 / 16 / plain.tokens_per_card_s
+    moved = (4 + 4 * zero3.grad_accum) * model.params / 16
+    assert 128 * 4096 / 16 / slowed.tokens_per_card_s == pytest.approx(step + moved / 31.5e9)
+    assert slowed.tokens_per_card_s < plain.tokens_per_card_s and "ZeRO-3 offload: at least" in slowed.source

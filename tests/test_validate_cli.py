@@ -102,3 +102,20 @@ def test_the_mindformers_interpreter_option_as_users_type_it(tmp_path):
     assert refused in by_flag.output and refused in by_variable.output
     assert without.exit_code == 0 and "not run (opt-in: --mindformers-python, see README)" in without.output
     assert "--mindformers-python PYTHON" in CliRunner().invoke(main, ["validate", "--help"]).output
+
+
+def test_validate_says_when_the_paths_are_placeholders(tmp_path):
+    # Issue 37 item 7: a folder whose paths were all placeholders validated "ok" on every line; its files are
+    # valid, but the job does not start until the paths are given: plan.json's line says so.
+    spec = tmp_path / "job.yaml"
+    spec.write_text("job: t\nmodel: qwen3-8b\nmethod: lora\nseq_len: 4096\nhardware: snt9b\n"
+                    "frameworks: [mindspeed-llm]\n", encoding="utf-8")
+    assert CliRunner().invoke(main, ["render", str(spec), "-o", str(tmp_path / "out")]).exit_code == 0
+    result = CliRunner().invoke(main, ["validate", str(tmp_path / "out" / "t"), "--json"])
+    assert result.exit_code == 0, result.output
+    lines = {r["path"]: r for r in json.loads(result.stdout)["results"]}
+    assert lines["plan.json"] == {"path": "plan.json", "status": "ok", "detail": (
+        "not ready to launch: dataset, mcore_ckpt_dir, mindspeed_llm_dir, model_dir, output_dir are placeholders "
+        "(give them under paths: in the spec and render again)")}
+    given = CliRunner().invoke(main, ["validate", str(render(tmp_path / "given")), "--json"])
+    assert {r["path"]: r for r in json.loads(given.stdout)["results"]}["plan.json"]["detail"] == ""

@@ -291,7 +291,7 @@ def test_plan_shows_the_settings_with_their_sources(tmp_path):
     shown = result.output.split("verl: the values its files hold beyond the layout and recipe", 1)[1].splitlines()
     rows = [line.split() for line in itertools.takewhile(lambda line: line.startswith("  "), shown[1:])]
     assert rows[0][:2] == ["algorithm.adv_estimator", "'grpo'"] and "run_qwen3-8b_npu.sh" in " ".join(rows[0])
-    assert len(rows) == len(json.loads(CliRunner().invoke(main, ["plan", str(spec), "--json"]).output)
+    assert len(rows) == len(json.loads(CliRunner().invoke(main, ["plan", str(spec), "--json"]).stdout)
                             ["frameworks"]["verl"]["settings"]["overrides"])
 
 

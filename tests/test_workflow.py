@@ -29,6 +29,7 @@ from generator.jobdir import SEAL, _seal
 REPO = Path(__file__).resolve().parent.parent
 EXAMPLE = REPO / "examples" / "qwen3-32b-full-snt9b-16c.yaml"
 JOB = "qwen3-32b-full-snt9b-16c"
+JOB_SMALL = "j"
 SETS = ["train.seed=7", "cards=32", "train.learning_rate=2.0e-5"]
 SMALL = {"job": "j", "model": "qwen3-8b", "method": "lora", "seq_len": 4096, "hardware": "snt9b",
          "frameworks": ["mindformers", "llama-factory"]}
@@ -116,11 +117,10 @@ def test_a_rerender_applies_the_recorded_options_and_says_so(tmp_path):
     again = run("render", spec, "-o", out)
     assert again.exit_code == 0 and "Note: applying --set=train.seed=7" in again.stderr
     assert {line.split()[0] for line in again.stdout.splitlines()} == {"identical"}
-    # a --set replaces the recorded ones (recorded in turn); --no-recorded drops them
-    replaced = run("render", spec, "-o", out, "--set", "train.seed=8")
-    assert replaced.exit_code == 0 and "Note: applying" not in replaced.stderr
-    assert "Note: replacing the options" in replaced.stderr  # the dropped ones are named
-    assert json.loads((out / JOB / "plan.json").read_text())["made_from"]["overrides"] == ["train.seed=8"]
+    # a --set adds to the recorded ones, its key's last value winning (recorded in turn); --no-recorded drops them
+    added = run("render", spec, "-o", out, "--set", "train.seed=8")
+    assert added.exit_code == 0 and "Note: applying --set=train.seed=7" in added.stderr
+    assert json.loads((out / JOB / "plan.json").read_text())["made_from"]["overrides"] == [*SETS[1:], "train.seed=8"]
     dropped = run("render", spec, "-o", out, "--no-recorded")
     assert dropped.exit_code == 0 and "Note:" not in dropped.stderr
     assert json.loads((out / JOB / "plan.json").read_text())["made_from"]["overrides"] == []
@@ -361,17 +361,29 @@ def test_a_set_of_the_job_name_is_refused(tmp_path, command):
     assert not (tmp_path / "launch").exists()
 
 
-def test_a_new_set_says_which_recorded_options_it_drops(tmp_path):
-    spec = repo(tmp_path)
+def test_a_new_set_adds_to_the_recorded_ones_and_a_placeholder_step_count_warns(tmp_path):
+    # Issue 37 item 1: a data size, a budget and a rate recorded, then one new --set: the job kept its 371-odd
+    # steps only if the recorded ones still apply; without them it trained a placeholder and --strict passed.
+    spec = repo(tmp_path, {**SMALL, "frameworks": ["mindspeed-llm"]})
     out = tmp_path / "launch"
-    assert run(*with_sets("render", spec, "-o", out, "--force", sets=SETS[1:])).exit_code == 0
-    again = run(*with_sets("render", spec, "-o", out, sets=SETS[:1]))
-    assert again.exit_code == 0
-    assert (f"replacing the options {out / JOB / 'plan.json'} records, --set=cards=32 "
-            f"--set=train.learning_rate=2.0e-5 --force, with --set=train.seed=7; give all of them again") \
-        in again.stderr
-    kept = run(*with_sets("render", spec, "-o", out, "--force", sets=SETS))
-    assert kept.exit_code == 0 and "replacing" not in kept.stderr
+    sets = ["data.samples=20000", "data.tokens_per_sample=1500", "tokens_per_card_s=900", "cards=8"]
+    assert run(*with_sets("render", spec, "-o", out, "--force", sets=sets)).exit_code == 0
+    steps = json.loads((out / JOB_SMALL / "plan.json").read_text())["train"]["steps"]
+    assert isinstance(steps, int) and steps > 100
+    again = run(*with_sets("render", spec, "-o", out, "--strict", sets=["train.learning_rate=2e-6", "cards=8"]))
+    assert again.exit_code == 0, again.output
+    record = json.loads((out / JOB_SMALL / "plan.json").read_text())
+    assert record["made_from"] == {**record["made_from"], "force": True,
+                                   "overrides": [*sets[:3], "train.learning_rate=2e-6", "cards=8"]}
+    assert record["train"]["steps"] == steps and record["train"]["learning_rate"] == 2e-6
+    assert run("check", spec, "-o", out).exit_code == 0
+    # --no-recorded starts from none: the step count is then a placeholder, a warning that --strict refuses
+    bare = run("render", spec, "-o", out, "--no-recorded", "--strict")
+    assert bare.exit_code == 3, bare.output
+    assert "train.steps: the spec gives no data size and no train.steps" in bare.stderr
+    planned = run("plan", spec)
+    assert "written as placeholders to edit before launch: " in planned.output
+    assert "train.steps" in planned.output.split("written as placeholders to edit before launch: ")[1].splitlines()[0]
 
 
 @pytest.mark.parametrize("setup", [_edited_record, _hand_edit, _stray, _clean])

@@ -89,8 +89,10 @@ def launch_args(plan: Plan, fp: FrameworkPlan) -> list[str]:
 
 
 def launch_usage(plan: Plan, fp: FrameworkPlan, script: str, overrides: bool = False) -> str:
-    """How `script` (a framework's launch.sh) is run: `bash launch.sh NODE_RANK [MASTER_ADDR] [-- OVERRIDE ...]`."""
+    """How `script` (a framework's launch.sh) is run: `bash launch.sh NODE_RANK [MASTER_ADDR] [-- OVERRIDE ...]`;
+    a one-node job's rank is optional (launch.sh takes 0)."""
     first, *optional = launch_args(plan, fp)
+    first = f"[{first}]" if fp.layout.nodes == 1 else first
     return " ".join([f"bash {script}", first, *(f"[{word}]" for word in optional),
                      *(["[-- OVERRIDE ...]"] if overrides else [])])
 

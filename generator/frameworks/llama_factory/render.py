@@ -10,6 +10,8 @@ import jinja2
 
 from ...plan import FrameworkPlan, Plan
 from ...render.common import commands_txt, launch_context, section_context
+from .extra import options as extra_options
+from .extra import replaced, with_options
 from .planning import double_quantization
 
 NAME = "llama-factory"
@@ -145,6 +147,7 @@ def render(plan: Plan, env: jinja2.Environment) -> dict[str, str]:
         **schedule(plan), save_steps=t.save_every_steps, save_total_limit=t.keep_checkpoints, seed=t.seed,
         resume=t.resume, optim=None if t.optimizer == "adamw" else t.optimizer, enable_thinking=t.enable_thinking,
         adam_betas=t.adam_betas, max_grad_norm=t.max_grad_norm, gradient_checkpointing=lay.recompute == "full")
+    train = with_options(plan, train)
     launch = env.get_template("llama-factory/launch.sh.j2").render(
         **launch_context(plan, fp, [key for key in ("model_dir", "dataset", "media_dir", "output_dir")
                                     if key in plan.paths], overrides_to="llamafactory-cli train",
@@ -167,4 +170,5 @@ def plan_section(plan: Plan, env: jinja2.Environment) -> str:
     fp = plan.frameworks[NAME]
     return env.get_template("llama-factory/plan_section.md.j2").render(
         plan=plan, fp=fp, deepspeed=deepspeed_file(fp), upstream_example=upstream_example(plan),
+        extra=extra_options(plan), replaced=replaced(plan),
         **section_context(plan, fp, NAME, overrides=True))

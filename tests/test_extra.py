@@ -1,0 +1,68 @@
+"""Issue 37 item 5: `extra: {<framework>: {key: value}}`, the escape hatch for framework options the spec does not
+model (LLaMA-Factory's report_to, ...): checked as validate checks the file (a misspelt key is refused at its key),
+recorded on PLAN.md and plan.json as the spec's, never replacing what the plan decides."""
+
+from __future__ import annotations
+
+import json
+
+import yaml
+from click.testing import CliRunner
+
+from generator.cli import main
+
+SPEC = {"job": "x", "model": "qwen3-8b", "method": "lora", "seq_len": 4096, "hardware": "snt9b",
+        "frameworks": ["llama-factory", "mindspeed-llm"], "data": {"samples": 20000, "tokens_per_sample": 1000}}
+
+
+def render(tmp_path, extra):
+    spec = tmp_path / "job.yaml"
+    spec.write_text(yaml.safe_dump({**SPEC, "extra": extra}), encoding="utf-8")
+    return spec, CliRunner().invoke(main, ["render", str(spec), "-o", str(tmp_path / "out")])
+
+
+def test_extra_options_reach_train_yaml_and_the_plan_says_so(tmp_path):
+    extra = {"llama-factory": {"report_to": "tensorboard", "logging_dir": "logs", "neftune_noise_alpha": 5.0}}
+    _, result = render(tmp_path, extra)
+    assert result.exit_code == 0, result.output
+    job = tmp_path / "out" / "x"
+    train = yaml.safe_load((job / "llama-factory" / "train.yaml").read_text())
+    assert (train["report_to"], train["logging_dir"], train["neftune_noise_alpha"]) == ("tensorboard", "logs", 5.0)
+    text = (job / "llama-factory" / "train.yaml").read_text()
+    assert text.count("report_to:") == 1  # the template's default replaced, not written twice
+    assert json.loads((job / "plan.json").read_text())["extra"] == extra
+    plan_md = (job / "PLAN.md").read_text()
+    assert "`report_to: \"tensorboard\"` (replaces the template's default)" in plan_md
+    assert "`neftune_noise_alpha: 5.0`" in plan_md
+    validated = CliRunner().invoke(main, ["validate", str(job), "--json"])
+    results = {r["path"]: r for r in json.loads(validated.stdout)["results"]}
+    assert results["llama-factory/train.yaml"]["status"] in ("ok", "skipped"), results["llama-factory/train.yaml"]
+
+
+def test_a_misspelt_option_is_refused_at_its_key(tmp_path):
+    spec, result = render(tmp_path, {"llama-factory": {"report_too": "wandb"}})
+    assert result.exit_code == 2 and "Traceback" not in result.output
+    assert result.stderr.startswith(f"Error: {spec}: extra.llama-factory.report_too: not a LLaMA-Factory 0.9.5 "
+                                    f"training argument; did you mean report_to?"), result.stderr
+    assert not (tmp_path / "out" / "x").exists()
+
+
+def test_an_option_the_plan_decides_or_of_the_wrong_type_is_refused(tmp_path):
+    spec, result = render(tmp_path, {"llama-factory": {"learning_rate": 1.0e-3, "logging_steps": "often"}})
+    assert result.exit_code == 2
+    lines = result.stderr.splitlines()
+    assert f"Error: {spec}: extra.llama-factory.learning_rate: the plan writes it (PLAN.md says from what); give " \
+           f"it through the spec key that decides it" in lines, lines
+    assert f"Error: {spec}: extra.llama-factory.logging_steps: 'often' is not of LLaMA-Factory's type " \
+           f"float" in lines, lines
+
+
+def test_extra_for_a_framework_not_planned_or_that_takes_none(tmp_path):
+    spec, result = render(tmp_path, {"verl": {"trainer.logger": "console"}})
+    assert result.exit_code == 2
+    assert f"Error: {spec}: extra.verl: verl is not planned for this job" in result.stderr
+    spec, result = render(tmp_path, {"mindspeed-llm": {"log-interval": 5}})
+    assert result.exit_code == 2
+    assert f"Error: {spec}: extra.mindspeed-llm: mindspeed-llm's files take no extra options in this version" \
+        in result.stderr
+    assert not (tmp_path / "out" / "x").exists()
