@@ -335,7 +335,7 @@ def test_the_kl_loss_coefficient_is_written_as_the_float_verl_declares():
 def test_npu_jobs_turn_vllm_ascends_nz_format_off(model, method, hardware, nodes):
     # vllm-ascend v0.11.0rc1's wake_up refuses its default NZ weight format, and verl wakes the rollout engine on
     # every switch to rollout: verl's NPU CI exports VLLM_ASCEND_ENABLE_NZ=0 (tests/special_npu/*.sh l.2).
-    plan = _plan(model, method, hardware, cards=8 * nodes)
+    plan = _plan(model, method, hardware, cards=nodes * load_tables().hardware_row(hardware).cards_per_node)
     env = {item.key: item for item in plan.frameworks["verl"].settings.environment}
     if hardware == "h800":
         assert env == {}

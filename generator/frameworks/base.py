@@ -29,6 +29,7 @@ class DefaultPlanning:
     chat_template_fact: str | None = None
     thinking_template: str = ""
     thinking_note: str | None = None
+    whole_nodes: str | None = None
     pretrain_weights: str = ""
     presets_first = False
     min_cards_stand_in = ""
@@ -50,6 +51,9 @@ class DefaultPlanning:
 
     def space(self, role: RoleKind) -> SearchSpace:
         return GRID
+
+    def sequences_per_sample(self, ctx: Context) -> int:
+        return 1
 
     def role_problems(self, ctx: Context) -> list[Problem]:
         return []

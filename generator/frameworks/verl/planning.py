@@ -131,6 +131,16 @@ class VerlPlanning(DefaultPlanning):
     # No core step-count note: verl's count is its own (run_length), and prepare_data.py refuses a data file of
     # another size than the one it was sized for.
     min_cards_stand_in = "verl's own column of min_cards.csv (the seed's VeRL rows)"
+    # Each count the plan chooses is whole nodes, as upstream runs RL (the contract's whole_nodes).
+    whole_nodes = ("every verl 0.7.0 NPU example runs whole nodes (trainer.n_gpus_per_node 8 on A2, 16 on A3: "
+                   "verl_0.7.0/examples.yaml gpus_per_node)")
+    # verl applies the model's own tokenizer chat template to each prompt (verl 0.7.0 verl/utils/dataset/
+    # rl_dataset.py l. 197, 242), so a Qwen3 decoder's template, with its thinking switch, is the one applied.
+    chat_template_fact = "decoder"
+    thinking_template = "verl applies the tokenizer's chat template, Qwen3's for a qwen3 decoder"
+    thinking_note = ("Qwen3's chat template thinks unless told not to; the plan passes train.enable_thinking to it "
+                     "as data.apply_chat_template_kwargs.enable_thinking (verl 0.7.0 verl/trainer/config/data/"
+                     "legacy_data.yaml l. 131, verl/utils/dataset/rl_dataset.py l. 197, 242)")
 
     def roles(self, method: str) -> tuple[RoleDef, ...]:
         base = (RoleDef(RoleKind.ACTOR), RoleDef(RoleKind.ROLLOUT), RoleDef(RoleKind.REFERENCE))
@@ -154,6 +164,10 @@ class VerlPlanning(DefaultPlanning):
 
     def space(self, role: RoleKind) -> VerlSpace:
         return SPACES[role]
+
+    def sequences_per_sample(self, ctx: Context) -> int:
+        # data.train_batch_size x rollout.n sequences split over the ranks (verl/utils/config.py l. 109-113)
+        return rl_of(ctx).n
 
     def memory(self, ctx: Context, shape: Parallel) -> MemoryBreakdown | None:
         rl = sized(rl_of(ctx), ctx.model, ctx.hw, ctx.fw, ctx.spec.method, shape.cards, shape.global_batch_size,
@@ -368,6 +382,10 @@ def settings(plan: Plan, fp: FrameworkPlan) -> VerlSettings:
         "upstream examples/grpo_trainer NPU scripts: filter_overlong_prompts=True")
     truncation = "left" if dapo else "error"
     add("data.truncation", truncation, f"upstream {rl.script}: truncation {truncation}")
+    if t.enable_thinking is not None:  # a Qwen3 decoder: its tokenizer's template reads the switch
+        add("+data.apply_chat_template_kwargs.enable_thinking", t.enable_thinking,
+            f"train.enable_thinking ({t.origin['enable_thinking']}); verl passes data.apply_chat_template_kwargs to "
+            f"the tokenizer's apply_chat_template ({VERL} verl/utils/dataset/rl_dataset.py l. 197, 242)")
     if vl:
         add("data.image_key", "images", "upstream examples/grpo_trainer/run_qwen2_5_vl_7b_npu.sh l. 17 (geo3k images)")
     remove_padding = _actor_overrides(add, plan, rl, sp, sp_source, offload, offload_source)

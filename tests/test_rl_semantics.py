@@ -1,0 +1,95 @@
+"""Issue 36: RL that trains what upstream trains. verl's files carry the RL family's semantics: the thinking switch
+of Qwen3's chat template, the example's batches whatever the data's size, tiling in sequences, and one step time
+for the run estimate and the checkpoint interval."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from generator.errors import SpecError
+from generator.resolve import resolve
+from generator.spec import parse_spec
+from generator.tables import load_tables
+
+THINKING = "+data.apply_chat_template_kwargs.enable_thinking"
+
+
+def _plan(model="qwen3-8b", method="grpo", hardware="snt9b", seq_len=4096, **extra):
+    spec = {"job": "rl", "model": model, "method": method, "seq_len": seq_len, "hardware": hardware,
+            "frameworks": ["verl"], "data": {"samples": 60000, "tokens_per_sample": 1024}, **extra}
+    return resolve(parse_spec(json.dumps(spec).encode()), load_tables())
+
+
+def _overrides(plan) -> dict:
+    return {item.key: item.value for item in plan.frameworks["verl"].settings.overrides}
+
+
+@pytest.mark.parametrize("thinking", [True, False])
+def test_qwen3_thinking_reaches_verls_chat_template_kwargs(thinking):
+    # Item 4: train.enable_thinking was refused ("no planned framework applies the chat template"), though verl
+    # applies the tokenizer's template with data.apply_chat_template_kwargs.
+    plan = _plan(train={"enable_thinking": thinking})
+    assert _overrides(plan)[THINKING] is thinking
+    assert plan.train.origin["enable_thinking"] == "given"
+
+
+def test_qwen3_thinks_by_default_and_the_plan_says_so():
+    plan = _plan()
+    assert _overrides(plan)[THINKING] is True
+    assert plan.train.origin["enable_thinking"].startswith("default: ")
+    assert any("data.apply_chat_template_kwargs.enable_thinking" in note for note in plan.notes)
+
+
+def test_a_template_without_the_switch_gets_no_key_and_a_given_one_is_refused():
+    assert THINKING not in _overrides(_plan("qwen2.5-32b", seq_len=2048, hardware="snt9b23"))
+    with pytest.raises(SpecError) as caught:
+        _plan("qwen2.5-32b", seq_len=2048, hardware="snt9b23", train={"enable_thinking": False})
+    assert str(caught.value).startswith("train.enable_thinking")
+
+
+def test_a_small_data_set_keeps_the_examples_batch_and_mini_batch():
+    # Item 1: the "at least 100 optimizer steps" default shrank Qwen3-32B GRPO's batch 1024 -> 64 and its mini batch
+    # 64 -> 4 on 17,000 prompts; RL's batch is an algorithm setting.
+    plan = _plan("qwen3-32b", data={"samples": 17000, "tokens_per_sample": 512})
+    o = _overrides(plan)
+    assert o["data.train_batch_size"] == plan.train.global_batch_size == 1024
+    assert o["actor_rollout_ref.actor.ppo_mini_batch_size"] == 64
+    assert not any("optimizer steps at a global batch" in warning for warning in plan.warnings)
+
+
+def test_the_batch_tiles_in_sequences_and_never_moves():
+    # Item 1: verl's rule is train_batch_size x n divisible by the ranks (verl/utils/config.py l. 109-113). DAPO
+    # Qwen3-14B's 16 prompts x 16 responses on 16 dies tile; before, the batch moved (16 -> 20 on 10 dies).
+    plan = _plan("qwen3-14b", "dapo", "snt9b23", 22528, data={"samples": 17000, "tokens_per_sample": 512})
+    fp = plan.frameworks["verl"]
+    o = _overrides(plan)
+    assert o["data.train_batch_size"] == 16 and o["data.gen_batch_size"] == 32
+    assert o["actor_rollout_ref.rollout.n"] == 16
+    assert fp.layout.cards == 16 and "moved" not in plan.train.origin["global_batch_size"]
+    # On two nodes the 16 prompts do not divide the 32 ranks, their 256 sequences do.
+    two = _plan("qwen3-14b", "dapo", "snt9b23", 22528, cards=32, data={"samples": 17000, "tokens_per_sample": 512})
+    assert _overrides(two)["data.train_batch_size"] == 16
+    assert two.frameworks["verl"].layout.grad_accum == 16 * 16 // 32
+
+
+def test_one_step_time_for_the_checkpoint_interval_and_the_run_estimate():
+    # Item 3: the interval's step time counted seq_len tokens a prompt where the rate counts data tokens (32x too
+    # long at 16384 / 512): one step time, the run's hours over its steps.
+    plan = _plan("qwen2.5-32b", "dapo", "snt9b23", 16384, data={"samples": 17000, "tokens_per_sample": 512})
+    est = plan.frameworks["verl"].estimate
+    assert est.time_hours is not None
+    step = est.time_hours * 3600 / (17000 / plan.train.global_batch_size)
+    assert f"the estimated {step:.1f} s per step" in plan.train.origin["save_every_steps"]
+
+
+@pytest.mark.parametrize("hardware", ["h800", "a800"])
+def test_rl_chooses_whole_nodes_and_a_spec_count_keeps_the_platforms_rules(hardware):
+    # Item 6: fewest-card plans fell below what upstream runs (3 H800s); every upstream example runs whole nodes.
+    plan = _plan(hardware=hardware)
+    assert plan.frameworks["verl"].layout.cards == 8
+    assert _plan(hardware=hardware, cards=16).frameworks["verl"].layout.cards == 16
+    with pytest.raises(SpecError) as caught:
+        _plan(hardware="snt9b23", cards=3)
+    assert "dies in pairs" in str(caught.value)
