@@ -597,6 +597,13 @@ def _fewest_cards_for_budget(ctx: Context, tables: Tables, minimum: MinCards, id
     is refused."""
     start = auto_cards(ctx, minimum, ideal, notes)
     counts = list(valid_counts(ctx.hw, start))
+    most = ctx.planning.most_cards(ctx)
+    if most is not None:  # counts past what the batch can use are none (an RL batch is not moved to fill them)
+        counts = [n for n in counts if n <= most[0]]
+        if not counts:
+            raise SpecError.at("time_budget_hours", f"{budget:g} h needs at least {start:,} cards, more than the "
+                                                    f"{most[0]:,} the global batch can use ({most[1]}); allow more "
+                                                    f"time or train on fewer tokens")
     forced = _forced_pins_that_never_fit(ctx, counts)
     target = ctx.spec.global_batch_size or batch_target(ctx.defaults, ctx.spec)[0]
     trials = _BudgetTrials(ctx, tables, counts, tokens, budget, target, forced)

@@ -93,3 +93,18 @@ def test_rl_chooses_whole_nodes_and_a_spec_count_keeps_the_platforms_rules(hardw
     with pytest.raises(SpecError) as caught:
         _plan(hardware="snt9b23", cards=3)
     assert "dies in pairs" in str(caught.value)
+
+
+def test_a_budget_chooses_cards_never_the_batch_and_one_it_cannot_meet_is_refused():
+    # Item 2: a 48 h budget moved Qwen2.5-32B DAPO's batch 128 -> 736 (gen 2208) to fill 46 nodes. The batch stays
+    # the example's; a budget that needs more cards than the batch feeds is refused at its key.
+    data = {"samples": 17000, "tokens_per_sample": 512}
+    plan = _plan("qwen2.5-32b", "dapo", "snt9b23", 16384, data=data, time_budget_hours=48)
+    o = _overrides(plan)
+    assert o["data.train_batch_size"] == 128 and o["data.gen_batch_size"] == 384
+    assert plan.frameworks["verl"].estimate.time_hours <= 48
+    # Qwen3-8B GRPO: a mini batch of 64 prompts x n 5 (SP 1) feeds 320 dies at most.
+    with pytest.raises(SpecError) as caught:
+        _plan("qwen3-8b", "grpo", "snt9b23", 16384, data=data, time_budget_hours=1)
+    assert str(caught.value).startswith("time_budget_hours: 1 h needs at least")
+    assert "more than the 320 the global batch can use" in str(caught.value)

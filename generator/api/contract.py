@@ -207,6 +207,10 @@ class Planning(Protocol):
         """The search space of `role`'s layout."""
         ...
 
+    def most_cards(self, ctx: Context) -> tuple[int, str] | None:
+        """The most cards the job's batch can use, and why (a time budget needing more is refused); None: no limit."""
+        ...
+
     def sequences_per_sample(self, ctx: Context) -> int:
         """The sequences one sample of the global batch becomes in the update (RL: the responses to a prompt), so
         the batch tiles in sequences over micro batch x DP (Parallel.batch_step); 1 elsewhere."""

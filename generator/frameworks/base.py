@@ -52,6 +52,9 @@ class DefaultPlanning:
     def space(self, role: RoleKind) -> SearchSpace:
         return GRID
 
+    def most_cards(self, ctx: Context) -> tuple[int, str] | None:
+        return None
+
     def sequences_per_sample(self, ctx: Context) -> int:
         return 1
 

@@ -165,6 +165,15 @@ class VerlPlanning(DefaultPlanning):
     def space(self, role: RoleKind) -> VerlSpace:
         return SPACES[role]
 
+    def most_cards(self, ctx: Context) -> tuple[int, str] | None:
+        # Each data-parallel rank needs a sequence of every mini batch (mini x n // (cards / SP) > 0:
+        # fsdp_workers.py l. 242-246); past that a card holds no data.
+        rl = rl_of(ctx)
+        batch = ctx.spec.global_batch_size or batch_target(ctx.defaults, ctx.spec)[0]
+        mini = fitted_mini(rl, batch, rl.sp, rl.sp, batch)[0]
+        return mini * rl.n * rl.sp, (f"a mini batch of {mini} prompts x n {rl.n} = {mini * rl.n} sequences, one a "
+                                     f"data-parallel rank, x SP {rl.sp} ({FSDP_WORKERS} l. 242-246)")
+
     def sequences_per_sample(self, ctx: Context) -> int:
         # data.train_batch_size x rollout.n sequences split over the ranks (verl/utils/config.py l. 109-113)
         return rl_of(ctx).n
