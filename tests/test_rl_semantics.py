@@ -5,15 +5,26 @@ for the run estimate and the checkpoint interval."""
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 
 import pytest
 
 from generator.errors import SpecError
+from generator.frameworks.contract import RoleKind
+from generator.frameworks.verl.examples import examples
+from generator.frameworks.verl.memory import STEP_TEMPORARY_BYTES, train_memory
+from generator.frameworks.verl.rl import _bare, rl_config
+from generator.memory import GIB
 from generator.resolve import resolve
 from generator.spec import parse_spec
 from generator.tables import load_tables
 
 THINKING = "+data.apply_chat_template_kwargs.enable_thinking"
+TABLES = load_tables()
+# Item 6: every upstream verl NPU example for a model with a verl row of its own (its layout and lengths).
+UPSTREAM = sorted((script, model, method) for script, ex in examples().items()
+                  for model, row in TABLES.frameworks["verl"].models.items() for method in ("grpo", "dapo", "ppo")
+                  if row.get(method) == script and _bare(TABLES.model(model).hf_id) == _bare(ex.model))
 
 
 def _plan(model="qwen3-8b", method="grpo", hardware="snt9b", seq_len=4096, **extra):
@@ -108,3 +119,33 @@ def test_a_budget_chooses_cards_never_the_batch_and_one_it_cannot_meet_is_refuse
         _plan("qwen3-8b", "grpo", "snt9b23", 16384, data=data, time_budget_hours=1)
     assert str(caught.value).startswith("time_budget_hours: 1 h needs at least")
     assert "more than the 320 the global batch can use" in str(caught.value)
+
+
+def test_the_update_phase_counts_adamws_step_temporaries():
+    # Item 6: the update phase left out torch AdamW's foreach sqrt(exp_avg_sq), one fp32 copy of the shard, which
+    # outlives the freed activations where a micro batch is small.
+    model, fw = TABLES.model("qwen3-8b"), TABLES.frameworks["verl"]
+    rl = replace(rl_config({"prompt_length": 128}, "grpo", 256, model, fw), micro_batch_size=1)
+    phase = train_memory(RoleKind.ACTOR, model, fw, "grpo", rl, 8, False)
+    extra = dict(phase.extra)["AdamW step temporaries beyond the freed activations"]
+    step, shard = STEP_TEMPORARY_BYTES * model.params / 8 / GIB, 4.0 * model.params / 8 / GIB
+    # the gathered FSDP unit (weights beyond the fp32 shard) is freed before the step too
+    assert extra == pytest.approx(step - phase.activations - phase.logits - (phase.weights - shard))
+    assert phase.total >= 16.0 * model.params / 8 / GIB + step
+
+
+@pytest.mark.parametrize(("script", "model", "method"), UPSTREAM)
+def test_every_upstream_npu_example_fits_and_the_plan_takes_as_many_cards_or_says_why(script, model, method):
+    values = {key: value for key, (value, _) in examples()[script].values.items()}
+    per_node, cards = values["gpus_per_node"], values["nnodes"] * values["gpus_per_node"]
+    hardware = next(hw.name for hw in TABLES.hardware.values() if hw.accelerator == "npu"
+                    and hw.cards_per_node == per_node)
+    seq_len = -(-(values["prompt_length"] + values["response_length"]) // 256) * 256  # a multiple of 256
+    pinned = _plan(model, method, hardware, seq_len, cards=cards, rl={"prompt_length": values["prompt_length"]},
+                   layout={"verl": {"rollout": {"tp": values["rollout_tp"]}}})
+    roles = pinned.frameworks["verl"].roles
+    assert all(role.layout.fits for role in roles.values()), {k: r.layout.memory.total for k, r in roles.items()}
+    own = _plan(model, method, hardware, seq_len, rl={"prompt_length": values["prompt_length"]})
+    chosen = own.frameworks["verl"].layout.cards
+    assert chosen >= cards or any(f"upstream {script} (verl 0.7.0) runs this job on {cards} cards" in note
+                                  and f"the plan takes {chosen}" in note for note in own.notes)

@@ -215,7 +215,7 @@ class VerlPlanning(DefaultPlanning):
 
     def layout_notes(self, ctx: Context, layout: Layout) -> list[str]:
         rl = rl_of(ctx)
-        return [rl.nearest] if rl.nearest else []
+        return [rl.nearest] if rl.nearest else fewer_than_upstream(rl, ctx.hw, layout)
 
     def path_defaults(self, output_dir: str, model, layout: Layout) -> dict[str, PathDefault]:
         # The prepared parquet files verl reads (data.train_files / val_files): the data-preparation step writes
@@ -224,6 +224,20 @@ class VerlPlanning(DefaultPlanning):
 
     def settings(self, plan: Plan, fp: FrameworkPlan) -> VerlSettings:
         return settings(plan, fp)
+
+
+def fewer_than_upstream(rl: RL, hw: Hardware, layout: Layout) -> list[str]:
+    """Why the plan runs the model's own upstream example's job (its nodes of this platform's size) on fewer cards:
+    the memory model's fewest that hold every phase at the job's lengths and batch (none where it runs as many)."""
+    nodes, per_node = rl.example.values.get("nnodes"), rl.example.values.get("gpus_per_node")  # (value, line)
+    if nodes is None or per_node is None or per_node[0] != hw.cards_per_node or \
+            layout.cards >= nodes[0] * per_node[0]:
+        return []
+    upstream = nodes[0] * per_node[0]
+    return [f"upstream {rl.script} ({VERL}) runs this job on {upstream} cards ({nodes[0]} node(s) x {per_node[0]}: "
+            f"l. {nodes[1]}, {per_node[1]}); the plan takes {layout.cards}, the fewest whole nodes where every phase "
+            f"fits by the memory model at seq_len {rl.seq_len} and the global batch {layout.global_batch_size}; set "
+            f"cards: {upstream} to run as upstream"]
 
 
 PLANNING: contract.Planning = VerlPlanning()  # typed here: contract.Plugin loads it by name
