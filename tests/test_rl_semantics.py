@@ -149,3 +149,13 @@ def test_every_upstream_npu_example_fits_and_the_plan_takes_as_many_cards_or_say
     chosen = own.frameworks["verl"].layout.cards
     assert chosen >= cards or any(f"upstream {script} (verl 0.7.0) runs this job on {cards} cards" in note
                                   and f"the plan takes {chosen}" in note for note in own.notes)
+
+
+@pytest.mark.parametrize("model", ["qwen2.5_vl-7b", "qwen2.5_vl-32b"])
+def test_ppo_on_a_vision_language_model_is_refused_with_the_reason(model):
+    # Item 5: verl builds that critic only through trl, which the Ascend install lacks; validate passed it.
+    with pytest.raises(SpecError) as caught:
+        _plan(model, "ppo", "snt9b23", 3072)
+    text = str(caught.value)
+    assert text.startswith("method: verl 0.7.0 cannot start ppo") and "AutoModelForCausalLMWithValueHead" in text
+    assert "Use grpo or dapo" in text

@@ -22,8 +22,10 @@ from generator.resolve import resolve
 from generator.spec import parse_spec
 from generator.tables import load_tables
 
+# PPO on a vision-language model is refused (tests/test_rl_semantics.py): verl starts its critic only through trl.
 SEED_ROWS = sorted({(row.model, method) for row in load_tables().min_cards if row.framework == "verl"
-                    for method in row.methods})
+                    for method in row.methods
+                    if not (method == "ppo" and load_tables().model(row.model).vision_params_b > 0)})
 EXAMPLE = "examples/grpo_trainer/run_qwen3-8b_npu.sh"
 
 
@@ -48,7 +50,7 @@ def test_the_seed_rows_are_the_six_models():
 def test_every_seed_row_plans_by_role_within_verls_rules(hardware):
     tables = load_tables()
     rows = SEED_ROWS if hardware.startswith("snt") else [("qwen3-8b", "grpo"), ("qwen3-14b", "dapo"),
-                                                           ("qwen2.5_vl-7b", "ppo")]
+                                                           ("qwen2.5_vl-7b", "grpo"), ("qwen3-8b", "ppo")]
     for model_name, method in rows:
         plan = _plan(model_name, method, hardware)
         fp = plan.frameworks["verl"]
