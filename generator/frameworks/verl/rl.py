@@ -81,12 +81,12 @@ class RL:
 def rl_config(given: dict, method: str, seq_len: int, model: Model, fw: Framework) -> RL:
     """The job's RL values: `given`, the spec's `rl:` keys, for `method` at `seq_len`."""
     if method == "ppo" and model.vision_params_b > 0:
-        raise SpecError.at("method", f"verl 0.7.0 cannot start ppo on {model.name}: PPO's critic needs a value head, "
-                                     f"which transformers has none of for a vision-language model, so verl builds it "
-                                     f"only through trl's AutoModelForCausalLMWithValueHead ({VERL} verl/utils/model.py "
-                                     f"l. 621-655), and the Ascend install has no trl; no upstream script runs PPO on "
-                                     f"a VL model. Use grpo or dapo (upstream examples/grpo_trainer/"
-                                     f"run_qwen2_5_vl_7b_npu.sh, recipe/dapo's VL scripts)")
+        raise SpecError.at("method", f"verl 0.7.0 cannot start ppo on {model.name}: PPO's critic needs a value "
+                                     f"head, which transformers has none of for a vision-language model, so verl "
+                                     f"builds it only through trl's AutoModelForCausalLMWithValueHead ({VERL} "
+                                     f"verl/utils/model.py l. 621-655), and the Ascend install has no trl; no "
+                                     f"upstream script runs PPO on a VL model. Use grpo or dapo (upstream "
+                                     f"examples/grpo_trainer/run_qwen2_5_vl_7b_npu.sh, recipe/dapo's VL scripts)")
     info = fw.models.get(model.name) or {}
     script = info.get(method)
     if not script:
