@@ -159,3 +159,12 @@ def test_ppo_on_a_vision_language_model_is_refused_with_the_reason(model):
     text = str(caught.value)
     assert text.startswith("method: verl 0.7.0 cannot start ppo") and "AutoModelForCausalLMWithValueHead" in text
     assert "Use grpo or dapo" in text
+
+
+@pytest.mark.parametrize(("seq_len", "response", "buffer"), [(22528, 20480, 4096), (16384, 14336, 2867),
+                                                             (4096, 2048, 409)])
+def test_dapos_overlong_buffer_is_the_examples_share_of_the_response(seq_len, response, buffer):
+    # Item 7: the buffer started at half the response; upstream's is 20% (4096 of 20480, run_dapo_*_npu.sh l. 18).
+    o = _overrides(_plan("qwen3-14b", "dapo", "snt9b23", seq_len, rl={"prompt_length": 2048}))
+    assert o["data.max_response_length"] == response
+    assert o["reward_model.overlong_buffer.len"] == buffer

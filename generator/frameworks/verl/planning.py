@@ -543,10 +543,13 @@ def _algorithm_overrides(add: Callable[[str, Any, str], None], rl: RL, dapo: boo
         add("reward_model.reward_manager", "dapo", f"{DAPO_YAML} l. 13")
         buffer = ex("overlong_buffer_len")
         if buffer:
-            length = min(int(buffer[0]), rl.response_length // 2)
+            # The example's share of its response (4096 of 20480: the penalty ramps over the last 20%).
+            example_response = int(rl.example.values["response_length"][0])
+            length = int(buffer[0]) * rl.response_length // example_response
             add("reward_model.overlong_buffer.enable", True, buffer[1])
             add("reward_model.overlong_buffer.len", length, buffer[1] if length == buffer[0] else
-                f"derived: the example's {buffer[0]}, at most half the {rl.response_length}-token response")
+                f"derived: the example's share, {buffer[0]} of its {example_response}-token response ({buffer[1]}), "
+                f"of the {rl.response_length}-token response")
             add("reward_model.overlong_buffer.penalty_factor", 1.0,
                 f"upstream {rl.script}: overlong_penalty_factor=1.0")
     # The rest of what the followed script sets, where it sets it: DAPO's group filter (a metric it must have:
