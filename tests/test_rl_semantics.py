@@ -168,3 +168,16 @@ def test_dapos_overlong_buffer_is_the_examples_share_of_the_response(seq_len, re
     o = _overrides(_plan("qwen3-14b", "dapo", "snt9b23", seq_len, rl={"prompt_length": 2048}))
     assert o["data.max_response_length"] == response
     assert o["reward_model.overlong_buffer.len"] == buffer
+
+
+@pytest.mark.parametrize("model", ["qwen2.5_vl-7b", "qwen2.5_vl-32b"])
+def test_a_vl_rollout_takes_its_own_examples_engine_settings(model):
+    # Item 7: VL DAPO jobs followed the text recipe's enforce_eager False and chunked prefill, where both VL NPU
+    # examples set eager mode and no chunked prefill (run_qwen2_5_vl_*_npu.sh l. 36-37).
+    plan = _plan(model, "dapo", "snt9b23", 3072)
+    o = _overrides(plan)
+    assert o["actor_rollout_ref.rollout.enforce_eager"] is True
+    assert o["actor_rollout_ref.rollout.enable_chunked_prefill"] is False
+    source = next(item.source for item in plan.frameworks["verl"].settings.overrides
+                  if item.key == "actor_rollout_ref.rollout.enforce_eager")
+    assert "run_qwen2_5_vl_" in source and "l. 37" in source

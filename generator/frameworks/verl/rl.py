@@ -97,12 +97,13 @@ def rl_config(given: dict, method: str, seq_len: int, model: Model, fw: Framewor
         (f"verl 0.7.0 has no {method} NPU example for {model.name}; the plan follows the same method's example "
          f"for the nearest model, {ex.model} ({script})")
     sources: dict[str, str] = {}
+    engine = _vision_engine(model, info, ex)
 
     def pick(field: str, given_key: str | None = None, example_key: str | None = None):
         if given_key and given_key in given:
             sources[field] = f"spec rl.{given_key}"
             return given[given_key]
-        found = ex.get(example_key or field)
+        found = (engine if field in VISION_ENGINE_KEYS else ex).get(example_key or field)
         if found is not None:
             sources[field] = found[1]
             return found[0]
@@ -134,6 +135,20 @@ def rl_config(given: dict, method: str, seq_len: int, model: Model, fw: Framewor
             max_num_batched_tokens=pick("max_num_batched_tokens"), enforce_eager=pick("enforce_eager"),
             example=ex, sources=sources)
     return rl
+
+
+# The vLLM engine settings a vision-language model's rollout takes from its own upstream example, whichever script
+# the method follows (both VL NPU examples set eager mode and no chunked prefill, the text ones the opposite).
+VISION_ENGINE_KEYS = ("enforce_eager", "chunked_prefill")
+
+
+def _vision_engine(model: Model, info: dict, ex: Example) -> Example:
+    """The example a VL model's rollout engine settings come from: its own GRPO example where the method's script
+    trains a text model; else the followed script."""
+    own = info.get("grpo")
+    if model.vision_params_b <= 0 or not own or _bare(ex.model) == _bare(model.hf_id):
+        return ex
+    return example(own)
 
 
 def _scaled(ex: Example, key: str, example_seq: int, seq: int, fallback: int = 1) -> tuple[int, str]:
