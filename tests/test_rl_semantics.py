@@ -181,3 +181,11 @@ def test_a_vl_rollout_takes_its_own_examples_engine_settings(model):
     source = next(item.source for item in plan.frameworks["verl"].settings.overrides
                   if item.key == "actor_rollout_ref.rollout.enforce_eager")
     assert "run_qwen2_5_vl_" in source and "l. 37" in source
+
+
+@pytest.mark.parametrize(("seq_len", "sp"), [(4096, 2), (8192, 4), (22528, 8)])
+def test_ulysses_sp_scales_with_the_sequence(seq_len, sp):
+    # Item 8: Qwen3-32B DAPO at 4096 got the recipe's SP 8, which upstream uses at 22,528 tokens (2,816 a card).
+    o = _overrides(_plan("qwen3-32b", "dapo", "snt9b", seq_len, rl={"prompt_length": 2048}))
+    assert o.get("actor_rollout_ref.actor.ulysses_sequence_parallel_size", 1) == sp
+    assert seq_len / sp <= 22528 / 8

@@ -152,7 +152,11 @@ def test_ppo_counts_the_critic_beside_the_actor_and_offloads_both_together():
     s = fp.settings
     offload = s.value("actor_rollout_ref.actor.fsdp_config.param_offload")
     assert s.value("critic.model.fsdp_config.param_offload") is offload
-    assert s.value("critic.optim.lr") == 1e-5 and s.value("critic.ulysses_sequence_parallel_size") == 2
+    assert s.value("critic.optim.lr") == 1e-5
+    # At the example's length (2000 + 12000) the critic takes the actor's SP 2 (SP scales down below it).
+    long = _plan("qwen3-8b", "ppo", seq_len=14336, rl={"prompt_length": 2000}).frameworks["verl"].settings
+    assert long.value("critic.ulysses_sequence_parallel_size") == 2 == \
+        long.value("actor_rollout_ref.actor.ulysses_sequence_parallel_size")
 
 
 def test_a_longer_sequence_keeps_the_examples_tokens_per_micro_batch_and_lowers_the_kv_share():

@@ -741,10 +741,18 @@ def node_ifname(plan: Plan, nodes: int) -> str | None:
 
 
 def _sp(rl: RL, model, cards: int) -> tuple[int, str]:
-    """The example's ulysses SP where it divides the heads (verl 0.7.0 verl/utils/ulysses.py l. 328-332) and the
-    cards; else the largest that does."""
-    if model.heads % rl.sp == 0 and cards % rl.sp == 0:
-        return rl.sp, rl.sources["sp"]
-    sp = max(d for d in divisors(math.gcd(model.heads, cards)) if d <= rl.sp)
-    return sp, (f"derived: the example's SP {rl.sp} does not divide {model.name}'s {model.heads} heads and the "
-                f"{cards} cards ({VERL} verl/utils/ulysses.py l. 328-332); the largest that does")
+    """Ulysses SP scaled down with the sequence: the smallest, up to the example's, that divides the heads (verl 0.7.0
+    verl/utils/ulysses.py l. 328-332) and the cards and leaves each card no more of a sequence than the example's SP
+    does of its own (prompt + response / SP); the largest dividing one where none does (a longer sequence than the
+    example's keeps its SP, and the memory model judges it)."""
+    example_seq = int(rl.example.values["prompt_length"][0]) + int(rl.example.values["response_length"][0])
+    share = example_seq / rl.sp  # the tokens of one sequence a card holds in the example
+    options = [d for d in divisors(math.gcd(model.heads, cards)) if d <= rl.sp]
+    fitting = [d for d in options if rl.seq_len / d <= share]
+    sp = min(fitting) if fitting else max(options)
+    if sp == rl.sp:
+        return sp, rl.sources["sp"]
+    return sp, (f"derived: the example's SP {rl.sp} at {example_seq} tokens ({rl.sources['sp']}) leaves "
+                f"{share:g} tokens of a sequence a card; at {rl.seq_len}, the smallest that does so and divides "
+                f"{model.name}'s {model.heads} heads and the {cards} cards ({VERL} verl/utils/ulysses.py l. 328-332)"
+                + ("" if fitting else f", else the largest, {sp}"))
