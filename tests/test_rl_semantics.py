@@ -13,7 +13,7 @@ from generator.errors import SpecError
 from generator.frameworks.contract import RoleKind
 from generator.frameworks.verl.examples import examples
 from generator.frameworks.verl.memory import STEP_TEMPORARY_BYTES, train_memory
-from generator.frameworks.verl.rl import _bare, rl_config
+from generator.frameworks.verl.rl import bare, rl_config
 from generator.memory import GIB
 from generator.resolve import resolve
 from generator.spec import parse_spec
@@ -24,7 +24,7 @@ TABLES = load_tables()
 # Item 6: every upstream verl NPU example for a model with a verl row of its own (its layout and lengths).
 UPSTREAM = sorted((script, model, method) for script, ex in examples().items()
                   for model, row in TABLES.frameworks["verl"].models.items() for method in ("grpo", "dapo", "ppo")
-                  if row.get(method) == script and _bare(TABLES.model(model).hf_id) == _bare(ex.model))
+                  if row.get(method) == script and bare(TABLES.model(model).hf_id) == bare(ex.model))
 
 
 def _plan(model="qwen3-8b", method="grpo", hardware="snt9b", seq_len=4096, **extra):
@@ -189,3 +189,12 @@ def test_ulysses_sp_scales_with_the_sequence(seq_len, sp):
     o = _overrides(_plan("qwen3-32b", "dapo", "snt9b", seq_len, rl={"prompt_length": 2048}))
     assert o.get("actor_rollout_ref.actor.ulysses_sequence_parallel_size", 1) == sp
     assert seq_len / sp <= 22528 / 8
+
+
+def test_a_script_that_trains_the_base_model_is_named_as_the_nearest():
+    # Item 7: DAPO's Qwen3 scripts train the Base models, which gen-launch does not plan; the plan cited them
+    # without saying so.
+    plan = _plan("qwen3-8b", "dapo", seq_len=22528, rl={"prompt_length": 2048})
+    assert any("trains Qwen/Qwen3-8B-Base (recipe/dapo/run_dapo_qwen3_8b_base_npu.sh)" in note
+               and "the plan trains Qwen/Qwen3-8B" in note for note in plan.notes)
+    assert not any("trains Qwen/Qwen3-8B-Base" in note for note in _plan().notes)  # GRPO's trains Qwen3-8B itself

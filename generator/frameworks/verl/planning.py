@@ -29,7 +29,7 @@ from ..base import DefaultPlanning
 from ..contract import PathDefault, RoleDef, RoleKind, Structure
 from . import memory
 from .examples import example
-from .rl import DATA_SOURCES, RL, VERL, rl_config
+from .rl import DATA_SOURCES, RL, VERL, bare, rl_config
 from .settings import Setting, VerlSettings
 
 NAME = "verl"
@@ -215,7 +215,8 @@ class VerlPlanning(DefaultPlanning):
 
     def layout_notes(self, ctx: Context, layout: Layout) -> list[str]:
         rl = rl_of(ctx)
-        return [rl.nearest] if rl.nearest else fewer_than_upstream(rl, ctx.hw, layout)
+        own = bare(rl.example.model) == bare(ctx.model.hf_id)  # upstream's job: the model (or its base)
+        return ([rl.nearest] if rl.nearest else []) + (fewer_than_upstream(rl, ctx.hw, layout) if own else [])
 
     def path_defaults(self, output_dir: str, model, layout: Layout) -> dict[str, PathDefault]:
         # The prepared parquet files verl reads (data.train_files / val_files): the data-preparation step writes

@@ -41,7 +41,7 @@ class RL:
     """The RL values of one job, each with its source (`sources`, by field name)."""
 
     script: str  # the upstream example followed
-    nearest: str | None  # where the example is another model's: why (the plan says so)
+    nearest: str | None  # where the example trains another model (or its base): why (the plan says so)
     prompt_length: int
     response_length: int
     n: int
@@ -93,9 +93,12 @@ def rl_config(given: dict, method: str, seq_len: int, model: Model, fw: Framewor
         raise SpecError.at("method", f"verl plans {method} for {model.name} from no upstream example "
                                      f"(frameworks.yaml verl)")
     ex = example(script)
-    nearest = None if _bare(ex.model) == _bare(model.hf_id) else \
-        (f"verl 0.7.0 has no {method} NPU example for {model.name}; the plan follows the same method's example "
-         f"for the nearest model, {ex.model} ({script})")
+    nearest = None if ex.model.lower() == model.hf_id.lower() else \
+        (f"verl 0.7.0's {method} NPU example for {model.name} trains {ex.model} ({script}); the plan trains "
+         f"{model.hf_id} with its values: the nearest model upstream runs {method} on")
+    if bare(ex.model) != bare(model.hf_id):
+        nearest = (f"verl 0.7.0 has no {method} NPU example for {model.name}; the plan follows the same method's "
+                   f"example for the nearest model, {ex.model} ({script})")
     sources: dict[str, str] = {}
     engine = _vision_engine(model, info, ex)
 
@@ -146,7 +149,7 @@ def _vision_engine(model: Model, info: dict, ex: Example) -> Example:
     """The example a VL model's rollout engine settings come from: its own GRPO example where the method's script
     trains a text model; else the followed script."""
     own = info.get("grpo")
-    if model.vision_params_b <= 0 or not own or _bare(ex.model) == _bare(model.hf_id):
+    if model.vision_params_b <= 0 or not own or bare(ex.model) == bare(model.hf_id):
         return ex
     return example(own)
 
@@ -165,7 +168,7 @@ def _scaled(ex: Example, key: str, example_seq: int, seq: int, fallback: int = 1
                    f"tokens at {seq}")
 
 
-def _bare(hf_id: str) -> str:
+def bare(hf_id: str) -> str:
     """A HuggingFace id without its owner and its -Instruct / -Base variant: the model an example trains."""
     name = hf_id.split("/")[-1].lower()
     for suffix in ("-instruct", "-base"):
