@@ -198,3 +198,14 @@ def test_a_script_that_trains_the_base_model_is_named_as_the_nearest():
     assert any("trains Qwen/Qwen3-8B-Base (recipe/dapo/run_dapo_qwen3_8b_base_npu.sh)" in note
                and "the plan trains Qwen/Qwen3-8B" in note for note in plan.notes)
     assert not any("trains Qwen/Qwen3-8B-Base" in note for note in _plan().notes)  # GRPO's trains Qwen3-8B itself
+
+
+def test_rl_data_under_a_given_output_dir_is_no_placeholder_and_thinking_cites_verls_default():
+    # Item 9: every verl plan called rl_data a placeholder though it derives from paths.output_dir.
+    plan = _plan(paths={"output_dir": "/shared/rl", "model_dir": "/m", "dataset": "/d.json"})
+    assert plan.paths["rl_data"].value == "/shared/rl/verl/data" and not plan.paths["rl_data"].placeholder
+    assert _plan().paths["rl_data"].placeholder  # without output_dir it is one
+    # Item 4: the default's source is verl's own (no kwargs: the template's thinking).
+    source = next(item.source for item in plan.frameworks["verl"].settings.overrides if item.key == THINKING)
+    assert source.startswith("train.enable_thinking (default: Qwen3's chat template thinks") and \
+        "legacy_data.yaml l. 131" in source

@@ -220,8 +220,8 @@ class VerlPlanning(DefaultPlanning):
 
     def path_defaults(self, output_dir: str, model, layout: Layout) -> dict[str, PathDefault]:
         # The prepared parquet files verl reads (data.train_files / val_files): the data-preparation step writes
-        # them here from paths.dataset.
-        return {"rl_data": PathDefault(f"{output_dir}/verl/data")}
+        # them here from paths.dataset: a real folder where the spec gives paths.output_dir, a placeholder otherwise.
+        return {"rl_data": PathDefault(f"{output_dir}/verl/data", derived_from="output_dir")}
 
     def settings(self, plan: Plan, fp: FrameworkPlan) -> VerlSettings:
         return settings(plan, fp)
