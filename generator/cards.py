@@ -10,7 +10,7 @@ from collections.abc import Callable
 from .context import Context
 from .errors import SpecError
 from .plan import Layout, MinCards
-from .tables import Hardware, Preset, Tables
+from .tables import Hardware, Preset, Tables, load_tables
 
 # The largest count any search considers, on every hardware row: no row's source states a largest cluster (that
 # is how many nodes a site has, not a fact of the card), so the planner's own bound stands for all of them;
@@ -82,8 +82,10 @@ def minimum_cards(ctx: Context, tables: Tables, notes: list[str]) -> tuple[MinCa
                      f"not a refusal); the memory model decides")
         return None, SILENT
     if value % hw.parallel_unit:
-        notes.append(f"minimum cards: table value {value} raised to {value + 1}: {hw.name} uses dies in pairs")
-        value += hw.parallel_unit - value % hw.parallel_unit
+        raised = value + hw.parallel_unit - value % hw.parallel_unit
+        why = ctx.planning.whole_nodes or f"{hw.name} uses dies in pairs"
+        notes.append(f"minimum cards: table value {value} raised to {raised}: {why}")
+        value = raised
     return MinCards(value, row.cite(hw.name), case), ""
 
 
@@ -167,7 +169,10 @@ def explicit_cards(ctx: Context, cards: int, minimum: MinCards, notes: list[str]
     # for 3 dies of a model that needs 32 was a second refusal away.
     floor = 1 if ctx.force else minimum.value
     at_least = "" if floor <= cards else f" (the minimum for {ctx.model.name} is {floor}: {minimum.source})"
-    if cards % hw.parallel_unit:
+    # A spec's own count needs the platform's unit only (a framework that counts in whole nodes holds them in
+    # ctx.hw for the counts it chooses).
+    platform = load_tables().hardware.get(hw.name, hw)
+    if cards % platform.parallel_unit:
         raise SpecError.at("cards", f"{cards} is odd: {hw.name} uses dies in pairs (2 dies is the smallest "
                                     f"parallel unit); use {round_up(hw, max(cards + 1, floor))}{at_least}")
     if cards > hw.cards_per_node and cards % hw.cards_per_node:

@@ -137,13 +137,15 @@ def _untileable_batch(ctx: Context, cards: int, wanted: int) -> None:
     free, _, _ = search(replace(ctx, spec=replace(ctx.spec, global_batch_size=None), free_batch=True), cards)
     if free is None:
         return
-    step = free.micro_batch_size * free.dp
+    step = free.batch_step
     least = step * (free.pp if free.pp > 1 else 1)
     below, above = wanted // step * step, -(-wanted // step) * step
     near = [n for n in (below, above) if n >= least]
+    per = (f"{step} samples per micro step" if free.sequences_per_sample == 1 else
+           f"{free.micro_batch_size * free.dp} sequences per micro step, {free.sequences_per_sample} a sample")
     raise SpecError.at("global_batch_size", f"{wanted} samples cannot be split over the layout that fits on {cards} "
-                                            f"cards ({free.describe()}: micro batch x DP = {step} samples per "
-                                            f"micro step); nearest that work: {' or '.join(map(str, near))}")
+                                            f"cards ({free.describe()}: micro batch x DP = {per}); nearest that "
+                                            f"work: {' or '.join(map(str, near))}")
 
 
 def _pins_allow_preset(pins: Pins, preset: Preset) -> bool:
@@ -336,6 +338,7 @@ def _settings(ctx: Context, cards: int, order: int, structure: Structure, recomp
             yield _Setting(key, Parallel(
                 cards=cards, cards_per_node=ctx.hw.cards_per_node, tp=tp, pp=pp, cp=cp, ep=ep, micro_batch_size=mbs,
                 global_batch_size=gbs, recompute=recompute, mtp_layers=ctx.mtp_layers,
+                sequences_per_sample=ctx.planning.sequences_per_sample(ctx),
                 sequence_parallel=_sequence_parallel(ctx.pins.sequence_parallel, structure),
                 num_layer_list=structure.num_layer_list or split_layers(ctx.model.layers, pp, ctx.mtp_layers),
                 zero_stage=structure.zero_stage, offload=structure.offload))
@@ -419,16 +422,20 @@ def _global_batch(ctx: Context, mbs: int, dp: int, pp: int, cards: int) -> tuple
             return gbs, f"global_batch_size {gbs} needs micro batch {gbs} on one card ({ctx.fw.one_card_rule})"
         return gbs, None
     step = mbs * dp
+    # The batch tiles in sequences (RL: a prompt's n responses): `unit` samples are the fewest that fill micro steps.
+    sequences = ctx.planning.sequences_per_sample(ctx)
+    unit = step // math.gcd(step, sequences)
     if ctx.spec.global_batch_size is not None or not ctx.free_batch:
         gbs = ctx.spec.global_batch_size or batch_target(ctx.defaults, ctx.spec)[0]
-        if gbs % step:
+        if gbs % unit:
             name = "global_batch_size" if ctx.spec.global_batch_size else "global batch"
-            return gbs, f"{name} {gbs} is not divisible by micro batch {mbs} x DP {dp} = {step}"
+            each = f" x {sequences} sequences each" if sequences > 1 else ""
+            return gbs, f"{name} {gbs}{each} is not divisible by micro batch {mbs} x DP {dp} = {step}"
     else:
         # At least PP micro batches, and enough that the pipeline bubble stays within MAX_BUBBLE.
-        micro = max(math.ceil(batch_target(ctx.defaults, ctx.spec)[0] / step), pp, math.ceil((pp - 1) / MAX_BUBBLE))
-        gbs = micro * step
-    micro_batches = gbs // step
+        micro = max(math.ceil(batch_target(ctx.defaults, ctx.spec)[0] / unit), pp, math.ceil((pp - 1) / MAX_BUBBLE))
+        gbs = micro * unit
+    micro_batches = gbs * sequences // step
     if pp > 1 and micro_batches < pp and ctx.fw.pipeline_micro_rule:
         return gbs, (f"PP ({pp}) needs at least {pp} micro batches per step; global batch {gbs} / (MBS {mbs} x "
                      f"DP {dp}) = {micro_batches} ({ctx.fw.pipeline_micro_rule})")

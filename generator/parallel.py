@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 
@@ -29,6 +30,9 @@ class Parallel:
     # `recompute` (full: every layer, uniform as MindSpeed-LLM --recompute-method uniform and MindFormers
     # recompute: True; selective recomputes activation functions only, which costs no matrix multiply)
     causal: bool = True  # the attention kernel skips the masked half
+    # Sequences a sample of the global batch becomes (RL: the responses a prompt is rolled out to, which the update
+    # splits over the data-parallel ranks, so the batch tiles in sequences: global x this over micro x DP).
+    sequences_per_sample: int = 1
 
     def __post_init__(self):
         product = self.tp * self.pp * self.cp
@@ -37,9 +41,16 @@ class Parallel:
                              f"{self.cards} cards")
         if self.num_layer_list is not None and (sum(self.num_layer_list) <= 0 or len(self.num_layer_list) != self.pp):
             raise ValueError(f"num_layer_list {self.num_layer_list} must have pp ({self.pp}) entries")
-        if self.global_batch_size % (self.micro_batch_size * self.dp):
-            raise ValueError(f"global batch {self.global_batch_size} is not divisible by micro batch "
+        if self.global_batch_size % self.batch_step:
+            times = f" x {self.sequences_per_sample} sequences" if self.sequences_per_sample > 1 else ""
+            raise ValueError(f"global batch {self.global_batch_size}{times} is not divisible by micro batch "
                              f"({self.micro_batch_size}) x dp ({self.dp})")
+
+    @property
+    def batch_step(self) -> int:
+        """The fewest samples a global batch grows by and still tiles: micro batch x DP sequences, in samples."""
+        step = self.micro_batch_size * self.dp
+        return step // math.gcd(step, self.sequences_per_sample)
 
     @property
     def dp(self) -> int:
@@ -57,7 +68,7 @@ class Parallel:
     @property
     def grad_accum(self) -> int:
         """Micro batches per optimizer step per DP rank (MindFormers' micro_batch_num when pp > 1)."""
-        return self.global_batch_size // (self.micro_batch_size * self.dp)
+        return self.global_batch_size * self.sequences_per_sample // (self.micro_batch_size * self.dp)
 
     @property
     def layers_per_stage(self) -> tuple[int, ...]:

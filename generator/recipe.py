@@ -169,10 +169,11 @@ def _save_every(given: dict, defaults: RecipeDefaults, steps: int | None, step_s
 
 
 def batch_target(defaults: RecipeDefaults, spec: Spec) -> tuple[int, str]:
-    """The samples per step a defaulted global batch aims at, and why: the method's, smaller when the data's epochs
+    """The samples per step a defaulted global batch aims at, and why: the method's, smaller (except an algorithm
+    batch, RL's) when the data's epochs
     would give fewer than min_steps steps (given train.steps set the length themselves)."""
     row, floor = defaults.values["global_batch_size"], defaults.common["min_steps"]
-    if spec.samples_per_epoch is None or "steps" in spec.train:
+    if spec.samples_per_epoch is None or "steps" in spec.train or algorithm_batch(defaults):
         return row["value"], row["source"]
     samples = spec.samples_per_epoch * spec.epochs
     if samples / row["value"] >= floor["value"]:
@@ -180,6 +181,12 @@ def batch_target(defaults: RecipeDefaults, spec: Spec) -> tuple[int, str]:
     # The power of two at or below samples / min_steps: the batch is rounded up from here.
     target = 1 << max(0, int(samples // floor["value"]).bit_length() - 1)
     return target, f"{samples:g} samples / {floor['value']} steps ({floor['source']})"
+
+
+def algorithm_batch(defaults: RecipeDefaults) -> bool:
+    """Whether the method's batch is an algorithm setting (RL: the prompts one policy update averages over), which
+    no data size, step count or time budget moves (recipes.yaml algorithm_batch)."""
+    return bool(defaults.values.get("algorithm_batch", {}).get("value"))
 
 
 def round_interval(steps: float) -> int:
@@ -195,7 +202,7 @@ def schedule_warnings(t: Training, defaults: RecipeDefaults) -> list[str]:
     takes most of them."""
     floor = defaults.common["min_steps"]
     out = []
-    if t.steps is not None and t.steps < floor["value"]:
+    if t.steps is not None and t.steps < floor["value"] and not algorithm_batch(defaults):
         out.append(f"{t.steps} optimizer steps at a global batch of {t.global_batch_size}: fewer than about "
                    f"{floor['value']} ({floor['source']}); a smaller global_batch_size, fewer cards, more data or "
                    f"more epochs give more")

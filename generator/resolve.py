@@ -54,7 +54,7 @@ from .layouts import (
 from .loopback import LOOPBACK_WHY, is_loopback
 from .nofit import way_out
 from .plan import Estimate, FrameworkPlan, Layout, MinCards, PathValue, Plan, Rejected, Role
-from .recipe import adapter, batch_target, schedule_warnings, training
+from .recipe import adapter, algorithm_batch, batch_target, schedule_warnings, training
 from .scheduler import (
     Scheduler,
     check_names,
@@ -67,9 +67,9 @@ from .scheduler import (
     with_super_pod_blocks,
 )
 from .spec import Pins, Spec
-from .tables import RL_METHODS, Hardware, Model, RecipeDefaults, Tables
+from .tables import RL_METHODS, Framework, Hardware, Model, RecipeDefaults, Tables
 from .throughput import Throughput, cards_for_budget, hours, seconds_per_step
-from .training import Training
+from .training import Adapter, Training
 
 # The chat template (a plugin's chat_template_fact) that has the thinking switch, whichever framework applies it.
 THINKING_TEMPLATE = "qwen3"
@@ -101,8 +101,8 @@ def resolve(spec: Spec, tables: Tables, force: bool = False) -> Plan:
     _check_layout_keys(spec, names)
     data = data_shape(spec, model)
     warnings: list[str] = []
-    contexts = {name: Context(spec, model, hw, tables.frameworks[name], force, lora,
-                              _defaults(tables, name, spec.method, model)) for name in names}
+    contexts = {name: _context(spec, model, hw, tables.frameworks[name], force, lora,
+                               _defaults(tables, name, spec.method, model)) for name in names}
     _check_roles(contexts)
     laid = _layouts(spec, tables, contexts, notes, warnings)
     plans, batch = laid.plans, laid.batch
@@ -216,7 +216,7 @@ def _at_batch(ctx: Context, tables: Tables, result: tuple, batch: int, notes: li
     # Search again at this batch where another micro batch is needed, and where a time budget sized the cards at
     # another batch: its counts, notes and warnings then describe the batch the plan trains with.
     budgeted = first.estimate.budget_cards is not None and lay.global_batch_size != batch
-    if batch % (lay.micro_batch_size * lay.dp) or budgeted:
+    if batch % lay.batch_step or budgeted:
         result = _resolve_framework(replace(ctx, spec=replace(spec, global_batch_size=batch)), tables,
                                     lay.cards if budgeted else None)
     fplan, fw_rejected, fw_notes, fw_warnings = result
@@ -313,6 +313,18 @@ def _resolve_fitting(spec: Spec, tables: Tables, contexts: dict[str, Context], n
     raise SpecError([replace(problem, message=problem.message + others) for problem in unfit.values()])
 
 
+def _context(spec: Spec, model: Model, hw: Hardware, fw: Framework, force: bool, lora: Adapter | None,
+             defaults: RecipeDefaults) -> Context:
+    """One framework's context. An algorithm batch (RL's, recipes.yaml algorithm_batch) is held in the search as a
+    given one: a card count it does not tile is passed over and a time budget cannot move it (the plan's recipe
+    still shows it as the default it is). A framework that runs whole nodes (Planning.whole_nodes) counts in nodes."""
+    if spec.global_batch_size is None and algorithm_batch(defaults):
+        spec = replace(spec, global_batch_size=batch_target(defaults, spec)[0])
+    if plugin_of(fw).planning.whole_nodes:  # the counts it chooses: whole nodes (cards.valid_counts)
+        hw = replace(hw, parallel_unit=hw.cards_per_node)
+    return Context(spec, model, hw, fw, force, lora, defaults)
+
+
 def _common_global_batch(spec: Spec, tables: Tables, contexts: dict[str, Context],
                          plans: dict[str, FrameworkPlan], notes: list[str],
                          warnings: list[str]) -> tuple[int, str | None]:
@@ -324,7 +336,7 @@ def _common_global_batch(spec: Spec, tables: Tables, contexts: dict[str, Context
     layouts = [fp.layout for fp in plans.values()]
     if spec.global_batch_size is not None:
         return spec.global_batch_size, None
-    steps = [lay.micro_batch_size * lay.dp for lay in layouts]
+    steps = [lay.batch_step for lay in layouts]
     fixed = [fp for name, fp in plans.items() if no_accumulation(contexts[name], fp.layout.cards)]
     if fixed:  # one card without accumulation: the global batch is that card's micro batch
         return fixed[0].layout.global_batch_size, (f"derived: {fixed[0].name} on one card has no gradient "
@@ -337,7 +349,7 @@ def _common_global_batch(spec: Spec, tables: Tables, contexts: dict[str, Context
                                           f"for another")
     target, _ = batch_target(next(iter(contexts.values())).defaults, spec)
     searched = [lay for lay in layouts if not lay.preset_level]
-    untiled = [fp for fp in plans.values() if target % (fp.layout.micro_batch_size * fp.layout.dp)
+    untiled = [fp for fp in plans.values() if target % fp.layout.batch_step
                or (not fp.layout.preset_level and fp.layout.global_batch_size != target)]
     batch = target
     if untiled:
@@ -622,6 +634,13 @@ def _fewest_cards_for_budget(ctx: Context, tables: Tables, minimum: MinCards, id
     is refused."""
     start = auto_cards(ctx, minimum, ideal, notes)
     counts = list(valid_counts(ctx.hw, start))
+    most = ctx.planning.most_cards(ctx)
+    if most is not None:  # counts past what the batch can use are none (an RL batch is not moved to fill them)
+        counts = [n for n in counts if n <= most[0]]
+        if not counts:
+            raise SpecError.at("time_budget_hours", f"{budget:g} h needs at least {start:,} cards, more than the "
+                                                    f"{most[0]:,} the global batch can use ({most[1]}); allow more "
+                                                    f"time or train on fewer tokens")
     forced = _forced_pins_that_never_fit(ctx, counts)
     target = ctx.spec.global_batch_size or batch_target(ctx.defaults, ctx.spec)[0]
     trials = _BudgetTrials(ctx, tables, counts, tokens, budget, target, forced)

@@ -160,6 +160,12 @@ class Planning(Protocol):
         ...
 
     @property
+    def whole_nodes(self) -> str | None:
+        """Why the plan's own card counts are whole nodes (each count it chooses, not a spec's cards); None: any
+        count the platform allows."""
+        ...
+
+    @property
     def pretrain_weights(self) -> str:
         """How its continued pretraining loads the HuggingFace weights."""
         ...
@@ -226,6 +232,15 @@ class Planning(Protocol):
 
     def space(self, role: RoleKind) -> SearchSpace:
         """The search space of `role`'s layout."""
+        ...
+
+    def most_cards(self, ctx: Context) -> tuple[int, str] | None:
+        """The most cards the job's batch can use, and why (a time budget needing more is refused); None: no limit."""
+        ...
+
+    def sequences_per_sample(self, ctx: Context) -> int:
+        """The sequences one sample of the global batch becomes in the update (RL: the responses to a prompt), so
+        the batch tiles in sequences over micro batch x DP (Parallel.batch_step); 1 elsewhere."""
         ...
 
     def role_problems(self, ctx: Context) -> list[Problem]:

@@ -39,6 +39,7 @@ class DefaultPlanning:
     chat_template_fact: str | None = None
     thinking_template: str = ""
     thinking_note: str | None = None
+    whole_nodes: str | None = None
     pretrain_weights: str = ""
     presets_first = False
     opt_in: str | None = None
@@ -61,6 +62,12 @@ class DefaultPlanning:
 
     def space(self, role: RoleKind) -> SearchSpace:
         return GRID
+
+    def most_cards(self, ctx: Context) -> tuple[int, str] | None:
+        return None
+
+    def sequences_per_sample(self, ctx: Context) -> int:
+        return 1
 
     def role_problems(self, ctx: Context) -> list[Problem]:
         return []

@@ -8,7 +8,8 @@ including what the other roles leave resident. Every term with its source; GiB.
   this phase. Plus one FSDP unit (a decoder layer) gathered in bf16, twice for the next unit's prefetch; the
   activations of one micro batch with gradient checkpointing (every NPU example sets
   enable_gradient_checkpointing=True) at micro batch x seq_len / SP tokens per card (ulysses splits the sequence),
-  from the decoder's measured coefficients (memory.hf_step_bytes); the log-prob logits in fp32. PPO: the critic's
+  from the decoder's measured coefficients (memory.hf_step_bytes); the log-prob logits in fp32; AdamW's step
+  temporaries (a fp32 copy of the shard) where they exceed the activations the backward freed. PPO: the critic's
   parameters and optimizer states stay on the card during the actor's update unless offloaded.
 - actor's log-prob pass (compute_log_prob, fsdp_workers.py l. 998-1040: the old log-probs, with the entropy,
   l. 1021): its fp32 parameters loaded (l. 1004-1005), AdamW's moments where not offloaded, one unit gathered in
@@ -41,6 +42,9 @@ from ...tables import Framework, Hardware, Model
 from .rl import RL
 
 TRAIN_STATE_BYTES = 16.0  # fp32 parameter + fp32 gradient + AdamW exp_avg + exp_avg_sq
+# torch.optim.AdamW's step (foreach, its default on accelerators) allocates sqrt(exp_avg_sq) for the whole shard
+# at once: one fp32 copy of the parameters (torch 2.13 torch/optim/adam.py l. 760-769, _multi_tensor_adam).
+STEP_TEMPORARY_BYTES = 4.0
 
 
 def unit_bytes(model: Model) -> float:
@@ -106,9 +110,13 @@ def train_memory(role: RoleKind, model: Model, fw: Framework, method: str, rl: R
                                         rl.micro_batch_size, fp32_loss=True)
     if role is RoleKind.CRITIC:
         logits = 4.0 * rl.micro_batch_size * rl.seq_len // rl.sp  # a value head: one fp32 number a token
-    other = (("critic states resident (not offloaded)", resident),) if role is RoleKind.ACTOR and \
-        method == "ppo" else (("actor states resident (not offloaded)", resident),) \
+    other: tuple[tuple[str, float], ...] = (("critic states resident (not offloaded)", resident),) \
+        if role is RoleKind.ACTOR and method == "ppo" else (("actor states resident (not offloaded)", resident),) \
         if role is RoleKind.CRITIC else ()
+    # The optimizer step runs after the backward has freed the activations and logits: its temporaries count where
+    # they exceed them.
+    step = STEP_TEMPORARY_BYTES * model.params / cards - activations - logits - unit_bytes(model)
+    other += (("AdamW step temporaries beyond the freed activations", step / GIB),) if step > 0 else ()
     return MemoryBreakdown(weights=4.0 * model.params / cards / GIB + unit_bytes(model) / GIB,
                            gradients=4.0 * model.params / cards / GIB, optimizer=8.0 * model.params / cards / GIB,
                            adapters=0.0, activations=activations / GIB, logits=logits / GIB,

@@ -30,7 +30,7 @@ from ..base import DefaultPlanning
 from ..contract import PathDefault, RoleDef, RoleKind, Structure
 from . import memory
 from .examples import example
-from .rl import DATA_SOURCES, RL, VERL, rl_config
+from .rl import DATA_SOURCES, RL, VERL, bare, rl_config
 from .settings import Setting, VerlSettings
 
 NAME = "verl"
@@ -134,6 +134,16 @@ class VerlPlanning(DefaultPlanning):
     # No core step-count note: verl's count is its own (run_length), and prepare_data.py refuses a data file of
     # another size than the one it was sized for.
     min_cards_stand_in = "verl's own column of min_cards.csv (the seed's VeRL rows)"
+    # Each count the plan chooses is whole nodes, as upstream runs RL (the contract's whole_nodes).
+    whole_nodes = ("every verl 0.7.0 NPU example runs whole nodes (trainer.n_gpus_per_node 8 on A2, 16 on A3: "
+                   "verl_0.7.0/examples.yaml gpus_per_node)")
+    # verl applies the model's own tokenizer chat template to each prompt (verl 0.7.0 verl/utils/dataset/
+    # rl_dataset.py l. 197, 242), so a Qwen3 decoder's template, with its thinking switch, is the one applied.
+    chat_template_fact = "decoder"
+    thinking_template = "verl applies the tokenizer's chat template, Qwen3's for a qwen3 decoder"
+    thinking_note = ("Qwen3's chat template thinks unless told not to; the plan passes train.enable_thinking to it "
+                     "as data.apply_chat_template_kwargs.enable_thinking (verl 0.7.0 verl/trainer/config/data/"
+                     "legacy_data.yaml l. 131, verl/utils/dataset/rl_dataset.py l. 197, 242)")
 
     def roles(self, method: str) -> tuple[RoleDef, ...]:
         base = (RoleDef(RoleKind.ACTOR), RoleDef(RoleKind.ROLLOUT), RoleDef(RoleKind.REFERENCE))
@@ -182,6 +192,19 @@ class VerlPlanning(DefaultPlanning):
     def space(self, role: RoleKind) -> VerlSpace:
         return SPACES[role]
 
+    def most_cards(self, ctx: Context) -> tuple[int, str] | None:
+        # Each data-parallel rank needs a sequence of every mini batch (mini x n // (cards / SP) > 0:
+        # fsdp_workers.py l. 242-246); past that a card holds no data.
+        rl = rl_of(ctx)
+        batch = ctx.spec.global_batch_size or batch_target(ctx.defaults, ctx.spec)[0]
+        mini = fitted_mini(rl, batch, rl.sp, rl.sp, batch)[0]
+        return mini * rl.n * rl.sp, (f"a mini batch of {mini} prompts x n {rl.n} = {mini * rl.n} sequences, one a "
+                                     f"data-parallel rank, x SP {rl.sp} ({FSDP_WORKERS} l. 242-246)")
+
+    def sequences_per_sample(self, ctx: Context) -> int:
+        # data.train_batch_size x rollout.n sequences split over the ranks (verl/utils/config.py l. 109-113)
+        return rl_of(ctx).n
+
     def memory(self, ctx: Context, shape: Parallel) -> MemoryBreakdown | None:
         rl = sized(rl_of(ctx), ctx.model, ctx.hw, ctx.fw, ctx.spec.method, shape.cards, shape.global_batch_size,
                    shape.offload)
@@ -206,12 +229,13 @@ class VerlPlanning(DefaultPlanning):
 
     def layout_notes(self, ctx: Context, layout: Layout) -> list[str]:
         rl = rl_of(ctx)
-        return [rl.nearest] if rl.nearest else []
+        own = bare(rl.example.model) == bare(ctx.model.hf_id)  # upstream's job: the model (or its base)
+        return ([rl.nearest] if rl.nearest else []) + (fewer_than_upstream(rl, ctx.hw, layout) if own else [])
 
     def path_defaults(self, output_dir: str, model, layout: Layout) -> dict[str, PathDefault]:
         # The prepared parquet files verl reads (data.train_files / val_files): the data-preparation step writes
-        # them here from paths.dataset.
-        return {"rl_data": PathDefault(f"{output_dir}/verl/data")}
+        # them here from paths.dataset: a real folder where the spec gives paths.output_dir, a placeholder otherwise.
+        return {"rl_data": PathDefault(f"{output_dir}/verl/data", derived_from="output_dir")}
 
     def settings(self, plan: Plan, fp: FrameworkPlan) -> VerlSettings:
         return settings(plan, fp)
@@ -237,6 +261,20 @@ def per_data_token(ctx: Context, figure: float, label: str, origin: str, is_esti
                       f"global batch x n ({rl.n}){generated} x prompt + response ({rl.seq_len}) tokens, so per data "
                       f"token (of {per_sample:g} a sample) the figure x {per_sample:g} / {rl.n * ratio * rl.seq_len}",
                       is_estimate)
+
+
+def fewer_than_upstream(rl: RL, hw: Hardware, layout: Layout) -> list[str]:
+    """Why the plan runs the model's own upstream example's job (its nodes of this platform's size) on fewer cards:
+    the memory model's fewest that hold every phase at the job's lengths and batch (none where it runs as many)."""
+    nodes, per_node = rl.example.values.get("nnodes"), rl.example.values.get("gpus_per_node")  # (value, line)
+    if nodes is None or per_node is None or per_node[0] != hw.cards_per_node or \
+            layout.cards >= nodes[0] * per_node[0]:
+        return []
+    upstream = nodes[0] * per_node[0]
+    return [f"upstream {rl.script} ({VERL}) runs this job on {upstream} cards ({nodes[0]} node(s) x {per_node[0]}: "
+            f"l. {nodes[1]}, {per_node[1]}); the plan takes {layout.cards}, the fewest whole nodes where every phase "
+            f"fits by the memory model at seq_len {rl.seq_len} and the global batch {layout.global_batch_size}; set "
+            f"cards: {upstream} to run as upstream"]
 
 
 PLANNING: contract.Planning = VerlPlanning()  # typed here: contract.Plugin loads it by name
@@ -404,6 +442,10 @@ def settings(plan: Plan, fp: FrameworkPlan) -> VerlSettings:
         "upstream examples/grpo_trainer NPU scripts: filter_overlong_prompts=True")
     truncation = "left" if dapo else "error"
     add("data.truncation", truncation, f"upstream {rl.script}: truncation {truncation}")
+    if t.enable_thinking is not None:  # a Qwen3 decoder: its tokenizer's template reads the switch
+        add("+data.apply_chat_template_kwargs.enable_thinking", t.enable_thinking,
+            f"train.enable_thinking ({t.origin['enable_thinking']}); verl passes data.apply_chat_template_kwargs to "
+            f"the tokenizer's apply_chat_template ({VERL} verl/utils/dataset/rl_dataset.py l. 197, 242)")
     if vl:
         add("data.image_key", "images", "upstream examples/grpo_trainer/run_qwen2_5_vl_7b_npu.sh l. 17 (geo3k images)")
     remove_padding = _actor_overrides(add, plan, rl, sp, sp_source, offload, offload_source)
@@ -541,10 +583,13 @@ def _algorithm_overrides(add: Callable[[str, Any, str], None], rl: RL, dapo: boo
         add("reward_model.reward_manager", "dapo", f"{DAPO_YAML} l. 13")
         buffer = ex("overlong_buffer_len")
         if buffer:
-            length = min(int(buffer[0]), rl.response_length // 2)
+            # The example's share of its response (4096 of 20480: the penalty ramps over the last 20%).
+            example_response = int(rl.example.values["response_length"][0])
+            length = int(buffer[0]) * rl.response_length // example_response
             add("reward_model.overlong_buffer.enable", True, buffer[1])
             add("reward_model.overlong_buffer.len", length, buffer[1] if length == buffer[0] else
-                f"derived: the example's {buffer[0]}, at most half the {rl.response_length}-token response")
+                f"derived: the example's share, {buffer[0]} of its {example_response}-token response ({buffer[1]}), "
+                f"of the {rl.response_length}-token response")
             add("reward_model.overlong_buffer.penalty_factor", 1.0,
                 f"upstream {rl.script}: overlong_penalty_factor=1.0")
     # The rest of what the followed script sets, where it sets it: DAPO's group filter (a metric it must have:
@@ -748,10 +793,18 @@ def node_ifname(plan: Plan, nodes: int) -> str | None:
 
 
 def _sp(rl: RL, model, cards: int) -> tuple[int, str]:
-    """The example's ulysses SP where it divides the heads (verl 0.7.0 verl/utils/ulysses.py l. 328-332) and the
-    cards; else the largest that does."""
-    if model.heads % rl.sp == 0 and cards % rl.sp == 0:
-        return rl.sp, rl.sources["sp"]
-    sp = max(d for d in divisors(math.gcd(model.heads, cards)) if d <= rl.sp)
-    return sp, (f"derived: the example's SP {rl.sp} does not divide {model.name}'s {model.heads} heads and the "
-                f"{cards} cards ({VERL} verl/utils/ulysses.py l. 328-332); the largest that does")
+    """Ulysses SP scaled down with the sequence: the smallest, up to the example's, that divides the heads (verl 0.7.0
+    verl/utils/ulysses.py l. 328-332) and the cards and leaves each card no more of a sequence than the example's SP
+    does of its own (prompt + response / SP); the largest dividing one where none does (a longer sequence than the
+    example's keeps its SP, and the memory model judges it)."""
+    example_seq = int(rl.example.values["prompt_length"][0]) + int(rl.example.values["response_length"][0])
+    share = example_seq / rl.sp  # the tokens of one sequence a card holds in the example
+    options = [d for d in divisors(math.gcd(model.heads, cards)) if d <= rl.sp]
+    fitting = [d for d in options if rl.seq_len / d <= share]
+    sp = min(fitting) if fitting else max(options)
+    if sp == rl.sp:
+        return sp, rl.sources["sp"]
+    return sp, (f"derived: the example's SP {rl.sp} at {example_seq} tokens ({rl.sources['sp']}) leaves "
+                f"{share:g} tokens of a sequence a card; at {rl.seq_len}, the smallest that does so and divides "
+                f"{model.name}'s {model.heads} heads and the {cards} cards ({VERL} verl/utils/ulysses.py l. 328-332)"
+                + ("" if fitting else f", else the largest, {sp}"))

@@ -41,7 +41,7 @@ class RL:
     """The RL values of one job, each with its source (`sources`, by field name)."""
 
     script: str  # the upstream example followed
-    nearest: str | None  # where the example is another model's: why (the plan says so)
+    nearest: str | None  # where the example trains another model (or its base): why (the plan says so)
     prompt_length: int
     response_length: int
     n: int
@@ -80,22 +80,33 @@ class RL:
 
 def rl_config(given: dict, method: str, seq_len: int, model: Model, fw: Framework) -> RL:
     """The job's RL values: `given`, the spec's `rl:` keys, for `method` at `seq_len`."""
+    if method == "ppo" and model.vision_params_b > 0:
+        raise SpecError.at("method", f"verl 0.7.0 cannot start ppo on {model.name}: PPO's critic needs a value "
+                                     f"head, which transformers has none of for a vision-language model, so verl "
+                                     f"builds it only through trl's AutoModelForCausalLMWithValueHead ({VERL} "
+                                     f"verl/utils/model.py l. 621-655), and the Ascend install has no trl; no "
+                                     f"upstream script runs PPO on a VL model. Use grpo or dapo (upstream "
+                                     f"examples/grpo_trainer/run_qwen2_5_vl_7b_npu.sh, recipe/dapo's VL scripts)")
     info = fw.models.get(model.name) or {}
     script = info.get(method)
     if not script:
         raise SpecError.at("method", f"verl plans {method} for {model.name} from no upstream example "
                                      f"(frameworks.yaml verl)")
     ex = example(script)
-    nearest = None if _bare(ex.model) == _bare(model.hf_id) else \
-        (f"verl 0.7.0 has no {method} NPU example for {model.name}; the plan follows the same method's example "
-         f"for the nearest model, {ex.model} ({script})")
+    nearest = None if ex.model.lower() == model.hf_id.lower() else \
+        (f"verl 0.7.0's {method} NPU example for {model.name} trains {ex.model} ({script}); the plan trains "
+         f"{model.hf_id} with its values: the nearest model upstream runs {method} on")
+    if bare(ex.model) != bare(model.hf_id):
+        nearest = (f"verl 0.7.0 has no {method} NPU example for {model.name}; the plan follows the same method's "
+                   f"example for the nearest model, {ex.model} ({script})")
     sources: dict[str, str] = {}
+    engine = _vision_engine(model, info, ex)
 
     def pick(field: str, given_key: str | None = None, example_key: str | None = None):
         if given_key and given_key in given:
             sources[field] = f"spec rl.{given_key}"
             return given[given_key]
-        found = ex.get(example_key or field)
+        found = (engine if field in VISION_ENGINE_KEYS else ex).get(example_key or field)
         if found is not None:
             sources[field] = found[1]
             return found[0]
@@ -129,6 +140,20 @@ def rl_config(given: dict, method: str, seq_len: int, model: Model, fw: Framewor
     return rl
 
 
+# The vLLM engine settings a vision-language model's rollout takes from its own upstream example, whichever script
+# the method follows (both VL NPU examples set eager mode and no chunked prefill, the text ones the opposite).
+VISION_ENGINE_KEYS = ("enforce_eager", "chunked_prefill")
+
+
+def _vision_engine(model: Model, info: dict, ex: Example) -> Example:
+    """The example a VL model's rollout engine settings come from: its own GRPO example where the method's script
+    trains a text model; else the followed script."""
+    own = info.get("grpo")
+    if model.vision_params_b <= 0 or not own or bare(ex.model) == bare(model.hf_id):
+        return ex
+    return example(own)
+
+
 def _scaled(ex: Example, key: str, example_seq: int, seq: int, fallback: int = 1) -> tuple[int, str]:
     """A per-GPU micro batch (sequences) at `seq`: the example's, holding as many tokens as the example's micro
     batch of `example_seq`-token sequences (at least one sequence); `fallback` where the example sets none (with
@@ -143,7 +168,7 @@ def _scaled(ex: Example, key: str, example_seq: int, seq: int, fallback: int = 1
                    f"tokens at {seq}")
 
 
-def _bare(hf_id: str) -> str:
+def bare(hf_id: str) -> str:
     """A HuggingFace id without its owner and its -Instruct / -Base variant: the model an example trains."""
     name = hf_id.split("/")[-1].lower()
     for suffix in ("-instruct", "-base"):

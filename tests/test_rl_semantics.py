@@ -1,0 +1,211 @@
+"""Issue 36: RL that trains what upstream trains. verl's files carry the RL family's semantics: the thinking switch
+of Qwen3's chat template, the example's batches whatever the data's size, tiling in sequences, and one step time
+for the run estimate and the checkpoint interval."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import replace
+
+import pytest
+
+from generator.errors import SpecError
+from generator.frameworks.contract import RoleKind
+from generator.frameworks.verl.examples import examples
+from generator.frameworks.verl.memory import STEP_TEMPORARY_BYTES, train_memory
+from generator.frameworks.verl.rl import bare, rl_config
+from generator.memory import GIB
+from generator.resolve import resolve
+from generator.spec import parse_spec
+from generator.tables import load_tables
+
+THINKING = "+data.apply_chat_template_kwargs.enable_thinking"
+TABLES = load_tables()
+# Item 6: every upstream verl NPU example for a model with a verl row of its own (its layout and lengths).
+UPSTREAM = sorted((script, model, method) for script, ex in examples().items()
+                  for model, row in TABLES.frameworks["verl"].models.items() for method in ("grpo", "dapo", "ppo")
+                  if row.get(method) == script and bare(TABLES.model(model).hf_id) == bare(ex.model))
+
+
+def _plan(model="qwen3-8b", method="grpo", hardware="snt9b", seq_len=4096, **extra):
+    spec = {"job": "rl", "model": model, "method": method, "seq_len": seq_len, "hardware": hardware,
+            "frameworks": ["verl"], "data": {"samples": 60000, "tokens_per_sample": 1024}, **extra}
+    return resolve(parse_spec(json.dumps(spec).encode()), load_tables())
+
+
+def _overrides(plan) -> dict:
+    return {item.key: item.value for item in plan.frameworks["verl"].settings.overrides}
+
+
+@pytest.mark.parametrize("thinking", [True, False])
+def test_qwen3_thinking_reaches_verls_chat_template_kwargs(thinking):
+    # Item 4: train.enable_thinking was refused ("no planned framework applies the chat template"), though verl
+    # applies the tokenizer's template with data.apply_chat_template_kwargs.
+    plan = _plan(train={"enable_thinking": thinking})
+    assert _overrides(plan)[THINKING] is thinking
+    assert plan.train.origin["enable_thinking"] == "given"
+
+
+def test_qwen3_thinks_by_default_and_the_plan_says_so():
+    plan = _plan()
+    assert _overrides(plan)[THINKING] is True
+    assert plan.train.origin["enable_thinking"].startswith("default: ")
+    assert any("data.apply_chat_template_kwargs.enable_thinking" in note for note in plan.notes)
+
+
+def test_a_template_without_the_switch_gets_no_key_and_a_given_one_is_refused():
+    assert THINKING not in _overrides(_plan("qwen2.5-32b", seq_len=2048, hardware="snt9b23"))
+    with pytest.raises(SpecError) as caught:
+        _plan("qwen2.5-32b", seq_len=2048, hardware="snt9b23", train={"enable_thinking": False})
+    assert str(caught.value).startswith("train.enable_thinking")
+
+
+def test_a_small_data_set_keeps_the_examples_batch_and_mini_batch():
+    # Item 1: the "at least 100 optimizer steps" default shrank Qwen3-32B GRPO's batch 1024 -> 64 and its mini batch
+    # 64 -> 4 on 17,000 prompts; RL's batch is an algorithm setting.
+    plan = _plan("qwen3-32b", data={"samples": 17000, "tokens_per_sample": 512})
+    o = _overrides(plan)
+    assert o["data.train_batch_size"] == plan.train.global_batch_size == 1024
+    assert o["actor_rollout_ref.actor.ppo_mini_batch_size"] == 64
+    assert not any("optimizer steps at a global batch" in warning for warning in plan.warnings)
+
+
+def test_the_batch_tiles_in_sequences_and_never_moves():
+    # Item 1: verl's rule is train_batch_size x n divisible by the ranks (verl/utils/config.py l. 109-113). DAPO
+    # Qwen3-14B's 16 prompts x 16 responses on 16 dies tile; before, the batch moved (16 -> 20 on 10 dies).
+    plan = _plan("qwen3-14b", "dapo", "snt9b23", 22528, data={"samples": 17000, "tokens_per_sample": 512})
+    fp = plan.frameworks["verl"]
+    o = _overrides(plan)
+    assert o["data.train_batch_size"] == 16 and o["data.gen_batch_size"] == 32
+    assert o["actor_rollout_ref.rollout.n"] == 16
+    assert fp.layout.cards == 16 and "moved" not in plan.train.origin["global_batch_size"]
+    # On two nodes the 16 prompts do not divide the 32 ranks, their 256 sequences do.
+    two = _plan("qwen3-14b", "dapo", "snt9b23", 22528, cards=32, data={"samples": 17000, "tokens_per_sample": 512})
+    assert _overrides(two)["data.train_batch_size"] == 16
+    assert two.frameworks["verl"].layout.grad_accum == 16 * 16 // 32
+
+
+def test_one_step_time_for_the_checkpoint_interval_and_the_run_estimate():
+    # Item 3: the interval's step time counted seq_len tokens a prompt where the rate counts data tokens (32x too
+    # long at 16384 / 512): one step time, the run's hours over its steps.
+    plan = _plan("qwen2.5-32b", "dapo", "snt9b23", 16384, data={"samples": 17000, "tokens_per_sample": 512})
+    est = plan.frameworks["verl"].estimate
+    assert est.time_hours is not None
+    step = est.time_hours * 3600 / (17000 / plan.train.global_batch_size)
+    assert f"the estimated {step:.1f} s per step" in plan.train.origin["save_every_steps"]
+
+
+@pytest.mark.parametrize("hardware", ["h800", "a800"])
+def test_rl_chooses_whole_nodes_and_a_spec_count_keeps_the_platforms_rules(hardware):
+    # Item 6: fewest-card plans fell below what upstream runs (3 H800s); every upstream example runs whole nodes.
+    plan = _plan(hardware=hardware)
+    assert plan.frameworks["verl"].layout.cards == 8
+    assert _plan(hardware=hardware, cards=16).frameworks["verl"].layout.cards == 16
+    with pytest.raises(SpecError) as caught:
+        _plan(hardware="snt9b23", cards=3)
+    assert "dies in pairs" in str(caught.value)
+
+
+def test_a_budget_chooses_cards_never_the_batch_and_one_it_cannot_meet_is_refused():
+    # Item 2: a 48 h budget moved Qwen2.5-32B DAPO's batch 128 -> 736 (gen 2208) to fill 46 nodes. The batch stays
+    # the example's; a budget that needs more cards than the batch feeds is refused at its key.
+    data = {"samples": 17000, "tokens_per_sample": 512}
+    plan = _plan("qwen2.5-32b", "dapo", "snt9b23", 16384, data=data, time_budget_hours=48)
+    o = _overrides(plan)
+    assert o["data.train_batch_size"] == 128 and o["data.gen_batch_size"] == 384
+    assert plan.frameworks["verl"].estimate.time_hours <= 48
+    # Qwen3-8B GRPO: a mini batch of 64 prompts x n 5 (SP 1) feeds 320 dies at most.
+    with pytest.raises(SpecError) as caught:
+        _plan("qwen3-8b", "grpo", "snt9b23", 16384, data=data, time_budget_hours=1)
+    assert str(caught.value).startswith("time_budget_hours: 1 h needs at least")
+    assert "more than the 320 the global batch can use" in str(caught.value)
+
+
+def test_the_update_phase_counts_adamws_step_temporaries():
+    # Item 6: the update phase left out torch AdamW's foreach sqrt(exp_avg_sq), one fp32 copy of the shard, which
+    # outlives the freed activations where a micro batch is small.
+    model, fw = TABLES.model("qwen3-8b"), TABLES.frameworks["verl"]
+    rl = replace(rl_config({"prompt_length": 128}, "grpo", 256, model, fw), micro_batch_size=1)
+    phase = train_memory(RoleKind.ACTOR, model, fw, "grpo", rl, 8, False)
+    extra = dict(phase.extra)["AdamW step temporaries beyond the freed activations"]
+    step, shard = STEP_TEMPORARY_BYTES * model.params / 8 / GIB, 4.0 * model.params / 8 / GIB
+    # the gathered FSDP unit (weights beyond the fp32 shard) is freed before the step too
+    assert extra == pytest.approx(step - phase.activations - phase.logits - (phase.weights - shard))
+    assert phase.total >= 16.0 * model.params / 8 / GIB + step
+
+
+@pytest.mark.parametrize(("script", "model", "method"), UPSTREAM)
+def test_every_upstream_npu_example_fits_and_the_plan_takes_as_many_cards_or_says_why(script, model, method):
+    values = {key: value for key, (value, _) in examples()[script].values.items()}
+    per_node, cards = values["gpus_per_node"], values["nnodes"] * values["gpus_per_node"]
+    hardware = next(hw.name for hw in TABLES.hardware.values() if hw.accelerator == "npu"
+                    and hw.cards_per_node == per_node)
+    seq_len = -(-(values["prompt_length"] + values["response_length"]) // 256) * 256  # a multiple of 256
+    pinned = _plan(model, method, hardware, seq_len, cards=cards, rl={"prompt_length": values["prompt_length"]},
+                   layout={"verl": {"rollout": {"tp": values["rollout_tp"]}}})
+    roles = pinned.frameworks["verl"].roles
+    assert all(role.layout.fits for role in roles.values()), {k: r.layout.memory.total for k, r in roles.items()}
+    own = _plan(model, method, hardware, seq_len, rl={"prompt_length": values["prompt_length"]})
+    chosen = own.frameworks["verl"].layout.cards
+    assert chosen >= cards or any(f"upstream {script} (verl 0.7.0) runs this job on {cards} cards" in note
+                                  and f"the plan takes {chosen}" in note for note in own.notes)
+
+
+@pytest.mark.parametrize("model", ["qwen2.5_vl-7b", "qwen2.5_vl-32b"])
+def test_ppo_on_a_vision_language_model_is_refused_with_the_reason(model):
+    # Item 5: verl builds that critic only through trl, which the Ascend install lacks; validate passed it.
+    with pytest.raises(SpecError) as caught:
+        _plan(model, "ppo", "snt9b23", 3072)
+    text = str(caught.value)
+    assert text.startswith("method: verl 0.7.0 cannot start ppo") and "AutoModelForCausalLMWithValueHead" in text
+    assert "Use grpo or dapo" in text
+
+
+@pytest.mark.parametrize(("seq_len", "response", "buffer"), [(22528, 20480, 4096), (16384, 14336, 2867),
+                                                             (4096, 2048, 409)])
+def test_dapos_overlong_buffer_is_the_examples_share_of_the_response(seq_len, response, buffer):
+    # Item 7: the buffer started at half the response; upstream's is 20% (4096 of 20480, run_dapo_*_npu.sh l. 18).
+    o = _overrides(_plan("qwen3-14b", "dapo", "snt9b23", seq_len, rl={"prompt_length": 2048}))
+    assert o["data.max_response_length"] == response
+    assert o["reward_model.overlong_buffer.len"] == buffer
+
+
+@pytest.mark.parametrize("model", ["qwen2.5_vl-7b", "qwen2.5_vl-32b"])
+def test_a_vl_rollout_takes_its_own_examples_engine_settings(model):
+    # Item 7: VL DAPO jobs followed the text recipe's enforce_eager False and chunked prefill, where both VL NPU
+    # examples set eager mode and no chunked prefill (run_qwen2_5_vl_*_npu.sh l. 36-37).
+    plan = _plan(model, "dapo", "snt9b23", 3072)
+    o = _overrides(plan)
+    assert o["actor_rollout_ref.rollout.enforce_eager"] is True
+    assert o["actor_rollout_ref.rollout.enable_chunked_prefill"] is False
+    source = next(item.source for item in plan.frameworks["verl"].settings.overrides
+                  if item.key == "actor_rollout_ref.rollout.enforce_eager")
+    assert "run_qwen2_5_vl_" in source and "l. 37" in source
+
+
+@pytest.mark.parametrize(("seq_len", "sp"), [(4096, 2), (8192, 4), (22528, 8)])
+def test_ulysses_sp_scales_with_the_sequence(seq_len, sp):
+    # Item 8: Qwen3-32B DAPO at 4096 got the recipe's SP 8, which upstream uses at 22,528 tokens (2,816 a card).
+    o = _overrides(_plan("qwen3-32b", "dapo", "snt9b", seq_len, rl={"prompt_length": 2048}))
+    assert o.get("actor_rollout_ref.actor.ulysses_sequence_parallel_size", 1) == sp
+    assert seq_len / sp <= 22528 / 8
+
+
+def test_a_script_that_trains_the_base_model_is_named_as_the_nearest():
+    # Item 7: DAPO's Qwen3 scripts train the Base models, which gen-launch does not plan; the plan cited them
+    # without saying so.
+    plan = _plan("qwen3-8b", "dapo", seq_len=22528, rl={"prompt_length": 2048})
+    assert any("trains Qwen/Qwen3-8B-Base (recipe/dapo/run_dapo_qwen3_8b_base_npu.sh)" in note
+               and "the plan trains Qwen/Qwen3-8B" in note for note in plan.notes)
+    assert not any("trains Qwen/Qwen3-8B-Base" in note for note in _plan().notes)  # GRPO's trains Qwen3-8B itself
+
+
+def test_rl_data_under_a_given_output_dir_is_no_placeholder_and_thinking_cites_verls_default():
+    # Item 9: every verl plan called rl_data a placeholder though it derives from paths.output_dir.
+    plan = _plan(paths={"output_dir": "/shared/rl", "model_dir": "/m", "dataset": "/d.json"})
+    assert plan.paths["rl_data"].value == "/shared/rl/verl/data" and not plan.paths["rl_data"].placeholder
+    assert _plan().paths["rl_data"].placeholder  # without output_dir it is one
+    # Item 4: the default's source is verl's own (no kwargs: the template's thinking).
+    source = next(item.source for item in plan.frameworks["verl"].settings.overrides if item.key == THINKING)
+    assert source.startswith("train.enable_thinking (default: Qwen3's chat template thinks") and \
+        "legacy_data.yaml l. 131" in source
