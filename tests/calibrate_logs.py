@@ -93,3 +93,26 @@ def trainer_start(per_device: int, total_batch: int, accumulation: int, steps: i
 def trainer_save(output_dir: str, step: int) -> str:
     """transformers 5.6.0 trainer.py l. 3815."""
     return f"[INFO|trainer.py:3815] >> Saving model checkpoint to {output_dir}/checkpoint-{step}"
+
+
+def mindspeed_rl_iteration(iteration: int, steps: int, metrics: dict) -> str:
+    """MindSpeed-RL v2.3.0 mindspeed_rl/utils/loggers.py l. 24 (the logging prefix) and l. 30-45 (handle_msg)."""
+    fmt_msg = "[2026-11-28 08:00:00] "
+    fmt_msg += f"iteration: {iteration} / {steps} | "
+    for key in metrics:
+        if "lr" in key:
+            fmt_msg += f"{key} : {'{:e}'.format(metrics[key])} | "
+        else:
+            fmt_msg += f"{key} : {format(metrics[key], '.4f')} | "
+    return f"2026-11-28 08:00:00,000 - INFO - {fmt_msg[:-2]}"
+
+
+def mindspeed_rl_step(iteration: int, steps: int, seconds: float, prompt: float, response: float, gbs: int, n: int,
+                      cards: int) -> str:
+    """An iteration's metrics as the GRPO trainer computes them: timing/all (trainer/grpo_trainer_hybrid.py l. 165,
+    utils/utils.py l. 276) and e2e_tps (grpo_trainer_hybrid.py l. 228-229, utils/utils.py l. 290-303: mean prompt +
+    response length x gbs x n / the actor's NPUs / time), in metrics_sort's order (utils/utils.py l. 233-287)."""
+    return mindspeed_rl_iteration(iteration, steps, {
+        "timing/all": seconds, "timing/update": seconds * 0.3, "timing/rollout": seconds * 0.5, "actor/lr": 1e-6,
+        "actor/pg_loss": 0.01, "prompt_length/mean": prompt, "response_length/mean": response,
+        "e2e_tps": (prompt + response) * gbs * n / cards / seconds, "update_tps": 1.0, "vllm_tps": 2.0})

@@ -238,6 +238,30 @@ def test_verl_round_trip_reads_perf_throughput_in_verls_unit(tmp_path):
     assert refused.exit_code == 2 and "the steady steps log no verl throughput" in refused.output
 
 
+MSRL = {"job": "msrl", "model": "qwen3-8b", "method": "grpo", "seq_len": 4096, "hardware": "snt9b23",
+        "data": {"samples": 17000, "tokens_per_sample": 512}}
+
+
+def test_mindspeed_rl_round_trip_reads_e2e_tps_per_die(tmp_path):
+    seconds, n = 500.0, 8  # n: grpo_qwen3_8b_A3.yaml's n_samples_per_prompt, which the plan keeps
+
+    def rows(fp):
+        gbs, cards = fp["global_batch_size"], fp["cards"]
+        out = [L.mindspeed_rl_step(1, 200, 4 * seconds, 1024.0, 3072.0, gbs, n, cards)]
+        return out + [L.mindspeed_rl_step(i, 200, seconds, 1024.0, 3072.0, gbs, n, cards) for i in range(2, 13)]
+    fp, block, plan = _round_trip(tmp_path, {**MSRL, "cards": 16}, "mindspeed-rl", rows)
+    assert block["step_time_s"] == seconds and block["steps"] == 11 and block.get("peak_memory_gib") is None
+    # e2e_tps per device as logged: a device is a die on A3, the plan's card on snt9b23 (no x2)
+    assert block["tokens_per_card_s"] == pytest.approx(fp["global_batch_size"] * n * 4096 / (seconds * fp["cards"]),
+                                                       rel=1e-3)
+    again = _framework(plan, "mindspeed-rl")
+    assert again["cards"] == fp["cards"]
+    source = again["estimate"]["tps_source"]
+    assert source.startswith(f"measured: {block['tokens_per_card_s']:,.0f} tokens/s per card") \
+        and "as MindSpeed-RL's e2e_tps" in source and f"x 512 / (n {n} x seq_len 4096)" in source
+    assert again["estimate"]["time_hours"] * 3600 == pytest.approx(_steps(plan) * seconds, rel=0.05)
+
+
 @pytest.mark.parametrize("changed, words", [
     ({"tensor_model_parallel_size": 8}, "the run used another layout: tp 8 in the log, the plan has 4"),
     ({"world_size": 32}, "the run used another layout: cards 32 in the log, the plan has 16"),

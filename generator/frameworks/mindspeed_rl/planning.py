@@ -10,6 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from typing import Any
 
+from ...calibration import measured
 from ...context import Context
 from ...errors import Problem, SpecError
 from ...families.rl.rates import published
@@ -117,19 +118,15 @@ class Planning(DefaultPlanning):
                               is_estimate=True)
         if ctx.spec.tokens_per_card_s is not None:  # the spec's measured rate: the core's model takes it
             return None
+        given = measured(ctx, layout)
+        if given is not None:  # the spec's calibration: the log's own e2e_tps (logs.py), converted as a published row
+            return per_data_token(ctx, given.tokens_per_card_s, f"{given.source}; as MindSpeed-RL's e2e_tps", False)
         found = next((row for row in published() if (row.method, row.model, row.hardware)
                       == (ctx.spec.method, ctx.model.name, ctx.hw.name)), None)
         if found is None:
             return Throughput(0.0, f"none published: MindSpeed-RL gives no throughput for {ctx.spec.method} "
                                    f"{ctx.model.name} on {ctx.hw.name}, so the plan gives no time", is_estimate=True)
-        # The figure counts prompt + response tokens of every generated sequence (end-to-end tps); a step makes
-        # global batch x n sequences of up to seq_len tokens, and the core times the spec's data tokens.
-        n = recipe_of(ctx).n
-        tokens, samples = ctx.spec.tokens_per_epoch, ctx.spec.samples_per_epoch
-        per_sample = tokens / samples if tokens and samples else float(ctx.spec.seq_len)
-        return Throughput(found.tokens_per_card_s * per_sample / (n * ctx.spec.seq_len),
-                          f"{found.source}; per data token (of {per_sample:g} a sample) the figure x {per_sample:g} "
-                          f"/ (n {n} x seq_len {ctx.spec.seq_len})", is_estimate=True)
+        return per_data_token(ctx, found.tokens_per_card_s, found.source, True)
 
     def path_defaults(self, output_dir: str, model: Model, layout: Layout) -> dict[str, PathDefault]:
         return {"mindspeed_rl_dir": PathDefault("/path/to/MindSpeed-RL"),
@@ -142,6 +139,18 @@ class Planning(DefaultPlanning):
 
 
 PLANNING: contract.Planning = Planning()  # typed here: contract.Plugin loads it by name
+
+
+def per_data_token(ctx: Context, figure: float, source: str, is_estimate: bool) -> Throughput:
+    """An end-to-end tps (prompt + response tokens of every generated sequence per second per card) as the core's
+    rate per data token: a step makes global batch x n sequences of up to seq_len tokens, and the core times the
+    spec's data tokens."""
+    n = recipe_of(ctx).n
+    tokens, samples = ctx.spec.tokens_per_epoch, ctx.spec.samples_per_epoch
+    per_sample = tokens / samples if tokens and samples else float(ctx.spec.seq_len)
+    return Throughput(figure * per_sample / (n * ctx.spec.seq_len),
+                      f"{source}; per data token (of {per_sample:g} a sample) the figure x {per_sample:g} "
+                      f"/ (n {n} x seq_len {ctx.spec.seq_len})", is_estimate=is_estimate)
 
 
 def lengths(plan: Plan, ex: Example) -> tuple[tuple[int, str], tuple[int, str]]:
