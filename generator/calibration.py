@@ -4,8 +4,8 @@ The measured rate is the rate of the layout it ran: the plan takes it there, and
 step model (measured x step model there / step model at the measured layout), so layouts still rank by the model
 and a time budget sizes its cards from the measurement. A framework whose rate model does not depend on the layout
 (the MFU model) takes the measured rate as it is. The rate is in the unit of the spec's `tokens_per_card_s`
-(training tokens per second per card; RL: verl's own perf/throughput, which its plugin converts as it converts the
-published rows).
+(training tokens per second per card; RL: the framework's own end-to-end figure, verl's perf/throughput or
+MindSpeed-RL's e2e_tps, which its plugin converts as it converts the published rows).
 """
 
 from __future__ import annotations

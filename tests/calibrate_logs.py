@@ -101,7 +101,7 @@ def mindspeed_rl_iteration(iteration: int, steps: int, metrics: dict) -> str:
     fmt_msg += f"iteration: {iteration} / {steps} | "
     for key in metrics:
         if "lr" in key:
-            fmt_msg += f"{key} : {'{:e}'.format(metrics[key])} | "
+            fmt_msg += f"{key} : {metrics[key]:e} | "
         else:
             fmt_msg += f"{key} : {format(metrics[key], '.4f')} | "
     return f"2026-11-28 08:00:00,000 - INFO - {fmt_msg[:-2]}"

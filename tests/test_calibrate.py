@@ -247,8 +247,14 @@ def test_mindspeed_rl_round_trip_reads_e2e_tps_per_die(tmp_path):
 
     def rows(fp):
         gbs, cards = fp["global_batch_size"], fp["cards"]
-        out = [L.mindspeed_rl_step(1, 200, 4 * seconds, 1024.0, 3072.0, gbs, n, cards)]
-        return out + [L.mindspeed_rl_step(i, 200, seconds, 1024.0, 3072.0, gbs, n, cards) for i in range(2, 13)]
+        # grpo_trainer_hybrid.py l. 153 (not an iteration line), then a slow first iteration
+        out = ["sync start grpo training at iteration: 0/200 ...",
+               L.mindspeed_rl_step(1, 200, 4 * seconds, 1024.0, 3072.0, gbs, n, cards)]
+        out += [L.mindspeed_rl_step(i, 200, seconds, 1024.0, 3072.0, gbs, n, cards) for i in range(2, 13)]
+        # hostile: an overflowing step time, an infinite rate, a line with no step time: none is a sample
+        return out + ["iteration: 5 / 200 | timing/all : " + "9" * 400 + " | e2e_tps : 1.0",
+                      "\x1b[2Jiteration: 6 / 200 | timing/all : 1e999 | e2e_tps : 1.0",
+                      "iteration: 7 / 200 | e2e_tps : 1e999"]
     fp, block, plan = _round_trip(tmp_path, {**MSRL, "cards": 16}, "mindspeed-rl", rows)
     assert block["step_time_s"] == seconds and block["steps"] == 11 and block.get("peak_memory_gib") is None
     # e2e_tps per device as logged: a device is a die on A3, the plan's card on snt9b23 (no x2)
