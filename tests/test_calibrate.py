@@ -402,3 +402,17 @@ def test_llamafactory_cpu_run_log_round_trip(tmp_path):
     est = _framework(plan, X.NAME)["estimate"]
     assert est["tps_source"].startswith("measured:") and not est["tps_source"].endswith("estimate")
     assert est["time_hours"] * 3600 == pytest.approx(_steps(plan) * block["step_time_s"], rel=0.05)
+
+
+def test_mindspeed_rl_reads_a_spec_rate_as_its_e2e_tps(tables):
+    """A spec's tokens_per_card_s is the framework's own end-to-end figure for MindSpeed-RL as for verl (the schema
+    says so): converted per data token as the published rows are, not taken as a rate per data token."""
+    from helpers import make_spec
+
+    from generator.resolve import resolve
+
+    spec = make_spec(model="qwen3-8b", method="grpo", seq_len=4096, hardware="snt9b23", cards=16,
+                     frameworks=["mindspeed-rl"], tokens_per_card_s=100,
+                     data={"samples": 1000, "tokens_per_sample": 512})
+    estimate = resolve(spec, tables).frameworks["mindspeed-rl"].estimate
+    assert "as MindSpeed-RL's e2e_tps" in estimate.tps_source and estimate.tokens_per_card_s < 100

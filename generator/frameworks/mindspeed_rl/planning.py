@@ -116,10 +116,8 @@ class Planning(DefaultPlanning):
         if ctx.role_kind is not RoleKind.ACTOR:
             return Throughput(0.0, f"not estimated: {ctx.role_kind.value} runs inside the actor's whole-step figure",
                               is_estimate=True)
-        if ctx.spec.tokens_per_card_s is not None:  # the spec's measured rate: the core's model takes it
-            return None
         given = measured(ctx, layout)
-        if given is not None:  # the spec's calibration: the log's own e2e_tps (logs.py), converted as a published row
+        if given is not None:  # the spec's rate or calibration: its own e2e_tps, converted as a published row
             return per_data_token(ctx, given.tokens_per_card_s, f"{given.source}; as MindSpeed-RL's e2e_tps", False)
         found = next((row for row in published() if (row.method, row.model, row.hardware)
                       == (ctx.spec.method, ctx.model.name, ctx.hw.name)), None)
