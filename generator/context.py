@@ -57,7 +57,7 @@ class Context:
     @cached_property
     def info(self) -> dict:
         """The framework's facts about this model (frameworks.yaml)."""
-        return self.fw.models.get(self.model.name) or {}
+        return self.fw.model_info(self.model.name)
 
     @cached_property
     def activations(self) -> dict | None:

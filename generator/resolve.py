@@ -132,7 +132,7 @@ def resolve(spec: Spec, tables: Tables, force: bool = False) -> Plan:
                 train=recipe, recipes=recipes, version=__version__,
                 data_rows=spec.samples if spec.method != "pretrain" else None, rl=dict(spec.rl),
                 scheduler=scheduler)
-    return _settings(plan, planning)
+    return _settings(plan, planning, contexts)
 
 
 # ----------------------------------------------------------------------------------------------------------------
@@ -269,14 +269,15 @@ def _scheduler(spec: Spec, hw: Hardware, plans: dict[str, FrameworkPlan], paths:
     return scheduler
 
 
-def _settings(plan: Plan, planning: dict[str, Planning]) -> Plan:
+def _settings(plan: Plan, planning: dict[str, Planning], contexts: dict[str, Context]) -> Plan:
     """What each framework decides from the finished plan it renders: its run in its own terms where it counts them
     itself, then the values its files hold of their own (Planning.run_length, Planning.settings)."""
     plans = {name: replace(fp, run=planning[name].run_length(plan.for_framework(name), fp))
              for name, fp in plan.frameworks.items()}
     plan = replace(plan, frameworks=plans)
-    return replace(plan, frameworks={name: replace(fp, settings=planning[name].settings(plan.for_framework(name), fp))
-                                     for name, fp in plans.items()})
+    return replace(plan, frameworks={
+        name: replace(fp, settings=planning[name].settings(contexts[name], plan.for_framework(name), fp))
+        for name, fp in plans.items()})
 
 
 def _resolve_fitting(spec: Spec, tables: Tables, contexts: dict[str, Context], notes: list[str],
@@ -484,7 +485,8 @@ def _recipe(spec: Spec, model: Model, tables: Tables, plans: dict[str, Framework
         return training(spec, model, chosen, batch, spec.samples_per_epoch, step_seconds, thinking,
                         tables.hardware[spec.hardware].accelerator)
 
-    recipes = {name: resolved(planning[name].recipe_defaults(defaults.for_framework(name), model)) for name in plans}
+    recipes = {name: resolved(planning[name].recipe_defaults(defaults.for_framework(name), model,
+                                                             tables.frameworks[name])) for name in plans}
     # What a framework's pinned version cannot express, refused rather than written differently.
     floorless = sorted(name for name, r in recipes.items() if planning[name].linear_decay_source
                        and r.lr_schedule == "linear" and r.min_learning_rate > 0)
@@ -495,12 +497,14 @@ def _recipe(spec: Spec, model: Model, tables: Tables, plans: dict[str, Framework
     problems = [problem for name, own in recipes.items() for problem in planning[name].recipe_refusals(own)]
     if problems:
         raise SpecError(problems)
-    return resolved(planning[next(iter(plans))].recipe_defaults(defaults, model)), recipes
+    first = next(iter(plans))
+    return resolved(planning[first].recipe_defaults(defaults, model, tables.frameworks[first])), recipes
 
 
 def _defaults(tables: Tables, name: str, method: str, model: Model) -> RecipeDefaults:
     """`method`'s training defaults as framework `name` trains `model` with them (its plugin's recipe_defaults)."""
-    return plugin_of(tables.frameworks[name]).planning.recipe_defaults(tables.recipes[method], model)
+    fw = tables.frameworks[name]
+    return plugin_of(fw).planning.recipe_defaults(tables.recipes[method], model, fw)
 
 
 def _frameworks(spec: Spec, tables: Tables, model: Model) -> tuple[list[str], list[str]]:
@@ -805,7 +809,7 @@ def _resolve_framework(ctx: Context, tables: Tables, known: int | None = None):
                                                     warnings, known)
     notes.extend(_card_notes(ctx, minimum, layout))
     est = _estimate(ctx, layout, budget_cards)
-    info = ctx.fw.models.get(ctx.model.name) or {}
+    info = ctx.info
     # The upstream file the method follows: its own column (pretrain, predict), else the fine-tuning one.
     upstream = info.get(ctx.spec.method if ctx.spec.method in info else "finetune")
     # What upstream's file sets that this plan does not follow, and why (frameworks.yaml).

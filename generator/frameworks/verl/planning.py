@@ -23,7 +23,7 @@ from ...parallel import Parallel
 from ...plan import HEADROOM, FrameworkPlan, Layout, Plan, Rejected
 from ...recipe import batch_target
 from ...spaces import divisors
-from ...tables import Framework, Hardware, Model, RecipeDefaults, load_tables
+from ...tables import Framework, Hardware, Model, RecipeDefaults
 from ...throughput import Throughput
 from .. import contract
 from ..base import DefaultPlanning
@@ -137,10 +137,10 @@ class VerlPlanning(DefaultPlanning):
         base = (RoleDef(RoleKind.ACTOR), RoleDef(RoleKind.ROLLOUT), RoleDef(RoleKind.REFERENCE))
         return base + ((RoleDef(RoleKind.CRITIC),) if method == "ppo" else ())
 
-    def recipe_defaults(self, defaults: RecipeDefaults, model: Model) -> RecipeDefaults:
+    def recipe_defaults(self, defaults: RecipeDefaults, model: Model, fw: Framework) -> RecipeDefaults:
         # The global batch of the script the plan follows for the model and method (the mini and gen batches scale
         # with it: fitted_mini, dapo_generation).
-        script = (load_tables().frameworks[NAME].models.get(model.name) or {}).get(defaults.method)
+        script = (fw.models.get(model.name) or {}).get(defaults.method)
         found = example(script).get("train_batch_size") if script else None
         if found is None:
             return defaults
@@ -187,8 +187,8 @@ class VerlPlanning(DefaultPlanning):
         # them here from paths.dataset.
         return {"rl_data": PathDefault(f"{output_dir}/verl/data")}
 
-    def settings(self, plan: Plan, fp: FrameworkPlan) -> VerlSettings:
-        return settings(plan, fp)
+    def settings(self, ctx: Context, plan: Plan, fp: FrameworkPlan) -> VerlSettings:
+        return settings(ctx, plan, fp)
 
 
 def per_data_token(ctx: Context, figure: float, label: str, origin: str, is_estimate: bool) -> Throughput:
@@ -330,10 +330,8 @@ def fitted_mini(rl: RL, batch: int, cards: int, sp: int, trained: int) -> tuple[
                     f"{updates}")
 
 
-def settings(plan: Plan, fp: FrameworkPlan) -> VerlSettings:
-    tables = load_tables()
-    model, hw = tables.model(plan.model), tables.hardware_row(plan.hardware)
-    fw = tables.frameworks[NAME]
+def settings(ctx: Context, plan: Plan, fp: FrameworkPlan) -> VerlSettings:
+    model, hw, fw = ctx.model, ctx.hw, ctx.fw
     rl = rl_config(plan.rl, plan.method, plan.seq_len, model, fw)
     actor, rollout = fp.roles[RoleKind.ACTOR.value].layout, fp.roles[RoleKind.ROLLOUT.value].layout
     cards = actor.cards
