@@ -8,7 +8,7 @@ from functools import cached_property
 from .api.contract import MemoryInputs, Planning, RoleKind, SearchSpace
 from .frameworks import plugin_of
 from .spec import Pins, Spec
-from .tables import Framework, Hardware, Model, RecipeDefaults
+from .tables import Framework, Hardware, Model, RecipeDefaults, Tables
 from .training import Adapter
 
 
@@ -28,6 +28,7 @@ class Context:
     # layout take its own smallest batch instead (memory-only searches, and the fallback when nothing tiles it).
     free_batch: bool = False
     role: RoleKind | None = None  # the role being laid out; None: the first role the method runs (its plugin's)
+    tables: Tables | None = None  # every table, for a plugin's question about another row (None: a bare context)
 
     @cached_property
     def planning(self) -> Planning:
@@ -57,7 +58,7 @@ class Context:
     @cached_property
     def info(self) -> dict:
         """The framework's facts about this model (frameworks.yaml)."""
-        return self.fw.models.get(self.model.name) or {}
+        return self.fw.model_info(self.model.name)
 
     @cached_property
     def activations(self) -> dict | None:

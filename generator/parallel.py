@@ -87,10 +87,6 @@ class Parallel:
         return len(set(self.layers_per_stage)) > 1
 
     @property
-    def cp_algo(self) -> str | None:
-        return "megatron_cp_algo" if self.cp > 1 else None
-
-    @property
     def forward_twice(self) -> float:
         """Share of layers whose forward runs again in backward."""
         if self.recompute_share is not None:

@@ -233,6 +233,13 @@ class FrameworkPlan:
         shared = [role.layout.nodes for role in self.roles.values() if role.colocated]
         return max(shared, default=0) + sum(role.layout.nodes for role in self.roles.values() if not role.colocated)
 
+    @property
+    def role_pins(self) -> dict[str, str]:
+        """{role: the spec key of its own pins} for each role laid out on pins of its own (layout.<framework>.<role>,
+        which replace the framework's for that role), for PLAN.md and --candidates."""
+        return {kind: role.layout.pinned_at for kind, role in self.roles.items()
+                if role.layout.pinned_at is not None and role.layout.pinned_at != f"layout.{self.name}"}
+
     def with_primary(self, **changes) -> FrameworkPlan:
         """This plan with its first role changed (its layout, estimate or choice)."""
         kind = self.primary.kind.value

@@ -67,7 +67,7 @@ from .scheduler import (
     with_super_pod_blocks,
 )
 from .spec import Pins, Spec
-from .tables import RL_METHODS, Framework, Hardware, Model, RecipeDefaults, Tables
+from .tables import RL_METHODS, Hardware, Model, RecipeDefaults, Tables
 from .throughput import Throughput, cards_for_budget, hours, seconds_per_step
 from .training import Adapter, Training
 
@@ -101,8 +101,7 @@ def resolve(spec: Spec, tables: Tables, force: bool = False) -> Plan:
     _check_layout_keys(spec, names)
     data = data_shape(spec, model)
     warnings: list[str] = []
-    contexts = {name: _context(spec, model, hw, tables.frameworks[name], force, lora,
-                               _defaults(tables, name, spec.method, model)) for name in names}
+    contexts = {name: _context(spec, model, hw, tables, name, force, lora) for name in names}
     _check_roles(contexts)
     laid = _layouts(spec, tables, contexts, notes, warnings)
     plans, batch = laid.plans, laid.batch
@@ -140,7 +139,7 @@ def resolve(spec: Spec, tables: Tables, force: bool = False) -> Plan:
                 train=recipe, recipes=recipes, version=__version__,
                 data_rows=spec.samples if spec.method != "pretrain" else None, rl=dict(spec.rl),
                 scheduler=scheduler, time_budget_hours=spec.time_budget_hours, extra=_extra(spec, plans))
-    plan = _settings(plan, planning)
+    plan = _settings(plan, planning, contexts)
     return replace(plan, charts=tuple(plan_charts(plan, tables)))
 
 
@@ -278,14 +277,15 @@ def _scheduler(spec: Spec, hw: Hardware, plans: dict[str, FrameworkPlan], paths:
     return scheduler
 
 
-def _settings(plan: Plan, planning: dict[str, Planning]) -> Plan:
+def _settings(plan: Plan, planning: dict[str, Planning], contexts: dict[str, Context]) -> Plan:
     """What each framework decides from the finished plan it renders: its run in its own terms where it counts them
     itself, then the values its files hold of their own (Planning.run_length, Planning.settings)."""
     plans = {name: replace(fp, run=planning[name].run_length(plan.for_framework(name), fp))
              for name, fp in plan.frameworks.items()}
     plan = replace(plan, frameworks=plans)
-    return replace(plan, frameworks={name: replace(fp, settings=planning[name].settings(plan.for_framework(name), fp))
-                                     for name, fp in plans.items()})
+    return replace(plan, frameworks={
+        name: replace(fp, settings=planning[name].settings(contexts[name], plan.for_framework(name), fp))
+        for name, fp in plans.items()})
 
 
 def _resolve_fitting(spec: Spec, tables: Tables, contexts: dict[str, Context], notes: list[str],
@@ -313,16 +313,17 @@ def _resolve_fitting(spec: Spec, tables: Tables, contexts: dict[str, Context], n
     raise SpecError([replace(problem, message=problem.message + others) for problem in unfit.values()])
 
 
-def _context(spec: Spec, model: Model, hw: Hardware, fw: Framework, force: bool, lora: Adapter | None,
-             defaults: RecipeDefaults) -> Context:
+def _context(spec: Spec, model: Model, hw: Hardware, tables: Tables, name: str, force: bool,
+             lora: Adapter | None) -> Context:
     """One framework's context. An algorithm batch (RL's, recipes.yaml algorithm_batch) is held in the search as a
     given one: a card count it does not tile is passed over and a time budget cannot move it (the plan's recipe
     still shows it as the default it is). A framework that runs whole nodes (Planning.whole_nodes) counts in nodes."""
+    fw, defaults = tables.frameworks[name], _defaults(tables, name, spec.method, model)
     if spec.global_batch_size is None and algorithm_batch(defaults):
         spec = replace(spec, global_batch_size=batch_target(defaults, spec)[0])
     if plugin_of(fw).planning.whole_nodes:  # the counts it chooses: whole nodes (cards.valid_counts)
         hw = replace(hw, parallel_unit=hw.cards_per_node)
-    return Context(spec, model, hw, fw, force, lora, defaults)
+    return Context(spec, model, hw, fw, force, lora, defaults, tables=tables)
 
 
 def _common_global_batch(spec: Spec, tables: Tables, contexts: dict[str, Context],
@@ -505,7 +506,8 @@ def _recipe(spec: Spec, model: Model, tables: Tables, plans: dict[str, Framework
         return training(spec, model, chosen, batch, spec.samples_per_epoch, step_seconds, thinking,
                         tables.hardware[spec.hardware].accelerator)
 
-    recipes = {name: resolved(planning[name].recipe_defaults(defaults.for_framework(name), model)) for name in plans}
+    recipes = {name: resolved(planning[name].recipe_defaults(defaults.for_framework(name), model,
+                                                             tables.frameworks[name])) for name in plans}
     # What a framework's pinned version cannot express, refused rather than written differently.
     floorless = sorted(name for name, r in recipes.items() if planning[name].linear_decay_source
                        and r.lr_schedule == "linear" and r.min_learning_rate > 0)
@@ -516,7 +518,8 @@ def _recipe(spec: Spec, model: Model, tables: Tables, plans: dict[str, Framework
     problems = [problem for name, own in recipes.items() for problem in planning[name].recipe_refusals(own)]
     if problems:
         raise SpecError(problems)
-    return resolved(planning[next(iter(plans))].recipe_defaults(defaults, model)), recipes
+    first = next(iter(plans))
+    return resolved(planning[first].recipe_defaults(defaults, model, tables.frameworks[first])), recipes
 
 
 def _extra(spec: Spec, plans: dict[str, FrameworkPlan]) -> dict[str, dict]:
@@ -530,7 +533,8 @@ def _extra(spec: Spec, plans: dict[str, FrameworkPlan]) -> dict[str, dict]:
 
 def _defaults(tables: Tables, name: str, method: str, model: Model) -> RecipeDefaults:
     """`method`'s training defaults as framework `name` trains `model` with them (its plugin's recipe_defaults)."""
-    return plugin_of(tables.frameworks[name]).planning.recipe_defaults(tables.recipes[method], model)
+    fw = tables.frameworks[name]
+    return plugin_of(fw).planning.recipe_defaults(tables.recipes[method], model, fw)
 
 
 def _frameworks(spec: Spec, tables: Tables, model: Model) -> tuple[list[str], list[str]]:
@@ -845,7 +849,7 @@ def _resolve_framework(ctx: Context, tables: Tables, known: int | None = None):
                                                     warnings, known)
     notes.extend(_card_notes(ctx, minimum, layout))
     est = _estimate(ctx, layout, budget_cards)
-    info = ctx.fw.models.get(ctx.model.name) or {}
+    info = ctx.info
     # The upstream file the method follows: its own column (pretrain, predict), else the fine-tuning one.
     upstream = info.get(ctx.spec.method if ctx.spec.method in info else "finetune")
     # What upstream's file sets that this plan does not follow, and why (frameworks.yaml).

@@ -38,7 +38,7 @@ def starter_spec(tables: Tables, env: jinja2.Environment, model_name: str, metho
                                     f"{alternatives(tables, model.name, method, hw.name)}")
     # A method a framework plans in its own terms (reinforcement learning) has a section of its own keys.
     planning = [plugin_of(tables.frameworks[name]).planning for name in offered]
-    sections = [own.starter_section(method, model) for own in planning]
+    sections = [own.starter_section(method, model, tables.frameworks[name]) for name, own in zip(offered, planning)]
     # Where only opt-in frameworks plan the job, a spec without `frameworks:` plans nothing: the starter lists them.
     listed = None if any(own.opt_in is None for own in planning) else planning[0].opt_in
     section = next((found for found in sections if found is not None), None)

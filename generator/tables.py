@@ -322,6 +322,15 @@ class Framework:
         assert isinstance(values, dict), f"{self.name} model_columns.{column} maps no values to facts"
         return values[value]
 
+    def model_info(self, model: str) -> dict:
+        """The framework's facts about `model` (its row; {} without one), with the facts of each closed column's
+        value under `facts` (model_columns values: a research family's data columns), so that a renderer reads
+        them off the plan rather than loading the tables again."""
+        row = self.models.get(model) or {}
+        facts = {name: self.value_facts(name, row[name]) for name, column in self.model_columns.items()
+                 if isinstance(column.values, dict) and row.get(name) in column.values}
+        return {**row, "facts": facts} if facts else row
+
     def refusal(self, model: str) -> str | None:
         """Why the pinned version cannot train `model` (its row's `refuse`), or None."""
         return (self.models.get(model) or {}).get("refuse")

@@ -1,5 +1,5 @@
 """Log lines as each framework writes them, built from upstream's own format strings (cited at each function; the
-parsers under test are generator/frameworks/*/logs.py and megatron_log.py). Used by tests/test_calibrate.py."""
+parsers under test are generator/frameworks/*/logs.py and families/megatron/log.py). Used by tests/test_calibrate.py."""
 
 from __future__ import annotations
 

@@ -15,7 +15,7 @@ from helpers import check_script, make_spec, render_job, table_cells
 from generator.checks.shell import bash_arrays
 from generator.cli import main
 from generator.errors import SpecError
-from generator.frameworks import megatron_flags as flags
+from generator.families.megatron import flags
 from generator.frameworks.mindspeed_mm import checks
 from generator.frameworks.mindspeed_mm.planning import CALIBRATION, FACTOR, upstream_models
 from generator.render import render_files

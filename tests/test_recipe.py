@@ -15,7 +15,7 @@ import yaml
 from helpers import make_spec, mindformers_run_config, render_job
 
 from generator.checks.shell import bash_arrays
-from generator.frameworks import megatron_flags as flags
+from generator.families.megatron import flags
 from generator.recipe import round_interval
 from generator.tables import load_tables
 

@@ -13,7 +13,7 @@ import pytest
 from helpers import check_script, render_job, table_cells
 
 from generator.checks.shell import bash_arrays
-from generator.frameworks import megatron_flags as flags
+from generator.families.megatron import flags
 from generator.frameworks.mindspeed_llm.checks import conversion_problems
 from generator.render import write
 from generator.tables import load_tables
@@ -23,7 +23,7 @@ DATA = Path(__file__).parent / "data"
 
 
 def parse(words: list[str]) -> dict[str, list[str]]:
-    """flag -> value words; the pinned parser must accept them (generator/frameworks/megatron_flags.py)."""
+    """flag -> value words; the pinned parser must accept them (generator/families/megatron/flags.py)."""
     flags.parse("train", words)
     out: dict[str, list[str]] = {}
     for word in words:

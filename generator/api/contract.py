@@ -26,8 +26,9 @@ if TYPE_CHECKING:
 # The core's types the contract passes between the core and a plugin, named here and not imported: the contract
 # imports nothing else from the package, so every module may import it (no import cycle, tests/test_imports.py).
 # A plugin's own signatures name the real types: generator/context.py Context, plan.py Plan, FrameworkPlan, Layout,
-# Rejected and RunLength, spec.py Spec, tables.py Model and RecipeDefaults, training.py Training, errors.py Problem,
-# memory.py MemoryBreakdown, parallel.py Parallel, throughput.py Throughput, checks/job.py Job and Result.
+# Rejected and RunLength, spec.py Spec, tables.py Model, Framework and RecipeDefaults, training.py Training,
+# errors.py Problem, memory.py MemoryBreakdown, parallel.py Parallel, throughput.py Throughput, checks/job.py Job and
+# Result.
 Context = Any
 Plan = Any
 FrameworkPlan = Any
@@ -37,6 +38,7 @@ RunLength = Any
 Spec = Any
 Model = Any
 RecipeDefaults = Any
+Framework = Any
 Training = Any
 Problem = Any
 MemoryBreakdown = Any
@@ -221,9 +223,9 @@ class Planning(Protocol):
         global batch and the framework's files follow."""
         ...
 
-    def recipe_defaults(self, defaults: RecipeDefaults, model: Model) -> RecipeDefaults:
+    def recipe_defaults(self, defaults: RecipeDefaults, model: Model, fw: Framework) -> RecipeDefaults:
         """The method's training defaults for `model` as the framework's upstream recipe for it sets them (the
-        default: recipes.yaml's unchanged)."""
+        default: recipes.yaml's unchanged); `fw` is the framework's row of the tables the resolver loaded."""
         ...
 
     def role_runs(self, ctx: Context, role: RoleKind) -> bool:
@@ -288,16 +290,16 @@ class Planning(Protocol):
         Throughput of 0 says none is published, and the plan then gives no time); None: the core's rate model."""
         ...
 
-    def starter_section(self, method: str, model: Model) -> StarterSection | None:
+    def starter_section(self, method: str, model: Model, fw: Framework) -> StarterSection | None:
         """The section `init` writes for `method` on `model` (its keys with the values the plan would use, each
         with its source), or None: the core's training keys say it all."""
         ...
 
-    def settings(self, plan: Plan, fp: FrameworkPlan) -> Settings | None:
+    def settings(self, ctx: Context, plan: Plan, fp: FrameworkPlan) -> Settings | None:
         """The values its files hold beyond the core's layout and recipe, each with its source, decided from the
-        finished plan (as plan.for_framework(<name>) gives it); None: none. The resolver keeps them on
-        `fp.settings` (plan.json frameworks.<name>.settings); a value the spec asks for that the framework would
-        refuse raises SpecError at the spec's key."""
+        finished plan (as plan.for_framework(<name>) gives it) and the tables' rows on `ctx`; None: none. The
+        resolver keeps them on `fp.settings` (plan.json frameworks.<name>.settings); a value the spec asks for that
+        the framework would refuse raises SpecError at the spec's key."""
         ...
 
 

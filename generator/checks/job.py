@@ -13,7 +13,7 @@ import yaml
 
 from ..errors import UserError
 from ..jobdir import read_regular
-from ..tables import Model, load_tables
+from ..tables import Framework, Model, Tables, load_tables
 
 T = TypeVar("T")
 
@@ -30,18 +30,24 @@ class Result:
 @dataclass
 class Job:
     """One validate run's view of a job folder. `plan`: plan.json as data (None when unreadable); `model`: its
-    model's table row; `options`: validate's plugin-declared options by their dest (None: not given)."""
+    model's table row; `options`: validate's plugin-declared options by their dest (None: not given); `tables`:
+    the tables the run loaded, which a plugin's checks read through `framework` rather than loading them again."""
 
     folder: Path
     plan: dict | None
     model: Model | None
     options: Mapping[str, str | None] = field(default_factory=dict)
+    tables: Tables = field(default_factory=load_tables)
     _once: dict[str, Any] = field(default_factory=dict, repr=False)
 
     @classmethod
     def read(cls, folder: Path, options: Mapping[str, str | None]) -> Job:
-        plan = _plan(text(folder / "plan.json"))
-        return cls(folder, plan, _model(plan), dict(options))
+        plan, tables = _plan(text(folder / "plan.json")), load_tables()
+        return cls(folder, plan, _model(tables, plan), dict(options), tables)
+
+    def framework(self, name: str) -> Framework:
+        """Framework `name`'s row of the tables."""
+        return self.tables.frameworks[name]
 
     def once(self, key: str, compute: Callable[[], T]) -> T:
         """`compute()` the first time `key` is asked in this run, then its value: checks of files against each other
@@ -83,8 +89,8 @@ def _plan(data: str) -> dict | None:
     return plan if isinstance(plan, dict) else None
 
 
-def _model(plan: dict | None) -> Model | None:
+def _model(tables: Tables, plan: dict | None) -> Model | None:
     try:
-        return load_tables().model(plan["model"]) if plan else None
+        return tables.model(plan["model"]) if plan else None
     except (KeyError, TypeError, UserError):
         return None

@@ -13,7 +13,7 @@ from ..parallel import Parallel
 from ..plan import FrameworkPlan, Layout, Plan, RunLength
 from ..spaces import GridSpace
 from ..spec import Spec
-from ..tables import Model, RecipeDefaults
+from ..tables import Framework, Model, RecipeDefaults
 from ..throughput import Throughput
 from ..training import Training
 from .contract import (
@@ -54,7 +54,7 @@ class DefaultPlanning:
     def roles(self, method: str) -> tuple[RoleDef, ...]:
         return (RoleDef(RoleKind.TRAIN),)
 
-    def recipe_defaults(self, defaults: RecipeDefaults, model: Model) -> RecipeDefaults:
+    def recipe_defaults(self, defaults: RecipeDefaults, model: Model, fw: Framework) -> RecipeDefaults:
         return defaults
 
     def role_runs(self, ctx: Context, role: RoleKind) -> bool:
@@ -99,10 +99,10 @@ class DefaultPlanning:
     def rate(self, ctx: Context, layout: Layout | None) -> Throughput | None:
         return None
 
-    def starter_section(self, method: str, model: Model) -> StarterSection | None:
+    def starter_section(self, method: str, model: Model, fw: Framework) -> StarterSection | None:
         return None
 
-    def settings(self, plan: Plan, fp: FrameworkPlan) -> Settings | None:
+    def settings(self, ctx: Context, plan: Plan, fp: FrameworkPlan) -> Settings | None:
         return None
 
 

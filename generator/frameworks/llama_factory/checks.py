@@ -17,7 +17,7 @@ import yaml
 from ...checks import run_isolated
 from ...jobdir import read_regular
 from ...resources import DATA_DIR
-from ...tables import load_tables
+from ...tables import Framework
 
 
 @lru_cache(maxsize=1)
@@ -209,12 +209,10 @@ def columns_problems(dataset_info) -> list[str]:
     return problems
 
 
-def template_problem(template, model: str) -> str | None:
+def template_problem(template, model: str, fw: Framework) -> str | None:
     """train.yaml's chat template: one LLaMA-Factory 0.9.5 registers (data/template.py register_template; else
     "Template ... does not exist" when the data loads) and the model's own (frameworks.yaml llama-factory), since
     another template trains the model on a prompt format it is not served with."""
-    tables = load_tables()
-    fw = tables.frameworks["llama-factory"]
     own = (fw.models.get(model) or {}).get("template")
     if template is None:
         return f"template: none given, so LLaMA-Factory picks one from the tokenizer; {model}'s is {own!r}"
@@ -232,12 +230,12 @@ def lora_modules() -> dict[str, dict]:
     return yaml.safe_load((DATA_DIR / "lora_modules.yaml").read_text(encoding="utf-8"))["decoders"]
 
 
-def lora_target_problems(lora_target, model: str) -> list[str]:
+def lora_target_problems(lora_target, model: str, fw: Framework) -> list[str]:
     """Each lora_target name must be `all` or the last part of a linear module's name in the model's decoder
     (lora_modules.yaml): PEFT adapts only the modules a target names, and one matching none adapts nothing."""
     if lora_target is None:
         return []
-    decoder = (load_tables().frameworks["llama-factory"].models.get(model) or {}).get("decoder")
+    decoder = (fw.models.get(model) or {}).get("decoder")
     row = lora_modules().get(decoder) if isinstance(decoder, str) else None
     if row is None:
         return []

@@ -41,9 +41,9 @@ def _train_yaml(job: Job, path: str) -> Result:
     except ValueError as exc:
         return Result(path, "problem", f"its deepspeed file {ds_name!r} cannot be read: {exc}")
     problems = checks.llamafactory_problems(train, ds, world, batch)
-    template = checks.template_problem(train.get("template"), model.name)
+    template = checks.template_problem(train.get("template"), model.name, job.framework(NAME))
     problems += [template] if template else []
-    problems += checks.lora_target_problems(train.get("lora_target"), model.name)
+    problems += checks.lora_target_problems(train.get("lora_target"), model.name, job.framework(NAME))
     try:
         info = json.loads(text(file.parent / "dataset_info.json"))
     except ValueError:

@@ -42,7 +42,7 @@ class Planning(DefaultPlanning):
     def memory(self, ctx: Context, shape: Parallel) -> MemoryBreakdown | None:
         return predict.memory(ctx, shape) if ctx.role_kind is RoleKind.SERVE else None
 
-    def settings(self, plan: Plan, fp: FrameworkPlan) -> Settings | None:
+    def settings(self, ctx: Context, plan: Plan, fp: FrameworkPlan) -> Settings | None:
         return predict.settings(plan, fp) if plan.method == "predict" else None
 
     def memory_inputs(self, ctx: Context) -> MemoryInputs:

@@ -6,7 +6,6 @@ import jinja2
 
 from ...plan import FrameworkPlan, Plan, RunLength
 from ...render.common import commands_txt, launch_context, section_context
-from ...tables import load_tables
 
 NAME = "mindformers"
 # Mcore data columns (configs/qwen3/*.yaml); the research families' own (input_columns, conversion scripts) are
@@ -21,16 +20,6 @@ CLUSTER_TIME_OUT = 7200
 # process_entity/_api.py l. 272-276); with False it returns once they are spawned, and launch.sh could not tell a
 # finished run from a started one.
 JOIN = "True"
-
-
-def family_facts(family: str) -> dict:
-    """A research family's input columns, alpaca converter and tokenizer files (frameworks.yaml)."""
-    return load_tables().frameworks[NAME].value_facts("family", family)
-
-
-def layout_facts(layout: str) -> dict:
-    """A layout's LoRA target_modules per adapter target (frameworks.yaml)."""
-    return load_tables().frameworks[NAME].value_facts("layout", layout)
 
 
 def run_mode(fp: FrameworkPlan) -> str:
@@ -101,7 +90,7 @@ def data_steps(plan: Plan, fp: FrameworkPlan) -> list[tuple[str, list[tuple[str,
     if fp.info["layout"] != "research":
         return []
     family, converted = fp.info["family"], f"{prefix}-conversation.json"
-    facts = family_facts(family)
+    facts = fp.info["facts"]["family"]  # its input columns, alpaca converter and tokenizer files
     # research/<family>/README.md: alpaca -> conversation JSON, then MindRecord padded to seq_length + 1 tokens
     # (qwen2_5_preprocess.py l. 154, llama3_1_preprocess.py l. 218), so it must be built at this job's seq_len.
     tokenizer = [(flag, f"{model_dir}/{name}") for flag, name in facts["tokenizer"].items()]
@@ -134,7 +123,7 @@ def yaml_context(plan: Plan, fp: FrameworkPlan) -> dict:
         "micro_batch_num": lay.grad_accum if pipelined else 1,
         "gradient_accumulation_steps": 1 if pipelined else lay.grad_accum,
         "learning_rate": plan.train.learning_rate,
-        "input_columns": family_facts(info["family"])["input_columns"] if research else MCORE_COLUMNS,
+        "input_columns": info["facts"]["family"]["input_columns"] if research else MCORE_COLUMNS,
         "create_attention_mask": info.get("attention_mask", False),
         "seq_len": plan.seq_len,
         "max_device_memory": f"{lay.usable_gb:g}GB",
@@ -153,7 +142,7 @@ def yaml_context(plan: Plan, fp: FrameworkPlan) -> dict:
         "untie": not plan.shape.tied,
         "lora": None if plan.train.adapter is None else {
             "rank": plan.train.adapter.rank, "alpha": plan.train.adapter.alpha, "dropout": plan.train.adapter.dropout,
-            "target_modules": layout_facts(info["layout"])["lora_targets"][plan.train.adapter.targets]},
+            "target_modules": info["facts"]["layout"]["lora_targets"][plan.train.adapter.targets]},
         # Pretraining writes the expert shape (upstream's qwen3_moe keys, the checkpoint's values). The router is
         # always the checkpoint's: every job loads the HF weights, and the YAML overrides config.json
         # (models/build_config.py l. 125-136 of the 2.1.0 wheel), so upstream's from-scratch norm_topk_prob False,

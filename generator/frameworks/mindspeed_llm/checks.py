@@ -1,6 +1,6 @@
 """MindSpeed-LLM 2.2.0: a command line is accepted when the pinned parser parses it and no start-up rule fails.
 
-The parser comes from the pinned declarations (generator/frameworks/megatron_flags.py); the rules are rows of
+The parser comes from the pinned declarations (generator/families/megatron/flags.py); the rules are rows of
 generator/data/mindspeed_llm_rules.tsv, each a condition over the parsed arguments with its upstream file and line.
 """
 
@@ -9,8 +9,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from functools import lru_cache
 
+from ...families.megatron import flags
 from ...resources import DATA_DIR
-from .. import megatron_flags as flags
 
 # What a rule's condition may call: plain arithmetic and collection helpers, nothing that touches the machine.
 _SAFE_BUILTINS = {"any": any, "all": all, "int": int, "len": len, "sum": sum, "set": set, "range": range,

@@ -1,7 +1,7 @@
-"""The mindspeed-llm log calibrate reads: the Megatron family's iteration lines (frameworks/megatron_log.py)."""
+"""The mindspeed-llm log calibrate reads: the Megatron family's iteration lines (families/megatron/log.py)."""
 
 from __future__ import annotations
 
-from ..megatron_log import log_format
+from ...families.megatron.log import log_format
 
 __all__ = ["log_format"]

@@ -1,18 +1,18 @@
 """MindSpeed-LLM 2.2.0: launch.sh NODE_RANK [MASTER_ADDR] in upstream's flag-group style (as bash arrays),
 preprocess_data.sh (instruction or pretraining data), convert_ckpt.sh hf2mcore|mcore2hf, commands.txt.
 
-Every flag is built here as a (flag, value) pair from the plan and the model table, then written by megatron_flags.py
-(generator/frameworks/) in the type the pinned parser of that program declares; the templates only lay the words
-out, quoting each with the shell helper.
+Every flag is built here as a (flag, value) pair from the plan and the model table, then written by
+generator/families/megatron/flags.py in the type the pinned parser of that program declares; the templates only lay
+the words out, quoting each with the shell helper.
 """
 
 from __future__ import annotations
 
 import jinja2
 
+from ...families.megatron.flags import Flags, cp_algo, typed
 from ...plan import FrameworkPlan, Plan
 from ...render.common import commands_txt, launch_context, section_context
-from ..megatron_flags import Flags, typed
 
 NAME = "mindspeed-llm"
 VERSION = "MindSpeed-LLM 2.2.0 / MindSpeed 2.2.0_core_r0.12.1 / Megatron core_v0.12.1"
@@ -63,7 +63,7 @@ def gpt_flags(plan: Plan, fp: FrameworkPlan) -> Flags:
     full = lay.recompute == "full"
     flags: Flags = [("--use-mcore-models", True), ("--spec", info.get("spec")), *parallel_flags(plan, fp),
                     ("--context-parallel-size", lay.cp if lay.cp > 1 else None),
-                    ("--context-parallel-algo", lay.cp_algo if lay.cp > 1 else None),
+                    ("--context-parallel-algo", cp_algo(lay.cp)),
                     # Megatron turns sequence parallel off with a warning at TP 1 (arguments.py l. 758-761).
                     ("--sequence-parallel", lay.sequence_parallel),
                     # LoRA keeps Megatron's plain optimizer, as upstream's LoRA scripts do: a relaunch restores the

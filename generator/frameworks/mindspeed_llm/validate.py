@@ -9,9 +9,9 @@ from pathlib import Path, PurePosixPath
 
 from ...checks.job import NO_PLAN, Job, Result, text
 from ...checks.shell import assignment, bash_arrays
+from ...families.megatron.launch import LOADING, launch_line
 from ...jobdir import read_regular
 from ...tables import Model
-from ..megatron_launch import LOADING, launch_line
 from . import checks
 
 NAME = "mindspeed-llm"

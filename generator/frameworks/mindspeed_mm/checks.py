@@ -13,10 +13,10 @@ from pathlib import Path
 
 from ...checks.job import text
 from ...checks.shell import assignment, bash_arrays
+from ...families.megatron import flags
+from ...families.megatron.launch import LOADING, launch_line
 from ...jobdir import read_regular
 from ...tables import Model
-from .. import megatron_flags as flags
-from ..megatron_launch import LOADING, launch_line
 from .planning import has_frozen_stage, sp_breaks
 
 MM = "Ascend/MindSpeed-MM v2.2.0"

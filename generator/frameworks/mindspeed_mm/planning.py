@@ -472,7 +472,7 @@ class Planning(DefaultPlanning):
                          f"but one layer's counted off the device (an estimate: MindSpeed publishes no figure)")
         return notes
 
-    def settings(self, plan: Plan, fp: FrameworkPlan) -> MmSettings:
+    def settings(self, ctx: Context, plan: Plan, fp: FrameworkPlan) -> MmSettings:
         return settings(plan.method, fp.layout, fp.info, plan.output_dir("mindspeed-mm"), plan.train.resume)
 
     def checkpoint_note(self, spec: Spec, model: Model, recipe: Training) -> str | None:

@@ -2,7 +2,7 @@
 arrays), model.json and data.json (--mm-model / --mm-data), convert_ckpt.sh hf_to_mm|mm_to_hf, DATA.md,
 commands.txt; as upstream's examples/qwen2.5vl/ (4c75a551) writes them.
 
-Every flag is a (flag, value) pair built here from the plan and written by generator/frameworks/megatron_flags.py in
+Every flag is a (flag, value) pair built here from the plan and written by generator/families/megatron/flags.py in
 the type pretrain_vlm.py's pinned parser declares; every JSON value goes through json.dumps.
 """
 
@@ -13,9 +13,9 @@ import json
 
 import jinja2
 
+from ...families.megatron.flags import Flags, typed
 from ...plan import FrameworkPlan, Plan
 from ...render.common import commands_txt, launch_context, section_context
-from ..megatron_flags import Flags, typed
 from .planning import (
     CACHE_DIRS,
     DATA,

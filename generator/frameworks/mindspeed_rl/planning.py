@@ -19,7 +19,7 @@ from ...memory import MemoryBreakdown
 from ...parallel import Parallel
 from ...plan import FrameworkPlan, Layout, Plan
 from ...spaces import GridSpace
-from ...tables import Model, RecipeDefaults, load_tables
+from ...tables import Framework, Model, RecipeDefaults
 from ...throughput import Throughput
 from .. import contract
 from ..base import DefaultPlanning
@@ -95,7 +95,7 @@ class Planning(DefaultPlanning):
         return (RoleDef(RoleKind.ACTOR), RoleDef(RoleKind.ROLLOUT),
                 RoleDef(RoleKind.REFERENCE, takes=RoleKind.ACTOR))
 
-    def recipe_defaults(self, defaults: RecipeDefaults, model: Model) -> RecipeDefaults:
+    def recipe_defaults(self, defaults: RecipeDefaults, model: Model, fw: Framework) -> RecipeDefaults:
         ex = example(defaults.method, model.name)
         if ex is None:
             return defaults
@@ -132,8 +132,8 @@ class Planning(DefaultPlanning):
                 "mcore_ckpt_dir": PathDefault(f"{output_dir.rstrip('/')}/mcore_tp{layout.tp}_pp{layout.pp}",
                                               derived_from="output_dir")}
 
-    def settings(self, plan: Plan, fp: FrameworkPlan) -> MsrlSettings:
-        return settings(plan, fp)
+    def settings(self, ctx: Context, plan: Plan, fp: FrameworkPlan) -> MsrlSettings:
+        return settings(ctx, plan, fp)
 
 
 PLANNING: contract.Planning = Planning()  # typed here: contract.Plugin loads it by name
@@ -274,7 +274,7 @@ def path_problems(plan: Plan) -> list[Problem]:
             for key in HYDRA_PATHS if key in plan.paths and "${" in plan.paths[key].value]
 
 
-def settings(plan: Plan, fp: FrameworkPlan) -> MsrlSettings:
+def settings(ctx: Context, plan: Plan, fp: FrameworkPlan) -> MsrlSettings:
     if path_problems(plan):
         raise SpecError(path_problems(plan))
     ex = example_of(plan.method, plan.model)
@@ -315,7 +315,7 @@ def settings(plan: Plan, fp: FrameworkPlan) -> MsrlSettings:
                         dataset=dataset, convert=_with_values(convert, ex.converter_flags), converter=ex.converter,
                         resume=resume, nnodes=fp.layout.nodes, npus_per_node=fp.layout.local_cards,
                         feature_frozen=FROZEN, alternative="verl",
-                        alternative_plans=load_tables().supports("verl", plan.model))
+                        alternative_plans=ctx.tables is not None and ctx.tables.supports("verl", plan.model))
     problems = [Problem(b.spec_key, b.message) for b in rules.broken(shape_of(plan, made, plan.shape))]
     if problems:
         raise SpecError(problems)

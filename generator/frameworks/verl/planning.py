@@ -23,7 +23,7 @@ from ...parallel import Parallel
 from ...plan import HEADROOM, FrameworkPlan, Layout, Plan, Rejected
 from ...recipe import batch_target
 from ...spaces import divisors
-from ...tables import Framework, Hardware, Model, RecipeDefaults, load_tables
+from ...tables import Framework, Hardware, Model, RecipeDefaults
 from ...throughput import Throughput
 from .. import contract
 from ..base import DefaultPlanning
@@ -149,13 +149,13 @@ class VerlPlanning(DefaultPlanning):
         base = (RoleDef(RoleKind.ACTOR), RoleDef(RoleKind.ROLLOUT), RoleDef(RoleKind.REFERENCE))
         return base + ((RoleDef(RoleKind.CRITIC),) if method == "ppo" else ())
 
-    def starter_section(self, method: str, model: Model) -> contract.StarterSection:
+    def starter_section(self, method: str, model: Model, fw: Framework) -> contract.StarterSection:
         """The `rl:` keys at the values of the upstream example the plan follows; the reward written out (it decides
         what the data must hold), the rest commented. seq_len: the example's prompt plus response, raised to the
         multiple of 256 a spec's seq_len is (the response takes the rest)."""
-        values = rl_config({}, method, STARTER_SEQ_LEN, model, load_tables().frameworks[NAME]).example.values
+        values = rl_config({}, method, STARTER_SEQ_LEN, model, fw).example.values
         seq_len = -(-(int(values["prompt_length"][0]) + int(values["response_length"][0])) // 256) * 256
-        rl = rl_config({}, method, seq_len, model, load_tables().frameworks[NAME])
+        rl = rl_config({}, method, seq_len, model, fw)
         # A given rl.kl_coef > 0 turns the KL loss on (rl.py): say so where the example keeps it off.
         kl = "" if rl.use_kl_loss else \
             f"; the example has no KL loss ({rl.sources['use_kl_loss']}): giving kl_coef turns one on"
@@ -173,10 +173,10 @@ class VerlPlanning(DefaultPlanning):
             row("clip_ratio_high", rl.clip_ratio_high, rl.sources["clip_ratio_high"]),
             row("mini_batch_size", rl.mini_batch_size, rl.sources["mini_batch_size"])))
 
-    def recipe_defaults(self, defaults: RecipeDefaults, model: Model) -> RecipeDefaults:
+    def recipe_defaults(self, defaults: RecipeDefaults, model: Model, fw: Framework) -> RecipeDefaults:
         # The global batch of the script the plan follows for the model and method (the mini and gen batches scale
         # with it: fitted_mini, dapo_generation).
-        script = (load_tables().frameworks[NAME].models.get(model.name) or {}).get(defaults.method)
+        script = (fw.models.get(model.name) or {}).get(defaults.method)
         found = example(script).get("train_batch_size") if script else None
         if found is None:
             return defaults
@@ -237,8 +237,8 @@ class VerlPlanning(DefaultPlanning):
         # them here from paths.dataset: a real folder where the spec gives paths.output_dir, a placeholder otherwise.
         return {"rl_data": PathDefault(f"{output_dir}/verl/data", derived_from="output_dir")}
 
-    def settings(self, plan: Plan, fp: FrameworkPlan) -> VerlSettings:
-        return settings(plan, fp)
+    def settings(self, ctx: Context, plan: Plan, fp: FrameworkPlan) -> VerlSettings:
+        return settings(ctx, plan, fp)
 
 
 def per_data_token(ctx: Context, figure: float, label: str, origin: str, is_estimate: bool) -> Throughput:
@@ -394,10 +394,8 @@ def fitted_mini(rl: RL, batch: int, cards: int, sp: int, trained: int) -> tuple[
                     f"{updates}")
 
 
-def settings(plan: Plan, fp: FrameworkPlan) -> VerlSettings:
-    tables = load_tables()
-    model, hw = tables.model(plan.model), tables.hardware_row(plan.hardware)
-    fw = tables.frameworks[NAME]
+def settings(ctx: Context, plan: Plan, fp: FrameworkPlan) -> VerlSettings:
+    model, hw, fw = ctx.model, ctx.hw, ctx.fw
     rl = rl_config(plan.rl, plan.method, plan.seq_len, model, fw)
     actor, rollout = fp.roles[RoleKind.ACTOR.value].layout, fp.roles[RoleKind.ROLLOUT.value].layout
     cards = actor.cards

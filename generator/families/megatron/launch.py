@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import re
 
-from ..checks.shell import bash_arrays
+from ...checks.shell import bash_arrays
 
 # The loading flags: launch.sh picks one array into CKPT_ARGS at run time (a first launch, or a relaunch that
 # finds the job's own checkpoint).

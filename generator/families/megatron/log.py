@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import re
 
-from ..logs import LogFacts, Sample, number, whole
+from ...logs import LogFacts, Sample, number, whole
 
 SOURCE = ("Megatron core_v0.12.1 megatron/training/training.py l. 1533-1581 (training_log), utils.py l. 260-274 "
           "(report_memory), arguments.py l. 975-987 (_print_args)")

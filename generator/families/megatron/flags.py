@@ -18,7 +18,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from functools import cache
 
-from ..resources import DATA_DIR
+from ...resources import DATA_DIR
 
 # The tables, by the program whose parser they describe.
 TABLES = {
@@ -210,3 +210,13 @@ def typed(table: str, flags: Flags) -> list[tuple[str, list[str]]]:
             raise TypeError(f"{name} takes one value, got {values!r}")
         out.append((name, [_word(flag, v) for v in values]))
     return out
+
+
+# Megatron's own ring attention across the context-parallel ranks: MindSpeed's --context-parallel-algo default
+# (generator/data/mindspeed_llm_flags_kinds.tsv l. 66: 'megatron_cp_algo', from ContextParallelFeature).
+RING_CP_ALGO = "megatron_cp_algo"
+
+
+def cp_algo(cp: int) -> str | None:
+    """--context-parallel-algo at context-parallel size `cp`: the ring where CP splits the sequence, else unset."""
+    return RING_CP_ALGO if cp > 1 else None
