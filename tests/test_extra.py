@@ -61,8 +61,74 @@ def test_extra_for_a_framework_not_planned_or_that_takes_none(tmp_path):
     spec, result = render(tmp_path, {"verl": {"trainer.logger": "console"}})
     assert result.exit_code == 2
     assert f"Error: {spec}: extra.verl: verl is not planned for this job" in result.stderr
-    spec, result = render(tmp_path, {"mindspeed-llm": {"log-interval": 5}})
+    spec = tmp_path / "mf.yaml"
+    spec.write_text(yaml.safe_dump({**SPEC, "frameworks": ["mindformers"], "extra": {"mindformers": {"seed": 1}}}),
+                    encoding="utf-8")
+    result = CliRunner().invoke(main, ["render", str(spec), "-o", str(tmp_path / "out")])
     assert result.exit_code == 2
-    assert f"Error: {spec}: extra.mindspeed-llm: mindspeed-llm's files take no extra options in this version" \
+    assert f"Error: {spec}: extra.mindformers: mindformers's files take no extra options in this version" \
         in result.stderr
     assert not (tmp_path / "out" / "x").exists()
+
+
+# MindSpeed-LLM and MindSpeed-MM: training flags in launch.sh's EXTRA_ARGS, checked against the pinned parser's
+# declared flags (generator/data/mindspeed_{llm,mm}_flags_kinds.tsv), the parser validate reads launch.sh with.
+MEGATRON = {
+    "mindspeed-llm": ({"frameworks": ["mindspeed-llm"]}, {"log-throughput": True, "--tensorboard-log-interval": 500},
+                      ["--log-throughput", "--tensorboard-log-interval"], "log-interval", "log-throughput"),
+    "mindspeed-mm": ({"model": "qwen2.5_vl-7b", "method": "full", "frameworks": ["mindspeed-mm"]},
+                     {"log-throughput": True, "tensorboard-log-interval": 5},
+                     ["--log-throughput", "--tensorboard-log-interval"], "save-interval", "log-throughput"),
+}
+
+
+def render_with(tmp_path, framework, options):
+    base, *_ = MEGATRON[framework]
+    spec = tmp_path / "job.yaml"
+    spec.write_text(yaml.safe_dump({**SPEC, **base, "extra": {framework: options}}), encoding="utf-8")
+    return spec, CliRunner().invoke(main, ["render", str(spec), "-o", str(tmp_path / "out")])
+
+
+def test_megatron_extra_flags_reach_launch_sh_and_validate_passes(tmp_path):
+    for framework, (_, options, flags, _, _) in MEGATRON.items():
+        folder = tmp_path / framework
+        folder.mkdir()
+        _, result = render_with(folder, framework, options)
+        assert result.exit_code == 0, result.output
+        job = folder / "out" / "x"
+        launch = (job / framework / "launch.sh").read_text()
+        block = launch.split("EXTRA_ARGS=(\n", 1)[1].split("\n)", 1)[0].split("\n")
+        value = str(next(v for v in options.values() if v is not True))
+        assert sorted(block) == sorted([f"  {flags[0]}", f"  {flags[1]} {value}"]), block
+        assert f"# The spec's extra.{framework}" in launch and '"${EXTRA_ARGS[@]}" \\' in launch
+        assert "source: the spec's extra" in (job / "PLAN.md").read_text()
+        assert json.loads((job / "plan.json").read_text())["extra"] == {framework: options}
+        validated = CliRunner().invoke(main, ["validate", str(job), "--json"])
+        results = {r["path"]: r for r in json.loads(validated.stdout)["results"]}
+        assert results[f"{framework}/launch.sh"]["status"] == "ok", results[f"{framework}/launch.sh"]
+
+
+def test_megatron_a_misspelt_flag_or_a_bad_value_is_refused_at_its_key(tmp_path):
+    for framework, (*_, near, _) in MEGATRON.items():
+        misspelt = near.replace("interval", "intervall")
+        spec, result = render_with(tmp_path, framework, {misspelt: 5, "log-throughput": "yes"})
+        assert result.exit_code == 2 and "Traceback" not in result.output
+        lines = result.stderr.splitlines()
+        assert any(line.startswith(f"Error: {spec}: extra.{framework}.{misspelt}: not a flag of ") and
+                   line.endswith(f"did you mean {near}?") for line in lines), lines
+        assert f"Error: {spec}: extra.{framework}.log-throughput: 'yes': --log-throughput is a switch; give " \
+               f"true or false" in lines, lines
+        assert not (tmp_path / "out" / "x").exists()
+
+
+def test_megatron_a_flag_the_plan_decides_is_refused(tmp_path):
+    for framework in MEGATRON:
+        # --lr is written; --lr-warmup-fraction left out on purpose where the plan gives warmup steps; --load is
+        # the loading arrays'.
+        spec, result = render_with(tmp_path, framework, {"lr": 1.0e-3, "load": "/elsewhere"})
+        assert result.exit_code == 2
+        lines = result.stderr.splitlines()
+        for key in ("lr", "load"):
+            assert f"Error: {spec}: extra.{framework}.{key}: the plan decides it (PLAN.md says from what); give " \
+                   f"it through the spec key that decides it" in lines, lines
+        assert not (tmp_path / "out" / "x").exists()

@@ -12,6 +12,7 @@ import jinja2
 
 from ...plan import FrameworkPlan, Plan
 from ...render.common import commands_txt, launch_context, section_context
+from ..megatron_extra import GROUP, extra_flags
 from ..megatron_flags import Flags, typed
 
 NAME = "mindspeed-llm"
@@ -133,25 +134,39 @@ def groups(plan: Plan, fp: FrameworkPlan) -> list[tuple[str, list[tuple[str, lis
                                   ("--prompt-type", fp.info["prompt_type"]), ("--variable-seq-lengths", not pack)]))
     if plan.method == "lora":
         out.append(("LORA_ARGS", lora_flags(plan) + [("--lora-fusion", True)]))
+    # The spec's extra flags last, refused where the plan decides the flag (written or left out on purpose).
+    decided = [flag for _, flags in out for flag, _ in flags] + \
+        [flag for flags in (_start(plan), _resume(plan)) for flag, _ in flags]
+    extra = extra_flags(plan, NAME, "train", "MindSpeed-LLM 2.2.0 pretrain_gpt.py / posttrain_gpt.py", decided)
+    if extra:
+        out.append((GROUP, extra))
     return [(name, typed("train", flags)) for name, flags in out]
+
+
+def _start(plan: Plan) -> Flags:
+    load, _ = checkpoint_dirs(plan)
+    return [("--load", load), ("--no-load-optim", True), ("--no-load-rng", True),
+            ("--finetune", plan.method != "pretrain"), ("--exit-on-missing-checkpoint", True)]
+
+
+def _resume(plan: Plan) -> Flags:
+    load, save = checkpoint_dirs(plan)
+    if plan.method == "lora":
+        return [("--load", load), ("--lora-load", save), ("--exit-on-missing-checkpoint", True)]
+    return [("--load", save), ("--exit-on-missing-checkpoint", True)]
 
 
 def start_flags(plan: Plan) -> list[tuple[str, list[str]]]:
     """Loading at the first launch: the converted base weights, without their optimizer or RNG state (upstream's
     CKPT_ARGS); fine-tuning starts its iteration count at 0 (--finetune)."""
-    load, _ = checkpoint_dirs(plan)
-    return typed("train", [("--load", load), ("--no-load-optim", True), ("--no-load-rng", True),
-                           ("--finetune", plan.method != "pretrain"), ("--exit-on-missing-checkpoint", True)])
+    return typed("train", _start(plan))
 
 
 def resume_flags(plan: Plan) -> list[tuple[str, list[str]]]:
     """Loading at a relaunch that finds this job's own checkpoint: model, optimizer, RNG and iteration from the
     save folder (Megatron checkpointing.py load_checkpoint without --finetune / --no-load-*). LoRA keeps loading
     the base from the converted weights and the adapters with their optimizer state from --lora-load."""
-    load, save = checkpoint_dirs(plan)
-    if plan.method == "lora":
-        return typed("train", [("--load", load), ("--lora-load", save), ("--exit-on-missing-checkpoint", True)])
-    return typed("train", [("--load", save), ("--exit-on-missing-checkpoint", True)])
+    return typed("train", _resume(plan))
 
 
 def lora_flags(plan: Plan) -> Flags:

@@ -15,6 +15,7 @@ import jinja2
 
 from ...plan import FrameworkPlan, Plan
 from ...render.common import commands_txt, launch_context, section_context
+from ..megatron_extra import GROUP, extra_flags
 from ..megatron_flags import Flags, typed
 from .planning import (
     CACHE_DIRS,
@@ -138,18 +139,32 @@ def groups(plan: Plan, fp: FrameworkPlan) -> list[tuple[str, list[tuple[str, lis
                          ("--save", checkpoint_dirs(plan)[1]), ("--no-save-optim", own.switch(NO_SAVE_OPTIM)),
                          ("--no-save-rng", own.switch(NO_SAVE_RNG)), ("--ckpt-format", "torch"),
                          ("--distributed-backend", "nccl")])]
+    # The spec's extra flags last, refused where the plan decides the flag: the groups, MM_ARGS (the files the
+    # template names) and the loading arrays.
+    decided = [flag for _, flags in out for flag, _ in flags] + ["--mm-data", "--mm-model", "--mm-tool"] + \
+        [flag for flags in (_start(plan), _resume(plan)) for flag, _ in flags]
+    extra = extra_flags(plan, NAME, "mm-train", "MindSpeed-MM v2.2.0 pretrain_vlm.py", decided)
+    if extra:
+        out.append((GROUP, extra))
     return [(name, typed("mm-train", flags)) for name, flags in out]
+
+
+def _start(plan: Plan) -> Flags:
+    return [("--load", checkpoint_dirs(plan)[0]), ("--no-load-optim", True), ("--no-load-rng", True)]
+
+
+def _resume(plan: Plan) -> Flags:
+    return [("--load", checkpoint_dirs(plan)[1])]
 
 
 def start_flags(plan: Plan) -> list[tuple[str, list[str]]]:
     """The first launch loads the converted weights without optimizer or RNG state (upstream's scripts)."""
-    return typed("mm-train", [("--load", checkpoint_dirs(plan)[0]), ("--no-load-optim", True),
-                              ("--no-load-rng", True)])
+    return typed("mm-train", _start(plan))
 
 
 def resume_flags(plan: Plan) -> list[tuple[str, list[str]]]:
     """A relaunch that finds this job's checkpoint loads model, optimizer, RNG and iteration from it."""
-    return typed("mm-train", [("--load", checkpoint_dirs(plan)[1])])
+    return typed("mm-train", _resume(plan))
 
 
 def convert_args(plan: Plan, fp: FrameworkPlan) -> dict[str, list[tuple[str, str]]]:
