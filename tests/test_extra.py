@@ -5,11 +5,15 @@ recorded on PLAN.md and plan.json as the spec's, never replacing what the plan d
 from __future__ import annotations
 
 import json
+import os
+from pathlib import Path
 
+import pytest
 import yaml
 from click.testing import CliRunner
 
 from generator.cli import main
+from generator.frameworks.verl.checks import verl_python
 
 SPEC = {"job": "x", "model": "qwen3-8b", "method": "lora", "seq_len": 4096, "hardware": "snt9b",
         "frameworks": ["llama-factory", "mindspeed-llm"], "data": {"samples": 20000, "tokens_per_sample": 1000}}
@@ -132,3 +136,57 @@ def test_megatron_a_flag_the_plan_decides_is_refused(tmp_path):
             assert f"Error: {spec}: extra.{framework}.{key}: the plan decides it (PLAN.md says from what); give " \
                    f"it through the spec key that decides it" in lines, lines
         assert not (tmp_path / "out" / "x").exists()
+
+
+# verl: Hydra overrides in overrides.txt, checked against the keys of the config the entry composes
+# (generator/data/verl_0.7.0/config_keys.tsv); validate runs verl 0.7.0's own compose and validate_config on them.
+VERL = Path(__file__).resolve().parent.parent / "examples" / "qwen3-8b-grpo-verl-snt9b.yaml"
+needs_verl = pytest.mark.skipif(verl_python() is None and os.environ.get("CI", "").lower() != "true",
+                                reason="verl 0.7.0's interpreter (.venv-verl) is not built here")
+
+
+def render_verl(tmp_path, options):
+    spec = tmp_path / "rl.yaml"
+    spec.write_text(yaml.safe_dump({**yaml.safe_load(VERL.read_text()), "job": "x", "extra": {"verl": options}}),
+                    encoding="utf-8")
+    return spec, CliRunner().invoke(main, ["render", str(spec), "-o", str(tmp_path / "out")])
+
+
+@needs_verl
+def test_verl_overrides_reach_overrides_txt_and_verl_composes_them(tmp_path):
+    options = {"trainer.log_val_generations": 10, "trainer.balance_batch": False,
+               "actor_rollout_ref.rollout.val_kwargs.temperature": 0.6}
+    _, result = render_verl(tmp_path, options)
+    assert result.exit_code == 0, result.output
+    job = tmp_path / "out" / "x"
+    lines = (job / "verl" / "overrides.txt").read_text().splitlines()
+    at = lines.index("# extra.verl: the spec's own overrides (PLAN.md lists them), passed as given")
+    assert sorted(lines[at + 1:]) == ["actor_rollout_ref.rollout.val_kwargs.temperature=0.6",
+                                      "trainer.balance_batch=False", "trainer.log_val_generations=10"]
+    assert "| `trainer.log_val_generations` | `10` | the spec's extra (`extra.verl`, passed as given) |" \
+        in (job / "PLAN.md").read_text()
+    validated = CliRunner().invoke(main, ["validate", str(job), "--json"])
+    results = {r["path"]: r for r in json.loads(validated.stdout)["results"]}
+    assert results["verl/overrides.txt"]["status"] == "ok", results["verl/overrides.txt"]
+
+
+def test_verl_a_misspelt_key_an_unknown_group_or_a_planned_key_is_refused(tmp_path):
+    spec, result = render_verl(tmp_path, {"trainer.log_val_generation": 10, "trainr.logger": ["console"],
+                                          "rollout.n": 8, "trainer.logger": ["console", "wandb"],
+                                          "actor_rollout_ref.actor.optim": 1, "trainer.balance_batch": "no"})
+    assert result.exit_code == 2 and "Traceback" not in result.output
+    lines = result.stderr.splitlines()
+    at = f"Error: {spec}: extra.verl."
+    assert f"{at}trainer.log_val_generation: not a key of verl 0.7.0's ppo_trainer config; did you mean " \
+           f"trainer.log_val_generations?" in lines, lines
+    assert f"{at}trainr.logger: not a key of verl 0.7.0's ppo_trainer config; did you mean trainer.logger?" \
+        in lines, lines
+    assert any(line.startswith(f"{at}rollout.n: not a key of verl 0.7.0's ppo_trainer config; its groups: "
+                               f"actor_rollout_ref, algorithm,") for line in lines), lines
+    assert f"{at}trainer.logger: the plan writes trainer.logger (PLAN.md says from what); give it through the " \
+           f"spec key that decides it" in lines, lines
+    # A group above keys the plan writes (optim.lr, ...) is refused as theirs.
+    assert f"{at}actor_rollout_ref.actor.optim: the plan writes actor_rollout_ref.actor.optim.lr (PLAN.md says " \
+           f"from what); give it through the spec key that decides it" in lines, lines
+    assert f"{at}trainer.balance_batch: 'no' is not of the kind verl's default is (bool)" in lines, lines
+    assert not (tmp_path / "out" / "x").exists()
