@@ -190,3 +190,21 @@ def test_verl_a_misspelt_key_an_unknown_group_or_a_planned_key_is_refused(tmp_pa
            f"from what); give it through the spec key that decides it" in lines, lines
     assert f"{at}trainer.balance_batch: 'no' is not of the kind verl's default is (bool)" in lines, lines
     assert not (tmp_path / "out" / "x").exists()
+
+
+def test_megatron_flags_that_break_a_start_up_rule_are_refused(tmp_path):
+    # Each flag alone is a flag of the parser the plan does not decide; with the plan's words it breaks a rule
+    # validate checks launch.sh with (mindspeed_llm_rules.tsv fp16_bf16_exclusive: the plan trains in --bf16;
+    # MindSpeed-MM's vpp_needs_pp: qwen2.5_vl-3b is planned at PP 1).
+    cases = {"mindspeed-llm": ({"method": "full"}, {"fp16": True}, "rule fp16_bf16_exclusive"),
+             "mindspeed-mm": ({"model": "qwen2.5_vl-3b"}, {"virtual-pipeline-model-parallel-size": 2},
+                              "rule vpp_needs_pp")}
+    for framework, (changed, options, rule) in cases.items():
+        base = {**SPEC, **MEGATRON[framework][0], **changed}
+        spec = tmp_path / "job.yaml"
+        spec.write_text(yaml.safe_dump({**base, "extra": {framework: options}}), encoding="utf-8")
+        result = CliRunner().invoke(main, ["render", str(spec), "-o", str(tmp_path / "out")])
+        assert result.exit_code == 2 and "Traceback" not in result.output
+        assert result.stderr.startswith(f"Error: {spec}: extra.{framework}: with these flags the launch would not "
+                                        f"start as planned: ") and rule in result.stderr, result.stderr
+        assert not (tmp_path / "out" / "x").exists()

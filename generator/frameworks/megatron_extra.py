@@ -2,7 +2,8 @@
 gen-launch does not model, passed as given in launch.sh's EXTRA_ARGS array. A key is a flag of the pinned training
 parser (`log-interval` or `--log-interval`), checked as `validate` checks launch.sh: against the declared flags
 (generator/data/*_flags_kinds.tsv through megatron_flags.py), its value in the flag's type, count and choices. A
-flag whose destination the plan decides (written, or left out on purpose) is refused at its key."""
+flag whose destination the plan decides (written, or left out on purpose) is refused at its key. With them in, the
+first launch's words go through the start-up rules validate runs on launch.sh (refuse_broken)."""
 
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ from ..plan import Plan
 from .megatron_flags import Flag, Flags, ParseError, declarations, parse, typed
 
 GROUP = "EXTRA_ARGS"
+Words = list[tuple[str, list[str]]]  # a typed array: (flag, its value words)
 
 
 def extra_flags(plan: Plan, framework: str, table: str, program: str, decided: Iterable[str]) -> Flags:
@@ -54,3 +56,16 @@ def _problem(flag: Flag | None, key: str, value: object, table: str, program: st
     except (TypeError, ValueError, ParseError) as exc:
         return f"{show(value)} is not taken by {program}'s parser: {exc}"
     return None
+
+
+def words(*arrays: Words) -> list[str]:
+    """The command-line words of typed arrays, in order (as launch.sh passes them)."""
+    return [word for array in arrays for flag, values in array for word in (flag, *values)]
+
+
+def refuse_broken(plan: Plan, framework: str, problems: list[str]) -> None:
+    """The start-up rules validate checks launch.sh with, broken once the spec's flags are in (the plan's own words
+    keep them): refused at extra.<framework>, nothing written."""
+    if plan.extra.get(framework) and problems:
+        raise SpecError.at(f"extra.{framework}", f"with these flags the launch would not start as planned: "
+                                                 f"{'; '.join(problems)}")

@@ -177,10 +177,12 @@ def render_files(plan: Plan) -> dict[str, str]:
 
 def _refuse_untaken_extra(plan: Plan, framework: str, written: dict[str, str]) -> None:
     """The spec's `extra.<framework>` options are refused where the framework's files take none: a framework that
-    takes them writes them under a comment naming `extra.<framework>` (llama-factory's train.yaml)."""
+    takes them writes them under a comment naming `extra.<framework>` (llama-factory's train.yaml, mindspeed-llm's
+    and mindspeed-mm's launch.sh, verl's overrides.txt)."""
     if plan.extra.get(framework) and not any(f"extra.{framework}" in text for text in written.values()):
         raise SpecError.at(f"extra.{framework}", f"{framework}'s files take no extra options in this version "
-                                                 f"(llama-factory's train.yaml does); leave it out")
+                                                 f"(llama-factory, mindspeed-llm, mindspeed-mm and verl take "
+                                                 f"them); leave it out")
 
 
 def files_digest(out: dict[str, str], framework: str) -> str:
