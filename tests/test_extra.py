@@ -127,8 +127,7 @@ def test_megatron_a_misspelt_flag_or_a_bad_value_is_refused_at_its_key(tmp_path)
 
 def test_megatron_a_flag_the_plan_decides_is_refused(tmp_path):
     for framework in MEGATRON:
-        # --lr is written; --lr-warmup-fraction left out on purpose where the plan gives warmup steps; --load is
-        # the loading arrays'.
+        # --lr is written; --load is the loading arrays'.
         spec, result = render_with(tmp_path, framework, {"lr": 1.0e-3, "load": "/elsewhere"})
         assert result.exit_code == 2
         lines = result.stderr.splitlines()
@@ -136,6 +135,16 @@ def test_megatron_a_flag_the_plan_decides_is_refused(tmp_path):
             assert f"Error: {spec}: extra.{framework}.{key}: the plan decides it (PLAN.md says from what); give " \
                    f"it through the spec key that decides it" in lines, lines
         assert not (tmp_path / "out" / "x").exists()
+    # Flags the plan leaves out on purpose are its too: --lr-warmup-fraction where it gives warmup steps; the
+    # LoRA and tuning flags, which the method decides, on a full run (adapters there would change the method).
+    spec = tmp_path / "full.yaml"
+    options = {"lr-warmup-fraction": 0.1, "lora-r": 16, "lora-alpha": 32, "stage": "dpo"}
+    spec.write_text(yaml.safe_dump({**SPEC, "method": "full", "frameworks": ["mindspeed-llm"],
+                                    "extra": {"mindspeed-llm": options}}), encoding="utf-8")
+    result = CliRunner().invoke(main, ["render", str(spec), "-o", str(tmp_path / "out")])
+    assert result.exit_code == 2
+    for key in options:
+        assert f"Error: {spec}: extra.mindspeed-llm.{key}: the plan decides it" in result.stderr, result.stderr
 
 
 # verl: Hydra overrides in overrides.txt, checked against the keys of the config the entry composes

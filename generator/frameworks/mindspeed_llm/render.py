@@ -13,7 +13,7 @@ import jinja2
 from ...plan import FrameworkPlan, Plan
 from ...render.common import commands_txt, launch_context, section_context
 from ..megatron_extra import GROUP, extra_flags, refuse_broken, words
-from ..megatron_flags import Flags, typed
+from ..megatron_flags import Flags, declarations, typed
 from .checks import training_problems
 
 NAME = "mindspeed-llm"
@@ -21,6 +21,7 @@ VERSION = "MindSpeed-LLM 2.2.0 / MindSpeed 2.2.0_core_r0.12.1 / Megatron core_v0
 # The plan's LoRA targets in Megatron-core linear names (reference mindspeed_llm.md s2.3).
 LORA_TARGETS = {"all": ["linear_qkv", "linear_proj", "linear_fc1", "linear_fc2"],
                 "attention": ["linear_qkv", "linear_proj"]}
+TUNE_FLAGS = ("--stage", "--is-instruction-dataset", "--prompt-type", "--variable-seq-lengths")
 HANDLER = {"alpaca": "AlpacaStyleInstructionHandler", "sharegpt": "SharegptStyleInstructionHandler",
            "text": "GeneralPretrainHandler"}
 
@@ -131,13 +132,15 @@ def groups(plan: Plan, fp: FrameworkPlan) -> list[tuple[str, list[tuple[str, lis
                          ("--eval-interval", plan.train.save_every_steps), ("--eval-iters", 0)]),
     ]
     if plan.method != "pretrain":
-        out.append(("TUNE_ARGS", [("--stage", "sft"), ("--is-instruction-dataset", True),
-                                  ("--prompt-type", fp.info["prompt_type"]), ("--variable-seq-lengths", not pack)]))
+        out.append(("TUNE_ARGS", list(zip(TUNE_FLAGS, ("sft", True, fp.info["prompt_type"], not pack)))))
     if plan.method == "lora":
         out.append(("LORA_ARGS", lora_flags(plan) + [("--lora-fusion", True)]))
     # The spec's extra flags last, refused where the plan decides the flag (written or left out on purpose).
+    # The method decides the tuning and LoRA flags in every plan, not only where it writes them: `lora-r` on a full
+    # run would train adapters, `stage` on pretraining another entry's task.
     decided = [flag for _, flags in out for flag, _ in flags] + \
-        [flag for flags in (_start(plan), _resume(plan)) for flag, _ in flags]
+        [flag for flags in (_start(plan), _resume(plan)) for flag, _ in flags] + \
+        [flag for flag in declarations("train") if flag.startswith("--lora-")] + list(TUNE_FLAGS)
     extra = extra_flags(plan, NAME, "train", "MindSpeed-LLM 2.2.0 pretrain_gpt.py / posttrain_gpt.py", decided)
     if extra:
         out.append((GROUP, extra))
