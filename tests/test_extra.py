@@ -136,9 +136,10 @@ def test_megatron_a_flag_the_plan_decides_is_refused(tmp_path):
                    f"it through the spec key that decides it" in lines, lines
         assert not (tmp_path / "out" / "x").exists()
     # Flags the plan leaves out on purpose are its too: --lr-warmup-fraction where it gives warmup steps; the
-    # LoRA and tuning flags, which the method decides, on a full run (adapters there would change the method).
+    # LoRA and tuning flags, which the method decides, on a full run (adapters there would change the method); the
+    # MoE flags, which the model decides, on a dense model.
     spec = tmp_path / "full.yaml"
-    options = {"lr-warmup-fraction": 0.1, "lora-r": 16, "lora-alpha": 32, "stage": "dpo"}
+    options = {"lr-warmup-fraction": 0.1, "lora-r": 16, "lora-alpha": 32, "stage": "dpo", "num-experts": 8}
     spec.write_text(yaml.safe_dump({**SPEC, "method": "full", "frameworks": ["mindspeed-llm"],
                                     "extra": {"mindspeed-llm": options}}), encoding="utf-8")
     result = CliRunner().invoke(main, ["render", str(spec), "-o", str(tmp_path / "out")])

@@ -96,9 +96,11 @@ def gpt_flags(plan: Plan, fp: FrameworkPlan) -> Flags:
               ("--rotary-base", m.rope_base), ("--norm-epsilon", m.norm_eps),
               ("--untie-embeddings-and-output-weights", not m.tied), ("--disable-bias-linear", True),
               ("--position-embedding-type", "rope"), ("--normalization", "RMSNorm"), ("--swiglu", True)]
-    if m.is_moe:
-        flags += [("--num-experts", m.experts), ("--moe-router-topk", m.topk), ("--moe-ffn-hidden-size", m.moe_ffn),
-                  ("--moe-grouped-gemm", bool(info.get("grouped_gemm")))]
+    # Listed for a dense model too, left out there (None): the model decides them (the spec's extra cannot add them).
+    moe = m.is_moe
+    flags += [("--num-experts", m.experts if moe else None), ("--moe-router-topk", m.topk if moe else None),
+              ("--moe-ffn-hidden-size", m.moe_ffn if moe else None),
+              ("--moe-grouped-gemm", moe and bool(info.get("grouped_gemm")))]
     flags += list((info.get("flags") or {}).items())
     t = plan.train
     flags += [("--tokenizer-type", "PretrainedFromHF"), ("--tokenizer-name-or-path", plan.paths["model_dir"].value),
