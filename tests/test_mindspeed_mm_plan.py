@@ -30,7 +30,7 @@ def test_the_seed_tables_own_method_row_is_read():
     # beyond frozen-tower fine-tuning (full_vision); it used to map to the full row (l. 116)
     minimum = plan_of(method="full_vision", seq_len=4096).frameworks[NAME].min_cards
     assert minimum.case == "full_vision uses the pretrain row; exact row"
-    assert minimum.source.startswith("min_cards.csv line 117: qwen2.5_vl-7b pretrain 4096"), minimum.source
+    assert minimum.source.startswith("min_cards.csv line 119: qwen2.5_vl-7b pretrain 4096"), minimum.source
     # at a length only the full row lists, that one
     minimum = plan_of(method="full_vision", seq_len=8192).frameworks[NAME].min_cards
     assert minimum.source.startswith("min_cards.csv line 116: qwen2.5_vl-7b full"), minimum.source

@@ -10,15 +10,18 @@ from __future__ import annotations
 
 import jinja2
 
-from ...families.megatron.flags import Flags, cp_algo, typed
+from ...families.megatron.extra import GROUP, extra_flags, refuse_broken, words
+from ...families.megatron.flags import Flags, cp_algo, declarations, typed
 from ...plan import FrameworkPlan, Plan
 from ...render.common import commands_txt, launch_context, section_context
+from .checks import training_problems
 
 NAME = "mindspeed-llm"
 VERSION = "MindSpeed-LLM 2.2.0 / MindSpeed 2.2.0_core_r0.12.1 / Megatron core_v0.12.1"
 # The plan's LoRA targets in Megatron-core linear names (reference mindspeed_llm.md s2.3).
 LORA_TARGETS = {"all": ["linear_qkv", "linear_proj", "linear_fc1", "linear_fc2"],
                 "attention": ["linear_qkv", "linear_proj"]}
+TUNE_FLAGS = ("--stage", "--is-instruction-dataset", "--prompt-type", "--variable-seq-lengths")
 HANDLER = {"alpaca": "AlpacaStyleInstructionHandler", "sharegpt": "SharegptStyleInstructionHandler",
            "text": "GeneralPretrainHandler"}
 
@@ -93,9 +96,11 @@ def gpt_flags(plan: Plan, fp: FrameworkPlan) -> Flags:
               ("--rotary-base", m.rope_base), ("--norm-epsilon", m.norm_eps),
               ("--untie-embeddings-and-output-weights", not m.tied), ("--disable-bias-linear", True),
               ("--position-embedding-type", "rope"), ("--normalization", "RMSNorm"), ("--swiglu", True)]
-    if m.is_moe:
-        flags += [("--num-experts", m.experts), ("--moe-router-topk", m.topk), ("--moe-ffn-hidden-size", m.moe_ffn),
-                  ("--moe-grouped-gemm", bool(info.get("grouped_gemm")))]
+    # Listed for a dense model too, left out there (None): the model decides them (the spec's extra cannot add them).
+    moe = m.is_moe
+    flags += [("--num-experts", m.experts if moe else None), ("--moe-router-topk", m.topk if moe else None),
+              ("--moe-ffn-hidden-size", m.moe_ffn if moe else None),
+              ("--moe-grouped-gemm", moe and bool(info.get("grouped_gemm")))]
     flags += list((info.get("flags") or {}).items())
     t = plan.train
     flags += [("--tokenizer-type", "PretrainedFromHF"), ("--tokenizer-name-or-path", plan.paths["model_dir"].value),
@@ -129,29 +134,45 @@ def groups(plan: Plan, fp: FrameworkPlan) -> list[tuple[str, list[tuple[str, lis
                          ("--eval-interval", plan.train.save_every_steps), ("--eval-iters", 0)]),
     ]
     if plan.method != "pretrain":
-        out.append(("TUNE_ARGS", [("--stage", "sft"), ("--is-instruction-dataset", True),
-                                  ("--prompt-type", fp.info["prompt_type"]), ("--variable-seq-lengths", not pack)]))
+        out.append(("TUNE_ARGS", list(zip(TUNE_FLAGS, ("sft", True, fp.info["prompt_type"], not pack)))))
     if plan.method == "lora":
         out.append(("LORA_ARGS", lora_flags(plan) + [("--lora-fusion", True)]))
+    # The spec's extra flags last, refused where the plan decides the flag (written or left out on purpose).
+    # The method decides the tuning and LoRA flags in every plan, not only where it writes them: `lora-r` on a full
+    # run would train adapters, `stage` on pretraining another entry's task.
+    decided = [flag for _, flags in out for flag, _ in flags] + \
+        [flag for flags in (_start(plan), _resume(plan)) for flag, _ in flags] + \
+        [flag for flag in declarations("train") if flag.startswith("--lora-")] + list(TUNE_FLAGS)
+    extra = extra_flags(plan, NAME, "train", "MindSpeed-LLM 2.2.0 pretrain_gpt.py / posttrain_gpt.py", decided)
+    if extra:
+        out.append((GROUP, extra))
     return [(name, typed("train", flags)) for name, flags in out]
+
+
+def _start(plan: Plan) -> Flags:
+    load, _ = checkpoint_dirs(plan)
+    return [("--load", load), ("--no-load-optim", True), ("--no-load-rng", True),
+            ("--finetune", plan.method != "pretrain"), ("--exit-on-missing-checkpoint", True)]
+
+
+def _resume(plan: Plan) -> Flags:
+    load, save = checkpoint_dirs(plan)
+    if plan.method == "lora":
+        return [("--load", load), ("--lora-load", save), ("--exit-on-missing-checkpoint", True)]
+    return [("--load", save), ("--exit-on-missing-checkpoint", True)]
 
 
 def start_flags(plan: Plan) -> list[tuple[str, list[str]]]:
     """Loading at the first launch: the converted base weights, without their optimizer or RNG state (upstream's
     CKPT_ARGS); fine-tuning starts its iteration count at 0 (--finetune)."""
-    load, _ = checkpoint_dirs(plan)
-    return typed("train", [("--load", load), ("--no-load-optim", True), ("--no-load-rng", True),
-                           ("--finetune", plan.method != "pretrain"), ("--exit-on-missing-checkpoint", True)])
+    return typed("train", _start(plan))
 
 
 def resume_flags(plan: Plan) -> list[tuple[str, list[str]]]:
     """Loading at a relaunch that finds this job's own checkpoint: model, optimizer, RNG and iteration from the
     save folder (Megatron checkpointing.py load_checkpoint without --finetune / --no-load-*). LoRA keeps loading
     the base from the converted weights and the adapters with their optimizer state from --lora-load."""
-    load, save = checkpoint_dirs(plan)
-    if plan.method == "lora":
-        return typed("train", [("--load", load), ("--lora-load", save), ("--exit-on-missing-checkpoint", True)])
-    return typed("train", [("--load", save), ("--exit-on-missing-checkpoint", True)])
+    return typed("train", _resume(plan))
 
 
 def lora_flags(plan: Plan) -> Flags:
@@ -270,12 +291,15 @@ def render(plan: Plan, env: jinja2.Environment) -> dict[str, str]:
     paths = ["model_dir", "dataset", "output_dir", "mindspeed_llm_dir", "mcore_ckpt_dir"]
     common = {"version": VERSION, "mindspeed_llm_dir": plan.paths["mindspeed_llm_dir"].value}
     load, save = checkpoint_dirs(plan)
+    entry, trained = "pretrain_gpt.py" if plan.method == "pretrain" else "posttrain_gpt.py", groups(plan, fp)
+    if plan.extra.get(NAME):  # the template exports CUDA_DEVICE_MAX_CONNECTIONS=1
+        refuse_broken(plan, NAME, training_problems(words(*(flags for _, flags in trained), start_flags(plan)),
+                                                    lay.cards, {"CUDA_DEVICE_MAX_CONNECTIONS": "1"}, entry))
     launch = env.get_template("mindspeed-llm/launch.sh.j2").render(
         **launch_context(plan, fp, paths), **common,
         title=f"MindSpeed-LLM launch for job {plan.job}: {plan.model} {plan.method}, generated by gen-launch",
-        npus_per_node=lay.local_cards, cards=lay.cards, multi_node=lay.nodes > 1,
-        entry="pretrain_gpt.py" if plan.method == "pretrain" else "posttrain_gpt.py",
-        groups=groups(plan, fp), log_dir=f"{plan.output_dir(NAME)}/logs", load_dir=load, save_dir=save,
+        npus_per_node=lay.local_cards, cards=lay.cards, multi_node=lay.nodes > 1, entry=entry,
+        groups=trained, log_dir=f"{plan.output_dir(NAME)}/logs", load_dir=load, save_dir=save,
         start=start_flags(plan), resume=resume_flags(plan) if plan.train.resume else None,
         iters=plan.train.steps_written)
     convert = env.get_template("mindspeed-llm/convert_ckpt.sh.j2").render(

@@ -17,6 +17,7 @@ from ...families.rl.ray import ray_context
 from ...plan import FrameworkPlan, Plan
 from ...render.common import commands_txt, launch_context, section_context
 from .checks import ENTRIES
+from .extra import extra_lines, extra_rows
 from .settings import Setting, Value, VerlSettings
 from .steps import step_files
 
@@ -97,7 +98,7 @@ def render(plan: Plan, env: jinja2.Environment) -> dict[str, str]:
         in_clone=in_clone(settings), data_files=data_files(settings),
         entry_file=settings.entry.replace(".", "/") + ".py", node_ifname=settings.node_ifname)
     return {
-        "verl/overrides.txt": "".join(f"{line}\n" for line in override_lines(settings)),
+        "verl/overrides.txt": "".join(f"{line}\n" for line in override_lines(settings) + extra_lines(plan, settings)),
         "verl/launch.sh": launch,
         "verl/commands.txt": commands_txt(plan, fp, env, "verl"),
         **step_files(plan, env),
@@ -110,7 +111,7 @@ def plan_section(plan: Plan, env: jinja2.Environment) -> str:
     return env.get_template("verl/plan_section.md.j2").render(
         plan=plan, fp=fp, settings=settings, config_name=ENTRIES[settings.config][1],
         **ray_context(plan, fp),
-        in_clone=in_clone(settings), phases=PHASES,
+        in_clone=in_clone(settings), phases=PHASES, extra=extra_rows(plan),
         steps=[("environment", settings.environment), ("data preparation", settings.prepare),
                ("model merge", settings.merge)], shown=shown,
         **section_context(plan, fp, NAME))
