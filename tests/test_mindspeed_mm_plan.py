@@ -33,7 +33,7 @@ def test_the_seed_tables_own_method_row_is_read():
     assert minimum.source.startswith("min_cards.csv line 119: qwen2.5_vl-7b pretrain 4096"), minimum.source
     # at a length only the full row lists, that one
     minimum = plan_of(method="full_vision", seq_len=8192).frameworks[NAME].min_cards
-    assert minimum.source.startswith("min_cards.csv line 116: qwen2.5_vl-7b full"), minimum.source
+    assert minimum.source.startswith("min_cards.csv line 118: qwen2.5_vl-7b full"), minimum.source
     # A method without its own row still takes the row it trains like (qlora -> lora), and says so
     plan = resolve(make_spec(model="qwen3-8b", method="qlora", seq_len=4096, hardware="snt9b",
                              frameworks=["llama-factory"], quantization_bit=4), T)
