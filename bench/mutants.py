@@ -398,7 +398,7 @@ SAMPLE = {
     "memory:number:8.0->16.0",  # the activations outside attention, 8sbh
     "memory:arith:seq * micro->(seq / micro)",
     "parallel:drop:self.cards % product->False",  # the cards must divide by TP x PP x CP
-    "parallel:drop:self.global_batch_size % (self.micro_batch_size * self.dp)->False",  # by micro batch x DP
+    "parallel:drop:self.global_batch_size % self.batch_step->False",  # by micro batch x DP
     "layouts:number:0.25->0.5",  # MAX_BUBBLE
     "cards:minmax:max(range(high + 1, top + 1), key=lambda i: (rank(i), i))->min",
     "scheduler:table:\"gpu\"->'npu'",  # the GPU --gres default

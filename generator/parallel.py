@@ -42,9 +42,13 @@ class Parallel:
         if self.num_layer_list is not None and (sum(self.num_layer_list) <= 0 or len(self.num_layer_list) != self.pp):
             raise ValueError(f"num_layer_list {self.num_layer_list} must have pp ({self.pp}) entries")
         if self.global_batch_size % self.batch_step:
-            times = f" x {self.sequences_per_sample} sequences" if self.sequences_per_sample > 1 else ""
-            raise ValueError(f"global batch {self.global_batch_size}{times} is not divisible by micro batch "
+            raise ValueError(f"global batch {self.global_batch_size}{self._sequences} is not divisible by micro batch "
                              f"({self.micro_batch_size}) x dp ({self.dp})")
+
+    @property
+    def _sequences(self) -> str:
+        """How a refusal counts the batch where a sample is several sequences (RL's responses per prompt)."""
+        return f" x {self.sequences_per_sample} sequences" if self.sequences_per_sample > 1 else ""
 
     @property
     def batch_step(self) -> int:

@@ -510,6 +510,7 @@ def _moved(path: list) -> str | None:
         return None if found is None else found.planning.moved_pins.get(path[2])
     return None
 
+
 def _closest_key(key: str) -> str:
     """" (did you mean train.learning_rate?)" for the spec key, at any level, whose name is closest to `key` (a key
     written at the wrong level, or misspelt); "" when none is close."""
@@ -518,7 +519,9 @@ def _closest_key(key: str) -> str:
     keys = _spec_keys(_schema(), ())
     close = difflib.get_close_matches(key, sorted({k[-1] for k in keys}), n=1, cutoff=0.75) if isinstance(key, str) \
         else []
-    paths = sorted(".".join(k) for k in keys if close and k[-1] == close[0])
+    found = [k for k in keys if close and k[-1] == close[0]]
+    # The shallowest first: `seqlen` at the top means seq_len, not calibration.seq_len.
+    paths = sorted(".".join(k) for k in found if len(k) == min(map(len, found)))
     return f" (did you mean {' or '.join(paths)}?)" if paths else ""
 
 

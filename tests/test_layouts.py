@@ -34,7 +34,7 @@ TABLES = load_tables()
 def context(framework: str = "mindspeed-llm", **fields) -> Context:
     spec = make_spec(**fields)
     model, fw = TABLES.models[spec.model], TABLES.frameworks[framework]
-    defaults = plugin_of(fw).planning.recipe_defaults(TABLES.recipes[spec.method], model)
+    defaults = plugin_of(fw).planning.recipe_defaults(TABLES.recipes[spec.method], model, fw)
     return Context(spec, model, TABLES.hardware[spec.hardware], fw, False, adapter(spec, TABLES.recipes[spec.method]),
                    defaults)
 

@@ -114,7 +114,7 @@ def test_the_plan_notes_a_slurm_task_left_with_the_partitions_default_cpus(kind,
 
 def test_the_time_limit_is_the_estimate_times_one_plus_the_margin_plus_the_start():
     assert time_limit(Scheduler(kind="slurm"), 10.0) == (
-        750 + 30, "the plan's estimate (600 min) x 1.25 (cluster.slurm.time_margin) + 30 min to start")
+        750 + 30, "the plan's estimate, its upper end (600 min) x 1.25 (cluster.slurm.time_margin) + 30 min to start")
     assert time_limit(Scheduler(kind="slurm", time_margin=0.5), 1.01)[0] == 91 + 30  # 90.9 rounds up
     assert time_limit(Scheduler(kind="slurm", time_margin=0.0), 2.0)[0] == 120 + 30
     assert time_limit(Scheduler(kind="slurm", time_limit_minutes=45), 10.0) == (45, "cluster.slurm.time_limit_minutes")

@@ -14,34 +14,13 @@ from __future__ import annotations
 
 import re
 
-from ...logs import LogFacts, Sample, number
+from ...families.rl.metrics_log import MetricsLine, MetricsLog
 
-SOURCE = "MindSpeed-RL v2.3.0 mindspeed_rl/utils/loggers.py l. 30-45, trainer/grpo_trainer_hybrid.py l. 228-240"
-_LINE = re.compile(r"iteration: ([0-9]{1,12}) / [0-9]{1,12} \| ")
-
-
-class MindSpeedRlLog:
-    source = SOURCE
-
-    def __init__(self) -> None:
-        self.last = 0
-
-    def read(self, line: str, facts: LogFacts) -> None:
-        found = _LINE.search(line)
-        if not found:
-            return
-        metrics = {}
-        for item in line[found.end():].split(" | "):
-            key, _, value = item.partition(" : ")
-            metrics[key.strip()] = value
-        seconds = number(metrics.get("timing/all", ""))
-        if seconds is None:
-            return
-        step = int(found.group(1))
-        facts.add(Sample(step, step - self.last if step > self.last else 1, seconds,
-                         number(metrics.get("e2e_tps", ""))))
-        self.last = step
+LINE = MetricsLine(
+    source="MindSpeed-RL v2.3.0 mindspeed_rl/utils/loggers.py l. 30-45, trainer/grpo_trainer_hybrid.py l. 228-240",
+    step=re.compile(r"iteration: ([0-9]{1,12}) / [0-9]{1,12} \| "), items=" | ", pair=" : ", seconds="timing/all",
+    rate="e2e_tps")
 
 
-def log_format() -> MindSpeedRlLog:
-    return MindSpeedRlLog()
+def log_format() -> MetricsLog:
+    return MetricsLog(LINE)

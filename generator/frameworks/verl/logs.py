@@ -13,37 +13,14 @@ from __future__ import annotations
 
 import re
 
-from ...logs import LogFacts, Sample, number
+from ...families.rl.metrics_log import MetricsLine, MetricsLog
 
-SOURCE = "verl 0.7.0 verl/utils/logger/aggregate_logger.py l. 26-32, verl/trainer/ppo/metric_utils.py l. 293-302"
-_LINE = re.compile(r"step:([0-9]{1,12}) - ")
-_EXCLUDED = {"timing_s/testing": "validation", "timing_s/save_checkpoint": "checkpoint save"}
-
-
-class VerlLog:
-    source = SOURCE
-
-    def __init__(self) -> None:
-        self.last = 0
-
-    def read(self, line: str, facts: LogFacts) -> None:
-        found = _LINE.search(line)
-        if not found:
-            return
-        metrics = {}
-        for item in line[found.start():].split(" - ")[1:]:
-            key, _, value = item.partition(":")
-            metrics[key.strip()] = value
-        seconds = number(metrics.get("perf/time_per_step", ""))
-        if seconds is None:
-            return
-        step = int(found.group(1))
-        facts.pending = next((why for key, why in _EXCLUDED.items() if key in metrics), None)
-        facts.add(Sample(step, step - self.last if step > self.last else 1, seconds,
-                         number(metrics.get("perf/throughput", ""))))
-        facts.peak(number(metrics.get("perf/max_memory_allocated_gb", "")))
-        self.last = step
+LINE = MetricsLine(
+    source="verl 0.7.0 verl/utils/logger/aggregate_logger.py l. 26-32, verl/trainer/ppo/metric_utils.py l. 293-302",
+    step=re.compile(r"step:([0-9]{1,12}) - "), items=" - ", pair=":", seconds="perf/time_per_step",
+    rate="perf/throughput", memory="perf/max_memory_allocated_gb",
+    excluded={"timing_s/testing": "validation", "timing_s/save_checkpoint": "checkpoint save"})
 
 
-def log_format() -> VerlLog:
-    return VerlLog()
+def log_format() -> MetricsLog:
+    return MetricsLog(LINE)
