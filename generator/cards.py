@@ -10,7 +10,7 @@ from collections.abc import Callable
 from .context import Context
 from .errors import SpecError
 from .plan import Layout, MinCards
-from .tables import Hardware, Preset, Tables, load_tables
+from .tables import Hardware, Preset, Tables
 
 # The largest count any search considers, on every hardware row: no row's source states a largest cluster (that
 # is how many nodes a site has, not a fact of the card), so the planner's own bound stands for all of them;
@@ -171,7 +171,7 @@ def explicit_cards(ctx: Context, cards: int, minimum: MinCards, notes: list[str]
     at_least = "" if floor <= cards else f" (the minimum for {ctx.model.name} is {floor}: {minimum.source})"
     # A spec's own count needs the platform's unit only (a framework that counts in whole nodes holds them in
     # ctx.hw for the counts it chooses).
-    platform = load_tables().hardware.get(hw.name, hw)
+    platform = ctx.tables.hardware.get(hw.name, hw) if ctx.tables is not None else hw
     if cards % platform.parallel_unit:
         raise SpecError.at("cards", f"{cards} is odd: {hw.name} uses dies in pairs (2 dies is the smallest "
                                     f"parallel unit); use {round_up(hw, max(cards + 1, floor))}{at_least}")
