@@ -13,6 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
+from .api.notes import Note, warning
 from .calibration_block import LAYOUT_KEYS, Calibration
 from .errors import SpecError, show
 from .parallel import Parallel
@@ -90,7 +91,7 @@ def check(ctx: Context) -> None:
                                                      f"job, or remove the calibration block")
 
 
-def memory_warning(ctx: Context, layout: Layout) -> str | None:
+def memory_warning(ctx: Context, layout: Layout) -> Note | None:
     """A warning where the calibration measured the peak memory of this layout and the estimate is more than
     MEMORY_TOLERANCE away from it."""
     cal = ctx.spec.calibration
@@ -101,6 +102,7 @@ def memory_warning(ctx: Context, layout: Layout) -> str | None:
     off = (estimate - cal.peak_memory_gib) / cal.peak_memory_gib
     if abs(off) <= MEMORY_TOLERANCE:
         return None
-    return (f"calibration.peak_memory_gib: the run peaked at {cal.peak_memory_gib:.1f} GiB per card where the "
-            f"memory model estimates {estimate:.1f} GiB ({off:+.0%}, more than {MEMORY_TOLERANCE:.0%} apart): the "
-            f"plan's fit check rests on the estimate")
+    return warning("calibration.memory_off",
+                   f"calibration.peak_memory_gib: the run peaked at {cal.peak_memory_gib:.1f} GiB per card where the "
+                   f"memory model estimates {estimate:.1f} GiB ({off:+.0%}, more than {MEMORY_TOLERANCE:.0%} apart): "
+                   f"the plan's fit check rests on the estimate")

@@ -7,6 +7,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 
+from .api.notes import Note
 from .context import Context
 from .errors import SpecError
 from .plan import Layout, MinCards
@@ -55,7 +56,7 @@ NO_ROW, SILENT = "memory model (no table row)", "memory model (the table gives n
 FORWARD = "memory model (the table and presets count training cards)"
 
 
-def minimum_cards(ctx: Context, tables: Tables, notes: list[str]) -> tuple[MinCards | None, str]:
+def minimum_cards(ctx: Context, tables: Tables, notes: list[Note]) -> tuple[MinCards | None, str]:
     """The table's minimum for this framework; None when only the memory model can say, with why (NO_ROW, SILENT,
     or FORWARD for a first role that does not train). A '-' cell gives no count: the seed's table is silent there,
     it does not say the job cannot run (min_cards_notes.md), so the memory model decides, as for a model without a
@@ -66,25 +67,27 @@ def minimum_cards(ctx: Context, tables: Tables, notes: list[str]) -> tuple[MinCa
     if ctx.planning.presets_first:
         preset = preset_for(ctx, tables, cards=None)
         if preset is not None:
-            return MinCards(preset.cards, f"seed 003 validated config ({preset.model} {spec.method} "
-                                          f"{preset.seq_len} on {preset.hardware}, level {preset.level})",
+            return MinCards(preset.cards, f"validated config of {ctx.planning.preset_source} ({preset.model} "
+                                          f"{spec.method} {preset.seq_len} on {preset.hardware}, level {preset.level})",
                             "preset"), ""
-        notes.append(ctx.planning.min_cards_stand_in)
+        if ctx.planning.min_cards_stand_in is not None:
+            notes.append(ctx.planning.min_cards_stand_in)
     found = table_row(ctx, tables)
     if found is None:
-        notes.append(f"minimum cards: the table has no row for {ctx.model.name} {spec.method}; "
-                     f"the memory model decides")
+        notes.append(Note("cards.no_row", f"minimum cards: the table has no row for {ctx.model.name} {spec.method}; "
+                                          f"the memory model decides"))
         return None, NO_ROW
     row, case = found
     value = row.cards[hw.name]
     if value is None:
-        notes.append(f"minimum cards: the table is silent for {hw.name} ({row.cite(hw.name)}: '-' gives no count, "
-                     f"not a refusal); the memory model decides")
+        notes.append(Note("cards.table_silent", f"minimum cards: the table is silent for {hw.name} "
+                                                f"({row.cite(hw.name)}: '-' gives no count, not a refusal); the memory "
+                                                f"model decides"))
         return None, SILENT
     if value % hw.parallel_unit:
         raised = value + hw.parallel_unit - value % hw.parallel_unit
         why = ctx.planning.whole_nodes or f"{hw.name} uses dies in pairs"
-        notes.append(f"minimum cards: table value {value} raised to {raised}: {why}")
+        notes.append(Note("cards.table_raised", f"minimum cards: table value {value} raised to {raised}: {why}"))
         value = raised
     return MinCards(value, row.cite(hw.name), case), ""
 
@@ -94,12 +97,13 @@ def from_table(minimum: MinCards) -> bool:
     return minimum.case not in ("preset", NO_ROW, SILENT)
 
 
-def table_above_memory(minimum: MinCards, fewer: Layout) -> str:
+def table_above_memory(minimum: MinCards, fewer: Layout) -> Note:
     """The note for a table minimum above the cards the memory model needs (`fewer`: a layout that fits on fewer)."""
-    return (f"minimum cards: the table's {minimum.value} ({minimum.source}) is more than the memory model needs: "
-            f"{fewer.describe()} fits on {fewer.cards} cards ({fewer.memory.total:.1f} GiB per card, "
-            f"{fewer.budget_gb:.1f} GiB budget). The plan keeps the table's count; to train on fewer, set cards: "
-            f"{fewer.cards} and pass --force (a count below the table's minimum needs it)")
+    return Note("cards.table_above_memory",
+                f"minimum cards: the table's {minimum.value} ({minimum.source}) is more than the memory model needs: "
+                f"{fewer.describe()} fits on {fewer.cards} cards ({fewer.memory.total:.1f} GiB per card, "
+                f"{fewer.budget_gb:.1f} GiB budget). The plan keeps the table's count; to train on fewer, set cards: "
+                f"{fewer.cards} and pass --force (a count below the table's minimum needs it)")
 
 
 def valid_counts(hw: Hardware, start: int):
@@ -162,7 +166,7 @@ def round_up(hw: Hardware, n: int, key: str = "cards") -> int:
     return found
 
 
-def explicit_cards(ctx: Context, cards: int, minimum: MinCards, notes: list[str]) -> int:
+def explicit_cards(ctx: Context, cards: int, minimum: MinCards, notes: list[Note]) -> int:
     """`cards`: the spec's own count, checked against the platform and the minimum."""
     hw = ctx.hw
     # A count the platform refuses is answered with counts that also meet the minimum (unless --force): "use 4"
@@ -186,11 +190,12 @@ def explicit_cards(ctx: Context, cards: int, minimum: MinCards, notes: list[str]
             raise SpecError.at("cards", f"{cards} is below the minimum of {minimum.value} for {ctx.model.name} "
                                         f"{ctx.spec.method} {ctx.spec.seq_len} with {ctx.fw.name} on {hw.name} "
                                         f"({minimum.source}); use --force to try anyway")
-        notes.append(f"FORCED: {cards} cards is below the table minimum {minimum.value} ({minimum.source})")
+        notes.append(Note("cards.forced", f"FORCED: {cards} cards is below the table minimum {minimum.value} "
+                                          f"({minimum.source})"))
     return cards
 
 
-def auto_cards(ctx: Context, minimum: MinCards, budget_cards: int | None, notes: list[str]) -> int:
+def auto_cards(ctx: Context, minimum: MinCards, budget_cards: int | None, notes: list[Note]) -> int:
     cards = minimum.value
     if budget_cards is not None:
         wanted = budget_cards
@@ -199,14 +204,16 @@ def auto_cards(ctx: Context, minimum: MinCards, budget_cards: int | None, notes:
         rounded = round_up(ctx.hw, wanted, "time_budget_hours")
         # The rate here is one card's compute-bound rate (rate(ctx, None)), not a layout's: a lower bound on the
         # cards, where the search starts; whether a count meets the budget is the search's to say.
-        notes.append(f"time budget {ctx.spec.time_budget_hours:g} h: N = Tok / (Time x TPS x eff) = {budget_cards} "
-                     f"card(s) at one card's compute-bound TPS (no communication or pipeline bubble: no layout is "
-                     f"faster, so no fewer cards can meet it), rounded to {rounded} (multiple of 8 above 8, whole "
-                     f"nodes on {ctx.hw.name})")
+        notes.append(Note("budget.ideal_cards",
+                          f"time budget {ctx.spec.time_budget_hours:g} h: N = Tok / (Time x TPS x eff) = "
+                          f"{budget_cards} card(s) at one card's compute-bound TPS (no communication or pipeline "
+                          f"bubble: no layout is faster, so no fewer cards can meet it), rounded to {rounded} "
+                          f"(multiple of 8 above 8, whole nodes on {ctx.hw.name})"))
         if rounded > cards:
             cards = rounded
         else:
-            notes.append(f"time budget: the search starts at the minimum, {cards} cards (no fewer than that count)")
+            notes.append(Note("budget.starts_at_minimum", f"time budget: the search starts at the minimum, {cards} "
+                                                          f"cards (no fewer than that count)"))
     return round_up(ctx.hw, cards)
 
 

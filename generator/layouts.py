@@ -14,6 +14,7 @@ from enum import Enum
 
 from . import memory as memory_model
 from .api.contract import RoleKind, Structure
+from .api.notes import Note, warning
 from .calibration import measured
 from .cards import MAX_SEARCH_CARDS, preset_for, round_up, valid_counts
 from .context import Context
@@ -54,18 +55,21 @@ class NoFit(SpecError):
         self.ctx, self.cards = ctx, cards
 
 
-def choose_layout(ctx: Context, tables: Tables, cards: int, notes: list[str], warnings: list[str],
+def choose_layout(ctx: Context, tables: Tables, cards: int, notes: list[Note], warnings: list[Note],
                   searched: tuple[Layout | None, Layout | None, list[Rejected]] | None = None):
     """The layout for `cards`: a validated preset, else the search's best (`searched`: `search`'s result for these
     cards, where the caller has it), else the count raised or the batch moved as the rules allow."""
     preset = preset_for(ctx, tables, cards)
     if preset is not None and _pins_allow_preset(ctx.pins, preset):
         layout = _preset_layout(ctx, preset, cards)
-        notes.append(f"preset: validated {ctx.planning.preset_source} for {preset.model} {ctx.spec.method} "
-                     f"{preset.seq_len} on {preset.cards} x {preset.hardware} (level {preset.level})")
+        notes.append(Note("layout.preset", f"preset: validated config from {ctx.planning.preset_source} for "
+                                           f"{preset.model} {ctx.spec.method} {preset.seq_len} on {preset.cards} x "
+                                           f"{preset.hardware} (level {preset.level})"))
         if not layout.fits:
-            notes.append(f"the memory model estimates {layout.memory.total:.1f} GiB, above the {layout.budget_gb:.1f} "
-                         f"GiB budget, for the validated preset; the preset is kept (it ran on real hardware)")
+            notes.append(Note("layout.preset_over_budget",
+                              f"the memory model estimates {layout.memory.total:.1f} GiB, above the "
+                              f"{layout.budget_gb:.1f} GiB budget, for the validated preset; the preset is kept (it "
+                              f"ran on real hardware)"))
         return layout, []
 
     _validate_pins(ctx, cards)
@@ -83,16 +87,17 @@ def choose_layout(ctx: Context, tables: Tables, cards: int, notes: list[str], wa
             tried = n
             raised, _, more = _search_at_target(ctx, n)
             if raised is not None:
-                notes.append(f"the memory model raised the card count from {cards} to {n}: no layout fits on "
-                             f"{cards} (see rejected)")
+                notes.append(Note("cards.raised_by_memory", f"the memory model raised the card count from {cards} "
+                                                            f"to {n}: no layout fits on {cards} (see rejected)"))
                 return raised, rejected + more
     if closest is not None and ctx.pinned and not ctx.force:
         _pinned_does_not_fit(ctx, cards, closest)
     if closest is not None and ctx.force:
         # The user forced it: keep the closest candidate and warn.
-        warnings.append(f"layout {closest.describe()} may not fit: estimated {closest.memory.total:.1f} GiB per card "
-                        f"> {closest.budget_gb:.1f} GiB (usable {closest.usable_gb:g} GiB less {HEADROOM:.0%} "
-                        f"headroom)")
+        warnings.append(warning("layout.forced_over_budget",
+                                f"layout {closest.describe()} may not fit: estimated {closest.memory.total:.1f} GiB "
+                                f"per card > {closest.budget_gb:.1f} GiB (usable {closest.usable_gb:g} GiB less "
+                                f"{HEADROOM:.0%} headroom)"))
         return closest, rejected
     if ctx.spec.global_batch_size is not None:
         _untileable_batch(ctx, cards, ctx.spec.global_batch_size)
@@ -165,7 +170,7 @@ def _preset_layout(ctx: Context, preset: Preset, cards: int) -> Layout:
                      micro_batch_size=preset.micro_batch_size, global_batch_size=gbs,
                      recompute="full" if preset.recompute else "none", sequence_parallel=sp and preset.tp > 1,
                      num_layer_list=layers, mtp_layers=ctx.mtp_layers)
-    layout = _layout(ctx, shape, source=f"preset: validated (seed 003, level {preset.level})")
+    layout = _layout(ctx, shape, source=f"preset: validated ({ctx.planning.preset_source}, level {preset.level})")
     return replace(layout, preset_level=preset.level)
 
 

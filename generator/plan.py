@@ -8,6 +8,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 
 from .api.contract import RoleKind, Settings
+from .api.notes import Note
 from .dataset import DataShape
 from .memory import MemoryBreakdown, optimizer_shard_groups
 from .parallel import Parallel
@@ -297,8 +298,8 @@ class Plan:
     cards_per_node: int
     frameworks: dict[str, FrameworkPlan]
     rejected: tuple[Rejected, ...]
-    notes: tuple[str, ...]
-    warnings: tuple[str, ...]  # memory-model warnings: exit 3 under --strict
+    notes: tuple[Note, ...]
+    warnings: tuple[Note, ...]  # exit 3 under --strict
     paths: dict[str, PathValue]
     data: DataShape
     master_addr: str | None  # None: multi-node launch scripts ask for it at run time
@@ -389,8 +390,8 @@ class Plan:
             "estimate": {**_estimate_json(slowest.estimate), "framework": slowest.name},
             "frameworks": {name: fp.to_json() for name, fp in self.frameworks.items()},
             "rejected": [r.to_json() for r in self.rejected],
-            "notes": list(self.notes),
-            "warnings": list(self.warnings),
+            "notes": [note.to_json() for note in self.notes],
+            "warnings": [warned.to_json() for warned in self.warnings],
             "paths": {k: {"value": v.value, "placeholder": v.placeholder} for k, v in self.paths.items()},
             "data": {**self.data.to_json(), "rows": self.data_rows},
             "train": plan_json(self.framework_recipes),

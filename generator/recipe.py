@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import math
 
+from .api.notes import Note, warning
 from .errors import SpecError
 from .spec import Spec
 from .tables import PLACEHOLDER_KEYS, Model, RecipeDefaults, trains_adapters
@@ -197,16 +198,17 @@ def round_interval(steps: float) -> int:
     return max(m * power for m in (1, 2, 5) if m * power <= steps)
 
 
-def schedule_warnings(t: Training, defaults: RecipeDefaults) -> list[str]:
+def schedule_warnings(t: Training, defaults: RecipeDefaults) -> list[Note]:
     """Warnings on a schedule too short to warm up and decay: fewer than about min_steps steps, or a warmup that
     takes most of them."""
     floor = defaults.common["min_steps"]
     out = []
     if t.steps is not None and t.steps < floor["value"] and not algorithm_batch(defaults):
-        out.append(f"{t.steps} optimizer steps at a global batch of {t.global_batch_size}: fewer than about "
-                   f"{floor['value']} ({floor['source']}); a smaller global_batch_size, fewer cards, more data or "
-                   f"more epochs give more")
+        out.append(warning("train.few_steps", f"{t.steps} optimizer steps at a global batch of {t.global_batch_size}: "
+                                              f"fewer than about {floor['value']} ({floor['source']}); a smaller "
+                                              f"global_batch_size, fewer cards, more data or more epochs give more"))
     if t.steps and t.warmup_steps is not None and t.warmup_steps * 2 > t.steps:
-        out.append(f"warmup covers {t.warmup_steps} of the {t.steps} steps: the learning rate spends most of the run "
-                   f"rising; lower train.warmup_steps (or warmup_ratio) or train longer")
+        out.append(warning("train.long_warmup", f"warmup covers {t.warmup_steps} of the {t.steps} steps: the learning "
+                                                f"rate spends most of the run rising; lower train.warmup_steps (or "
+                                                f"warmup_ratio) or train longer"))
     return out

@@ -19,6 +19,7 @@ from typing import NoReturn
 
 from . import __version__
 from .api.contract import PathDefault, Planning, RoleDef, RoleKind
+from .api.notes import Note, warning
 from .calibration import check as check_calibration
 from .calibration import memory_warning
 from .cards import (
@@ -91,16 +92,18 @@ def resolve(spec: Spec, tables: Tables, force: bool = False) -> Plan:
     spec = replace(spec, hardware=hw.name)  # an alias planned as its row
     _check_spec(spec, model, hw)
     names, notes = _frameworks(spec, tables, model)
-    notes[:0] = [alias] if alias else []
+    notes[:0] = [Note("hardware.alias", alias)] if alias else []
     hf_id = tables.weights(spec.model)
     if hf_id != model.hf_id:
-        notes.append(f"model: {hf_id} is the base model: trained from its own weights, planned with the {model.name} "
-                     f"row's shape (that of {model.hf_id}, the same architecture); fine-tuning formats samples with "
-                     f"the family's chat template, the one its instruct model was tuned with")
+        notes.append(Note("model.base_weights",
+                          f"model: {hf_id} is the base model: trained from its own weights, planned with the "
+                          f"{model.name} row's shape (that of {model.hf_id}, the same architecture); fine-tuning "
+                          f"formats samples with the family's chat template, the one its instruct model was tuned "
+                          f"with"))
     lora = adapter(spec, tables.recipes[spec.method])
     _check_layout_keys(spec, names)
     data = data_shape(spec, model)
-    warnings: list[str] = []
+    warnings: list[Note] = []
     contexts = {name: _context(spec, model, hw, tables, name, force, lora) for name in names}
     _check_roles(contexts)
     laid = _layouts(spec, tables, contexts, notes, warnings)
@@ -119,13 +122,14 @@ def resolve(spec: Spec, tables: Tables, force: bool = False) -> Plan:
     steps = sorted({own.placeholders["placeholder_steps"] for own in recipes.values()
                     if "placeholder_steps" in own.placeholders})
     if steps:  # a job that trains a made-up length must not pass --strict as if planned
-        warnings.append(f"train.steps: the spec gives no data size and no train.steps, so the files train a "
-                        f"placeholder of {' or '.join(map(str, steps))} steps; give data.samples (or "
-                        f"data.total_tokens), or train.steps")
+        warnings.append(warning("train.placeholder_steps",
+                                f"train.steps: the spec gives no data size and no train.steps, so the files train "
+                                f"a placeholder of {' or '.join(map(str, steps))} steps; give data.samples (or "
+                                f"data.total_tokens), or train.steps"))
         placeholders.append("train.steps")
     if placeholders:
-        notes.append(f"values not given in the spec, written as placeholders to edit before launch: "
-                     f"{', '.join(placeholders)}")
+        notes.append(Note("paths.placeholders", f"values not given in the spec, written as placeholders to edit "
+                                                f"before launch: {', '.join(placeholders)}"))
     scheduler = _scheduler(spec, hw, plans, paths, notes, warnings)
     plan = Plan(job=spec.job, model=model.name, hf_id=hf_id, method=spec.method, seq_len=spec.seq_len,
                 hardware=hw.name, hardware_label=hw.label, accelerator=hw.accelerator, cards_per_node=hw.cards_per_node,
@@ -154,8 +158,9 @@ def _check_spec(spec: Spec, model: Model, hw: Hardware) -> None:
                                       f"(max_position_embeddings) of {model.name}")
     if spec.quantization_bit is not None and spec.quantization_bit not in hw.quantization_bits:
         raise SpecError.at("quantization_bit", f"{spec.quantization_bit}-bit bases are not offered on {hw.name}; "
-                                               f"choose {' or '.join(map(str, hw.quantization_bits))} (seed 001: "
-                                               f"int8 misbehaves on 910B; the Ascend QLoRA example is 4-bit)")
+                                               f"choose {' or '.join(map(str, hw.quantization_bits))} (the ZeRO-3 "
+                                               f"field report: int8 misbehaves on 910B; the Ascend QLoRA example is "
+                                               f"4-bit)")
     if spec.rl and spec.method not in RL_METHODS:
         raise SpecError.at("rl", f"is only used with a reinforcement-learning method ({', '.join(RL_METHODS)}), "
                                  f"not {spec.method}")
@@ -191,8 +196,8 @@ class Laid:
     batch_origin: str | None
 
 
-def _layouts(spec: Spec, tables: Tables, contexts: dict[str, Context], notes: list[str],
-             warnings: list[str]) -> Laid:
+def _layouts(spec: Spec, tables: Tables, contexts: dict[str, Context], notes: list[Note],
+             warnings: list[Note]) -> Laid:
     """Cards, time budget and the layout search of each framework's first role, one global batch for all, then the
     other roles at that batch."""
     results = _resolve_fitting(spec, tables, contexts, notes, warnings)
@@ -206,7 +211,7 @@ def _layouts(spec: Spec, tables: Tables, contexts: dict[str, Context], notes: li
     return Laid(plans, rejected, batch, batch_origin)
 
 
-def _at_batch(ctx: Context, tables: Tables, result: tuple, batch: int, notes: list[str], warnings: list[str],
+def _at_batch(ctx: Context, tables: Tables, result: tuple, batch: int, notes: list[Note], warnings: list[Note],
               rejected: list[Rejected]) -> FrameworkPlan:
     """One framework's plan at the plan's global batch, with its notes, warnings, rejected candidates and roles."""
     spec, name = ctx.spec, ctx.fw.name
@@ -220,47 +225,52 @@ def _at_batch(ctx: Context, tables: Tables, result: tuple, batch: int, notes: li
                                     lay.cards if budgeted else None)
     fplan, fw_rejected, fw_notes, fw_warnings = result
     if budgeted:  # the warning on the moved batch names the first search's counts: say where they went
-        fw_notes = [*fw_notes, f"time budget: searched again at the plan's global batch of {batch}: "
-                               f"{fplan.layout.cards} cards (the first search, at {lay.global_batch_size}, "
-                               f"took {lay.cards}); the budget notes above are at {batch}"]
+        fw_notes = [*fw_notes, Note("budget.searched_again",
+                                    f"time budget: searched again at the plan's global batch of {batch}: "
+                                    f"{fplan.layout.cards} cards (the first search, at {lay.global_batch_size}, "
+                                    f"took {lay.cards}); the budget notes above are at {batch}")]
     at_batch = replace(ctx, spec=replace(spec, global_batch_size=batch))
     fp = _with_choice(at_batch, _with_global_batch(ctx, fplan, batch))
     lay = fp.layout
     kept = "validated preset" if lay.preset_level else "pinned layout" if lay.source == "pinned" else None
     if kept and lay.pp > 1 and (lay.pp - 1) / lay.grad_accum > MAX_BUBBLE:
-        notes.append(f"{name}: the {kept}'s pipeline bubble is (pp - 1) / micro batches = "
-                     f"{lay.pp - 1}/{lay.grad_accum} = {(lay.pp - 1) / lay.grad_accum:.0%}, above the "
-                     f"{MAX_BUBBLE:.0%} the search allows; kept as given, a larger global batch idles less")
+        notes.append(Note("layout.kept_bubble", f"the {kept}'s pipeline bubble is (pp - 1) / micro batches = "
+                                                f"{lay.pp - 1}/{lay.grad_accum} = {(lay.pp - 1) / lay.grad_accum:.0%}, "
+                                                f"above the {MAX_BUBBLE:.0%} the search allows; kept as given, a "
+                                                f"larger global batch idles less", framework=name))
     rejected.extend(fw_rejected)
-    notes.extend(f"{name}: {n}" for n in fw_notes)
-    warnings.extend(f"{name}: {w}" for w in fw_warnings)
+    notes.extend(n.about(name) for n in fw_notes)
+    warnings.extend(w.about(name) for w in fw_warnings)
     fp = _with_roles(at_batch, tables, fp, notes, warnings, rejected)
-    warnings.extend(f"{name}: {w}" for w in _over_budget(spec, fp))
+    warnings.extend(w.about(name) for w in _over_budget(spec, fp))
     measured_memory = memory_warning(at_batch, fp.layout)
     if measured_memory is not None:
-        warnings.append(f"{name}: {measured_memory}")
+        warnings.append(measured_memory.about(name))
     return fp
 
 
 def _recipe_notes(spec: Spec, model: Model, tables: Tables, plans: dict[str, FrameworkPlan],
-                  planning: dict[str, Planning], recipe: Training, notes: list[str], warnings: list[str]) -> None:
+                  planning: dict[str, Planning], recipe: Training, notes: list[Note], warnings: list[Note]) -> None:
     """The notes and warnings on the plan's recipe and frameworks: general ones, shared storage, Qwen3's thinking
     switch, fixed step counts, and what keeping checkpoints costs."""
     notes.extend(_general_notes(spec, model, tables, plans, planning))
     warnings.extend(_unshared_storage_warnings(spec, plans, planning))
     if recipe.enable_thinking is not None:
-        notes.extend(f"{name}: {own.thinking_note}" for name, own in planning.items() if own.thinking_note)
+        notes.extend(own.thinking_note.about(name) for name, own in planning.items() if own.thinking_note)
     fixed = _fixed_steps_note(spec, planning, recipe)
     if fixed:
         notes.append(fixed)
     for own in planning.values():
         kept = own.checkpoint_note(spec, model, recipe)
         if kept:
-            (warnings if "keep_checkpoints" in spec.train else notes).append(kept)
+            if "keep_checkpoints" in spec.train:  # the spec asked to keep them: what it costs is a warning
+                warnings.append(replace(kept, kind="warning"))
+            else:
+                notes.append(kept)
 
 
 def _scheduler(spec: Spec, hw: Hardware, plans: dict[str, FrameworkPlan], paths: dict[str, PathValue],
-               notes: list[str], warnings: list[str]) -> Scheduler:
+               notes: list[Note], warnings: list[Note]) -> Scheduler:
     """How the job is submitted, its names checked, with its notes, warnings on the volume and (Slurm) each
     framework's time limit."""
     scheduler = scheduler_of(spec, hw)
@@ -288,8 +298,8 @@ def _settings(plan: Plan, planning: dict[str, Planning], contexts: dict[str, Con
         for name, fp in plans.items()})
 
 
-def _resolve_fitting(spec: Spec, tables: Tables, contexts: dict[str, Context], notes: list[str],
-                     warnings: list[str]) -> dict:
+def _resolve_fitting(spec: Spec, tables: Tables, contexts: dict[str, Context], notes: list[Note],
+                     warnings: list[Note]) -> dict:
     """Each framework resolved. One that no layout fits is refused with the way out (nofit.py), naming the
     frameworks that plan without it; when the spec did not list the frameworks it is left out instead, with a
     note and a warning, as long as another one fits."""
@@ -303,9 +313,11 @@ def _resolve_fitting(spec: Spec, tables: Tables, contexts: dict[str, Context], n
     if not unfit:
         return results
     if spec.frameworks is None and results:
-        notes.extend(f"{name} left out: {problem.message}" for name, problem in unfit.items())
-        warnings.extend(f"{name} left out: no layout fits in memory (the notes say what would); list it in "
-                        f"frameworks: to have the plan refused instead" for name in unfit)
+        notes.extend(Note("frameworks.no_fit_reason", f"{name} left out: {problem.message}")
+                     for name, problem in unfit.items())
+        warnings.extend(warning("frameworks.left_out_no_fit", f"{name} left out: no layout fits in memory (the notes "
+                                                              f"say what would); list it in frameworks: to have the "
+                                                              f"plan refused instead") for name in unfit)
         return results
     others = (f"; or leave {' and '.join(unfit)} out of frameworks: ({', '.join(results)} "
               f"{'plans' if len(results) == 1 else 'plan'} without {'it' if len(unfit) == 1 else 'them'})") \
@@ -327,8 +339,8 @@ def _context(spec: Spec, model: Model, hw: Hardware, tables: Tables, name: str, 
 
 
 def _common_global_batch(spec: Spec, tables: Tables, contexts: dict[str, Context],
-                         plans: dict[str, FrameworkPlan], notes: list[str],
-                         warnings: list[str]) -> tuple[int, str | None]:
+                         plans: dict[str, FrameworkPlan], notes: list[Note],
+                         warnings: list[Note]) -> tuple[int, str | None]:
     """One global batch for every framework, so each takes the same steps over the same data: the spec's, a
     validated preset's when every other layout tiles it, else the method's target, which the layout search tiled
     wherever it could. Where a layout could not, the batch moves to the least multiple of every layout's micro batch
@@ -344,8 +356,9 @@ def _common_global_batch(spec: Spec, tables: Tables, contexts: dict[str, Context
                                                    f"accumulation, so the global batch is its micro batch")
     preset = next((lay for lay in layouts if lay.preset_level), None)
     if preset is not None and all(preset.global_batch_size % step == 0 for step in steps):
-        return preset.global_batch_size, (f"derived: the validated seed-003 preset's own global batch (micro batch "
-                                          f"{preset.micro_batch_size} x micro batches {preset.grad_accum} x DP "
+        guide = contexts[preset.framework].planning.preset_source
+        return preset.global_batch_size, (f"derived: the global batch of the validated preset from {guide} (micro "
+                                          f"batch {preset.micro_batch_size} x micro batches {preset.grad_accum} x DP "
                                           f"{preset.dp}), which every planned layout tiles; give global_batch_size "
                                           f"for another")
     target, _ = batch_target(next(iter(contexts.values())).defaults, spec)
@@ -357,21 +370,24 @@ def _common_global_batch(spec: Spec, tables: Tables, contexts: dict[str, Context
         # The smallest move: the least multiple of every layout's micro batch x DP that each layout takes.
         unit = math.lcm(*steps)
         batch = -(-max([target] + [lay.global_batch_size for lay in searched]) // unit) * unit
-        warnings.append(f"global batch moved from {target} to {batch} samples: "
-                        f"{'; '.join(_why_not_tiled(fp, target) for fp in untiled)}. Steps and warmup follow the "
-                        f"batch; set global_batch_size, cards or the layout to keep {target}")
+        warnings.append(warning("batch.moved", f"global batch moved from {target} to {batch} samples: "
+                                               f"{'; '.join(_why_not_tiled(fp, target) for fp in untiled)}. Steps "
+                                               f"and warmup follow the batch; set global_batch_size, cards or the "
+                                               f"layout to keep {target}"))
     if preset is not None:
-        notes.append(f"{preset.framework}: the validated preset's global batch {preset.global_batch_size} is not tiled "
-                     f"by every planned framework; all use {batch} (micro_batch_num follows)")
+        notes.append(Note("batch.preset_not_tiled", f"the validated preset's global batch {preset.global_batch_size} "
+                                                    f"is not tiled by every planned framework; all use {batch} "
+                                                    f"(micro_batch_num follows)", framework=preset.framework))
     return batch, None
 
 
-def _over_budget(spec: Spec, fp: FrameworkPlan) -> list[str]:
+def _over_budget(spec: Spec, fp: FrameworkPlan) -> list[Note]:
     """The budget warning, from the framework's final layout and estimate (at the plan's global batch)."""
     took, budget = fp.estimate.time_hours, spec.time_budget_hours
     if took is None or budget is None or took <= budget * 1.0001:
         return []
-    return [f"predicted {took:.1f} h exceeds the {budget:g} h budget on {fp.layout.cards} cards"]
+    return [warning("budget.exceeded", f"predicted {took:.1f} h exceeds the {budget:g} h budget on "
+                                       f"{fp.layout.cards} cards")]
 
 
 def _why_not_tiled(fp: FrameworkPlan, target: int) -> str:
@@ -410,7 +426,7 @@ def _choice(ctx: Context, lay: Layout, est: Estimate) -> str:
     if lay.source == "pinned":
         return "Pinned in the spec's layout section."
     if lay.preset_level:
-        text = "The validated seed-003 preset, kept because it ran on real hardware."
+        text = f"The validated preset from {ctx.planning.preset_source}, kept because it ran on real hardware."
         if fitting and fitting[0].describe() != lay.describe():
             text += (f" The search's fastest at these cards would be {fitting[0].describe()} "
                      f"({rate(ctx, fitting[0]).tokens_per_card_s:.0f} against {speed:.0f} tokens/s per card).")
@@ -434,7 +450,7 @@ def _choice(ctx: Context, lay: Layout, est: Estimate) -> str:
             f"{runner.memory.total:.1f} GiB per card).")
 
 
-def _with_roles(ctx: Context, tables: Tables, fp: FrameworkPlan, notes: list[str], warnings: list[str],
+def _with_roles(ctx: Context, tables: Tables, fp: FrameworkPlan, notes: list[Note], warnings: list[Note],
                 rejected: list[Rejected]) -> FrameworkPlan:
     """`fp` (its first role planned) with the other roles its plugin runs the method with, each laid out in its
     own search space at the plan's global batch: a colocated role on the framework's cards (when one needs more,
@@ -448,11 +464,11 @@ def _with_roles(ctx: Context, tables: Tables, fp: FrameworkPlan, notes: list[str
         at = replace(ctx, role=role.kind)
         cards = cards or smallest_fit(at)
         at = replace(at, spec=replace(at.spec, cards=cards))
-        own_notes: list[str] = []
-        own_warnings: list[str] = []
+        own_notes: list[Note] = []
+        own_warnings: list[Note] = []
         layout, own_rejected = choose_layout(at, tables, cards, own_notes, own_warnings)
-        notes.extend(f"{name} {role.kind.value}: {note}" for note in own_notes)
-        warnings.extend(f"{name} {role.kind.value}: {warning}" for warning in own_warnings)
+        notes.extend(note.about(name, role.kind.value) for note in own_notes)
+        warnings.extend(warned.about(name, role.kind.value) for warned in own_warnings)
         rejected.extend(replace(r, layout=f"{role.kind.value}: {r.layout}") for r in own_rejected)
         return layout, _estimate(at, layout, None)
 
@@ -467,8 +483,8 @@ def _with_roles(ctx: Context, tables: Tables, fp: FrameworkPlan, notes: list[str
                                         f"--force to try anyway")
         peak = fp.layout.cards
     if peak > fp.layout.cards:  # the first role moves to the cards the largest colocated role needs
-        notes.append(f"{name}: {peak} cards, the peak its colocated roles need ({fp.layout.cards} for "
-                     f"{fp.primary.kind.value})")
+        notes.append(Note("roles.peak_cards", f"{peak} cards, the peak its colocated roles need ({fp.layout.cards} "
+                                              f"for {fp.primary.kind.value})", framework=name))
         layout, estimate = laid_out(RoleDef(fp.primary.kind), peak)
         fp = fp.with_primary(layout=layout, estimate=estimate,
                              choice=_choice(replace(ctx, spec=replace(ctx.spec, cards=peak)), layout, estimate))
@@ -537,7 +553,7 @@ def _defaults(tables: Tables, name: str, method: str, model: Model) -> RecipeDef
     return plugin_of(fw).planning.recipe_defaults(tables.recipes[method], model, fw)
 
 
-def _frameworks(spec: Spec, tables: Tables, model: Model) -> tuple[list[str], list[str]]:
+def _frameworks(spec: Spec, tables: Tables, model: Model) -> tuple[list[str], list[Note]]:
     """The frameworks to plan, and notes on those a defaulted list left out (and why)."""
     supported = [name for name in tables.frameworks if tables.supports(name, model.name)]
     if spec.frameworks is None:
@@ -561,7 +577,7 @@ def _frameworks(spec: Spec, tables: Tables, model: Model) -> tuple[list[str], li
 
 
 def _defaulted_frameworks(spec: Spec, tables: Tables, model: Model,
-                          supported: list[str]) -> tuple[list[str], list[str]]:
+                          supported: list[str]) -> tuple[list[str], list[Note]]:
     """The frameworks a spec without `frameworks:` plans: every one supporting the model that can run the job."""
     # Reinforcement learning and training are planned by different frameworks: a defaulted list considers only
     # those offering the method's kind, and says nothing about the others.
@@ -577,7 +593,8 @@ def _defaulted_frameworks(spec: Spec, tables: Tables, model: Model,
         reasons = "; ".join(refusal for refusal in refusals.values() if refusal) or \
             f"{model.name} is not supported by any framework in the tables"
         raise SpecError.at("model", reasons)
-    return chosen, [f"{name} left out: {refusal}" for name, refusal in refusals.items() if refusal]
+    return chosen, [Note("frameworks.left_out", f"{name} left out: {refusal}")
+                    for name, refusal in refusals.items() if refusal]
 
 
 def _rl_models(tables: Tables, method: str) -> str:
@@ -626,7 +643,7 @@ SCAN_COUNTS = 512
 
 
 def _fewest_cards_for_budget(ctx: Context, tables: Tables, minimum: MinCards, ideal: int, tokens: float,
-                             budget: float, notes: list[str], warnings: list[str],
+                             budget: float, notes: list[Note], warnings: list[Note],
                              known: int | None = None) -> tuple[Layout, list[Rejected]]:
     """The fewest cards whose fastest layout meets the time budget at the training's own global batch (the spec's,
     else the method's target), from the count the ideal rate needs (at least the minimum) up to the largest the
@@ -656,10 +673,11 @@ def _fewest_cards_for_budget(ctx: Context, tables: Tables, minimum: MinCards, id
             trials.refuse(free)
         moved = free.trial(probe)
         assert moved is not None  # it meets the budget
-        notes.append(f"time budget: no count tried from {start:,} to {counts[-1]:,} cards (roundest first) meets "
-                     f"{budget:g} h at the global batch of {target}; {moved.layout.cards:,} cards meet it with "
-                     f"{moved.layout.describe()} at {moved.layout.global_batch_size}, the smallest batch a layout "
-                     f"there takes, so the search is at that batch")
+        notes.append(Note("budget.batch_moved",
+                          f"time budget: no count tried from {start:,} to {counts[-1]:,} cards (roundest first) "
+                          f"meets {budget:g} h at the global batch of {target}; {moved.layout.cards:,} cards meet it "
+                          f"with {moved.layout.describe()} at {moved.layout.global_batch_size}, the smallest batch a "
+                          f"layout there takes, so the search is at that batch"))
         trials = _BudgetTrials(ctx, tables, counts, tokens, budget, moved.layout.global_batch_size, forced)
         high = probe
     found, low = trials.scan(high)
@@ -700,8 +718,8 @@ class _Trial:
 
     layout: Layout
     rejected: list[Rejected]
-    notes: list[str]
-    warnings: list[str]
+    notes: list[Note]
+    warnings: list[Note]
     hours: float
 
 
@@ -726,8 +744,8 @@ class _BudgetTrials:
     def trial(self, i: int) -> _Trial | None:
         if i not in self.trials:
             cards = self.counts[i]
-            found_notes: list[str] = []
-            found_warnings: list[str] = []
+            found_notes: list[Note] = []
+            found_warnings: list[Note] = []
             at = replace(self.at, spec=replace(self.at.spec, cards=cards))
             # At a fixed batch, a count no layout tiles is known from the search alone (choose_layout would also
             # search every layout at any batch to say why).
@@ -771,7 +789,7 @@ class _BudgetTrials:
         low = max(0, high - SCAN_COUNTS)
         return next((i for i in range(low, high) if self.meets(i)), high), low
 
-    def scan_notes(self, found: int, low: int) -> list[str]:
+    def scan_notes(self, found: int, low: int) -> list[Note]:
         """What the scan below `found` saw: the count just below that fell short, the counts passed over, and
         from where the chosen count is the fewest."""
         chosen = self.trials[found]
@@ -780,16 +798,18 @@ class _BudgetTrials:
         short = next((self.trials[i] for i in range(found - 1, low - 1, -1) if self.trials[i] is not None), None)
         fewest = "the fewest" + (f" from {self.counts[low]:,} cards up" if low else "")
         if short is None:
-            out = [f"time budget: {chosen.layout.cards} cards are {fewest} that meet it at the global batch of "
-                   f"{batch} ({chosen.hours:.2f} h <= {self.budget:g} h)"]
+            out = [Note("budget.fewest", f"time budget: {chosen.layout.cards} cards are {fewest} that meet it at "
+                                         f"the global batch of {batch} ({chosen.hours:.2f} h <= {self.budget:g} h)")]
         else:
-            out = [f"time budget: {short.layout.cards} cards fall short (fastest layout {short.layout.describe()}, "
-                   f"{short.hours:.2f} h > {self.budget:g} h); {chosen.layout.cards} cards are {fewest} that meet "
-                   f"it at the global batch of {batch}"]
+            out = [Note("budget.fell_short",
+                        f"time budget: {short.layout.cards} cards fall short (fastest layout "
+                        f"{short.layout.describe()}, {short.hours:.2f} h > {self.budget:g} h); "
+                        f"{chosen.layout.cards} cards are {fewest} that meet it at the global batch of {batch}")]
         passed = [self.counts[i] for i in range(low, found) if self.trials[i] is None]
         if passed:
             listed = ", ".join(map(str, passed[:12])) + (f" and {len(passed) - 12} more" if len(passed) > 12 else "")
-            out.append(f"time budget: {listed} cards passed over: no layout there tiles the global batch of {batch}")
+            out.append(Note("budget.passed_over", f"time budget: {listed} cards passed over: no layout there tiles "
+                                                  f"the global batch of {batch}"))
         return out
 
     def refuse(self, other: _BudgetTrials) -> NoReturn:
@@ -820,8 +840,8 @@ def _estimate(ctx: Context, layout: Layout, budget_cards: int | None) -> Estimat
 def _resolve_framework(ctx: Context, tables: Tables, known: int | None = None):
     """One framework's plan; `known`: a card count a time budget's search tries first (resolve's second search, at
     the plan's global batch, starts from the first search's count)."""
-    notes: list[str] = []
-    warnings: list[str] = []
+    notes: list[Note] = []
+    warnings: list[Note] = []
     check_calibration(ctx)
     minimum, why = minimum_cards(ctx, tables, notes)
     if minimum is None:  # no table count: the smallest card count where an unpinned layout fits
@@ -830,8 +850,8 @@ def _resolve_framework(ctx: Context, tables: Tables, known: int | None = None):
     tokens = ctx.spec.train_tokens
     budget = ctx.spec.time_budget_hours if tokens is not None and ctx.spec.cards is None else None
     if budget is not None and rate(ctx, None).tokens_per_card_s <= 0:  # no rate: no card count meets a budget
-        warnings.append(f"time_budget_hours: {rate(ctx, None).source}, so no card count can be sized for the "
-                        f"budget; the cards follow memory alone")
+        warnings.append(warning("budget.no_rate", f"time_budget_hours: {rate(ctx, None).source}, so no card count "
+                                                  f"can be sized for the budget; the cards follow memory alone"))
         budget = None
     budget_cards = None
     if ctx.spec.cards is not None:
@@ -853,7 +873,7 @@ def _resolve_framework(ctx: Context, tables: Tables, known: int | None = None):
     # The upstream file the method follows: its own column (pretrain, predict), else the fine-tuning one.
     upstream = info.get(ctx.spec.method if ctx.spec.method in info else "finetune")
     # What upstream's file sets that this plan does not follow, and why (frameworks.yaml).
-    notes.extend(f"upstream {upstream} {text}" for text in info.get("departures", ()))
+    notes.extend(Note("upstream.departure", f"upstream {upstream} {text}") for text in info.get("departures", ()))
     notes.extend(ctx.planning.layout_notes(ctx, layout))
     first = ctx.planning.roles(ctx.spec.method)[0]
     fplan = FrameworkPlan(name=ctx.fw.name, label=ctx.fw.label,
@@ -863,10 +883,10 @@ def _resolve_framework(ctx: Context, tables: Tables, known: int | None = None):
     return fplan, rejected, notes, warnings
 
 
-def _card_notes(ctx: Context, minimum: MinCards, layout: Layout) -> list[str]:
+def _card_notes(ctx: Context, minimum: MinCards, layout: Layout) -> list[Note]:
     """Notes on the card count and layout a framework's first role took: the table's count above what memory
     needs, one card's missing accumulation, a preset's sequence parallel, a count below one node."""
-    notes: list[str] = []
+    notes: list[Note] = []
     # The table's count where it set the plan's (a time budget that the minimum already meets included: the budget
     # search starts at the table's count); a minimum within one node is seed 000's usual whole node (below 8 cards
     # one normally uses 8), so only whole nodes are named.
@@ -876,16 +896,17 @@ def _card_notes(ctx: Context, minimum: MinCards, layout: Layout) -> list[str]:
         if fewer is not None:
             notes.append(table_above_memory(minimum, fewer))
     if layout.cards == 1 and not ctx.fw.one_card_accumulation and ctx.role_kind.trains:
-        notes.append(f"one card: no gradient accumulation ({ctx.fw.one_card_rule}), so the global batch is the "
-                     f"micro batch, {layout.global_batch_size}")
+        notes.append(Note("cards.one_card", f"one card: no gradient accumulation ({ctx.fw.one_card_rule}), so the "
+                                            f"global batch is the micro batch, {layout.global_batch_size}"))
     if layout.preset_level and layout.sequence_parallel and ctx.pins.sequence_parallel is None:
-        notes.append("sequence parallel on: seed 003's validated commands run the upstream fine-tuning config "
-                     "unchanged on use_seq_parallel, and configs/qwen3/finetune_qwen3.yaml sets it True, although "
-                     "the seed's config table says False; the activation memory counts it. Pin "
-                     f"layout.{ctx.fw.name}.sequence_parallel: false for the table's value")
+        notes.append(Note("layout.preset_sequence_parallel",
+                          f"sequence parallel on: {ctx.planning.preset_source}'s validated commands run the upstream "
+                          f"fine-tuning config unchanged on use_seq_parallel, and configs/qwen3/finetune_qwen3.yaml "
+                          f"sets it True, although the guide's config table says False; the activation memory counts "
+                          f"it. Pin layout.{ctx.fw.name}.sequence_parallel: false for the table's value"))
     if ctx.hw.accelerator == "npu" and ctx.role_kind.trains and layout.cards < 8 and layout.cards == minimum.value:
-        notes.append(f"{layout.cards} card(s) is below one node; seed 000: below 8 cards one normally uses 8 "
-                     f"(set cards: 8 to do so)")
+        notes.append(Note("cards.below_node", f"{layout.cards} card(s) is below one node; the Huawei card table: "
+                                              f"below 8 cards one normally uses 8 (set cards: 8 to do so)"))
     return notes
 
 
@@ -894,7 +915,7 @@ def _card_notes(ctx: Context, minimum: MinCards, layout: Layout) -> list[str]:
 
 
 def _general_notes(spec: Spec, model: Model, tables: Tables, plans: dict[str, FrameworkPlan],
-                   planning: dict[str, Planning]) -> list[str]:
+                   planning: dict[str, Planning]) -> list[Note]:
     notes = []
     if spec.samples is not None and spec.method not in ("pretrain", *RL_METHODS):  # seed 001's advice is for SFT
         size_b = model.params / 1e9
@@ -902,38 +923,43 @@ def _general_notes(spec: Spec, model: Model, tables: Tables, plans: dict[str, Fr
             if size_b <= limit:
                 ratio = spec.samples / advice
                 more = "; quality matters more than count" if ratio > 2 else ""
-                notes.append(f"data: {spec.samples} samples; seed 001's rule of thumb for a ~{label} model is about "
-                             f"{advice} good samples ({ratio:.1f}x that){more}")
+                notes.append(Note("data.size_advice", f"data: {spec.samples} samples; the ZeRO-3 field report's rule "
+                                                      f"of thumb for a ~{label} model is about {advice} good samples "
+                                                      f"({ratio:.1f}x that){more}"))
                 break
     if spec.epochs != int(spec.epochs) and spec.samples_per_epoch is None:
-        notes.extend(f"{name} counts whole epochs: {own.whole_epochs_key} is {math.ceil(spec.epochs)} for the "
-                     f"spec's {spec.epochs:g}" for name, own in planning.items() if own.whole_epochs_key)
+        notes.extend(Note("train.whole_epochs", f"{name} counts whole epochs: {own.whole_epochs_key} is "
+                                                f"{math.ceil(spec.epochs)} for the spec's {spec.epochs:g}")
+                     for name, own in planning.items() if own.whole_epochs_key)
     if spec.method == "pretrain":
         starts = ", ".join(own.pretrain_weights for own in planning.values() if own.pretrain_weights)
-        notes.append(f"continued pretraining: every framework starts from the HuggingFace weights in "
-                     f"paths.model_dir{f' ({starts})' if starts else ''}, so the recipe's defaults "
-                     f"are each framework's continued-pretraining ones; gen-launch does not plan pretraining from "
-                     f"random weights")
+        notes.append(Note("pretrain.from_weights",
+                          f"continued pretraining: every framework starts from the HuggingFace weights in "
+                          f"paths.model_dir{f' ({starts})' if starts else ''}, so the recipe's defaults "
+                          f"are each framework's continued-pretraining ones; gen-launch does not plan pretraining "
+                          f"from random weights"))
     multi = [name for name, fp in plans.items() if fp.layout.nodes > 1]
     notes.extend(_master_notes(spec, multi))
     if multi and spec.shared_storage:
-        notes.append("multi-node: output_dir must be on storage shared by every node (cluster.shared_storage: true, "
-                     "the default this plan assumes; set it false where each node has its own disk)")
+        notes.append(Note("storage.shared", "multi-node: output_dir must be on storage shared by every node "
+                                            "(cluster.shared_storage: true, the default this plan assumes; set it "
+                                            "false where each node has its own disk)"))
     elif multi:
-        notes.extend(f"{name}: {planning[name].unshared_storage_note}" for name in multi
-                     if planning[name].unshared_storage_note)
+        notes.extend(own.about(name) for name in multi if (own := planning[name].unshared_storage_note))
     return notes
 
 
-def _master_notes(spec: Spec, multi: list[str]) -> list[str]:
+def _master_notes(spec: Spec, multi: list[str]) -> list[Note]:
     """Where a multi-node job's launch scripts take node 0's address from when the spec gives none."""
     if not multi or spec.master_addr is not None:
         return []
     if spec.scheduler == "none":
-        return [f"multi-node ({', '.join(multi)}) without cluster.master_addr: the launch scripts take "
-                f"MASTER_ADDR from the second argument or the environment and refuse to start without it"]
-    return [f"multi-node ({', '.join(multi)}) under {spec.scheduler}: started without arguments, the launch "
-            f"scripts take node 0's address from {spec.scheduler}'s variables (its first host)"]
+        return [Note("multinode.master_addr_given", f"multi-node ({', '.join(multi)}) without cluster.master_addr: "
+                                                    f"the launch scripts take MASTER_ADDR from the second argument or "
+                                                    f"the environment and refuse to start without it")]
+    return [Note("multinode.master_addr_scheduler", f"multi-node ({', '.join(multi)}) under {spec.scheduler}: started "
+                                                    f"without arguments, the launch scripts take node 0's address "
+                                                    f"from {spec.scheduler}'s variables (its first host)")]
 
 def _check_master_addr(spec: Spec, plans: dict[str, FrameworkPlan]) -> None:
     """A loopback cluster.master_addr is refused where a framework runs on more than one node, whichever it is."""
@@ -943,25 +969,27 @@ def _check_master_addr(spec: Spec, plans: dict[str, FrameworkPlan]) -> None:
         raise SpecError.at("cluster.master_addr", f"{spec.master_addr} {LOOPBACK_WHY} ({nodes})")
 
 
-def _fixed_steps_note(spec: Spec, planning: dict[str, Planning], recipe: Training) -> str | None:
+def _fixed_steps_note(spec: Spec, planning: dict[str, Planning], recipe: Training) -> Note | None:
     """Steps derived from the spec's data size are written as a count, not as epochs: a data file of another size
     then trains more or fewer passes, silently. A plugin's fixed_steps names the setting that takes the count."""
     fixed = [own.fixed_steps for own in planning.values() if own.fixed_steps]
     if not fixed or not recipe.origin.get("steps", "").startswith("derived"):
         return None
     rows = spec.samples is not None and spec.method != "pretrain"
-    return (f"steps: {recipe.steps} from the spec's data size, written as a step count ({', '.join(fixed)}): a data "
-            f"file of another size trains more or fewer than {recipe.epochs:g} epoch(s)"
-            + ("; gen-launch validate counts the file's rows where it is there" if rows else ""))
+    return Note("train.fixed_steps",
+                f"steps: {recipe.steps} from the spec's data size, written as a step count ({', '.join(fixed)}): a "
+                f"data file of another size trains more or fewer than {recipe.epochs:g} epoch(s)"
+                + ("; gen-launch validate counts the file's rows where it is there" if rows else ""))
 
 
 def _unshared_storage_warnings(spec: Spec, plans: dict[str, FrameworkPlan],
-                               planning: dict[str, Planning]) -> list[str]:
+                               planning: dict[str, Planning]) -> list[Note]:
     """Frameworks that cannot run across nodes without shared storage (cluster.shared_storage: false)."""
     if spec.shared_storage:
         return []
-    return [f"{name}: cluster.shared_storage is false: {planning[name].unshared_storage_refusal}"
-            for name, fp in plans.items() if fp.layout.nodes > 1 and planning[name].unshared_storage_refusal]
+    return [warning("storage.unshared_refused", f"cluster.shared_storage is false: {refusal}").about(name)
+            for name, fp in plans.items() if fp.layout.nodes > 1
+            and (refusal := planning[name].unshared_storage_refusal)]
 
 
 def _paths(spec: Spec, model: Model, hf_id: str, plans: dict[str, FrameworkPlan], planning: dict[str, Planning],

@@ -11,6 +11,7 @@ import re
 from dataclasses import asdict, dataclass, field, replace
 from typing import TYPE_CHECKING
 
+from .api.notes import Note, warning
 from .errors import Problem, SpecError
 
 if TYPE_CHECKING:
@@ -157,16 +158,18 @@ def scheduler_of(spec: Spec, hw: Hardware) -> Scheduler:
                      node_selector=selector)
 
 
-def scheduler_notes(sched: Scheduler) -> list[str]:
+def scheduler_notes(sched: Scheduler) -> list[Note]:
     """What the plan notes of the submission settings."""
     if sched.kind == "slurm" and sched.devices == "gres" and sched.cpus_per_task is None:
-        return ["cluster.slurm.cpus_per_task is not set: each node's one task (the launcher and every training "
-                "process it starts) gets the partition's default CPUs, often 1; set it to the CPUs of a node (or "
-                "use cluster.slurm.devices: exclusive)"]
+        return [Note("slurm.no_cpus_per_task",
+                     "cluster.slurm.cpus_per_task is not set: each node's one task (the launcher and every training "
+                     "process it starts) gets the partition's default CPUs, often 1; set it to the CPUs of a node "
+                     "(or use cluster.slurm.devices: exclusive)")]
     if sched.kind == "volcano" and not (sched.cpu and sched.memory):
-        return ["cluster.volcano.cpu and memory are not both set: the pods ask for no CPU or memory (BestEffort), so "
-                "Kubernetes may place other pods beside them and evicts them first when the node runs short; set "
-                "both to a node's allocatable CPUs and memory"]
+        return [Note("volcano.best_effort",
+                     "cluster.volcano.cpu and memory are not both set: the pods ask for no CPU or memory "
+                     "(BestEffort), so Kubernetes may place other pods beside them and evicts them first when the "
+                     "node runs short; set both to a node's allocatable CPUs and memory")]
     return []
 
 
@@ -184,13 +187,14 @@ def with_super_pod_blocks(sched: Scheduler, super_pod: bool, pod_cards: dict[str
     return replace(sched, annotations={name: {SP_BLOCK: str(cards)} for name, cards in pod_cards.items()})
 
 
-def super_pod_notes(sched: Scheduler) -> list[str]:
-    return [f"{name}: Volcano Job annotated sp-block: {block[SP_BLOCK]} (MindCluster's SuperPoD handler, one node's "
-            f"dies per block, so the job may span SuperPoDs; MindCluster's 2 x 16 sample asks for the whole job, 32, "
-            f"to keep it in one)" for name, block in sched.annotations.items()]
+def super_pod_notes(sched: Scheduler) -> list[Note]:
+    return [Note("volcano.sp_block", f"Volcano Job annotated sp-block: {block[SP_BLOCK]} (MindCluster's SuperPoD "
+                                     f"handler, one node's dies per block, so the job may span SuperPoDs; "
+                                     f"MindCluster's 2 x 16 sample asks for the whole job, 32, to keep it in one)",
+                 framework=name) for name, block in sched.annotations.items()]
 
 
-def volume_checks(sched: Scheduler, paths: dict[str, str], multi_node: bool) -> list[str]:
+def volume_checks(sched: Scheduler, paths: dict[str, str], multi_node: bool) -> list[Note]:
     """Under Volcano the pods see the image and the shared volume only: a job folder outside mount_path is refused
     (each pod would exit 127, its launch.sh not found), a given path outside it warned of (it may be
     in the image), and so is a multi-node job without a volume (each pod writes its own output folder)."""
@@ -198,15 +202,16 @@ def volume_checks(sched: Scheduler, paths: dict[str, str], multi_node: bool) -> 
         return []
     mount = (sched.mount_path or "").rstrip("/")
     if not sched.volume_claim:
-        return [f"cluster.volcano.volume_claim is not set: the pods see only the image, so cluster.job_dir "
-                f"({sched.job_dir}) and every path must be in it" +
-                (", and each node writes an output folder of its own, which a multi-node job cannot resume or "
-                 "merge from" if multi_node else "")]
+        return [warning("volcano.no_volume", f"cluster.volcano.volume_claim is not set: the pods see only the image, "
+                                             f"so cluster.job_dir ({sched.job_dir}) and every path must be in it" +
+                        (", and each node writes an output folder of its own, which a multi-node job cannot resume "
+                         "or merge from" if multi_node else ""))]
     if not _under(sched.job_dir or "", mount):
         raise SpecError.at("cluster.job_dir", f"{sched.job_dir} is outside cluster.volcano.mount_path ({mount}), "
                                               f"the only folder the pods share: put the job folder on the volume")
-    return [f"paths.{key} ({path}) is outside cluster.volcano.mount_path ({mount}): the pods find it only if the "
-            f"image holds it" for key, path in sorted(paths.items()) if not _under(path, mount)]
+    return [warning("volcano.path_off_volume", f"paths.{key} ({path}) is outside cluster.volcano.mount_path "
+                                               f"({mount}): the pods find it only if the image holds it")
+            for key, path in sorted(paths.items()) if not _under(path, mount)]
 
 
 def _under(path: str, folder: str) -> bool:
@@ -247,12 +252,13 @@ def time_limit(sched: Scheduler, hours: float | None) -> tuple[int | None, str]:
                      f"(cluster.slurm.time_margin) + {STARTUP_MINUTES} min to start")
 
 
-def time_limit_warnings(sched: Scheduler) -> list[str]:
+def time_limit_warnings(sched: Scheduler) -> list[Note]:
     """A framework with no --time runs under the partition's DefaultTime, which may end it before it finishes (RL and
     predict have no time estimate)."""
-    return [f"{name}: no time estimate, so its submit.sbatch sets no --time and Slurm ends it at the partition's "
-            f"DefaultTime (its MaxTime where none is set), however long the run needs: set "
-            f"cluster.slurm.time_limit_minutes" for name, (minutes, _) in sched.time_limits.items() if minutes is None]
+    return [warning("slurm.no_time_limit", "no time estimate, so its submit.sbatch sets no --time and Slurm ends it "
+                                           "at the partition's DefaultTime (its MaxTime where none is set), however "
+                                           "long the run needs: set cluster.slurm.time_limit_minutes").about(name)
+            for name, (minutes, _) in sched.time_limits.items() if minutes is None]
 
 
 def slurm_time(minutes: int) -> str:

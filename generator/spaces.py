@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from itertools import product
 
 from .api.contract import Structure
+from .api.notes import Note
 from .context import Context
 from .plan import Layout, Rejected
 
@@ -58,5 +59,5 @@ class GridSpace:
             parts.append(f"ep={structure.ep}")
         return " ".join(parts)
 
-    def choice_note(self, best: Layout, rejected: list[Rejected]) -> str | None:
+    def choice_note(self, best: Layout, rejected: list[Rejected]) -> Note | None:
         return None

@@ -2,13 +2,45 @@
 
 from __future__ import annotations
 
+import functools
 import importlib.util
 import json
 import os
+import sys
+from pathlib import Path
 
 import pytest
 
+from generator.api.notes import Note
 from generator.spec import parse_spec
+
+
+def note_lines(notes) -> list[str]:
+    """Notes as PLAN.md and `plan` show them, from Note values or from plan.json's note objects."""
+    return [str(note if isinstance(note, Note) else Note.from_json(note)) for note in notes]
+
+
+@functools.cache
+def sweep_plans() -> dict:
+    """{job: Plan} of bench/render_sweep.py's jobs: every bundled example and every bench/spec_sweep.py spec (--force
+    where the spec says FORCE), planned in process."""
+    from generator.resolve import resolve
+    from generator.spec import load_spec
+    from generator.tables import load_tables
+
+    repo = Path(__file__).resolve().parent.parent
+    sys.path.insert(0, str(repo / "bench"))
+    import spec_sweep
+
+    tables = load_tables()
+    plans = {}
+    for example in sorted((repo / "examples").glob("*.yaml")):
+        spec = load_spec(example)
+        plans[spec.job] = resolve(spec, tables)
+    for job in spec_sweep.SPECS:
+        spec = make_spec(**{k: v for k, v in job.items() if k != "FORCE"})
+        plans[spec.job] = resolve(spec, tables, force=bool(job.get("FORCE")))
+    return plans
 
 
 def make_spec(**fields):

@@ -54,7 +54,7 @@ def test_figures_and_warnings_come_from_the_final_layout():
     # warned "mindformers: predicted 10.7 h exceeds the 10 h budget on 1072 cards" and printed 8.6 h.
     plan = resolve(make_spec(model="qwen3-32b", frameworks=["mindformers", "mindspeed-llm"],
                              data={"total_tokens": 2 * 10**10}, time_budget_hours=10), T)
-    warned = {m[1]: m[2] for w in plan.warnings if (m := re.match(r"(\S+): predicted ([0-9.]+) h exceeds", w))}
+    warned = {m[1]: m[2] for w in plan.warnings if (m := re.match(r"(\S+): predicted ([0-9.]+) h exceeds", str(w)))}
     for name, fp in plan.frameworks.items():
         over = fp.estimate.time_hours > 10 * 1.0001
         assert (name in warned) == over, (name, fp.estimate.time_hours, plan.warnings)
@@ -145,7 +145,7 @@ def test_budget_notes_describe_the_final_global_batch():
     assert fp.layout.cards == alone.layout.cards == brute_force_fewest(spec, "mindspeed-llm", alone)
     assert not any("global batch of 128" in n for n in plan.notes)
     for note in plan.notes:
-        if (m := re.match(r"mindspeed-llm: time budget: (\d+) cards fall short \(.*, ([0-9.]+) h > 24 h\)", note)):
+        if (m := re.match(r"mindspeed-llm: time budget: (\d+) cards fall short \(.*, ([0-9.]+) h > 24 h\)", str(note))):
             short = resolve(replace(spec, cards=int(m[1])), T).frameworks["mindspeed-llm"]
             assert f"{short.estimate.time_hours:.2f}" == m[2]
 

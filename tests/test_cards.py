@@ -7,7 +7,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 import pytest
-from helpers import make_spec
+from helpers import make_spec, note_lines
 
 from generator.cards import (
     MAX_SEARCH_CARDS,
@@ -143,7 +143,7 @@ def test_an_explicit_count_is_checked_against_dies_nodes_and_the_minimum():
         explicit_cards(a3, 8, minimum, [])
     notes: list[str] = []
     assert explicit_cards(context(hardware="snt9b23", force=True), 8, minimum, notes) == 8
-    assert notes == ["FORCED: 8 cards is below the table minimum 16 (the row)"]
+    assert note_lines(notes) == ["FORCED: 8 cards is below the table minimum 16 (the row)"]
 
 
 @pytest.mark.parametrize("hardware,budget,cards", [("snt9b23", 9, 16), ("snt9b23", 7, 8), ("snt9b23", 5, 8),

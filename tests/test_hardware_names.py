@@ -10,6 +10,7 @@ from dataclasses import replace
 
 import pytest
 from click.testing import CliRunner
+from helpers import note_lines
 
 from generator.cli import main
 from generator.errors import TableError
@@ -34,15 +35,16 @@ def test_an_alias_plans_as_its_row_and_the_plan_says_so(tmp_path, name, row):
     assert result.exit_code == 0, result.stderr
     data = json.loads(result.stdout)
     assert data["hardware"] == row
-    said = [n for n in data["notes"] if n.startswith(f"hardware '{name}' is {row} (")]
-    assert len(said) == 1, data["notes"]
+    said = [n for n in note_lines(data["notes"]) if n.startswith(f"hardware '{name}' is {row} (")]
+    assert len(said) == 1, note_lines(data["notes"])
     source = next((a["source"] for a in T.hardware[row].aliases if a["name"].lower() == name.lower()), None)
     assert source is None or said[0].endswith(f": {source}")
 
 
 def test_the_row_name_itself_adds_no_note(tmp_path):
     _, result = plan(tmp_path, "snt9b")
-    assert result.exit_code == 0 and not any(n.startswith("hardware ") for n in json.loads(result.stdout)["notes"])
+    notes = note_lines(json.loads(result.stdout)["notes"])
+    assert result.exit_code == 0 and not any(n.startswith("hardware ") for n in notes)
 
 
 @pytest.mark.parametrize("name,hint", [("snt9c", "did you mean snt9b?"), ("snt9b32", "did you mean snt9b23?"),

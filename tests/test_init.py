@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 import yaml
 from click.testing import CliRunner
+from helpers import note_lines
 
 from generator.cli import main
 
@@ -84,7 +85,7 @@ def test_a_base_model_is_planned_from_its_own_weights(tmp_path):
     job = tmp_path / "out" / "qwen2-5-14b-lora-snt9b"
     plan = json.loads((job / "plan.json").read_text())
     assert plan["model"] == "qwen2.5-14b" and plan["hf_id"] == "Qwen/Qwen2.5-14B"
-    assert any(n.startswith("model: Qwen/Qwen2.5-14B is the base model") for n in plan["notes"])
+    assert any(n.startswith("model: Qwen/Qwen2.5-14B is the base model") for n in note_lines(plan["notes"]))
     train = yaml.safe_load((job / "llama-factory" / "train.yaml").read_text())
     assert train["model_name_or_path"] == "/path/to/Qwen2.5-14B" and train["template"] == "qwen"
     assert "(Qwen/Qwen2.5-14B) lora" in rendered.stderr  # the plan's first line names the weights

@@ -8,7 +8,7 @@ import math
 from dataclasses import replace
 
 import pytest
-from helpers import make_spec
+from helpers import make_spec, note_lines
 
 from generator.context import Context
 from generator.errors import SpecError
@@ -172,7 +172,7 @@ def test_the_memory_model_raises_a_table_count_it_cannot_fit_up_to_four_times():
     plan = resolve(make_spec(model="qwen3-32b", frameworks=["mindspeed-llm"]), table_minimum(4))
     assert (plan.frameworks["mindspeed-llm"].min_cards.value, plan.frameworks["mindspeed-llm"].layout.cards) == (4, 16)
     assert "mindspeed-llm: the memory model raised the card count from 4 to 16: no layout fits on 4 (see rejected)" \
-        in plan.notes
+        in note_lines(plan.notes)
     with pytest.raises(SpecError) as refused:  # 2 x 4 = 8 at most: 16 is beyond the raise
         resolve(make_spec(model="qwen3-32b", frameworks=["mindspeed-llm"]), table_minimum(2))
     [problem] = refused.value.problems
@@ -199,7 +199,7 @@ def test_a_pinned_layout_that_does_not_fit_is_refused_unless_forced():
     plan = resolve(pinned, TABLES, force=True)
     assert plan.frameworks["mindspeed-llm"].layout.describe() == "tp=1 pp=1 dp=8 mbs=1 recompute=full"
     assert "mindspeed-llm: layout tp=1 pp=1 dp=8 mbs=1 recompute=full may not fit: estimated 64.1 GiB per card > " \
-           "52.2 GiB (usable 58 GiB less 10% headroom)" in plan.warnings
+           "52.2 GiB (usable 58 GiB less 10% headroom)" in note_lines(plan.warnings)
 
 
 def test_a_validated_preset_takes_its_own_global_batch():
@@ -207,7 +207,7 @@ def test_a_validated_preset_takes_its_own_global_batch():
     layout = resolve(make_spec(model="qwen3-32b", frameworks=["mindformers"]), TABLES).frameworks["mindformers"].layout
     assert (layout.cards, layout.tp, layout.pp, layout.dp, layout.micro_batch_size, layout.global_batch_size) == \
         (16, 4, 4, 1, 1, 4)
-    assert layout.source == "preset: validated (seed 003, level Validated)"
+    assert layout.source == "preset: validated (MindFormers' Qwen3 guide, level Validated)"
 
 
 def test_a_structure_memory_rejects_names_the_last_setting_tried():

@@ -8,7 +8,7 @@ import os
 import subprocess
 
 import pytest
-from helpers import make_spec, render_job
+from helpers import make_spec, note_lines, render_job
 
 from generator.errors import SpecError
 from generator.frameworks.mindspeed_mm.planning import FACTOR, SPREAD
@@ -139,7 +139,7 @@ def test_full_vision_counts_samples_and_trains_the_epoch_it_says():
     assert (t.learning_rate, t.weight_decay, t.warmup_ratio, t.lr_schedule) == (1.0e-5, 0.0, 0.1, "cosine")
     assert "finetune_qwen2_5_vl_7b.sh l. 64" in t.origin["learning_rate"]
     # and PLAN.md says what a VL model's pretraining would need, and that it is not written
-    notes = " ".join(plan.notes)
+    notes = " ".join(note_lines(plan.notes))
     assert "projector alignment" in notes and "gen-launch does not write it" in notes
 
 

@@ -25,7 +25,7 @@ import kbit_loader as Q
 import pytest
 import yaml
 from conftest import REPO
-from helpers import render_job, require
+from helpers import note_lines, render_job, require
 
 from generator.memory import ADAPTER_WEIGHT_BYTES, GIB, MemoryJob, estimate, int8_input_bytes, quant_bytes
 from generator.parallel import Parallel
@@ -76,7 +76,7 @@ def test_the_plan_counts_the_double_quantization_its_train_yaml_sets(tables, har
                              seq_len=1024, frameworks=["llama-factory"], cards=1)
     train = yaml.safe_load(files["llama-factory/train.yaml"])
     assert train.get("double_quantization", True) is double_quant  # LLaMA-Factory's default: on
-    note = next(n for n in plan.to_json()["notes"] if "memory of the 4-bit base" in n)
+    note = next(n for n in note_lines(plan.to_json()["notes"]) if "memory of the 4-bit base" in n)
     assert f"{quant_bytes(4, double_quant):.4g} B per quantized weight" in note
     assert ("with double quantization" in note) is double_quant
 
@@ -174,6 +174,6 @@ def test_an_8bit_plan_says_what_its_int8_inputs_hold(tables, recompute):
     plan, _ = render_job(tables, model="llama3.1-8b", method="qlora", quantization_bit=8, hardware="a800",
                          seq_len=1024, frameworks=["llama-factory"], cards=1,
                          layout={"llama-factory": {"recompute": recompute, "micro_batch_size": 2}})
-    note = next(n for n in plan.to_json()["notes"] if "activations of the 8-bit base" in n)
+    note = next(n for n in note_lines(plan.to_json()["notes"]) if "activations of the 8-bit base" in n)
     held = int8_input_bytes(tables.models["llama3.1-8b"], recompute, 2048)[recompute == "full"]
     assert f"{held / GIB:.2f} GiB" in note and "not measured on a GPU" in note

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 import yaml
 from click.testing import CliRunner
-from helpers import add_framework, assert_meets_contract, clear_table_caches, install_plugin
+from helpers import add_framework, assert_meets_contract, clear_table_caches, install_plugin, note_lines
 
 import generator
 from generator import tables as tables_module
@@ -139,16 +139,16 @@ def test_the_search_space_words_its_own_choice(toy):
     # Issue 24: the core printed the ZeRO-order note for every framework on the deepspeed memory scheme; the note is
     # the search space's, so a plugin on that scheme with a space of its own gets its own words, or none.
     plugin = toy / "plugins" / "toy_plugin.py"
-    own_space = ("class OwnChoice(type(ZERO_STAGES)):\n"
+    own_space = ("from generator.api.notes import Note\n\n\nclass OwnChoice(type(ZERO_STAGES)):\n"
                  "    def choice_note(self, best, rejected):\n"
-                 "        return f'toy chose {best.deepspeed_label}'\n\n\n"
+                 "        return Note('toy.choice', f'toy chose {best.deepspeed_label}')\n\n\n"
                  "class Planning(DefaultPlanning):\n    def space(self, role):\n        return OwnChoice()\n")
     text = plugin.read_text(encoding="utf-8")
     plugin.write_text(text.replace("class Planning(DefaultPlanning):\n    def space(self, role):\n"
                                    "        return ZERO_STAGES\n", own_space), encoding="utf-8")
     result = CliRunner().invoke(main, ["plan", str(_spec(toy, frameworks=["toy"])), "--json"])
     assert result.exit_code == 0, result.output + result.stderr
-    notes = json.loads(result.stdout)["notes"]
+    notes = note_lines(json.loads(result.stdout)["notes"])
     assert "toy: toy chose ZeRO-0" in notes and not any("examples/deepspeed" in n for n in notes), notes
 
 

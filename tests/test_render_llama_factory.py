@@ -23,6 +23,7 @@ from helpers import (
 )
 from llamafactory_exec import environment
 
+from generator.api.notes import with_code
 from generator.errors import SpecError
 from generator.frameworks.llama_factory.checks import (
     llamafactory_parser_check,
@@ -149,7 +150,8 @@ def test_seed_001_32b_lora_fits_one_node_and_unsharded_does_not():
     lay = plan.frameworks["llama-factory"].layout
     assert lay.cards == 8 and lay.fits and not lay.offload
     assert plan.shape.params * 2 / 2**30 > lay.usable_gb  # bf16 weights on one card alone do not fit
-    assert any("seed 001 check" in n for n in plan.notes)
+    [check] = with_code(plan.notes, "llama_factory.zero3_report_check")
+    assert check.framework == "llama-factory" and check.text.startswith("the ZeRO-3 field report's check: ")
     assert "% of the 58 GiB usable" in files["PLAN.md"]
 
 

@@ -7,7 +7,7 @@ import math
 import re
 
 import pytest
-from helpers import check_layout_rules, make_spec, table_cells
+from helpers import check_layout_rules, make_spec, note_lines, table_cells
 
 from generator.errors import SpecError
 from generator.render.core import plan_json
@@ -301,7 +301,7 @@ def test_dataset_format_a_framework_cannot_read():
     plan = plan_of(model="qwen3-8b", method="lora", paths={"dataset": "/d.jsonl", "dataset_format": "sharegpt"})
     assert set(plan.frameworks) == {"mindspeed-llm", "llama-factory"}
     assert "mindformers left out: mindformers fine-tuning reads alpaca data, not sharegpt (paths.dataset_format)" \
-        in plan.notes
+        in note_lines(plan.notes)
 
 
 def test_no_pipeline_stage_holds_only_deepseeks_dense_layers():
@@ -376,7 +376,7 @@ def test_a_time_budget_prefers_card_counts_that_tile_the_batch():
     lay = plan.frameworks["llama-factory"].layout
     assert (lay.cards, plan.train.global_batch_size) == (64, 128) and not plan.warnings
     assert "llama-factory: time budget: 40, 48, 56 cards passed over: no layout there tiles the global batch of " \
-           "128" in plan.notes
+           "128" in note_lines(plan.notes)
     assert plan.frameworks["llama-factory"].estimate.time_hours <= 10
 
 
@@ -399,8 +399,8 @@ def test_a_table_minimum_above_the_memory_model_is_kept_and_noted():
     assert fp.min_cards.value == fp.layout.cards == 256 and "min_cards.csv line 81" in fp.min_cards.source
     data = json.loads(plan_json(plan))
     assert data["min_cards"]["value"] == data["frameworks"]["mindspeed-llm"]["min_cards"]["value"] == 256
-    assert any("more than the memory model needs" in n for n in data["notes"])
-    [note] = [n for n in plan.notes if "more than the memory model needs" in n]
+    assert any("more than the memory model needs" in n for n in note_lines(data["notes"]))
+    [note] = [str(n) for n in plan.notes if "more than the memory model needs" in n]
     fewer = int(re.search(r"set cards: (\d+) and pass --force", note).group(1))
     assert fewer < 256 and f"fits on {fewer} cards" in note
     # The advice works: that count plans a layout that fits (with --force: it is below the table's minimum).
@@ -420,6 +420,6 @@ def test_a_table_minimum_above_the_memory_model_is_noted_under_a_time_budget_too
                    frameworks=["mindspeed-llm"], data={"total_tokens": 10**10}, time_budget_hours=168)
     fp = plan.frameworks["mindspeed-llm"]
     assert fp.layout.cards == fp.min_cards.value == 256 and fp.estimate.time_hours < 168
-    [note] = [n for n in plan.notes if "more than the memory model needs" in n]
+    [note] = [str(n) for n in plan.notes if "more than the memory model needs" in n]
     fewer = int(re.search(r"set cards: (\d+) and pass --force", note).group(1))
     assert fewer < 256

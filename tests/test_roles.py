@@ -11,7 +11,7 @@ import json
 import pytest
 import yaml
 from click.testing import CliRunner
-from helpers import add_framework, assert_meets_contract, clear_table_caches, install_plugin
+from helpers import add_framework, assert_meets_contract, clear_table_caches, install_plugin, note_lines
 
 from generator import spec as spec_module
 from generator import tables as tables_module
@@ -168,7 +168,7 @@ def test_the_cards_are_the_peak_the_largest_role_needs(duo, monkeypatch):
     plan = json.loads(result.stdout)
     fw = plan["frameworks"]["duo"]
     actor, critic = fw["roles"]["actor"], fw["roles"]["critic"]
-    assert "duo: 32 cards, the peak its colocated roles need (8 for actor)" in plan["notes"]
+    assert "duo: 32 cards, the peak its colocated roles need (8 for actor)" in note_lines(plan["notes"])
     assert fw["cards"] == plan["cards"] == actor["cards"] == critic["cards"] == 32
     assert (critic["tp"], critic["dp"]) == (2, 16)
     assert fw["min_cards"]["value"] == 8  # the first role's own minimum (the memory model's)
@@ -187,7 +187,7 @@ def test_a_card_count_too_small_for_a_colocated_role_is_refused(duo, monkeypatch
     assert forced.exit_code == 0, forced.stderr
     plan = json.loads(forced.stdout)
     assert plan["cards"] == plan["frameworks"]["duo"]["roles"]["critic"]["cards"] == 8
-    assert any(warning.startswith("duo critic: layout tp=2 pp=1") for warning in plan["warnings"])
+    assert any(warning.startswith("duo critic: layout tp=2 pp=1") for warning in note_lines(plan["warnings"]))
 
 
 def test_a_role_on_cards_of_its_own_adds_them(duo, monkeypatch):
@@ -200,7 +200,7 @@ def test_a_role_on_cards_of_its_own_adds_them(duo, monkeypatch):
     actor, critic = fw["roles"]["actor"], fw["roles"]["critic"]
     assert (actor["cards"], actor["colocated"], critic["cards"], critic["colocated"]) == (8, True, 32, False)
     assert fw["cards"] == plan["cards"] == 40 and fw["nodes"] == plan["nodes"] == 5
-    assert not any("the peak its colocated roles need" in note for note in plan["notes"])
+    assert not any("the peak its colocated roles need" in note for note in note_lines(plan["notes"]))
 
 
 def test_plan_and_candidates_show_each_role(duo):

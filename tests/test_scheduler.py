@@ -632,7 +632,7 @@ def test_paths_off_the_volume_and_no_volume_are_warned_of():
     paths = {"model_dir": "/models/qwen2.5-7b", "dataset": "/shared/data/train.json", "output_dir": "/shared/out"}
     plan, _ = render_job(T, frameworks=["llama-factory"], cards=16, cluster=CLUSTER["volcano"], paths=paths,
                          **JOBS["llama-factory"])
-    off = [w for w in plan.warnings if "outside cluster.volcano.mount_path" in w]
+    off = [str(w) for w in plan.warnings if "outside cluster.volcano.mount_path" in w]
     assert off == ["paths.model_dir (/models/qwen2.5-7b) is outside cluster.volcano.mount_path (/shared): the pods "
                    "find it only if the image holds it"]
     bare = {**CLUSTER["volcano"], "volcano": {"image": "swr.example.com/ascend/train:8.1"}}

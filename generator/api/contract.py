@@ -18,6 +18,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
+from .notes import Note
 from .roles import RoleDef, RoleKind
 
 if TYPE_CHECKING:
@@ -83,7 +84,7 @@ class SearchSpace(Protocol):
         """The structure as the rejected list names it."""
         ...
 
-    def choice_note(self, best: Layout, rejected: list[Rejected]) -> str | None:
+    def choice_note(self, best: Layout, rejected: list[Rejected]) -> Note | None:
         """Why the search chose `best` over the lighter structures `rejected` holds, in the framework's words
         (None: the plan's rejected list says enough)."""
         ...
@@ -157,7 +158,7 @@ class Planning(Protocol):
         ...
 
     @property
-    def thinking_note(self) -> str | None:
+    def thinking_note(self) -> Note | None:
         """Why train.enable_thinking does not apply to it, when it does not."""
         ...
 
@@ -180,17 +181,17 @@ class Planning(Protocol):
 
     @property
     def presets_first(self) -> bool:
-        """Validated seed-003 presets set its minimum cards before the minimum-card table."""
+        """Validated presets (from its preset_source) set its minimum cards before the minimum-card table."""
         ...
 
     @property
-    def min_cards_stand_in(self) -> str:
+    def min_cards_stand_in(self) -> Note | None:
         """The note when no preset matches and its row's min_cards_from column stands in."""
         ...
 
     @property
     def preset_source(self) -> str:
-        """How notes name its validated presets."""
+        """The source of its validated presets, by what it is (the plan names it so)."""
         ...
 
     @property
@@ -214,7 +215,7 @@ class Planning(Protocol):
         ...
 
     @property
-    def unshared_storage_note(self) -> str | None:
+    def unshared_storage_note(self) -> Note | None:
         """What it does across nodes without shared storage (a note)."""
         ...
 
@@ -258,11 +259,11 @@ class Planning(Protocol):
         """What its upstream recipe for ctx.model sets that the memory model reads (from its facts, ctx.info)."""
         ...
 
-    def layout_notes(self, ctx: Context, layout: Layout) -> list[str]:
+    def layout_notes(self, ctx: Context, layout: Layout) -> list[Note]:
         """Notes on the chosen layout of the role that sets the cards."""
         ...
 
-    def checkpoint_note(self, spec: Spec, model: Model, recipe: Training) -> str | None:
+    def checkpoint_note(self, spec: Spec, model: Model, recipe: Training) -> Note | None:
         """What keeping its checkpoints costs where it does not honour train.keep_checkpoints (None: it does)."""
         ...
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
+from ..api.notes import Note
 from ..context import Context
 from ..errors import Problem
 from ..memory import MemoryBreakdown
@@ -38,18 +39,18 @@ class DefaultPlanning:
     moved_pins: Mapping[str, str] = {}
     chat_template_fact: str | None = None
     thinking_template: str = ""
-    thinking_note: str | None = None
+    thinking_note: Note | None = None
     whole_nodes: str | None = None
     pretrain_weights: str = ""
     presets_first = False
     opt_in: str | None = None
-    min_cards_stand_in = ""
+    min_cards_stand_in: Note | None = None
     preset_source = ""
     linear_decay_source: str | None = None
     fixed_steps: str | None = None
     whole_epochs_key: str | None = None
     unshared_storage_refusal: str | None = None
-    unshared_storage_note: str | None = None
+    unshared_storage_note: Note | None = None
 
     def roles(self, method: str) -> tuple[RoleDef, ...]:
         return (RoleDef(RoleKind.TRAIN),)
@@ -78,10 +79,10 @@ class DefaultPlanning:
     def memory_inputs(self, ctx: Context) -> MemoryInputs:
         return MemoryInputs()
 
-    def layout_notes(self, ctx: Context, layout: Layout) -> list[str]:
+    def layout_notes(self, ctx: Context, layout: Layout) -> list[Note]:
         return []
 
-    def checkpoint_note(self, spec: Spec, model: Model, recipe: Training) -> str | None:
+    def checkpoint_note(self, spec: Spec, model: Model, recipe: Training) -> Note | None:
         return None
 
     def path_defaults(self, output_dir: str, model: Model, layout: Layout) -> dict[str, PathDefault]:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from ...api.contract import Structure
+from ...api.notes import Note
 from ...context import Context
 from ...plan import Layout, Rejected, deepspeed_words
 
@@ -35,12 +36,13 @@ class ZeroStages:
     def label(self, structure: Structure) -> str:
         return f"DeepSpeed {deepspeed_words(structure.zero_stage, structure.offload)}"
 
-    def choice_note(self, best: Layout, rejected: list[Rejected]) -> str:
+    def choice_note(self, best: Layout, rejected: list[Rejected]) -> Note:
         """Why the plan's DeepSpeed setting: the lightest that fits, and what the lighter ones would need."""
         lighter = [f"{r.layout} {r.reason}" for r in rejected if r.framework == best.framework]
-        return (f"DeepSpeed {best.deepspeed_label}: the lightest setting that fits ({best.memory.total:.1f} GiB per "
-                f"card), trying none (one card), ZeRO-0, ZeRO-2, ZeRO-3, then ZeRO-3 + offload as upstream's "
-                f"examples/deepspeed offer them" + (f"; {'; '.join(lighter)}" if lighter else ""))
+        return Note("hf_trainer.zero_stage_choice",
+                    f"DeepSpeed {best.deepspeed_label}: the lightest setting that fits ({best.memory.total:.1f} GiB "
+                    f"per card), trying none (one card), ZeRO-0, ZeRO-2, ZeRO-3, then ZeRO-3 + offload as upstream's "
+                    f"examples/deepspeed offer them" + (f"; {'; '.join(lighter)}" if lighter else ""))
 
 
 ZERO_STAGES = ZeroStages()

@@ -426,19 +426,19 @@ PREDICT_RULES: tuple[Rule, ...] = (
     Rule("P1", "configs/qwen3/predict_qwen3.yaml (the key tree); configs/telechat3/predict_telechat3_36b.yaml l. 20",
          "predict.yaml must hold upstream predict_qwen3.yaml's keys and model_config.seq_length, and no other",
          lambda v: key_tree(v.doc) != PREDICT_KEYS),
-    Rule("P2", "run_mindformer.py l. 288 (run_mode choices); seed 003 推理 parameter table", "run_mode must be "
-         "'predict'", lambda v: v.doc.get("run_mode") != "predict"),
-    Rule("P3", "seed 003 (configs/qwen3/README.md v1.8.0) 多卡推理 point 2", "predict supports no data parallelism: "
-         "data_parallel must be 1", lambda v: v.size("data_parallel") != 1),
-    Rule("P4", "parallel_core/inference/parallel_state.py l. 240-265; seed 003 多卡推理 point 1", "data_parallel x "
-         "model_parallel must equal the cards (model_parallel = the cards used)",
+    Rule("P2", "run_mindformer.py l. 288 (run_mode choices); MindFormers' Qwen3 guide, 推理 parameter table",
+         "run_mode must be 'predict'", lambda v: v.doc.get("run_mode") != "predict"),
+    Rule("P3", "MindFormers' Qwen3 guide (configs/qwen3/README.md v1.8.0) 多卡推理 point 2",
+         "predict supports no data parallelism: data_parallel must be 1", lambda v: v.size("data_parallel") != 1),
+    Rule("P4", "parallel_core/inference/parallel_state.py l. 240-265; MindFormers' Qwen3 guide, 多卡推理 point 1",
+         "data_parallel x model_parallel must equal the cards (model_parallel = the cards used)",
          lambda v: v.size("data_parallel") * v.size("model_parallel") != v.cards),
     Rule("P5", SPLIT_RULE, "model_parallel must divide the attention heads, and the KV heads or be a multiple of them "
          "where it exceeds them", _split_broken),
-    Rule("P6", "seed 003 推理 launch lines (--use_parallel False on one card, True on several)", "use_parallel must "
-         "be True exactly when more than one card runs", lambda v: v.parallel != (v.cards > 1)),
-    Rule("P7", "MindSpore runtime/memory.py l. 31, 98-108; seed 003 并行配置建议 note", "context.max_device_memory "
-         f"must read '<number>GB', at most {PREDICT_MAX_DEVICE_GB}GB",
+    Rule("P6", "MindFormers' Qwen3 guide, 推理 launch lines (--use_parallel False on one card, True on several)",
+         "use_parallel must be True exactly when more than one card runs", lambda v: v.parallel != (v.cards > 1)),
+    Rule("P7", "MindSpore runtime/memory.py l. 31, 98-108; MindFormers' Qwen3 guide, 并行配置建议 note",
+         f"context.max_device_memory must read '<number>GB', at most {PREDICT_MAX_DEVICE_GB}GB",
          lambda v: (_device_gb(v) or PREDICT_MAX_DEVICE_GB + 1) > PREDICT_MAX_DEVICE_GB),
     Rule("P8", "configs/qwen3/predict_qwen3.yaml l. 3, 6, 18; models/build_config.py l. 125-136", "the weights "
          "load from pretrained_model_dir (a HuggingFace folder) with load_checkpoint '' and use_legacy False",

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 
+from ...api.notes import Note
 from ...context import Context
 from ...memory import MemoryBreakdown
 from ...parallel import Parallel
@@ -18,16 +19,18 @@ from . import predict
 class Planning(DefaultPlanning):
     path_keys = ("mindformers_dir",)
     thinking_template = "MindFormers writes the Alpaca prompt"
-    thinking_note = ("its AlpacaInstructDataHandler writes samples in the Alpaca prompt, not Qwen3's chat template "
-                     "(dataset/handler/alpaca_handler.py l. 36-51, MindFormers 2.1.0), so train.enable_thinking "
-                     "applies to the other frameworks only")
+    thinking_note = Note("mindformers.thinking_alpaca",
+                         "its AlpacaInstructDataHandler writes samples in the Alpaca prompt, not Qwen3's chat "
+                         "template (dataset/handler/alpaca_handler.py l. 36-51, MindFormers 2.1.0), so "
+                         "train.enable_thinking applies to the other frameworks only")
     pretrain_weights = "MindFormers through pretrained_model_dir"
     # Seed 003's validated configs are MindFormers'; without one, the table's MindSpeed-LLM column (its row's
     # min_cards_from) stands in.
     presets_first = True
-    min_cards_stand_in = ("minimum cards: no seed-003 preset for this case, so the MindSpeed-LLM column of the "
-                          "minimum-card table stands in for MindFormers")
-    preset_source = "seed-003 MindFormers config"
+    min_cards_stand_in = Note("mindformers.min_cards_stand_in",
+                              "minimum cards: no preset from MindFormers' Qwen3 guide for this case, so the "
+                              "MindSpeed-LLM column of the minimum-card table stands in for MindFormers")
+    preset_source = "MindFormers' Qwen3 guide"
     linear_decay_source = "MindFormers LinearWithWarmUpLR"
     whole_epochs_key = "runner_config.epochs"
     unshared_storage_refusal = ("MindFormers refuses to slice the weights (auto_trans_ckpt) into an output_dir that "

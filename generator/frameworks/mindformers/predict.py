@@ -16,6 +16,7 @@ from dataclasses import dataclass, replace
 
 import jinja2
 
+from ...api.notes import Note
 from ...context import Context
 from ...errors import SpecError
 from ...memory import GIB, MemoryBreakdown, MemoryJob, estimate
@@ -27,7 +28,7 @@ from ..contract import Structure
 UPSTREAM = "configs/qwen3/predict_qwen3.yaml"
 WORLD_RULE = "parallel_core/inference/parallel_state.py l. 240-265"
 SPLIT_RULE = "parallel_core/inference/transformer/attention.py l. 148, 206-224"
-NO_DP_RULE = "seed 003 (configs/qwen3/README.md v1.8.0) 多卡推理 points 1-2"
+NO_DP_RULE = "MindFormers' Qwen3 guide (configs/qwen3/README.md v1.8.0) 多卡推理 points 1-2"
 KV_BYTES = 2  # bf16 cache (predict_qwen3.yaml l. 20-25: compute_dtype and params_dtype bfloat16)
 
 
@@ -84,9 +85,10 @@ class PredictSpace:
     def label(self, structure: Structure) -> str:
         return f"model_parallel={structure.tp}"
 
-    def choice_note(self, best: Layout, rejected: list[Rejected]) -> str | None:
-        return (f"predict: model_parallel {best.tp} = the {best.cards} card(s), data_parallel 1 ({NO_DP_RULE}; "
-                f"{WORLD_RULE}); the fewest cards whose memory holds the weights and the KV cache")
+    def choice_note(self, best: Layout, rejected: list[Rejected]) -> Note | None:
+        return Note("mindformers.predict_cards",
+                    f"predict: model_parallel {best.tp} = the {best.cards} card(s), data_parallel 1 ({NO_DP_RULE}; "
+                    f"{WORLD_RULE}); the fewest cards whose memory holds the weights and the KV cache")
 
 
 SPACE = PredictSpace()
@@ -138,17 +140,18 @@ def settings(plan: Plan, fp: FrameworkPlan) -> PredictSettings:
     memory_cap = f"{lay.usable_gb:g}GB"
     rows = (
         ("--predict_batch_size", str(batch), "plan: global_batch_size, the prompts generated together "
-                                             "(seed 003 multi-batch example)"),
+                                             "(MindFormers' Qwen3 guide, its multi-batch example)"),
         ("model.model_config.seq_length", str(plan.seq_len),
          "plan: seq_len, the prompt and its answer; predict.yaml's model_config overrides the HuggingFace "
          "config.json (models/build_config.py l. 125-136), which has no seq_length, so without it Qwen3Config's "
          "default 4096 runs (models/qwen3/configuration_qwen3.py l. 148); upstream's "
          "configs/telechat3/predict_telechat3_36b.yaml l. 20 writes it so"),
         ("context.max_device_memory", memory_cap, f"plan: the usable memory per card the layout is sized to "
-                                                  f"({UPSTREAM} l. 33 writes 59GB; seed 003: at most 60GB on "
-                                                  f"Atlas 800T A2 / A3)"),
+                                                  f"({UPSTREAM} l. 33 writes 59GB; MindFormers' Qwen3 guide: at "
+                                                  f"most 60GB on Atlas 800T A2 / A3)"),
         ("pretrained_model_dir", weights, "paths.model_dir: a HuggingFace folder (config.json, tokenizer, "
-                                          "safetensors), loaded online with no conversion (seed 003 推理 step 1)"),
+                                          "safetensors), loaded online with no conversion (MindFormers' Qwen3 "
+                                          "guide, 推理 step 1)"),
         ("--predict_data", inputs, "paths.dataset: a text file of one prompt per line, global_batch_size lines "
                                    "(trainer/causal_language_modeling/causal_language_modeling.py l. 332-339 "
                                    "reads a file path's lines)"),

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 
+from ...api.notes import Note
 from ...errors import Problem
 from ...plan import Layout
 from ...spec import Spec
@@ -27,9 +28,10 @@ class Planning(DefaultPlanning):
     thinking_template = "MindSpeed-LLM's prompt type qwen3"
     pretrain_weights = "MindSpeed-LLM after convert_ckpt.sh"
     fixed_steps = "MindSpeed-LLM --train-iters"
-    unshared_storage_note = ("output_dir is not shared (cluster.shared_storage: false): --no-shared-storage has one "
-                             "rank per node build the dataset index (blended_megatron_dataset_builder.py l. 26-35); "
-                             "every node needs the data and the converted weights at the same paths")
+    unshared_storage_note = Note("mindspeed_llm.unshared_storage",
+                                 "output_dir is not shared (cluster.shared_storage: false): --no-shared-storage has "
+                                 "one rank per node build the dataset index (blended_megatron_dataset_builder.py l. "
+                                 "26-35); every node needs the data and the converted weights at the same paths")
 
     def recipe_refusals(self, recipe: Training) -> list[Problem]:
         problems = []
@@ -45,7 +47,7 @@ class Planning(DefaultPlanning):
                                                     f"leave mindspeed-llm out"))
         return problems
 
-    def checkpoint_note(self, spec: Spec, model: Model, recipe: Training) -> str | None:
+    def checkpoint_note(self, spec: Spec, model: Model, recipe: Training) -> Note | None:
         """MindSpeed-LLM keeps every checkpoint it saves: Megatron core_v0.12.1 has no keep-N option (arguments.py
         _add_checkpointing_args, l. 1880-1991), so the disk a run fills is stated when it keeps more than
         train.keep_checkpoints."""
@@ -55,10 +57,11 @@ class Planning(DefaultPlanning):
         if count <= recipe.keep_checkpoints:
             return None
         one = model.params * checkpoint_bytes_per_param(spec.method) / 2 ** 30
-        return (f"mindspeed-llm keeps every checkpoint (Megatron has no keep-N option): {count} checkpoints of about "
-                f"{one:,.0f} GiB, {count * one / 1024:,.1f} TiB in all, in its save folder; "
-                f"train.keep_checkpoints ({recipe.keep_checkpoints}) limits the other frameworks only. Delete old "
-                f"iter_* folders as the run goes, or raise train.save_every_steps")
+        return Note("mindspeed_llm.keeps_every_checkpoint",
+                    f"mindspeed-llm keeps every checkpoint (Megatron has no keep-N option): {count} checkpoints of "
+                    f"about {one:,.0f} GiB, {count * one / 1024:,.1f} TiB in all, in its save folder; "
+                    f"train.keep_checkpoints ({recipe.keep_checkpoints}) limits the other frameworks only. Delete old "
+                    f"iter_* folders as the run goes, or raise train.save_every_steps")
 
     def path_defaults(self, output_dir: str, model: Model, layout: Layout) -> dict[str, PathDefault]:
         # The converted weights' per-rank layout must match training's TP/PP (and EP: expert shards are saved per

@@ -15,6 +15,7 @@ from dataclasses import dataclass, replace
 from functools import cache
 
 from ...api import provenance
+from ...api.notes import Note
 from ...calibration import measured
 from ...context import Context
 from ...errors import SpecError
@@ -367,13 +368,14 @@ def _vision(model: Model, method: str, seq_len: int, shape: Parallel) -> _Vision
 # MindSpeed-MM checks every path among its flags and JSON values against the folder it runs in (launch.sh cds into
 # paths.mindspeed_mm_dir) and warns, but uses none of the checks' results (v2.2.0 mindspeed_mm/configs/config.py
 # l. 134-202, 234-239).
-DISALLOWED_NOTE = ("MindSpeed-MM prints \"WARNING: [<flag>] <path> attempts to traverse to an disallowed directory\" "
-                   "for each path outside paths.mindspeed_mm_dir (this job folder, the data, weights and output): "
-                   "expected and harmless, the check only warns (v2.2.0 mindspeed_mm/configs/config.py l. 134-202, "
-                   "234-239)")
+DISALLOWED_NOTE = Note("mindspeed_mm.disallowed_directory_warning",
+                       "MindSpeed-MM prints \"WARNING: [<flag>] <path> attempts to traverse to an disallowed "
+                       "directory\" for each path outside paths.mindspeed_mm_dir (this job folder, the data, weights "
+                       "and output): expected and harmless, the check only warns (v2.2.0 "
+                       "mindspeed_mm/configs/config.py l. 134-202, 234-239)")
 
 
-def _measured_notes(ctx: Context, layout: Layout) -> list[str]:
+def _measured_notes(ctx: Context, layout: Layout) -> list[Note]:
     """How the layout stands to upstream's published run of the model: kept over the memory budget because upstream
     ran it, or on fewer cards than upstream ever ran the model (the memory model's word alone)."""
     published = ctx.info.get("published")
@@ -381,31 +383,36 @@ def _measured_notes(ctx: Context, layout: Layout) -> list[str]:
         return []
     ran = f"{published['cards']} cards of {measured_on(published)} (TP{published['tp']} PP{published['pp']})"
     if layout.measured and layout.memory.total > layout.budget_gb:
-        return [f"upstream's published layout, kept although the memory model estimates {layout.memory.total:.1f} "
-                f"GiB per card, above the {layout.budget_gb:.1f} GiB budget: upstream ran it ({ran}), so the "
-                f"estimate errs, not the layout"]
+        return [Note("mindspeed_mm.published_over_budget",
+                     f"upstream's published layout, kept although the memory model estimates "
+                     f"{layout.memory.total:.1f} GiB per card, above the {layout.budget_gb:.1f} GiB budget: upstream "
+                     f"ran it ({ran}), so the estimate errs, not the layout")]
     if layout.cards < published["cards"]:
-        return [f"{layout.cards} cards rests on the memory model alone: upstream's one published run of "
-                f"{ctx.model.name} is on {ran}, and it publishes none on fewer"]
+        return [Note("mindspeed_mm.fewer_than_published",
+                     f"{layout.cards} cards rests on the memory model alone: upstream's one published run of "
+                     f"{ctx.model.name} is on {ran}, and it publishes none on fewer")]
     return []
 
 
 # What a VL user calls pretraining is not what full_vision does, and not what the plan writes.
-ALIGNMENT_NOTE = ("full_vision is full fine-tuning with every module trained, on the fine-tuning recipe of upstream's "
-                  "finetune_qwen2_5_vl_*.sh: MindSpeed-MM v2.2.0 has no Qwen2.5-VL pretraining recipe. A VL model's "
-                  "pretraining (projector alignment: image-caption data, the text decoder and vision encoder frozen, "
-                  "the projector alone trained at a higher learning rate) would need a frozen text decoder, which "
-                  "pretrain_vlm.py does not pass (l. 100-110 read only the vision encoder's and projector's freeze; "
-                  "VLMModel.freeze takes freeze_text_decoder, vlm_model.py l. 385-407), caption data and its own "
-                  "recipe: gen-launch does not write it")
+ALIGNMENT_NOTE = Note("mindspeed_mm.no_alignment_pretraining",
+                      "full_vision is full fine-tuning with every module trained, on the fine-tuning recipe of "
+                      "upstream's finetune_qwen2_5_vl_*.sh: MindSpeed-MM v2.2.0 has no Qwen2.5-VL pretraining recipe. "
+                      "A VL model's pretraining (projector alignment: image-caption data, the text decoder and vision "
+                      "encoder frozen, the projector alone trained at a higher learning rate) would need a frozen text"
+                      " decoder, which pretrain_vlm.py does not pass (l. 100-110 read only the vision encoder's and "
+                      "projector's freeze; VLMModel.freeze takes freeze_text_decoder, vlm_model.py l. 385-407), "
+                      "caption data and its own recipe: gen-launch does not write it")
 
 
 class Planning(DefaultPlanning):
     path_keys = ("mindspeed_mm_dir", "mm_ckpt_dir")
     fixed_steps = "MindSpeed-MM --train-iters"
-    unshared_storage_note = ("output_dir is not shared (cluster.shared_storage: false): every node needs the images, "
-                             "the data JSON and the converted weights at the same paths, and its own cache_dir "
-                             "(data JSON basic_parameters.cache_dir must not be shared between nodes, README.md)")
+    unshared_storage_note = Note("mindspeed_mm.unshared_storage",
+                                 "output_dir is not shared (cluster.shared_storage: false): every node needs the "
+                                 "images, the data JSON and the converted weights at the same paths, and its own "
+                                 "cache_dir (data JSON basic_parameters.cache_dir must not be shared between nodes, "
+                                 "README.md)")
 
     def space(self, role: RoleKind) -> SearchSpace:
         return SPACE
@@ -451,31 +458,33 @@ class Planning(DefaultPlanning):
                        mfu=None if step.mfu is None else step.mfu * factor,
                        source=f"{step.source}; x {factor:.3f}: {why}", spread=SPREAD)
 
-    def layout_notes(self, ctx: Context, layout: Layout) -> list[str]:
+    def layout_notes(self, ctx: Context, layout: Layout) -> list[Note]:
         tower = ("trains (full_vision: every module trains)" if vision_trains(ctx.spec.method)
                  else "is frozen (upstream's model_*.json: freeze true)")
         vision = _vision(ctx.model, ctx.spec.method, ctx.spec.seq_len, layout)
         held = (vision.weights + vision.gradients + vision.optimizer + vision.activations) / GIB
         what = ("weights, gradients, optimizer states and activations (every token an image token)"
                 if vision_trains(ctx.spec.method) else "bf16 weights (frozen: no backward, nothing else kept)")
-        notes = [f"the vision encoder ({VISION_LAYERS} layers) and projector sit on pipeline stage 0 with "
-                 f"{layout.layers_per_stage[0]} text layers; {held:.1f} GiB per card of their {what} counted "
-                 f"there; the vision tower {tower}"]
+        notes = [Note("mindspeed_mm.vision_on_first_stage",
+                      f"the vision encoder ({VISION_LAYERS} layers) and projector sit on pipeline stage 0 with "
+                      f"{layout.layers_per_stage[0]} text layers; {held:.1f} GiB per card of their {what} counted "
+                      f"there; the vision tower {tower}")]
         notes.append(DISALLOWED_NOTE)
         if vision_trains(ctx.spec.method):
             notes.append(ALIGNMENT_NOTE)
         notes.extend(_measured_notes(ctx, layout))
         if swaps_attention(ctx.info, layout.recompute):
             swapped = swapped_attention_bytes(ctx.model, ctx.spec.seq_len, layout) / GIB
-            notes.append(f"--swap-attention ({ctx.info['swap_attention']}) keeps each layer's self-attention "
-                         f"activations in host memory, {swapped * 1024:.0f} MiB per layer and micro batch, all "
-                         f"but one layer's counted off the device (an estimate: MindSpeed publishes no figure)")
+            notes.append(Note("mindspeed_mm.swap_attention",
+                              f"--swap-attention ({ctx.info['swap_attention']}) keeps each layer's self-attention "
+                              f"activations in host memory, {swapped * 1024:.0f} MiB per layer and micro batch, all "
+                              f"but one layer's counted off the device (an estimate: MindSpeed publishes no figure)"))
         return notes
 
     def settings(self, ctx: Context, plan: Plan, fp: FrameworkPlan) -> MmSettings:
         return settings(plan.method, fp.layout, fp.info, plan.output_dir("mindspeed-mm"), plan.train.resume)
 
-    def checkpoint_note(self, spec: Spec, model: Model, recipe: Training) -> str | None:
+    def checkpoint_note(self, spec: Spec, model: Model, recipe: Training) -> Note | None:
         """Megatron core_v0.12.1 keeps every checkpoint it saves (no keep-N option: arguments.py
         _add_checkpointing_args), so the plan states what they weigh: bf16 weights, and with train.resume the
         distributed optimizer's fp32 master weights and two Adam moments of every trained parameter (12 bytes)."""
@@ -486,9 +495,10 @@ class Planning(DefaultPlanning):
         count = (f"{math.ceil(recipe.steps / recipe.save_every_steps)} checkpoints, "
                  f"{math.ceil(recipe.steps / recipe.save_every_steps) * one / 1024:,.1f} TiB in all"
                  if recipe.steps else f"one every {recipe.save_every_steps} steps")
-        return (f"mindspeed-mm keeps every checkpoint (Megatron has no keep-N option): about {one:,.0f} GiB each "
-                f"({what}), {count}; train.keep_checkpoints ({recipe.keep_checkpoints}) limits the other frameworks "
-                f"only. Delete old iter_* folders as the run goes, or raise train.save_every_steps")
+        return Note("mindspeed_mm.keeps_every_checkpoint",
+                    f"mindspeed-mm keeps every checkpoint (Megatron has no keep-N option): about {one:,.0f} GiB each "
+                    f"({what}), {count}; train.keep_checkpoints ({recipe.keep_checkpoints}) limits the other "
+                    f"frameworks only. Delete old iter_* folders as the run goes, or raise train.save_every_steps")
 
     def path_defaults(self, output_dir: str, model: Model, layout: Layout) -> dict[str, PathDefault]:
         # The converted weights are split for training's TP and pipeline layer lists, so the folder names them.

@@ -10,6 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from typing import Any
 
+from ...api.notes import Note
 from ...calibration import measured
 from ...context import Context
 from ...errors import Problem, SpecError
@@ -87,7 +88,8 @@ ROLLOUT = ExampleSpace(tp_choices=(1, 2, 4, 8), pp_choices=(1,))
 
 class Planning(DefaultPlanning):
     path_keys = ("mindspeed_rl_dir", "mindspeed_llm_dir", "mcore_ckpt_dir")
-    min_cards_stand_in = "MindSpeed-RL's own column of min_cards.csv (the seed's MindSpeed-RL row)"
+    min_cards_stand_in = Note("mindspeed_rl.min_cards_column", "MindSpeed-RL's own column of min_cards.csv (the "
+                                                               "Huawei card table's MindSpeed-RL row)")
     # Upstream asks new work to go to verl: a plan names MindSpeed-RL only where the spec lists it.
     opt_in = f"{NAME} is {FROZEN}; list it in frameworks: to plan it"
 

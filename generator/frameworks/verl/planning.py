@@ -13,6 +13,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import Any
 
+from ...api.notes import Note
 from ...calibration import measured
 from ...context import Context
 from ...errors import SpecError
@@ -97,7 +98,7 @@ class VerlSpace:
         offload = f"actor offload {'on' if structure.offload else 'off'}"
         return f"vLLM tp={structure.tp}, {offload}" if self.kind is RoleKind.ROLLOUT else f"FSDP, {offload}"
 
-    def choice_note(self, best: Layout, rejected: list[Rejected]) -> str | None:
+    def choice_note(self, best: Layout, rejected: list[Rejected]) -> Note | None:
         return None
 
 
@@ -133,7 +134,8 @@ class VerlPlanning(DefaultPlanning):
     path_keys = ("rl_data",)
     # No core step-count note: verl's count is its own (run_length), and prepare_data.py refuses a data file of
     # another size than the one it was sized for.
-    min_cards_stand_in = "verl's own column of min_cards.csv (the seed's VeRL rows)"
+    min_cards_stand_in = Note("verl.min_cards_column", "verl's own column of min_cards.csv (the Huawei card table's "
+                                                       "VeRL rows)")
     # Each count the plan chooses is whole nodes, as upstream runs RL (the contract's whole_nodes).
     whole_nodes = ("every verl 0.7.0 NPU example runs whole nodes (trainer.n_gpus_per_node 8 on A2, 16 on A3: "
                    "verl_0.7.0/examples.yaml gpus_per_node)")
@@ -141,9 +143,10 @@ class VerlPlanning(DefaultPlanning):
     # rl_dataset.py l. 197, 242), so a Qwen3 decoder's template, with its thinking switch, is the one applied.
     chat_template_fact = "decoder"
     thinking_template = "verl applies the tokenizer's chat template, Qwen3's for a qwen3 decoder"
-    thinking_note = ("Qwen3's chat template thinks unless told not to; the plan passes train.enable_thinking to it "
-                     "as data.apply_chat_template_kwargs.enable_thinking (verl 0.7.0 verl/trainer/config/data/"
-                     "legacy_data.yaml l. 131, verl/utils/dataset/rl_dataset.py l. 197, 242)")
+    thinking_note = Note("verl.thinking_kwargs",
+                         "Qwen3's chat template thinks unless told not to; the plan passes train.enable_thinking to "
+                         "it as data.apply_chat_template_kwargs.enable_thinking (verl 0.7.0 verl/trainer/config/"
+                         "data/legacy_data.yaml l. 131, verl/utils/dataset/rl_dataset.py l. 197, 242)")
 
     def roles(self, method: str) -> tuple[RoleDef, ...]:
         base = (RoleDef(RoleKind.ACTOR), RoleDef(RoleKind.ROLLOUT), RoleDef(RoleKind.REFERENCE))
@@ -227,7 +230,7 @@ class VerlPlanning(DefaultPlanning):
         return per_data_token(ctx, found.tokens_per_card_s, "MindSpeed-RL's measurement, not verl's", found.source,
                               True)
 
-    def layout_notes(self, ctx: Context, layout: Layout) -> list[str]:
+    def layout_notes(self, ctx: Context, layout: Layout) -> list[Note]:
         rl = rl_of(ctx)
         own = bare(rl.example.model) == bare(ctx.model.hf_id)  # upstream's job: the model (or its base)
         return ([rl.nearest] if rl.nearest else []) + (fewer_than_upstream(rl, ctx.hw, layout) if own else [])
@@ -263,7 +266,7 @@ def per_data_token(ctx: Context, figure: float, label: str, origin: str, is_esti
                       is_estimate)
 
 
-def fewer_than_upstream(rl: RL, hw: Hardware, layout: Layout) -> list[str]:
+def fewer_than_upstream(rl: RL, hw: Hardware, layout: Layout) -> list[Note]:
     """Why the plan runs the model's own upstream example's job (its nodes of this platform's size) on fewer cards:
     the memory model's fewest that hold every phase at the job's lengths and batch (none where it runs as many)."""
     nodes, per_node = rl.example.values.get("nnodes"), rl.example.values.get("gpus_per_node")  # (value, line)
@@ -271,10 +274,11 @@ def fewer_than_upstream(rl: RL, hw: Hardware, layout: Layout) -> list[str]:
             layout.cards >= nodes[0] * per_node[0]:
         return []
     upstream = nodes[0] * per_node[0]
-    return [f"upstream {rl.script} ({VERL}) runs this job on {upstream} cards ({nodes[0]} node(s) x {per_node[0]}: "
-            f"l. {nodes[1]}, {per_node[1]}); the plan takes {layout.cards}, the fewest whole nodes where every phase "
-            f"fits by the memory model at seq_len {rl.seq_len} and the global batch {layout.global_batch_size}; set "
-            f"cards: {upstream} to run as upstream"]
+    return [Note("verl.fewer_cards_than_upstream",
+                 f"upstream {rl.script} ({VERL}) runs this job on {upstream} cards ({nodes[0]} node(s) x "
+                 f"{per_node[0]}: l. {nodes[1]}, {per_node[1]}); the plan takes {layout.cards}, the fewest whole "
+                 f"nodes where every phase fits by the memory model at seq_len {rl.seq_len} and the global batch "
+                 f"{layout.global_batch_size}; set cards: {upstream} to run as upstream")]
 
 
 PLANNING: contract.Planning = VerlPlanning()  # typed here: contract.Plugin loads it by name

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from ...api.notes import Note
 from ...errors import SpecError
 from ...tables import Framework, Model
 from .examples import Example, example
@@ -41,7 +42,7 @@ class RL:
     """The RL values of one job, each with its source (`sources`, by field name)."""
 
     script: str  # the upstream example followed
-    nearest: str | None  # where the example trains another model (or its base): why (the plan says so)
+    nearest: Note | None  # where the example trains another model (or its base): why (the plan says so)
     prompt_length: int
     response_length: int
     n: int
@@ -94,11 +95,13 @@ def rl_config(given: dict, method: str, seq_len: int, model: Model, fw: Framewor
                                      f"(frameworks.yaml verl)")
     ex = example(script)
     nearest = None if ex.model.lower() == model.hf_id.lower() else \
-        (f"verl 0.7.0's {method} NPU example for {model.name} trains {ex.model} ({script}); the plan trains "
-         f"{model.hf_id} with its values: the nearest model upstream runs {method} on")
+        Note("verl.example_of_variant", f"verl 0.7.0's {method} NPU example for {model.name} trains {ex.model} "
+                                        f"({script}); the plan trains {model.hf_id} with its values: the nearest "
+                                        f"model upstream runs {method} on")
     if bare(ex.model) != bare(model.hf_id):
-        nearest = (f"verl 0.7.0 has no {method} NPU example for {model.name}; the plan follows the same method's "
-                   f"example for the nearest model, {ex.model} ({script})")
+        nearest = Note("verl.example_of_other_model", f"verl 0.7.0 has no {method} NPU example for {model.name}; the "
+                                                      f"plan follows the same method's example for the nearest "
+                                                      f"model, {ex.model} ({script})")
     sources: dict[str, str] = {}
     engine = _vision_engine(model, info, ex)
 
