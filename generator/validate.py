@@ -72,9 +72,7 @@ def _results(job_dir: Path, manifest: Manifest, options: Mapping[str, str | None
 def _placeholders(job: Job) -> list[str]:
     """The paths the spec left out, written as placeholders the launch refuses: the files are valid, the job does
     not start until they are given (said on plan.json's line, so an all-ok folder does not read as ready)."""
-    paths = job.plan.get("paths") if job.plan else None
-    left = sorted(k for k, v in paths.items() if isinstance(v, dict) and v.get("placeholder") is True) \
-        if isinstance(paths, dict) else []
+    left = sorted(key for key, path in job.plan.paths.items() if path.placeholder) if job.plan else []
     return [f"not ready to launch: {', '.join(left)} are placeholders (give them under paths: in the spec and "
             f"render again)"] if left else []
 

@@ -11,6 +11,7 @@ import os
 from pathlib import Path
 
 import pytest
+from helpers import sweep_plans
 
 from generator.checks.job import Job
 from generator.frameworks.verl.checks import (
@@ -179,10 +180,13 @@ def test_an_unknown_entry_is_refused():
 
 
 def job(folder: Path, lines: list[str], model: str, cards: int, config: str = "ppo", **options: str) -> Job:
-    """A job folder holding verl/overrides.txt and the plan.json keys its check reads."""
+    """A job folder holding verl/overrides.txt and the bundled verl example's plan.json, with the model, cards and
+    config its check reads set."""
     (folder / "verl").mkdir(parents=True)
     (folder / "verl" / "overrides.txt").write_text("\n".join(lines) + "\n", encoding="utf-8")
-    plan = {"model": model, "frameworks": {"verl": {"cards": cards, "settings": {"config": config}}}}
+    plan = sweep_plans()["qwen3-8b-grpo-verl-snt9b"].to_json()
+    plan["model"], plan["frameworks"]["verl"]["cards"] = model, cards
+    plan["frameworks"]["verl"]["settings"]["config"] = config
     (folder / "plan.json").write_text(json.dumps(plan), encoding="utf-8")
     return Job.read(folder, options)
 

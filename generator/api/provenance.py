@@ -5,7 +5,7 @@ plan's decision that set it."""
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Generic, TypeVar
+from typing import Any, Generic, TypeVar
 
 V = TypeVar("V")
 
@@ -23,3 +23,12 @@ class Setting(Generic[V]):
     def to_json(self) -> dict:
         value = list(self.value) if isinstance(self.value, tuple) else self.value
         return {"key": self.key, "value": value, "source": self.source}
+
+    @classmethod
+    def from_json(cls, data: dict) -> Setting[Any]:
+        """plan.json's form read back: a list value is the tuple to_json wrote; ValueError where it is not that form."""
+        if not (isinstance(data, dict) and isinstance(data.get("key"), str) and isinstance(data.get("source"), str)):
+            raise ValueError(f"not a setting (key, value, source): {data!r:.80}")
+        value = data.get("value")
+        typed: Any = tuple(value) if isinstance(value, list) else value
+        return cls(data["key"], typed, data["source"])

@@ -14,6 +14,7 @@ import yaml
 from ..errors import UserError
 from ..jobdir import read_regular
 from ..tables import Framework, Model, Tables, load_tables
+from .plan_record import FrameworkRecord, PlanRecord
 
 T = TypeVar("T")
 
@@ -29,12 +30,12 @@ class Result:
 
 @dataclass
 class Job:
-    """One validate run's view of a job folder. `plan`: plan.json as data (None when unreadable); `model`: its
+    """One validate run's view of a job folder. `plan`: what it reads of plan.json (None when unreadable); `model`: its
     model's table row; `options`: validate's plugin-declared options by their dest (None: not given); `tables`:
     the tables the run loaded, which a plugin's checks read through `framework` rather than loading them again."""
 
     folder: Path
-    plan: dict | None
+    plan: PlanRecord | None
     model: Model | None
     options: Mapping[str, str | None] = field(default_factory=dict)
     tables: Tables = field(default_factory=load_tables)
@@ -56,14 +57,14 @@ class Job:
             self._once[key] = compute()
         return self._once[key]
 
+    def planned(self, framework: str) -> FrameworkRecord | None:
+        """The framework's counts and settings on plan.json, None if it has none."""
+        return None if self.plan is None else self.plan.frameworks.get(framework)
+
     def layout_value(self, framework: str, key: str) -> int | None:
         """An integer of the framework's layout on plan.json (cards, nodes, global_batch_size), None if absent."""
-        if self.plan is None:
-            return None
-        try:
-            return int(self.plan["frameworks"][framework][key])
-        except (KeyError, TypeError, ValueError):
-            return None
+        planned = self.planned(framework)
+        return None if planned is None else getattr(planned, key)
 
 
 def text(file: Path) -> str:
@@ -81,16 +82,15 @@ def yaml_mapping(file: Path) -> tuple[dict | None, str]:
     return (doc, "") if isinstance(doc, dict) else (None, "not a YAML mapping")
 
 
-def _plan(data: str) -> dict | None:
+def _plan(data: str) -> PlanRecord | None:
     try:
-        plan = json.loads(data)
-    except ValueError:
+        return PlanRecord.from_json(json.loads(data))
+    except (ValueError, RecursionError):  # not JSON, or not the values render writes
         return None
-    return plan if isinstance(plan, dict) else None
 
 
-def _model(tables: Tables, plan: dict | None) -> Model | None:
+def _model(tables: Tables, plan: PlanRecord | None) -> Model | None:
     try:
-        return tables.model(plan["model"]) if plan else None
-    except (KeyError, TypeError, UserError):
+        return tables.model(plan.model) if plan else None
+    except UserError:
         return None

@@ -48,7 +48,7 @@ def _train_yaml(job: Job, path: str) -> Result:
         info = json.loads(text(file.parent / "dataset_info.json"))
     except ValueError:
         info = None
-    rows = checks.rows_problem(info, ((job.plan or {}).get("data") or {}).get("rows"))
+    rows = checks.rows_problem(info, job.plan.data_rows if job.plan else None)
     problems += [rows] if rows else []
     if problems:
         return Result(path, "problem", "; ".join(problems))

@@ -8,6 +8,7 @@ import re
 from pathlib import Path
 
 from ...checks.job import NO_PLAN, Job, Result, text, yaml_mapping
+from ...checks.plan_record import PlanRecord
 from ..contract import CheckOption
 from . import checks
 
@@ -33,12 +34,13 @@ def _msrun_world(launch: Path) -> int | None:
     return 1 if re.search(r"^python run_mindformer\.py ", script, re.M) else None
 
 
-def _data(doc: dict, plan: dict | None, folder: Path) -> str | None:
+def _data(doc: dict, plan: PlanRecord | None, folder: Path) -> str | None:
     """The data train.yaml must read: the spec's JSON file for HFDataLoader (Mcore fine-tuning), else what
     preprocess_data.sh writes."""
     loader = (doc.get("train_dataset") or {}).get("data_loader")
     if isinstance(loader, dict) and loader.get("type") == "HFDataLoader":
-        return (((plan or {}).get("paths") or {}).get("dataset") or {}).get("value")
+        dataset = plan.paths.get("dataset") if plan else None
+        return dataset.value if dataset else None
     return checks.preprocessed_path(text(folder / "preprocess_data.sh"))
 
 

@@ -36,7 +36,7 @@ from ...checks.job import NO_PLAN, Job, Result, text
 from ...resources import DATA_DIR
 from ...tables import Model
 from ..contract import CheckOption
-from .settings import hydra_value
+from .settings import VerlSettings, hydra_value
 
 # entry -> the config folder (None: verl's own verl/trainer/config) and the config name its main composes
 # (verl/trainer/main_ppo.py l.35; recipe/dapo/main_dapo.py l.32, its config copied into generator/data).
@@ -261,8 +261,8 @@ def check(job: Job, path: str) -> Result | None:
         return _prepare_data(job, path)
     if path != f"{NAME}/overrides.txt":
         return None
-    settings = (((job.plan or {}).get("frameworks") or {}).get(NAME) or {}).get("settings") or {}
-    entry, model, cards = settings.get("config"), job.model, job.layout_value(NAME, "cards")
+    settings = _settings(job)
+    entry, model, cards = settings and settings.config, job.model, job.layout_value(NAME, "cards")
     if entry not in ENTRIES or model is None or cards is None:
         return Result(path, "problem", NO_PLAN)
     python = job.options.get(PYTHON_OPTION.dest) or verl_python()
@@ -290,6 +290,15 @@ def check(job: Job, path: str) -> Result | None:
                               f"its workers check at start-up hold{note}")
 
 
+def _settings(job: Job) -> VerlSettings | None:
+    """verl's settings on plan.json, typed; None where the plan has none or they are not what render writes."""
+    planned = job.planned(NAME)
+    try:
+        return VerlSettings.from_json(planned.settings) if planned and planned.settings is not None else None
+    except ValueError:
+        return None
+
+
 def _prepare_data(job: Job, path: str) -> Result:
     source = text(job.folder / path)
     try:
@@ -301,14 +310,15 @@ def _prepare_data(job: Job, path: str) -> Result:
                     and [getattr(target, "id", None) for target in node.targets] == ["SETTINGS"]
                     and isinstance(node.value, ast.Call) and len(node.value.args) == 1
                     and isinstance(node.value.args[0], ast.Constant)), None)
-    planned = (((job.plan or {}).get("frameworks") or {}).get(NAME) or {}).get("settings") or {}
+    planned = _settings(job)
     if literal is None or not isinstance(literal.value, str):
         return Result(path, "problem", "its SETTINGS are not the JSON text gen-launch writes")
     try:
         settings = json.loads(literal.value)
     except ValueError as exc:
         return Result(path, "problem", f"its SETTINGS are not JSON: {exc}")
-    expected = {item["key"]: item["value"] for item in planned.get("prepare") or []}
+    # As plan.json writes each value (a tuple as a JSON list), so it compares with the file's JSON.
+    expected = {item.key: item.to_json()["value"] for item in planned.prepare} if planned else {}
     differ = sorted(key for key in expected.keys() | settings.keys() - {"placeholders"}
                     if settings.get(key) != expected.get(key))
     if differ:

@@ -8,13 +8,16 @@ from __future__ import annotations
 import math
 import re
 import unicodedata
+from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import Any
 
 from ...api import provenance
 
 Scalar = bool | int | float | str | None
 Value = Scalar | tuple[Scalar, ...]
 Setting = provenance.Setting[Value]  # a value as verl's readers take it (Hydra, the environment, argparse)
+GROUPS = ("overrides", "environment", "prepare", "merge")  # the settings lists, in the order VerlSettings holds them
 
 
 @dataclass(frozen=True)
@@ -45,8 +48,19 @@ class VerlSettings:
     def to_json(self) -> dict:
         return {"entry": self.entry, "config": self.config, "upstream": self.upstream,
                 "nnodes": self.nnodes, "gpus_per_node": self.gpus_per_node, "node_ifname": self.node_ifname,
-                **{name: [item.to_json() for item in getattr(self, name)]
-                   for name in ("overrides", "environment", "prepare", "merge")}}
+                **{name: [item.to_json() for item in getattr(self, name)] for name in GROUPS}}
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> VerlSettings:
+        """plan.json's form read back (validate reads it so); ValueError where it is not what to_json writes."""
+        texts = all(isinstance(data.get(key), str) for key in ("entry", "config", "upstream"))
+        counts = all(type(data.get(key)) is int for key in ("nnodes", "gpus_per_node"))  # JSON's bool is not one
+        if not (texts and counts and all(isinstance(data.get(name), list) for name in GROUPS)
+                and isinstance(data.get("node_ifname"), str | None)):
+            raise ValueError("frameworks.verl.settings: not what gen-launch writes")
+        groups = {name: tuple(Setting.from_json(item) for item in data[name]) for name in GROUPS}
+        return cls(entry=data["entry"], config=data["config"], upstream=data["upstream"], nnodes=data["nnodes"],
+                   gpus_per_node=data["gpus_per_node"], node_ifname=data["node_ifname"], **groups)
 
     def rows(self) -> list[tuple[str, str, str]]:
         """(key, value as written, source) of every override, for PLAN.md."""
