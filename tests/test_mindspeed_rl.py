@@ -122,6 +122,17 @@ def test_each_run_time_rule_is_refused_at_its_spec_key(tmp_path, fields, key, wo
     assert not (tmp_path / "out").exists()
 
 
+@pytest.mark.parametrize(("cards", "batch", "works"), [(16, 8, "16"), (8, 4, "8"), (8, 1, "8")])
+def test_a_batch_refusal_names_each_value_that_works_once(tmp_path, cards, batch, works):
+    """A batch of the free layout's step that the rollout's data-parallel ranks do not tile (8 prompts on 16 cards:
+    rollout DP 16) used to be offered back to the user as "nearest that work: 8 or 8"."""
+    with pytest.raises(SpecError) as refused:
+        rendered(tmp_path, cards=cards, global_batch_size=batch)
+    message = refused.value.problems[0].message
+    assert message.endswith(f"nearest that work: {works}"), message
+    rendered(tmp_path, cards=cards, global_batch_size=int(works))  # the value offered plans
+
+
 def test_rules_hold_the_golden_verdicts_upstream_misses():
     """Reference s6.3/s7.2 gaps: iTP 6 on 16 NPUs, iTP 8 with 28 heads, mini batch 24 of 32, an unknown verifier."""
     from generator.frameworks.mindspeed_rl.rules import Shape
