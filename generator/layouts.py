@@ -467,15 +467,21 @@ def as_role(ctx: Context, taken: Layout, role: str) -> Layout:
     return _layout(ctx, shape, source=f"the {role} role's")
 
 
-def _layout(ctx: Context, shape: Parallel, source: str) -> Layout:
-    """`shape` with its memory estimate, as the plan states it."""
+def core_memory(ctx: Context, shape: Parallel) -> MemoryBreakdown:
+    """The core's estimate of `shape` for ctx's role (frameworks.yaml `memory`), which a plugin's memory hook may
+    adjust for a setting of its own."""
     rank = ctx.adapter.rank if ctx.adapter else 0
     job = MemoryJob(model=ctx.model, method=ctx.spec.method, scheme=ctx.fw.memory, seq_len=ctx.spec.seq_len,
                     lora_rank=rank, overhead_gb=ctx.fw.overhead_gb, quant_bits=ctx.spec.quantization_bit,
                     activations=ctx.activations, kbit_fp32=ctx.fw.kbit_fp32, optimizer_shard=ctx.optimizer_shard,
                     trains=ctx.role_kind.trains, expert_tp=ctx.fw.expert_tp,
                     double_quant=ctx.memory_inputs.double_quant)
-    memory = ctx.planning.memory(ctx, shape) or _estimate_once(job, shape)
+    return _estimate_once(job, shape)
+
+
+def _layout(ctx: Context, shape: Parallel, source: str) -> Layout:
+    """`shape` with its memory estimate, as the plan states it."""
+    memory = ctx.planning.memory(ctx, shape) or core_memory(ctx, shape)
     return Layout(**{f.name: getattr(shape, f.name) for f in fields(Parallel)}, framework=ctx.fw.name, memory=memory,
                   usable_gb=ctx.usable_gb, usable_cap=ctx.usable_cap, optimizer_shard=ctx.optimizer_shard,
                   expert_tp=ctx.fw.expert_tp, deepspeed=ctx.fw.deepspeed, source=source,

@@ -100,7 +100,6 @@ def test_a_broken_rule_is_refused_by_the_cli_with_nothing_written(tmp_path):
 
 @pytest.mark.parametrize(("fields", "key", "works"), [
     ({"layout": {NAME: {"actor": {"tp": 8, "pp": 1}}}}, "layout.mindspeed-rl.actor.tp", "28 attention heads"),
-    ({"layout": {NAME: {"actor": {"tp": 1, "pp": 8}}}}, "layout.mindspeed-rl.actor.pp", "values that work: 1, 2, 4"),
     ({"layout": {NAME: {"rollout": {"tp": 8}}}}, "layout.mindspeed-rl.rollout.tp", "28 attention heads"),
     ({"cards": 16, "global_batch_size": 20}, "global_batch_size", "nearest that work: 16 or 32"),
     ({"layout": {NAME: {"actor": {"tp": 2, "pp": 4}, "rollout": {"tp": 4}}}}, "layout.mindspeed-rl.rollout.tp",
@@ -214,11 +213,24 @@ def test_launch_head_once_joins_and_the_job_once(tmp_path, nodes):
 
 
 def test_cards_auto_takes_a_count_the_upstream_layout_tiles(tmp_path):
-    """Qwen3-8B has no min_cards row: the memory model alone would stop at 5 cards, which TP2 x PP2 cannot tile."""
+    """Qwen3-8B has no min_cards row: the memory model counts the integrated worker (the actor's states offloaded
+    while vLLM generates, as upstream's config sets), which holds it on 4 cards, a count TP2 x PP2 tiles."""
     plan, files = rendered(tmp_path, cards=None, model="qwen3-8b", seq_len=1536)
     fp = plan.frameworks[NAME]
-    assert fp.layout.cards == 8 and (fp.layout.tp, fp.layout.pp) == (2, 2)
-    assert config_of(plan, files)["rl_config"]["actor_resource"] == {"num_npus": 8}
+    assert fp.layout.cards == 4 and (fp.layout.tp, fp.layout.pp) == (2, 2)
+    assert dict(fp.roles["rollout"].layout.memory.items())["actor states resident (not offloaded)"] == 0.0
+    assert config_of(plan, files)["rl_config"]["actor_resource"] == {"num_npus": 4}
+
+
+def test_an_uneven_pipeline_writes_the_layer_list_training_and_conversion_share(tmp_path):
+    """28 layers on PP 8: MindSpeed-RL takes a num_layer_list (vllm_weight_container.py l. 268-283), and the
+    converter must write the same stages."""
+    plan, files = rendered(tmp_path, layout={NAME: {"actor": {"tp": 1, "pp": 8}}})
+    actor = config_of(plan, files)["actor_config"]
+    stages = actor["num_layer_list"]
+    assert sum(map(int, stages.split(","))) == 28 and len(stages.split(",")) == 8
+    convert = files[f"{NAME}/convert.sh"].splitlines()[-1].split()
+    assert convert[convert.index("--num-layer-list") + 1] == f"'{stages}'"
 
 
 def test_a_path_hydra_would_interpolate_is_refused_at_its_key(tmp_path):

@@ -45,6 +45,11 @@ class Shape:
     verifiers: tuple[str, ...]
     known_verifiers: tuple[str, ...]
     template_verifiers: tuple[str, ...]  # the verifiers the dataset's prompt template asks an answer format for
+    ep: int = 1  # actor_config.expert_model_parallel_size
+    iep: int = 1  # generate_config.infer_expert_parallel_size
+    tp_extend_ep: bool = False  # actor_config.moe_tp_extend_ep
+    noop: int = 0  # actor_config.noop_layers: empty layers padding the stages (`layers` counts them)
+    model_layers: int | None = None  # the model's own layers (None: `layers`)
 
     @property
     def dp(self) -> int:
@@ -66,9 +71,34 @@ def _works(values: list[int]) -> str:
     return ", ".join(str(v) for v in values) or "none"
 
 
+def expert_rules(s: Shape) -> list[Broken]:
+    """A MoE actor's experts: split over TP x EP, which the resharding to vLLM requires and the rollout's TP x EP
+    must tile (reference mindspeed_rl.md s3.4)."""
+    if s.ep == 1:
+        return []
+    out = []
+    if not s.tp_extend_ep:
+        out.append(Broken("actor_config.moe_tp_extend_ep", "layout.mindspeed-rl.actor.ep",
+                          f"EP {s.ep} needs moe_tp_extend_ep: true ({CONTAINER} l. 152-169)"))
+    if (s.iep * s.itp) % s.ep:
+        out.append(Broken("generate_config.infer_expert_parallel_size", "layout.mindspeed-rl.actor.ep",
+                          f"the rollout's TP x EP ({s.itp} x {s.iep}) must be a multiple of the actor's EP {s.ep} "
+                          f"({CONTAINER} l. 152-169); values that work: "
+                          f"{_works([e for e in divisors(s.iep * s.itp) if (s.cards // s.pp) % (s.tp * e) == 0])}"))
+    if (s.cards // s.pp) % (s.tp * s.ep):
+        out.append(Broken("actor_config.expert_model_parallel_size", "layout.mindspeed-rl.actor.ep",
+                          f"TP x EP = {s.tp} x {s.ep} must divide a pipeline stage's {s.cards // s.pp} cards (expert "
+                          f"TP = TP: Megatron core_v0.12.1 megatron/core/parallel_state.py l. 696-703)"))
+    return out
+
+
 def layout_rules(s: Shape) -> list[Broken]:
     """The actor's and the rollout's layout (reference mindspeed_rl.md s3.4)."""
     out = []
+    own = s.layers if s.model_layers is None else s.model_layers
+    if s.layers - s.noop != own:
+        out.append(Broken("actor_config.num_layers", "layout.mindspeed-rl.actor.pp",
+                          f"{s.layers} less the {s.noop} noop layers must be the model's {own} layers"))
     tps = [t for t in divisors(s.cards) if s.heads % t == 0 and s.kv_heads % t == 0]
     if s.heads % s.tp or s.kv_heads % s.tp:
         out.append(Broken("actor_config.tensor_model_parallel_size", "layout.mindspeed-rl.actor.tp",
@@ -166,4 +196,4 @@ def reward_rules(s: Shape) -> list[Broken]:
 
 
 def broken(s: Shape) -> list[Broken]:
-    return layout_rules(s) + batch_rules(s) + length_rules(s) + reward_rules(s)
+    return layout_rules(s) + expert_rules(s) + batch_rules(s) + length_rules(s) + reward_rules(s)

@@ -20,9 +20,9 @@ class MsrlSettings:
     config_name: str  # the Hydra config's name (the launch's --config-name)
     upstream: str  # the upstream config followed
     model_yaml: str  # configs/model/<name>.yaml its defaults list names
-    config: tuple[Setting, ...]  # every value of the Hydra config, key `section.key[.sub]`
+    config: tuple[Setting, ...]  # every value of the Hydra config, key `section.key[.sub]` (None: left out)
     dataset: tuple[Setting, ...]  # configs/datasets/<config_name>.yaml's keys
-    convert: tuple[Setting, ...]  # MindSpeed-LLM's converter options, in order (flag, value or None)
+    convert: tuple[Setting, ...]  # MindSpeed-LLM's converter options, in order (flag, its word or None: a switch)
     converter: str  # MindSpeed-LLM's converter script (convert_ckpt.py, convert_ckpt_v2.py)
     resume: tuple[Setting, ...]  # the keys a resumed run changes (reference mindspeed_rl.md s4.4)
     nnodes: int
@@ -35,9 +35,11 @@ class MsrlSettings:
         return next(item.value for item in self.config if item.key == key)
 
     def nested(self, items: tuple[Setting, ...] | None = None) -> dict:
-        """The config as the YAML's nested sections."""
+        """The config as the YAML's nested sections (a value None: upstream's key the plan leaves out)."""
         out: dict = {}
         for item in self.config if items is None else items:
+            if item.value is None:
+                continue
             *parents, last = item.key.split(".")
             node = out
             for part in parents:
@@ -54,4 +56,5 @@ class MsrlSettings:
                    for name in ("config", "dataset", "convert", "resume")}}
 
     def rows(self) -> list[tuple[str, str, str]]:
-        return [(item.key, str(item.value), item.source) for item in self.config]
+        return [(item.key, "(not written)" if item.value is None else str(item.value), item.source)
+                for item in self.config]
