@@ -91,13 +91,6 @@ def test_cards_that_cannot_hold_the_model_are_refused_with_the_nodes_it_needs(tm
     assert not (tmp_path / "out").exists()
 
 
-def test_a_model_without_a_grpo_config_is_refused_naming_those_with_one(tmp_path):
-    with pytest.raises(SpecError) as refused:
-        rendered(tmp_path, "qwen3-32b", "snt9b23", 16, 4096)
-    message = refused.value.problems[0].message
-    assert "qwen2.5-32b" in message and "deepseek-v3" in message
-
-
 def test_a_pinned_expert_parallel_size_the_ranks_do_not_tile_is_refused_at_its_key(tmp_path):
     with pytest.raises(SpecError) as refused:
         rendered(tmp_path, "deepseek-v3", "snt9b23", 256, 3072,

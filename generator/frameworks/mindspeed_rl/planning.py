@@ -30,6 +30,7 @@ from ..base import DefaultPlanning
 from ..contract import PathDefault, RoleDef, RoleKind, Structure
 from . import rules
 from .examples import RELEASE, Example, example, facts
+from .rules import VALIDATE
 from .settings import MsrlSettings, Setting
 
 NAME = "mindspeed-rl"
@@ -149,8 +150,11 @@ class Planning(DefaultPlanning):
     opt_in = f"{NAME} is {FROZEN}; list it in frameworks: to plan it"
 
     def roles(self, method: str) -> tuple[RoleDef, ...]:
+        # PPO's critic runs in the actor's placement groups at the actor's layout (cli/train_ppo.py l. 65-91;
+        # upstream's critic_config repeats the actor's TP / PP).
+        critic = (RoleDef(RoleKind.CRITIC, takes=RoleKind.ACTOR),) if method == "ppo" else ()
         return (RoleDef(RoleKind.ACTOR), RoleDef(RoleKind.ROLLOUT),
-                RoleDef(RoleKind.REFERENCE, takes=RoleKind.ACTOR))
+                RoleDef(RoleKind.REFERENCE, takes=RoleKind.ACTOR)) + critic
 
     def recipe_defaults(self, defaults: RecipeDefaults, model: Model, fw: Framework) -> RecipeDefaults:
         ex = example(defaults.method, model.name)  # the row's own config: the defaults know no platform
@@ -164,8 +168,8 @@ class Planning(DefaultPlanning):
         return ROLLOUT if role is RoleKind.ROLLOUT else ACTOR
 
     def memory(self, ctx: Context, shape: Parallel) -> MemoryBreakdown | None:
-        if ctx.role_kind is RoleKind.ACTOR and example_of(ctx.spec.method, ctx.model.name, ctx.hw.name).find(
-                "megatron_training.swap_optimizer"):
+        ex = example_of(ctx.spec.method, ctx.model.name, ctx.hw.name)
+        if ctx.role_kind in (RoleKind.ACTOR, RoleKind.CRITIC) and ex.find("megatron_training.swap_optimizer"):
             return swapped(core_memory(ctx, shape))
         if ctx.role_kind is not RoleKind.ROLLOUT:
             return None  # the core's Megatron model (frameworks.yaml memory: megatron-distopt)
@@ -259,6 +263,8 @@ def decided(plan: Plan, fp: FrameworkPlan, ex: Example) -> dict[str, tuple[objec
     budget = int(ex.find("generate_config.max_num_batched_tokens", BATCHED_TOKENS[0]))
     verify, verify_src = verifier(plan, ex)
     return {
+        **critic_values(plan, fp, ex),
+        **dapo_values(ex, tokens, gbs, verify),
         **recompute(actor.recompute, ex),
         **layer_placement(fp, ex),
         # The layout's micro batch, whose activations the actor's memory counts (upstream's differs where the
@@ -302,6 +308,41 @@ BATCHED_TOKENS = (2048, f"{RELEASE} mindspeed_rl/config_cls/generate_config.py l
 def batched_source(ex: Example) -> str:
     key = "generate_config.max_num_batched_tokens"
     return ex.source(key) if key in ex.values else BATCHED_TOKENS[1]
+
+
+def critic_dir(plan: Plan) -> str:
+    """Where convert.sh writes PPO's critic (the HF weights with a value head: MindSpeed-LLM convert_ckpt.py --orm,
+    docs/algorithms/ppo.md l. 80), under the framework's output folder."""
+    return f"{plan.output_dir(NAME)}/critic_mcore"
+
+
+def critic_values(plan: Plan, fp: FrameworkPlan, ex: Example) -> dict[str, tuple[object, str]]:
+    """PPO's critic: the actor's cards and layout, its own converted weights and save folder."""
+    if "critic_config.model" not in ex.values:
+        return {}
+    actor = fp.roles["actor"].layout
+    return {"critic_config.tensor_model_parallel_size": (actor.tp, "= the actor's layout (cli/train_ppo.py l. 65-91)"),
+            "critic_config.pipeline_model_parallel_size": (actor.pp, "= the actor's layout"),
+            "critic_config.micro_batch_size": (fp.roles["critic"].layout.micro_batch_size, "plan: the critic's layout"),
+            "critic_config.load": (critic_dir(plan), "convert.sh's critic conversion (--orm)"),
+            "critic_config.save": (f"{plan.output_dir(NAME)}/critic_ckpt", "plan: under the framework's output folder"),
+            "rl_config.critic_resource.num_npus": (fp.layout.cards, "= actor_resource.num_npus (the critic shares "
+                                                                    "the actor's cards, cli/train_ppo.py l. 65-91)")}
+
+
+def dapo_values(ex: Example, tokens: int, gbs: int, verify: str) -> dict[str, tuple[object, str]]:
+    """DAPO's keys that follow the plan's (validate_config.py l. 389-415): the overlong penalty's response length
+    is the rollout's max_tokens, dynamic sampling fills upstream's share of the global batch and filters on the
+    verifier the job scores with."""
+    out: dict[str, tuple[object, str]] = {}
+    if "rl_config.rollout_max_tokens" in ex.values:
+        out["rl_config.rollout_max_tokens"] = (tokens, f"= sampling max_tokens ({VALIDATE} l. 389-399)")
+    key = "rl_config.filter_groups_train_batch_size"
+    if key in ex.values:
+        share = gbs * int(ex.get(key)) // int(ex.get("megatron_training.global_batch_size"))
+        out[key] = (share, f"{ex.source(key)}, its share of the global batch")
+        out["rl_config.filter_groups_metric"] = (verify, f"= verifier_function ({VALIDATE} l. 401-415)")
+    return out
 
 
 def layer_placement(fp: FrameworkPlan, ex: Example) -> dict[str, tuple[object, str]]:
@@ -372,7 +413,12 @@ def shape_from(config: dict, nodes: int, model: Model, template: tuple[str, ...]
         verifiers=tuple(rl.get("verifier_function", ("base_acc",))), known_verifiers=tuple(facts()["verifiers"]),
         template_verifiers=template, ep=int(both.get("expert_model_parallel_size", 1)),
         iep=int(gen.get("infer_expert_parallel_size", 1)), tp_extend_ep=bool(both.get("moe_tp_extend_ep")),
-        noop=len(str(both["noop_layers"]).split(",")) if both.get("noop_layers") else 0, model_layers=model.layers)
+        noop=len(str(both["noop_layers"]).split(",")) if both.get("noop_layers") else 0, model_layers=model.layers,
+        overlong_buffer=int(rl["overlong_buffer"]) if rl.get("overlong_buffer_enable") else None,
+        rollout_max_tokens=int(rl["rollout_max_tokens"]) if rl.get("overlong_buffer_enable") else None,
+        filter_metric=rl.get("filter_groups_metric") if rl.get("filter_groups_enable") else None,
+        filter_batch=int(rl["filter_groups_train_batch_size"]) if rl.get("filter_groups_enable") else None,
+        critic_cards=int(rl["critic_resource"]["num_npus"]) if "critic_resource" in rl else None)
 
 
 # The paths the Hydra configs (the job's and the dataset's, cli/preprocess_data.py l. 110) hold: OmegaConf reads
@@ -410,8 +456,13 @@ def settings(ctx: Context, plan: Plan, fp: FrameworkPlan) -> MsrlSettings:
     resume = tuple(Setting(k, v, "docs/algorithms/grpo.md l. 105-118") for k, v in (
         ("actor_config.finetune", False), ("actor_config.load", f"{out}/ckpt"), ("actor_config.no_load_optim", False),
         ("actor_config.no_load_rng", False),
-        ("rl_config.integrated_mode_config.ref_model_load_path", plan.paths["mcore_ckpt_dir"].value)))
-    made = MsrlSettings(config_name=f"{plan.method}_{ex.model_yaml}_{plan.hardware}_{fp.layout.cards}",
+        ("rl_config.integrated_mode_config.ref_model_load_path", plan.paths["mcore_ckpt_dir"].value))) + tuple(
+        Setting(k, v, "docs/algorithms/ppo.md: the critic resumes as the actor does") for k, v in (
+            ("critic_config.finetune", False), ("critic_config.load", f"{out}/critic_ckpt"),
+            ("critic_config.no_load_optim", False), ("critic_config.no_load_rng", False))
+        if "critic_config.model" in ex.values)
+    made = MsrlSettings(entry=f"cli/train_{plan.method}.py",
+                        config_name=f"{plan.method}_{ex.model_yaml}_{plan.hardware}_{fp.layout.cards}",
                         upstream=f"{RELEASE} configs/{ex.name}.yaml", model_yaml=ex.model_yaml, config=config,
                         dataset=dataset, convert=convert, converter=script,
                         resume=resume, nnodes=fp.layout.nodes, npus_per_node=fp.layout.local_cards,
@@ -424,12 +475,12 @@ def settings(ctx: Context, plan: Plan, fp: FrameworkPlan) -> MsrlSettings:
 
 
 def converter(ctx: Context, plan: Plan, fp: FrameworkPlan, ex: Example,
-              chosen: dict[str, tuple[object, str]]) -> tuple[str, tuple[Setting, ...]]:
+              chosen: dict[str, tuple[object, str]]) -> tuple[str, tuple[tuple[Setting, ...], ...]]:
     """MindSpeed-LLM's HF -> mcore command (the Megatron family's, as MindSpeed-LLM's plugin writes it) at the
     actor's exact layout, plus the flags of the actor's settings that change the saved weights' layout: experts
     split over TP x EP (moe_tp_extend_ep; docs/algorithms/grpo.md l. 67-68) and noop layers (num_layers counts
-    them). The flag tables are MindSpeed-LLM 2.2.0's parsers; v2.3.0 installs its 2.3.0 branch (a2c0733b), whose
-    examples/mcore converters take the same flags."""
+    them); PPO's critic is converted too. The flag tables are MindSpeed-LLM 2.2.0's parsers; v2.3.0 installs
+    its 2.3.0 branch (a2c0733b), whose examples/mcore converters take the same flags."""
     if ctx.tables is None:
         raise ValueError("MindSpeed-RL's converter reads MindSpeed-LLM's row for the model from the tables")
     info = {**ctx.tables.frameworks["mindspeed-llm"].model_info(plan.model), **ex.converter}
@@ -451,10 +502,13 @@ def converter(ctx: Context, plan: Plan, fp: FrameworkPlan, ex: Example,
                "--num-layer-list": "= actor_config.num_layer_list", "--load-dir": "spec paths.model_dir",
                "--save-dir": "= actor_config.load", "--moe-tp-extend-ep": "= actor_config.moe_tp_extend_ep",
                "--num-layers": "= actor_config.num_layers", "--noop-layers": "= actor_config.noop_layers"}
-    made = tuple(Setting(flag, " ".join(words) if words else None,
-                         sources.get(flag, f"MindSpeed-LLM's {script} command for {plan.model} "
-                                           f"(families/megatron/convert.py)"))
-                 for flag, words in typed(table, flags))
+    commands = [flags]
+    if "critic_config.model" in ex.values:  # PPO's critic: the same weights with a value head (ppo.md l. 80)
+        commands.append([*((k, critic_dir(plan) if k == "--save-dir" else v) for k, v in flags), ("--orm", True)])
+    made = tuple(tuple(Setting(flag, " ".join(words) if words else None,
+                               sources.get(flag, f"MindSpeed-LLM's {script} command for {plan.model} "
+                                                 f"(families/megatron/convert.py)"))
+                       for flag, words in typed(table, command)) for command in commands)
     return script, made
 
 
