@@ -101,7 +101,7 @@ def test_a_broken_rule_is_refused_by_the_cli_with_nothing_written(tmp_path):
 @pytest.mark.parametrize(("fields", "key", "works"), [
     ({"layout": {NAME: {"actor": {"tp": 8, "pp": 1}}}}, "layout.mindspeed-rl.actor.tp", "28 attention heads"),
     ({"layout": {NAME: {"rollout": {"tp": 8}}}}, "layout.mindspeed-rl.rollout.tp", "28 attention heads"),
-    ({"cards": 16, "global_batch_size": 20}, "global_batch_size", "nearest that work: 16 or 32"),
+    ({"cards": 16, "global_batch_size": 20}, "global_batch_size", "values that work: 16, 32"),
     ({"layout": {NAME: {"actor": {"tp": 2, "pp": 4}, "rollout": {"tp": 4}}}}, "layout.mindspeed-rl.rollout.tp",
      "values that work: 1, 2"),
     ({"rl": {"mini_batch_size": 24}}, "rl.mini_batch_size", "values that work: 1, 2, 4, 8, 16, 32"),
@@ -123,13 +123,15 @@ def test_each_run_time_rule_is_refused_at_its_spec_key(tmp_path, fields, key, wo
 
 @pytest.mark.parametrize(("cards", "batch", "works"), [(16, 8, "16"), (8, 4, "8"), (8, 1, "8")])
 def test_a_batch_refusal_names_each_value_that_works_once(tmp_path, cards, batch, works):
-    """A batch of the free layout's step that the rollout's data-parallel ranks do not tile (8 prompts on 16 cards:
-    rollout DP 16) used to be offered back to the user as "nearest that work: 8 or 8"."""
+    """The core's refusal of a batch the search's layouts do not tile: with one response a prompt (the batch tiles
+    in samples) a batch of the free layout's step that the rollout's data-parallel ranks do not tile (8 prompts on
+    16 cards: rollout DP 16) used to be offered back to the user as "nearest that work: 8 or 8"."""
+    one = {"samples_per_prompt": 1}
     with pytest.raises(SpecError) as refused:
-        rendered(tmp_path, cards=cards, global_batch_size=batch)
+        rendered(tmp_path, cards=cards, global_batch_size=batch, rl=one)
     message = refused.value.problems[0].message
     assert message.endswith(f"nearest that work: {works}"), message
-    rendered(tmp_path, cards=cards, global_batch_size=int(works))  # the value offered plans
+    rendered(tmp_path, cards=cards, global_batch_size=int(works), rl=one)  # the value offered plans
 
 
 def test_rules_hold_the_golden_verdicts_upstream_misses():

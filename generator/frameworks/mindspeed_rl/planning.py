@@ -22,6 +22,7 @@ from ...layouts import core_memory
 from ...memory import MemoryBreakdown
 from ...parallel import Parallel
 from ...plan import FrameworkPlan, Layout, Plan
+from ...recipe import batch_target
 from ...spaces import GridSpace
 from ...tables import Framework, Model, RecipeDefaults
 from ...throughput import Throughput
@@ -163,6 +164,20 @@ class Planning(DefaultPlanning):
         key = "megatron_training.global_batch_size"
         row = {"value": int(ex.get(key)), "source": f"{ex.source(key)} (prompts)"}
         return replace(defaults, values={**defaults.values, "global_batch_size": row})
+
+    def sequences_per_sample(self, ctx: Context) -> int:
+        # global_batch_size counts prompts; the update splits GBS x n samples over the actor's data-parallel ranks in
+        # micro batches of samples (validate_config.py l. 109-144): the batch tiles in sequences, as verl's.
+        return recipe_of(ctx).n
+
+    def most_cards(self, ctx: Context) -> tuple[int, str] | None:
+        # Each rollout replica (rollout TP cards) generates for at least one prompt of the step: GBS % (cards /
+        # rollout TP) == 0 (validate_config.py l. 187-195), so past GBS x rollout TP a card holds no prompt.
+        ex = example_of(ctx.spec.method, ctx.model.name, ctx.hw.name)
+        batch = ctx.spec.global_batch_size or batch_target(ctx.defaults, ctx.spec)[0]
+        tp = int(ex.get(ROLLOUT_TP))
+        return batch * tp, (f"a global batch of {batch} prompts, at least one a rollout replica of TP {tp} "
+                            f"({VALIDATE} l. 187-195)")
 
     def space(self, role: RoleKind) -> GridSpace:
         return ROLLOUT if role is RoleKind.ROLLOUT else ACTOR
