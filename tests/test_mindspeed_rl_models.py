@@ -10,9 +10,11 @@ import pytest
 import yaml
 from helpers import render_job
 
+from generator.checks.job import Job
 from generator.errors import SpecError
-from generator.frameworks.mindspeed_rl.checks import key_problems
+from generator.frameworks.mindspeed_rl.checks import check, key_problems
 from generator.frameworks.mindspeed_rl.rules import Shape, broken
+from generator.render import write
 from generator.tables import load_tables
 
 T = load_tables()
@@ -76,6 +78,10 @@ def test_each_upstream_config_plans_at_its_layout_with_the_plans_nodes(tmp_path,
         assert words_after(command, "--target-expert-parallel-size") == str(ep)
     assert ("--moe-tp-extend-ep" in command) is bool(actor.get("moe_tp_extend_ep"))
     assert words_after(command, "--save-dir") == actor["load"]
+    # `validate` on the files as written: v2.3.0's keys and the rules at the plan's nodes
+    write(files, tmp_path, plan.job, overwrite=False)
+    found = check(Job.read(tmp_path / plan.job, {}), f"{NAME}/config/{settings.config_name}.yaml")
+    assert found.status == "ok" and f"at {nodes} node(s)" in found.detail, found.detail
 
 
 @pytest.mark.parametrize(("model", "hardware", "cards", "seq_len", "needs"), [
