@@ -187,7 +187,9 @@ def explicit_cards(ctx: Context, cards: int, minimum: MinCards, notes: list[Note
                                     f"{f'{lower} or ' if lower >= floor else ''}{upper}{at_least}")
     if cards < minimum.value:
         if not ctx.force:
-            raise SpecError.at("cards", f"{cards} is below the minimum of {minimum.value} for {ctx.model.name} "
+            nodes = (f" ({-(-minimum.value // hw.cards_per_node)} {hw.name} nodes of {hw.cards_per_node})"
+                     if minimum.value > hw.cards_per_node else "")
+            raise SpecError.at("cards", f"{cards} is below the minimum of {minimum.value}{nodes} for {ctx.model.name} "
                                         f"{ctx.spec.method} {ctx.spec.seq_len} with {ctx.fw.name} on {hw.name} "
                                         f"({minimum.source}); use --force to try anyway")
         notes.append(Note("cards.forced", f"FORCED: {cards} cards is below the table minimum {minimum.value} "

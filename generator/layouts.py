@@ -32,6 +32,7 @@ from .throughput import Throughput, throughput
 STATE_BYTES = {("megatron-fp32", False): 16, ("megatron-fp32", True): 4, ("megatron-distopt", False): 6,
                ("megatron-distopt", True): 2, ("deepspeed", False): 0, ("deepspeed", True): 0}
 FORWARD_BYTES = 2  # a role that does not train holds only its bf16 weights
+NEAREST_TRIES = 8  # multiples of the layout's batch step tried each way for a batch a refusal names
 MAX_RAISE = 4  # the memory model may raise the table's card count up to this factor before giving up
 # 1F1B pipeline bubble = (PP - 1) / micro batches per step (Narayanan et al. 2021, "Efficient Large-Scale Language
 # Model Training on GPU Clusters", section 2.2.1). The search rejects layouts that idle more than this share.
@@ -144,13 +145,28 @@ def _untileable_batch(ctx: Context, cards: int, wanted: int) -> None:
         return
     step = free.batch_step
     least = step * (free.pp if free.pp > 1 else 1)
-    below, above = wanted // step * step, -(-wanted // step) * step
-    near = [n for n in (below, above) if n >= least]
+    near = [n for n in (_nearest_tiled(ctx, cards, wanted, -step, least),
+                        _nearest_tiled(ctx, cards, wanted, step, least)) if n is not None]
     per = (f"{step} samples per micro step" if free.sequences_per_sample == 1 else
            f"{free.micro_batch_size * free.dp} sequences per micro step, {free.sequences_per_sample} a sample")
     raise SpecError.at("global_batch_size", f"{wanted} samples cannot be split over the layout that fits on {cards} "
                                             f"cards ({free.describe()}: micro batch x DP = {per}); nearest that "
-                                            f"work: {' or '.join(map(str, near))}")
+                                            f"work: {' or '.join(map(str, near)) or 'none'}")
+
+
+def _nearest_tiled(ctx: Context, cards: int, wanted: int, step: int, least: int) -> int | None:
+    """The nearest multiple of `step` past `wanted` (downwards for a negative step) at which a layout fits `cards`:
+    a multiple of the free layout's step can still fail the other roles' or the framework's batch rules, and the
+    refusal must name only values that work, each once."""
+    size = abs(step)
+    batch = max((wanted // size + 1) * size, least) if step > 0 else (wanted - 1) // size * size
+    for _ in range(NEAREST_TRIES):
+        if batch < least:
+            return None
+        if search(replace(ctx, spec=replace(ctx.spec, global_batch_size=batch)), cards)[0] is not None:
+            return batch
+        batch += step
+    return None
 
 
 def _pins_allow_preset(pins: Pins, preset: Preset) -> bool:
@@ -456,15 +472,21 @@ def as_role(ctx: Context, taken: Layout, role: str) -> Layout:
     return _layout(ctx, shape, source=f"the {role} role's")
 
 
-def _layout(ctx: Context, shape: Parallel, source: str) -> Layout:
-    """`shape` with its memory estimate, as the plan states it."""
+def core_memory(ctx: Context, shape: Parallel) -> MemoryBreakdown:
+    """The core's estimate of `shape` for ctx's role (frameworks.yaml `memory`), which a plugin's memory hook may
+    adjust for a setting of its own."""
     rank = ctx.adapter.rank if ctx.adapter else 0
     job = MemoryJob(model=ctx.model, method=ctx.spec.method, scheme=ctx.fw.memory, seq_len=ctx.spec.seq_len,
                     lora_rank=rank, overhead_gb=ctx.fw.overhead_gb, quant_bits=ctx.spec.quantization_bit,
                     activations=ctx.activations, kbit_fp32=ctx.fw.kbit_fp32, optimizer_shard=ctx.optimizer_shard,
                     trains=ctx.role_kind.trains, expert_tp=ctx.fw.expert_tp,
                     double_quant=ctx.memory_inputs.double_quant)
-    memory = ctx.planning.memory(ctx, shape) or _estimate_once(job, shape)
+    return _estimate_once(job, shape)
+
+
+def _layout(ctx: Context, shape: Parallel, source: str) -> Layout:
+    """`shape` with its memory estimate, as the plan states it."""
+    memory = ctx.planning.memory(ctx, shape) or core_memory(ctx, shape)
     return Layout(**{f.name: getattr(shape, f.name) for f in fields(Parallel)}, framework=ctx.fw.name, memory=memory,
                   usable_gb=ctx.usable_gb, usable_cap=ctx.usable_cap, optimizer_shard=ctx.optimizer_shard,
                   expert_tp=ctx.fw.expert_tp, deepspeed=ctx.fw.deepspeed, source=source,

@@ -336,8 +336,11 @@ class Framework:
         return (self.models.get(model) or {}).get("refuse")
 
     def methods_for(self, model: str) -> tuple[str, ...] | None:
-        """Methods this framework offers for `model` when its row limits them (None: all)."""
+        """Methods this framework offers for `model` when its row limits them (None: all): its `methods` (those an
+        upstream config exists for), or MindFormers' finetune / pretrain / predict columns."""
         info = self.models.get(model) or {}
+        if "methods" in info:
+            return tuple(info["methods"])
         if "finetune" not in info:
             return None
         offered = ("full", "lora") if info["finetune"] else ()

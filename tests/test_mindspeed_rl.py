@@ -100,9 +100,8 @@ def test_a_broken_rule_is_refused_by_the_cli_with_nothing_written(tmp_path):
 
 @pytest.mark.parametrize(("fields", "key", "works"), [
     ({"layout": {NAME: {"actor": {"tp": 8, "pp": 1}}}}, "layout.mindspeed-rl.actor.tp", "28 attention heads"),
-    ({"layout": {NAME: {"actor": {"tp": 1, "pp": 8}}}}, "layout.mindspeed-rl.actor.pp", "values that work: 1, 2, 4"),
     ({"layout": {NAME: {"rollout": {"tp": 8}}}}, "layout.mindspeed-rl.rollout.tp", "28 attention heads"),
-    ({"cards": 16, "global_batch_size": 20}, "global_batch_size", "nearest that work: 16 or 32"),
+    ({"cards": 16, "global_batch_size": 20}, "global_batch_size", "values that work: 16, 32"),
     ({"layout": {NAME: {"actor": {"tp": 2, "pp": 4}, "rollout": {"tp": 4}}}}, "layout.mindspeed-rl.rollout.tp",
      "values that work: 1, 2"),
     ({"rl": {"mini_batch_size": 24}}, "rl.mini_batch_size", "values that work: 1, 2, 4, 8, 16, 32"),
@@ -120,6 +119,19 @@ def test_each_run_time_rule_is_refused_at_its_spec_key(tmp_path, fields, key, wo
     found = [p for p in refused.value.problems if p.path == key]
     assert found and works in found[0].message, refused.value.problems
     assert not (tmp_path / "out").exists()
+
+
+@pytest.mark.parametrize(("cards", "batch", "works"), [(16, 8, "16"), (8, 4, "8"), (8, 1, "8")])
+def test_a_batch_refusal_names_each_value_that_works_once(tmp_path, cards, batch, works):
+    """The core's refusal of a batch the search's layouts do not tile: with one response a prompt (the batch tiles
+    in samples) a batch of the free layout's step that the rollout's data-parallel ranks do not tile (8 prompts on
+    16 cards: rollout DP 16) used to be offered back to the user as "nearest that work: 8 or 8"."""
+    one = {"samples_per_prompt": 1}
+    with pytest.raises(SpecError) as refused:
+        rendered(tmp_path, cards=cards, global_batch_size=batch, rl=one)
+    message = refused.value.problems[0].message
+    assert message.endswith(f"nearest that work: {works}"), message
+    rendered(tmp_path, cards=cards, global_batch_size=int(works), rl=one)  # the value offered plans
 
 
 def test_rules_hold_the_golden_verdicts_upstream_misses():
@@ -203,11 +215,24 @@ def test_launch_head_once_joins_and_the_job_once(tmp_path, nodes):
 
 
 def test_cards_auto_takes_a_count_the_upstream_layout_tiles(tmp_path):
-    """Qwen3-8B has no min_cards row: the memory model alone would stop at 5 cards, which TP2 x PP2 cannot tile."""
+    """Qwen3-8B has no min_cards row: the memory model counts the integrated worker (the actor's states offloaded
+    while vLLM generates, as upstream's config sets), which holds it on 4 cards, a count TP2 x PP2 tiles."""
     plan, files = rendered(tmp_path, cards=None, model="qwen3-8b", seq_len=1536)
     fp = plan.frameworks[NAME]
-    assert fp.layout.cards == 8 and (fp.layout.tp, fp.layout.pp) == (2, 2)
-    assert config_of(plan, files)["rl_config"]["actor_resource"] == {"num_npus": 8}
+    assert fp.layout.cards == 4 and (fp.layout.tp, fp.layout.pp) == (2, 2)
+    assert dict(fp.roles["rollout"].layout.memory.items())["actor states resident (not offloaded)"] == 0.0
+    assert config_of(plan, files)["rl_config"]["actor_resource"] == {"num_npus": 4}
+
+
+def test_an_uneven_pipeline_writes_the_layer_list_training_and_conversion_share(tmp_path):
+    """28 layers on PP 8: MindSpeed-RL takes a num_layer_list (vllm_weight_container.py l. 268-283), and the
+    converter must write the same stages."""
+    plan, files = rendered(tmp_path, layout={NAME: {"actor": {"tp": 1, "pp": 8}}})
+    actor = config_of(plan, files)["actor_config"]
+    stages = actor["num_layer_list"]
+    assert sum(map(int, stages.split(","))) == 28 and len(stages.split(",")) == 8
+    convert = files[f"{NAME}/convert.sh"].splitlines()[-1].split()
+    assert convert[convert.index("--num-layer-list") + 1] == f"'{stages}'"
 
 
 def test_a_path_hydra_would_interpolate_is_refused_at_its_key(tmp_path):

@@ -39,6 +39,15 @@ def trained(method: str) -> int:
     return 2 if method == "ppo" else 1
 
 
+def weights_gb(model: Model, tp: int, ep: int = 1) -> float:
+    """vLLM's bf16 weights on one rollout card: TP splits them, and with expert parallel the routed experts split
+    over TP x EP (vLLM's expert-parallel group spans the TP ranks of every EP replica: MindSpeed-RL sets
+    VLLM_DP_SIZE to the rollout EP, cli/train_grpo.py l. 582-584)."""
+    if ep == 1:
+        return BF16 * model.params / tp / GIB
+    return BF16 * ((model.params - model.expert_params) / tp + model.expert_params / (tp * ep)) / GIB
+
+
 def kv_per_sequence_gb(model: Model, rl: Recipe, tp: int) -> float:
     """KV cache of one full prompt + response sequence on one rollout card: K and V, bf16, every layer, the KV heads
     TP splits (the rollout search keeps TP within the KV heads)."""
@@ -79,14 +88,14 @@ class KVCache:
                 f"{self.share} a step" + (f", in {waves} waves" if waves > 1 else ""))
 
 
-def min_kv_sequences(model: Model, rl: Recipe, tp: int, share: int) -> tuple[int, str]:
+def min_kv_sequences(model: Model, rl: Recipe, tp: int, share: int, ep: int = 1) -> tuple[int, str]:
     """The fewest full sequences the KV cache must hold, and why. Each decoding step reads the weights once and the
     KV cache of every running sequence: while the KV cache is smaller than the weights per card, a step spends
     most of its memory traffic on the weights, so the rollout runs weight-bound in many more waves (upstream's NPU
     examples all hold more). So: as many sequences as make the KV cache as large as vLLM's weights per card, but
     never more than the replica's share of the step's sequences (all it ever runs) or max_num_seqs (vLLM's limit
     on running sequences)."""
-    weights = BF16 * model.params / tp / GIB
+    weights = weights_gb(model, tp, ep)
     bound = math.ceil(round(weights / kv_per_sequence_gb(model, rl, tp), 6))
     limit, limit_source = rl.max_num_seqs
     least = min(bound, share, limit)
@@ -96,17 +105,17 @@ def min_kv_sequences(model: Model, rl: Recipe, tp: int, share: int) -> tuple[int
 
 
 def kv_cache(model: Model, hw: Hardware, overhead_gb: float, rl: Recipe, tp: int, cards: int, offload: bool,
-             method: str, batch: int) -> KVCache:
+             method: str, batch: int, ep: int = 1) -> KVCache:
     """The rollout's gpu_memory_utilization and the KV cache it gives: the example's, lowered in steps of 0.05
     until the rollout phase fits the card's budget (usable memory less plan.HEADROOM, as the search judges every
     phase), raised where its KV cache would hold fewer than min_kv_sequences (the phase then may not fit, which the
     search sees)."""
     budget = hw.usable_gb * (1.0 - HEADROOM)
     resident = resident_gb(model, cards, offload) * trained(method)
-    weights = BF16 * model.params / tp / GIB
+    weights = weights_gb(model, tp, ep)
     per_sequence = kv_per_sequence_gb(model, rl, tp)
     share = -(-batch * rl.n // (cards // tp))
-    minimum, minimum_why = min_kv_sequences(model, rl, tp, share)
+    minimum, minimum_why = min_kv_sequences(model, rl, tp, share, ep)
     npu = hw.accelerator == "npu"
     # Inside the share on Ascend: what is on the card when vLLM starts (the fp32 parameters, no moments yet).
     inside = (0.0 if offload else 4.0 * model.params / cards / GIB * trained(method)) if npu else 0.0
@@ -132,14 +141,14 @@ def kv_cache(model: Model, hw: Hardware, overhead_gb: float, rl: Recipe, tp: int
 
 
 def rollout_memory(model: Model, hw: Hardware, overhead_gb: float, rl: Recipe, tp: int, cards: int, offload: bool,
-                   method: str, batch: int) -> MemoryBreakdown:
+                   method: str, batch: int, ep: int = 1) -> MemoryBreakdown:
     """The rollout phase per card: vLLM's weights / TP, runtime and KV cache (at least min_kv_sequences' worth, so a
     share too small for it does not fit), beside the actor's (and PPO's critic's) resident states."""
-    kv = kv_cache(model, hw, overhead_gb, rl, tp, cards, offload, method, batch)
+    kv = kv_cache(model, hw, overhead_gb, rl, tp, cards, offload, method, batch, ep)
     resident = resident_gb(model, cards, offload)
     states = (("actor states resident (not offloaded)", resident),) + \
         ((("critic states resident (not offloaded)", resident),) if method == "ppo" else ())
-    return MemoryBreakdown(weights=BF16 * model.params / tp / GIB, gradients=0.0, optimizer=0.0, adapters=0.0,
+    return MemoryBreakdown(weights=weights_gb(model, tp, ep), gradients=0.0, optimizer=0.0, adapters=0.0,
                            activations=0.0, logits=0.0, overhead=overhead_gb,
                            extra=(("KV cache (vLLM's gpu_memory_utilization share)",
                                    max(kv.kv_gb, kv.minimum * kv.per_sequence_gb)), *states))

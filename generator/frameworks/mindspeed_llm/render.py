@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import jinja2
 
+from ...families.megatron.convert import Target, hf_to_mcore, model_flags, v2_model_flags
 from ...families.megatron.extra import GROUP, extra_flags, refuse_broken, words
 from ...families.megatron.flags import Flags, cp_algo, declarations, typed
 from ...plan import FrameworkPlan, Plan
@@ -184,69 +185,43 @@ def lora_flags(plan: Plan) -> Flags:
 
 
 def convert_flags(plan: Plan, fp: FrameworkPlan) -> dict[str, tuple[str, list[tuple[str, list[str]]]]]:
-    """Script and typed flags for each direction. hf2mcore writes the layout training loads (same TP / PP / layer
-    list / EP); mcore2hf merges back to one HuggingFace checkpoint (with the LoRA adapters merged for LoRA runs)."""
+    """Script and typed flags for each direction. hf2mcore writes the layout training loads (the Megatron family's
+    converter command, families/megatron/convert.py); mcore2hf merges back to one HuggingFace checkpoint (with the
+    LoRA adapters merged for LoRA runs)."""
     info, lay, m = fp.info, fp.layout, plan.shape
     load, save = checkpoint_dirs(plan)
     hf = plan.paths["model_dir"].value
-    trained = load if plan.method == "lora" else save
-    lora_back: Flags = [("--lora-load", save), *lora_flags(plan)] if plan.method == "lora" else []
     layer_list = ",".join(map(str, lay.layers_per_stage)) if lay.uneven_layers else None
+    script, table, to_mcore = hf_to_mcore(info, m, Target(lay.tp, lay.pp, lay.ep, layer_list), hf, load)
+    out = {"hf2mcore": (script, typed(table, to_mcore))}
     if info.get("converter") == "deepseek3":
         # examples/mcore/deepseek3: grouped GEMM in both directions, as training uses it (the weight layout must
         # match); a LoRA run's checkpoint holds base + adapters, which the merge reads from --load-dir alone
         # (README.md "2.1", ckpt_convert_deepseek3_merge_lora2hf.sh).
-        to_mcore: Flags = [("--moe-grouped-gemm", True),
-                           ("--target-tensor-parallel-size", lay.tp), ("--target-pipeline-parallel-size", lay.pp),
-                           ("--target-expert-parallel-size", lay.ep), ("--num-layer-list", layer_list),
-                           ("--num-layers", m.layers), ("--load-dir", hf), ("--save-dir", load)]
-        back: Flags = [("--moe-grouped-gemm", True),
-                       ("--source-tensor-parallel-size", lay.tp), ("--source-pipeline-parallel-size", lay.pp),
-                       ("--source-expert-parallel-size", lay.ep), ("--num-layer-list", layer_list),
-                       ("--num-layers", m.layers), ("--load-dir", save),
-                       ("--save-dir", f"{plan.output_dir(NAME)}/hf"),
-                       *(lora_flags(plan) if plan.method == "lora" else [])]
-        return {"hf2mcore": ("examples/mcore/deepseek3/convert_ckpt_deepseek3.py",
-                             typed("convert-deepseek3-hf2mcore", to_mcore)),
-                "mcore2hf": ("examples/mcore/deepseek3/convert_ckpt_deepseek3_mcore2hf.py",
-                             typed("convert-deepseek3-mcore2hf", back))}
-    common: Flags = [("--use-mcore-models", True), ("--model-type", "GPT"), ("--model-type-hf", info["model_type_hf"]),
-                     ("--spec", info.get("spec")), ("--add-qkv-bias", m.qkv_bias),
-                     ("--moe-grouped-gemm", m.is_moe and bool(info.get("grouped_gemm"))), ("--params-dtype", "bf16")]
-    to_mcore = [("--load-model-type", "hf"), ("--save-model-type", "mg"), *common,
-                ("--target-tensor-parallel-size", lay.tp), ("--target-pipeline-parallel-size", lay.pp),
-                ("--num-layer-list", layer_list), ("--target-expert-parallel-size", lay.ep if m.is_moe else None),
-                ("--load-dir", hf), ("--save-dir", load), ("--tokenizer-model", f"{hf}/tokenizer.json")]
-    # Back to HuggingFace: one shard (TP = PP = 1); results land in <save-dir>/mg2hf, so save-dir is the HF folder.
-    back = [("--load-model-type", "mg"), ("--save-model-type", "hf"), *common,
-            ("--target-tensor-parallel-size", 1), ("--target-pipeline-parallel-size", 1),
-            ("--target-expert-parallel-size", 1 if m.is_moe else None),
-            ("--load-dir", trained), *lora_back, ("--save-dir", hf)]
-    out = {"hf2mcore": ("convert_ckpt.py", typed("convert-hf2mg", to_mcore)),
-           "mcore2hf": ("convert_ckpt.py", typed("convert-mg2hf", back))}
-    if info.get("converter") == "v2":
-        out.update(_v2_flags(plan, fp, layer_list))
-    return out
-
-
-def _v2_flags(plan: Plan, fp: FrameworkPlan, layer_list: str | None) -> dict:
-    """convert_ckpt_v2.py, as upstream's ckpt_convert_qwen3_moe_235b_{hf2mcore,mcore2hf}.sh call it: it reads the
-    model from config.json and converts a layer at a time. Back to HuggingFace it reads the layout from the saved
-    checkpoint and writes safetensors into --save-dir; it has no LoRA flags, so a LoRA run merges its adapters with
-    convert_ckpt.py (kept as it is)."""
-    lay, info = fp.layout, fp.info
-    load, save = checkpoint_dirs(plan)
-    model: Flags = [("--moe-grouped-gemm", bool(info.get("grouped_gemm"))), ("--model-type-hf", info["model_type_hf"])]
-    to_mcore: Flags = [("--load-model-type", "hf"), ("--save-model-type", "mg"),
-                       ("--target-tensor-parallel-size", lay.tp), ("--target-pipeline-parallel-size", lay.pp),
-                       ("--target-expert-parallel-size", lay.ep), ("--num-layer-list", layer_list),
-                       ("--load-dir", plan.paths["model_dir"].value), ("--save-dir", load), *model]
-    out = {"hf2mcore": ("convert_ckpt_v2.py", typed("convert-v2", to_mcore))}
-    if plan.method != "lora":
+        merge: Flags = [("--moe-grouped-gemm", True),
+                        ("--source-tensor-parallel-size", lay.tp), ("--source-pipeline-parallel-size", lay.pp),
+                        ("--source-expert-parallel-size", lay.ep), ("--num-layer-list", layer_list),
+                        ("--num-layers", m.layers), ("--load-dir", save),
+                        ("--save-dir", f"{plan.output_dir(NAME)}/hf"),
+                        *(lora_flags(plan) if plan.method == "lora" else [])]
+        out["mcore2hf"] = ("examples/mcore/deepseek3/convert_ckpt_deepseek3_mcore2hf.py",
+                           typed("convert-deepseek3-mcore2hf", merge))
+        return out
+    if info.get("converter") == "v2" and plan.method != "lora":
+        # convert_ckpt_v2.py, as upstream's ckpt_convert_qwen3_moe_235b_mcore2hf.sh calls it: it reads the layout
+        # from the saved checkpoint and writes safetensors into --save-dir. It has no LoRA flags, so a LoRA run
+        # merges its adapters with convert_ckpt.py (below).
         back: Flags = [("--load-model-type", "mg"), ("--save-model-type", "hf"), ("--load-dir", save),
-                       ("--save-dir", f"{plan.output_dir(NAME)}/hf"), *model]
-        out["mcore2hf"] = ("convert_ckpt_v2.py", typed("convert-v2", back))
-    return out
+                       ("--save-dir", f"{plan.output_dir(NAME)}/hf"), *v2_model_flags(info)]
+        return {**out, "mcore2hf": ("convert_ckpt_v2.py", typed("convert-v2", back))}
+    trained = load if plan.method == "lora" else save
+    lora_back: Flags = [("--lora-load", save), *lora_flags(plan)] if plan.method == "lora" else []
+    # Back to HuggingFace: one shard (TP = PP = 1); results land in <save-dir>/mg2hf, so save-dir is the HF folder.
+    to_hf: Flags = [("--load-model-type", "mg"), ("--save-model-type", "hf"), *model_flags(info, m),
+                    ("--target-tensor-parallel-size", 1), ("--target-pipeline-parallel-size", 1),
+                    ("--target-expert-parallel-size", 1 if m.is_moe else None),
+                    ("--load-dir", trained), *lora_back, ("--save-dir", hf)]
+    return {**out, "mcore2hf": ("convert_ckpt.py", typed("convert-mg2hf", to_hf))}
 
 
 def preprocess_flags(plan: Plan, fp: FrameworkPlan) -> list[tuple[str, list[str]]]:

@@ -10,12 +10,14 @@ from .examples import RELEASE, config_keys, facts
 from .planning import NAME, shape_from
 from .rules import broken
 
+# critic_config: PPO's critic, a MegatronConfig too (cli/train_ppo.py l. 246-247)
 SECTIONS = {"megatron_training": "megatron", "actor_config": "megatron", "rl_config": "rl_config",
-            "generate_config": "generate_config"}
+            "generate_config": "generate_config", "critic_config": "megatron"}
 TOP = ("defaults", *SECTIONS)
-# rl_config.actor_resource takes num_npus alone (rl_config.py l. 175-179); sampling_config these
-# (generate_config.py l. 104-119).
-NESTED = {"actor_resource": ("num_npus",), "integrated_mode_config": ("ref_model_load_path",),
+# rl_config.actor_resource (and PPO's critic_resource) takes num_npus alone (rl_config.py l. 175-179);
+# sampling_config these (generate_config.py l. 104-119).
+NESTED = {"actor_resource": ("num_npus",), "critic_resource": ("num_npus",),
+          "integrated_mode_config": ("ref_model_load_path",),
           "sampling_config": ("logprobs", "max_tokens", "top_p", "top_k", "min_p", "temperature", "detokenize",
                               "seed")}
 

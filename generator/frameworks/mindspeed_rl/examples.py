@@ -21,14 +21,15 @@ class Example:
 
     name: str
     model_yaml: str
-    converter: str
-    converter_flags: tuple[str, ...]
+    converter: dict  # over MindSpeed-LLM's converter row for the model (examples.yaml `converter`)
     dataset: str
     values: dict[str, tuple[object, int]]
-    tokenizer_model: str | None = None
 
     def get(self, key: str) -> Any:  # a YAML scalar or list, as upstream's config holds it
         return self.values[key][0]
+
+    def find(self, key: str, default: Any = None) -> Any:  # a key some of upstream's configs leave out
+        return self.values[key][0] if key in self.values else default
 
     def source(self, key: str) -> str:
         return f"upstream {RELEASE} configs/{self.name}.yaml l. {self.values[key][1]}"
@@ -50,18 +51,19 @@ def facts() -> dict:
 
 
 @cache
-def example(method: str, model: str) -> Example | None:
+def example(method: str, model: str, hardware: str | None = None) -> Example | None:
+    """The config a plan of `method` for `model` follows on `hardware` (None: the row's own)."""
     row = facts().get(method, {}).get(model)
     if row is None:
         return None
-    text = (FOLDER / f"{row['config']}.yaml").read_text(encoding="utf-8")
+    name = row.get("by_hardware", {}).get(hardware, row["config"])
+    text = (FOLDER / f"{name}.yaml").read_text(encoding="utf-8")
     values: dict[str, tuple[object, int]] = {}
     root = yaml.compose(text)
     if root is None:
-        raise ValueError(f"{row['config']}.yaml is empty")
+        raise ValueError(f"{name}.yaml is empty")
     _flatten(root, "", values)
-    return Example(row["config"], row["model_yaml"], row["converter"], tuple(row["converter_flags"]),
-                   row["dataset"], values, row.get("tokenizer_model"))
+    return Example(name, row["model_yaml"], row.get("converter", {}), row["dataset"], values)
 
 
 @cache

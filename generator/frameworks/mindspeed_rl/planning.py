@@ -7,6 +7,7 @@ of the files is decided here (settings), and a spec breaking one of rules.py's r
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -14,11 +15,15 @@ from ...api.notes import Note
 from ...calibration import measured
 from ...context import Context
 from ...errors import Problem, SpecError
+from ...families.megatron.convert import Target, hf_to_mcore
+from ...families.megatron.flags import typed
 from ...families.rl.rates import published
-from ...families.rl.rollout import rollout_memory
+from ...families.rl.rollout import kv_per_sequence_gb, rollout_memory, weights_gb
+from ...layouts import core_memory
 from ...memory import MemoryBreakdown
 from ...parallel import Parallel
 from ...plan import FrameworkPlan, Layout, Plan
+from ...recipe import batch_target
 from ...spaces import GridSpace
 from ...tables import Framework, Model, RecipeDefaults
 from ...throughput import Throughput
@@ -27,6 +32,7 @@ from ..base import DefaultPlanning
 from ..contract import PathDefault, RoleDef, RoleKind, Structure
 from . import rules
 from .examples import RELEASE, Example, example, facts
+from .rules import VALIDATE
 from .settings import MsrlSettings, Setting
 
 NAME = "mindspeed-rl"
@@ -34,8 +40,8 @@ FROZEN = ("feature-frozen upstream since 2026-04 (bug fixes only; master README.
           "tutorial)")
 
 
-def example_of(method: str, model: str) -> Example:
-    found = example(method, model)
+def example_of(method: str, model: str, hardware: str | None = None) -> Example:
+    found = example(method, model, hardware)
     if found is None:
         raise SpecError.at("model", f"{model}: {RELEASE} ships no {method} config for it; models it does: "
                                     f"{', '.join(sorted(facts().get(method, {})))}")
@@ -54,32 +60,85 @@ class Recipe:
 
 
 def recipe_of(ctx: Context) -> Recipe:
-    ex = example_of(ctx.spec.method, ctx.model.name)
+    ex = example_of(ctx.spec.method, ctx.model.name, ctx.hw.name)
     key = "generate_config.gpu_memory_utilization"
-    return Recipe(int(ctx.spec.rl.get("samples_per_prompt", ex.get("rl_config.n_samples_per_prompt"))),
+    made = Recipe(int(ctx.spec.rl.get("samples_per_prompt", ex.get("rl_config.n_samples_per_prompt"))),
                   ctx.spec.seq_len, float(ex.get(key)), {"gpu_memory_utilization": ex.source(key)},
                   (int(ex.get("generate_config.max_num_seqs")), ex.source("generate_config.max_num_seqs")))
+    return replace(made, max_num_seqs=upstream_sequences(ctx, ex, made))
+
+
+def upstream_sequences(ctx: Context, ex: Example, made: Recipe) -> tuple[int, str]:
+    """The most sequences of the plan's seq_len the rollout's KV cache must hold at once: max_num_seqs, or fewer
+    where the KV cache upstream's own config has (at its gpu_memory_utilization, rollout TP and EP, the actor's
+    states offloaded) holds fewer: that config runs, so the plan asks no larger a KV cache than it has."""
+    gmu = float(ex.get("generate_config.gpu_memory_utilization"))
+    tp, ep = int(ex.get(ROLLOUT_TP)), int(ex.find("generate_config.infer_expert_parallel_size", 1))
+    kv = gmu * ctx.hw.memory_gb - weights_gb(ctx.model, tp, ep) - ctx.fw.overhead_gb
+    held = max(1, math.floor(round(kv / kv_per_sequence_gb(ctx.model, made, tp), 6)))
+    if held >= made.max_num_seqs[0]:
+        return made.max_num_seqs
+    return held, (f"the {held} sequences of {made.seq_len} tokens the {kv:.1f} GiB KV cache of {ex.name}.yaml holds "
+                  f"(gpu_memory_utilization {gmu:g}, rollout TP {tp}, EP {ep}; max_num_seqs {made.max_num_seqs[0]})")
 
 
 ACTOR_KEYS = ("actor_config.tensor_model_parallel_size", "actor_config.pipeline_model_parallel_size")
+ROLLOUT_TP = "generate_config.infer_tensor_parallel_size"
+EP_KEY = "actor_config.expert_model_parallel_size"
+RECOMPUTE_KEY = "actor_config.recompute_granularity"
+LAYERS_KEY = "actor_config.num_layer_list"
+
+
+def actor_structure(ex: Example) -> Structure:
+    """The upstream config's actor layout: TP, PP, EP (MoE: its experts split over TP x EP with moe_tp_extend_ep)
+    and its uneven layer list."""
+    layers = ex.find(LAYERS_KEY)
+    return Structure(int(ex.get(ACTOR_KEYS[0])), int(ex.get(ACTOR_KEYS[1])), ep=int(ex.find(EP_KEY, 1)),
+                     num_layer_list=tuple(int(n) for n in str(layers).split(",")) if layers else None)
+
+
+def states_offloaded(ex: Example) -> bool:
+    """Whether the actor's parameters and optimizer leave the cards while vLLM generates: offload_train_param
+    with offload_train_optimizer, or the optimizer swapped to host memory all along (swap_optimizer, as the MoE
+    configs do; generate_config.py l. 92-94, reference mindspeed_rl.md s2.3)."""
+    return bool(ex.find("generate_config.offload_train_param")) and bool(
+        ex.find("generate_config.offload_train_optimizer") or ex.find("megatron_training.swap_optimizer"))
+
+
+def actor_cards(ex: Example) -> int:
+    """The fewest cards the upstream actor layout tiles: PP stages of TP x EP cards (expert TP = TP with
+    moe_tp_extend_ep; Megatron core_v0.12.1 megatron/core/parallel_state.py l. 696-703)."""
+    shape = actor_structure(ex)
+    return shape.tp * shape.pp * shape.ep
 
 
 @dataclass(frozen=True)
 class ExampleSpace(GridSpace):
     """The upstream config's layout for the role (actor TP/PP, or the rollout's TP), unless the spec pins one."""
 
-    keys: tuple[str, str | None] = ("generate_config.infer_tensor_parallel_size", None)
+    keys: tuple[str, str | None] = (ROLLOUT_TP, None)
 
     def structures(self, ctx: Context, cards: int) -> list[Structure]:
         if ctx.pinned:
             return super().structures(ctx, cards)
-        ex = example_of(ctx.spec.method, ctx.model.name)
-        tp_key, pp_key = self.keys
-        tp, pp = int(ex.get(tp_key)), int(ex.get(pp_key)) if pp_key else 1
+        ex = example_of(ctx.spec.method, ctx.model.name, ctx.hw.name)
         # Every role shares the cards (integrated worker): a count the actor's upstream layout does not tile has
         # no layout for any role, so the card search moves on to one it does.
-        actor = int(ex.get(ACTOR_KEYS[0])) * int(ex.get(ACTOR_KEYS[1]))
-        return [Structure(tp, pp)] if cards % (tp * pp) == 0 and cards % actor == 0 else []
+        if cards % actor_cards(ex):
+            return []
+        if self.keys == ACTOR_KEYS:
+            return [actor_structure(ex)]
+        tp = int(ex.get(self.keys[0]))
+        return [Structure(tp, ep=int(ex.find("generate_config.infer_expert_parallel_size", 1)),
+                          offload=states_offloaded(ex))] if cards % tp == 0 else []
+
+
+    def recomputes(self, ctx: Context) -> list[str]:
+        """Upstream's recompute where its config sets one (the large MoE configs recompute in full), unless pinned."""
+        granularity = example_of(ctx.spec.method, ctx.model.name, ctx.hw.name).find(RECOMPUTE_KEY)
+        if ctx.pins.recompute or self.keys != ACTOR_KEYS or granularity is None:
+            return super().recomputes(ctx)
+        return [str(granularity)]
 
 
 ACTOR = ExampleSpace(keys=ACTOR_KEYS)
@@ -94,25 +153,45 @@ class Planning(DefaultPlanning):
     opt_in = f"{NAME} is {FROZEN}; list it in frameworks: to plan it"
 
     def roles(self, method: str) -> tuple[RoleDef, ...]:
+        # PPO's critic runs in the actor's placement groups at the actor's layout (cli/train_ppo.py l. 65-91;
+        # upstream's critic_config repeats the actor's TP / PP).
+        critic = (RoleDef(RoleKind.CRITIC, takes=RoleKind.ACTOR),) if method == "ppo" else ()
         return (RoleDef(RoleKind.ACTOR), RoleDef(RoleKind.ROLLOUT),
-                RoleDef(RoleKind.REFERENCE, takes=RoleKind.ACTOR))
+                RoleDef(RoleKind.REFERENCE, takes=RoleKind.ACTOR)) + critic
 
     def recipe_defaults(self, defaults: RecipeDefaults, model: Model, fw: Framework) -> RecipeDefaults:
-        ex = example(defaults.method, model.name)
+        ex = example(defaults.method, model.name)  # the row's own config: the defaults know no platform
         if ex is None:
             return defaults
         key = "megatron_training.global_batch_size"
         row = {"value": int(ex.get(key)), "source": f"{ex.source(key)} (prompts)"}
         return replace(defaults, values={**defaults.values, "global_batch_size": row})
 
+    def sequences_per_sample(self, ctx: Context) -> int:
+        # global_batch_size counts prompts; the update splits GBS x n samples over the actor's data-parallel ranks in
+        # micro batches of samples (validate_config.py l. 109-144): the batch tiles in sequences, as verl's.
+        return recipe_of(ctx).n
+
+    def most_cards(self, ctx: Context) -> tuple[int, str] | None:
+        # Each rollout replica (rollout TP cards) generates for at least one prompt of the step: GBS % (cards /
+        # rollout TP) == 0 (validate_config.py l. 187-195), so past GBS x rollout TP a card holds no prompt.
+        ex = example_of(ctx.spec.method, ctx.model.name, ctx.hw.name)
+        batch = ctx.spec.global_batch_size or batch_target(ctx.defaults, ctx.spec)[0]
+        tp = int(ex.get(ROLLOUT_TP))
+        return batch * tp, (f"a global batch of {batch} prompts, at least one a rollout replica of TP {tp} "
+                            f"({VALIDATE} l. 187-195)")
+
     def space(self, role: RoleKind) -> GridSpace:
         return ROLLOUT if role is RoleKind.ROLLOUT else ACTOR
 
     def memory(self, ctx: Context, shape: Parallel) -> MemoryBreakdown | None:
+        ex = example_of(ctx.spec.method, ctx.model.name, ctx.hw.name)
+        if ctx.role_kind in (RoleKind.ACTOR, RoleKind.CRITIC) and ex.find("megatron_training.swap_optimizer"):
+            return swapped(core_memory(ctx, shape))
         if ctx.role_kind is not RoleKind.ROLLOUT:
             return None  # the core's Megatron model (frameworks.yaml memory: megatron-distopt)
         return rollout_memory(ctx.model, ctx.hw, ctx.fw.overhead_gb, recipe_of(ctx), shape.tp, shape.cards,
-                              shape.offload, ctx.spec.method, shape.global_batch_size)
+                              shape.offload, ctx.spec.method, shape.global_batch_size, shape.ep)
 
     def rate(self, ctx: Context, layout: Layout | None) -> Throughput | None:
         if ctx.role_kind is not RoleKind.ACTOR:
@@ -136,6 +215,16 @@ class Planning(DefaultPlanning):
 
     def settings(self, ctx: Context, plan: Plan, fp: FrameworkPlan) -> MsrlSettings:
         return settings(ctx, plan, fp)
+
+
+# MindSpeed's swap-optimizer (SwapOptimizerFeature, --swap-optimizer-times default 16; docs "Swap Optimizer"): the
+# fp32 master weights and Adam moments live in host memory and come to the card a 1/16 share at a time for the step.
+SWAP_SHARE = 16
+
+
+def swapped(memory: MemoryBreakdown) -> MemoryBreakdown:
+    """The core's training memory with the optimizer states swapped to host memory (swap_optimizer)."""
+    return replace(memory, optimizer=memory.optimizer / SWAP_SHARE)
 
 
 PLANNING: contract.Planning = Planning()  # typed here: contract.Plugin loads it by name
@@ -188,10 +277,13 @@ def decided(plan: Plan, fp: FrameworkPlan, ex: Example) -> dict[str, tuple[objec
     mini = int(plan.rl.get("mini_batch_size", max(1, gbs * int(ex.get("rl_config.mini_batch_size"))
                                                   // example_gbs)))
     out = plan.output_dir(NAME)
-    budget = int(ex.get("generate_config.max_num_batched_tokens"))
+    budget = int(ex.find("generate_config.max_num_batched_tokens", BATCHED_TOKENS[0]))
     verify, verify_src = verifier(plan, ex)
     return {
-        **recompute(actor.recompute),
+        **critic_values(plan, fp, ex),
+        **dapo_values(ex, tokens, gbs, verify),
+        **recompute(actor.recompute, ex),
+        **layer_placement(fp, ex),
         # The layout's micro batch, whose activations the actor's memory counts (upstream's differs where the
         # search found it does not fit the plan's cards; rules.py checks it divides each rank's samples).
         "actor_config.micro_batch_size": (actor.micro_batch_size, f"plan: the actor's layout (upstream "
@@ -207,6 +299,7 @@ def decided(plan: Plan, fp: FrameworkPlan, ex: Example) -> dict[str, tuple[objec
         "megatron_training.data_path": (f"{out}/data/data", "= the dataset YAML's output_prefix (s5.1)"),
         "actor_config.tensor_model_parallel_size": (actor.tp, "plan: the actor's layout"),
         "actor_config.pipeline_model_parallel_size": (actor.pp, "plan: the actor's layout"),
+        **({EP_KEY: (actor.ep, "plan: the actor's layout")} if actor.ep > 1 or EP_KEY in ex.values else {}),
         "actor_config.load": (plan.paths["mcore_ckpt_dir"].value, "spec paths.mcore_ckpt_dir (convert.sh writes it)"),
         "actor_config.save": (f"{out}/ckpt", "plan: under the framework's output folder"),
         "rl_config.mini_batch_size": (mini, "spec rl.mini_batch_size" if "mini_batch_size" in plan.rl else
@@ -220,20 +313,93 @@ def decided(plan: Plan, fp: FrameworkPlan, ex: Example) -> dict[str, tuple[objec
         "generate_config.infer_tensor_parallel_size": (rollout.tp, "plan: the rollout's layout"),
         "generate_config.max_model_len": (prompt + tokens, "= max_prompt_length + max_tokens (the spec's seq_len)"),
         "generate_config.max_num_batched_tokens": (
-            max(budget, prompt + tokens), f"{ex.source('generate_config.max_num_batched_tokens')}, at least "
-                                          f"max_model_len"),
+            max(budget, prompt + tokens), f"{batched_source(ex)}, at least max_model_len"),
         "generate_config.sampling_config.max_tokens": (tokens, tokens_src),
     }
 
 
-def recompute(kind: str) -> dict[str, tuple[object, str]]:
+# GenerateConfig's default where a config sets none (mindspeed_rl/config_cls/generate_config.py l. 85)
+BATCHED_TOKENS = (2048, f"{RELEASE} mindspeed_rl/config_cls/generate_config.py l. 85 (the default)")
+
+
+def batched_source(ex: Example) -> str:
+    key = "generate_config.max_num_batched_tokens"
+    return ex.source(key) if key in ex.values else BATCHED_TOKENS[1]
+
+
+def critic_dir(plan: Plan) -> str:
+    """Where convert.sh writes PPO's critic (the HF weights with a value head: MindSpeed-LLM convert_ckpt.py --orm,
+    docs/algorithms/ppo.md l. 80), under the framework's output folder."""
+    return f"{plan.output_dir(NAME)}/critic_mcore"
+
+
+def critic_values(plan: Plan, fp: FrameworkPlan, ex: Example) -> dict[str, tuple[object, str]]:
+    """PPO's critic: the actor's cards and layout, its own converted weights and save folder."""
+    if "critic_config.model" not in ex.values:
+        return {}
+    actor = fp.roles["actor"].layout
+    return {"critic_config.tensor_model_parallel_size": (actor.tp, "= the actor's layout (cli/train_ppo.py l. 65-91)"),
+            "critic_config.pipeline_model_parallel_size": (actor.pp, "= the actor's layout"),
+            "critic_config.micro_batch_size": (fp.roles["critic"].layout.micro_batch_size, "plan: the critic's layout"),
+            "critic_config.load": (critic_dir(plan), "convert.sh's critic conversion (--orm)"),
+            "critic_config.save": (f"{plan.output_dir(NAME)}/critic_ckpt", "plan: under the framework's output folder"),
+            "rl_config.critic_resource.num_npus": (fp.layout.cards, "= actor_resource.num_npus (the critic shares "
+                                                                    "the actor's cards, cli/train_ppo.py l. 65-91)")}
+
+
+def dapo_values(ex: Example, tokens: int, gbs: int, verify: str) -> dict[str, tuple[object, str]]:
+    """DAPO's keys that follow the plan's (validate_config.py l. 389-415): the overlong penalty's response length
+    is the rollout's max_tokens, dynamic sampling fills upstream's share of the global batch and filters on the
+    verifier the job scores with."""
+    out: dict[str, tuple[object, str]] = {}
+    if "rl_config.rollout_max_tokens" in ex.values:
+        out["rl_config.rollout_max_tokens"] = (tokens, f"= sampling max_tokens ({VALIDATE} l. 389-399)")
+    key = "rl_config.filter_groups_train_batch_size"
+    if key in ex.values:
+        share = gbs * int(ex.get(key)) // int(ex.get("megatron_training.global_batch_size"))
+        out[key] = (share, f"{ex.source(key)}, its share of the global batch")
+        out["rl_config.filter_groups_metric"] = (verify, f"= verifier_function ({VALIDATE} l. 401-415)")
+    return out
+
+
+def layer_placement(fp: FrameworkPlan, ex: Example) -> dict[str, tuple[object, str]]:
+    """The actor's layers on its pipeline stages: upstream's noop layers (padding the stages to even counts) where
+    the plan keeps upstream's PP, else the layout's layer list where uneven. A value None leaves the key out (the
+    plan shows why)."""
+    actor = fp.roles["actor"].layout
+    same_pp = actor.pp == int(ex.get(ACTOR_KEYS[1]))
+    out: dict[str, tuple[object, str]] = {}
+    if "actor_config.noop_layers" in ex.values and not same_pp:
+        why = f"left out: upstream's noop layers pad its PP {ex.get(ACTOR_KEYS[1])}, not the plan's {actor.pp}"
+        out = {"actor_config.noop_layers": (None, why), "actor_config.num_layers": (None, why)}
+    elif "actor_config.noop_layers" in ex.values:
+        return out
+    uneven = ",".join(map(str, actor.layers_per_stage)) if actor.uneven_layers else None
+    if uneven == ex.find(LAYERS_KEY):
+        return out
+    if uneven is not None:
+        out[LAYERS_KEY] = (uneven, "plan: the actor's layout (its layers on the pipeline stages)")
+    elif LAYERS_KEY in ex.values:
+        out[LAYERS_KEY] = (None, f"left out: the plan's {actor.pp} stages hold even layers")
+    return out
+
+
+def recompute(kind: str, ex: Example) -> dict[str, tuple[object, str]]:
     """The actor's recompute as MindSpeed-LLM's flags (MegatronConfig keys, megatron_config.py l. 369-376): full
-    recomputes every layer's forward, selective MindSpeed's activation function only; upstream's config sets none."""
+    recomputes every layer's forward, selective MindSpeed's activation function only; upstream's own keys where it
+    sets the same recompute."""
+    if ex.find(RECOMPUTE_KEY) == kind:
+        return {}
     source = f"plan: the actor's recompute {kind} (the layout whose memory the plan counts)"
+    out: dict[str, tuple[object, str]] = {key: (None, f"left out: {source}") for key in
+                                          (RECOMPUTE_KEY, "actor_config.recompute_method",
+                                           "actor_config.recompute_num_layers") if key in ex.values}
     if kind == "full":
-        return {"actor_config.recompute_granularity": ("full", source),
-                "actor_config.recompute_method": ("uniform", source), "actor_config.recompute_num_layers": (1, source)}
-    return {"actor_config.recompute_activation_function": (True, source)} if kind == "selective" else {}
+        out.update({RECOMPUTE_KEY: ("full", source), "actor_config.recompute_method": ("uniform", source),
+                    "actor_config.recompute_num_layers": (1, source)})
+    elif kind == "selective":
+        out["actor_config.recompute_activation_function"] = (True, source)
+    return out
 
 
 def shape_of(plan: Plan, settings: MsrlSettings, model: Model) -> rules.Shape:
@@ -252,7 +418,7 @@ def shape_from(config: dict, nodes: int, model: Model, template: tuple[str, ...]
     return rules.Shape(
         cards=int(rl["actor_resource"]["num_npus"]), nodes=nodes, tp=int(both.get("tensor_model_parallel_size", 1)),
         pp=int(both.get("pipeline_model_parallel_size", 1)), itp=int(gen.get("infer_tensor_parallel_size", 8)),
-        heads=model.heads, kv_heads=model.kv_heads, layers=model.layers,
+        heads=model.heads, kv_heads=model.kv_heads, layers=int(both.get("num_layers") or model.layers),
         num_layer_list=tuple(int(x) for x in str(layer_list).split(",")) if layer_list else None,
         gbs=int(both["global_batch_size"]), n=int(rl.get("n_samples_per_prompt", 1)),
         mbs=int(both["micro_batch_size"]), mini=int(rl.get("mini_batch_size", 1)),
@@ -262,7 +428,14 @@ def shape_from(config: dict, nodes: int, model: Model, template: tuple[str, ...]
         max_num_batched_tokens=int(gen.get("max_num_batched_tokens", 2048)),
         scheduler=bool(gen.get("ascend_scheduler_config_enabled", True)), max_positions=model.max_positions,
         verifiers=tuple(rl.get("verifier_function", ("base_acc",))), known_verifiers=tuple(facts()["verifiers"]),
-        template_verifiers=template)
+        template_verifiers=template, ep=int(both.get("expert_model_parallel_size", 1)),
+        iep=int(gen.get("infer_expert_parallel_size", 1)), tp_extend_ep=bool(both.get("moe_tp_extend_ep")),
+        noop=len(str(both["noop_layers"]).split(",")) if both.get("noop_layers") else 0, model_layers=model.layers,
+        overlong_buffer=int(rl["overlong_buffer"]) if rl.get("overlong_buffer_enable") else None,
+        rollout_max_tokens=int(rl["rollout_max_tokens"]) if rl.get("overlong_buffer_enable") else None,
+        filter_metric=rl.get("filter_groups_metric") if rl.get("filter_groups_enable") else None,
+        filter_batch=int(rl["filter_groups_train_batch_size"]) if rl.get("filter_groups_enable") else None,
+        critic_cards=int(rl["critic_resource"]["num_npus"]) if "critic_resource" in rl else None)
 
 
 # The paths the Hydra configs (the job's and the dataset's, cli/preprocess_data.py l. 110) hold: OmegaConf reads
@@ -279,7 +452,7 @@ def path_problems(plan: Plan) -> list[Problem]:
 def settings(ctx: Context, plan: Plan, fp: FrameworkPlan) -> MsrlSettings:
     if path_problems(plan):
         raise SpecError(path_problems(plan))
-    ex = example_of(plan.method, plan.model)
+    ex = example_of(plan.method, plan.model, plan.hardware)
     chosen = decided(plan, fp, ex)
     config = tuple(Setting(key, _typed(chosen[key][0]) if key in chosen else _typed(value),
                            chosen[key][1] if key in chosen else ex.source(key))
@@ -296,25 +469,19 @@ def settings(ctx: Context, plan: Plan, fp: FrameworkPlan) -> MsrlSettings:
         ("handler_name", data["handler_name"], source), ("tokenizer_type", "HuggingFaceTokenizer", source),
         ("workers", 8, source), ("log_interval", 1000, source), ("prompt_type", data["prompt_type"], source),
         ("dataset_additional_keys", ("labels",), source), ("map_keys", data["map_keys"], source)))
-    actor = fp.roles["actor"].layout
-    convert = tuple(Setting(flag, None, ex.converter + " (MindSpeed-LLM a2c0733b examples/mcore)")
-                    for flag in ex.converter_flags if flag.startswith("--")) + tuple(
-        Setting(k, v, s) for k, v, s in (
-            ("--load-model-type", "hf", "s5.2"), ("--save-model-type", "mg", "s5.2"),
-            ("--target-tensor-parallel-size", actor.tp, "= actor_config.tensor_model_parallel_size"),
-            ("--target-pipeline-parallel-size", actor.pp, "= actor_config.pipeline_model_parallel_size"),
-            ("--load-dir", model_dir, "spec paths.model_dir"),
-            ("--save-dir", plan.paths["mcore_ckpt_dir"].value, "= actor_config.load")))
-    if ex.tokenizer_model:
-        convert += (Setting("--tokenizer-model", f"{model_dir.rstrip('/')}/{ex.tokenizer_model}",
-                            "MindSpeed-LLM a2c0733b examples/mcore/qwen25/ckpt_convert_qwen25_hf2mcore.sh l. 6-18"),)
+    script, convert = converter(ctx, plan, fp, ex, chosen)
     resume = tuple(Setting(k, v, "docs/algorithms/grpo.md l. 105-118") for k, v in (
         ("actor_config.finetune", False), ("actor_config.load", f"{out}/ckpt"), ("actor_config.no_load_optim", False),
         ("actor_config.no_load_rng", False),
-        ("rl_config.integrated_mode_config.ref_model_load_path", plan.paths["mcore_ckpt_dir"].value)))
-    made = MsrlSettings(config_name=f"{plan.method}_{ex.model_yaml}_{plan.hardware}_{fp.layout.cards}",
+        ("rl_config.integrated_mode_config.ref_model_load_path", plan.paths["mcore_ckpt_dir"].value))) + tuple(
+        Setting(k, v, "docs/algorithms/ppo.md: the critic resumes as the actor does") for k, v in (
+            ("critic_config.finetune", False), ("critic_config.load", f"{out}/critic_ckpt"),
+            ("critic_config.no_load_optim", False), ("critic_config.no_load_rng", False))
+        if "critic_config.model" in ex.values)
+    made = MsrlSettings(entry=f"cli/train_{plan.method}.py",
+                        config_name=f"{plan.method}_{ex.model_yaml}_{plan.hardware}_{fp.layout.cards}",
                         upstream=f"{RELEASE} configs/{ex.name}.yaml", model_yaml=ex.model_yaml, config=config,
-                        dataset=dataset, convert=_with_values(convert, ex.converter_flags), converter=ex.converter,
+                        dataset=dataset, convert=convert, converter=script,
                         resume=resume, nnodes=fp.layout.nodes, npus_per_node=fp.layout.local_cards,
                         feature_frozen=FROZEN, alternative="verl",
                         alternative_plans=ctx.tables is not None and ctx.tables.supports("verl", plan.model))
@@ -324,11 +491,42 @@ def settings(ctx: Context, plan: Plan, fp: FrameworkPlan) -> MsrlSettings:
     return made
 
 
-def _with_values(convert: tuple[Setting, ...], flags: tuple[str, ...]) -> tuple[Setting, ...]:
-    """A family flag followed by its value in examples.yaml (--model-type GPT) takes that value."""
-    values = {flag: nxt for flag, nxt in zip(flags, flags[1:] + ("",), strict=True)
-              if flag.startswith("--") and nxt and not nxt.startswith("--")}
-    return tuple(replace(item, value=values.get(item.key, item.value)) for item in convert)
+def converter(ctx: Context, plan: Plan, fp: FrameworkPlan, ex: Example,
+              chosen: dict[str, tuple[object, str]]) -> tuple[str, tuple[tuple[Setting, ...], ...]]:
+    """MindSpeed-LLM's HF -> mcore command (the Megatron family's, as MindSpeed-LLM's plugin writes it) at the
+    actor's exact layout, plus the flags of the actor's settings that change the saved weights' layout: experts
+    split over TP x EP (moe_tp_extend_ep; docs/algorithms/grpo.md l. 67-68) and noop layers (num_layers counts
+    them); PPO's critic is converted too. The flag tables are MindSpeed-LLM 2.2.0's parsers; v2.3.0 installs
+    its 2.3.0 branch (a2c0733b), whose examples/mcore converters take the same flags."""
+    if ctx.tables is None:
+        raise ValueError("MindSpeed-RL's converter reads MindSpeed-LLM's row for the model from the tables")
+    info = {**ctx.tables.frameworks["mindspeed-llm"].model_info(plan.model), **ex.converter}
+    actor = fp.roles["actor"].layout
+    value = {**{k: v for k, (v, _) in ex.values.items()}, **{k: v for k, (v, _) in chosen.items()}}
+    layers = value.get(LAYERS_KEY)
+    model_dir = plan.paths["model_dir"].value
+    layer_list = None if layers is None else str(layers)
+    script, table, flags = hf_to_mcore(info, plan.shape, Target(actor.tp, actor.pp, actor.ep, layer_list), model_dir,
+                                       plan.paths["mcore_ckpt_dir"].value)
+    noop = value.get("actor_config.noop_layers")
+    if value.get("actor_config.moe_tp_extend_ep"):
+        flags.append(("--moe-tp-extend-ep", True))
+    if noop:
+        flags += [("--num-layers", value["actor_config.num_layers"]), ("--noop-layers", noop)]
+    sources = {"--target-tensor-parallel-size": "= actor_config.tensor_model_parallel_size",
+               "--target-pipeline-parallel-size": "= actor_config.pipeline_model_parallel_size",
+               "--target-expert-parallel-size": "= actor_config.expert_model_parallel_size",
+               "--num-layer-list": "= actor_config.num_layer_list", "--load-dir": "spec paths.model_dir",
+               "--save-dir": "= actor_config.load", "--moe-tp-extend-ep": "= actor_config.moe_tp_extend_ep",
+               "--num-layers": "= actor_config.num_layers", "--noop-layers": "= actor_config.noop_layers"}
+    commands = [flags]
+    if "critic_config.model" in ex.values:  # PPO's critic: the same weights with a value head (ppo.md l. 80)
+        commands.append([*((k, critic_dir(plan) if k == "--save-dir" else v) for k, v in flags), ("--orm", True)])
+    made = tuple(tuple(Setting(flag, " ".join(words) if words else None,
+                               sources.get(flag, f"MindSpeed-LLM's {script} command for {plan.model} "
+                                                 f"(families/megatron/convert.py)"))
+                       for flag, words in typed(table, command)) for command in commands)
+    return script, made
 
 
 def _typed(value: Any) -> Any:

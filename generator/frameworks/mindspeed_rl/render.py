@@ -41,10 +41,10 @@ def render(plan: Plan, env: jinja2.Environment) -> dict[str, str]:
     launch = env.get_template("mindspeed-rl/launch.sh.j2").render(
         **launch_context(plan, fp, list(plan.paths)), title=title.format("launch"), cards=lay.cards,
         per_node=lay.local_cards, environment=ENVIRONMENT, **ray_context(plan, fp), node_ifname=None,
-        msrl_dir=msrl, config_name=settings.config_name,
+        msrl_dir=msrl, entry=settings.entry, config_name=settings.config_name,
         model_yaml=settings.model_yaml)
-    words = [str(w) for item in settings.convert for w in ((item.key,) if item.value is None
-                                                           else (item.key, item.value))]
+    commands = [[str(w) for item in command for w in ((item.key,) if item.value is None else (item.key, item.value))]
+                for command in settings.convert]
     return {
         f"mindspeed-rl/config/{settings.config_name}.yaml": config_yaml(settings),
         "mindspeed-rl/dataset.yaml": yaml.safe_dump({s.key: list(s.value) if isinstance(s.value, tuple) else s.value
@@ -53,7 +53,7 @@ def render(plan: Plan, env: jinja2.Environment) -> dict[str, str]:
             title=title.format("preprocessing"), msrl_dir=msrl, name=f"gen_{settings.config_name}",
             output_dir=f"{folder}/data"),
         "mindspeed-rl/convert.sh": env.get_template("mindspeed-rl/convert.sh.j2").render(
-            title=title.format("conversion"), tp=lay.tp, pp=lay.pp, converter=settings.converter, words=words,
+            title=title.format("conversion"), tp=lay.tp, pp=lay.pp, converter=settings.converter, commands=commands,
             mindspeed_llm_dir=plan.paths["mindspeed_llm_dir"].value),
         "mindspeed-rl/launch.sh": launch,
         "mindspeed-rl/commands.txt": commands_txt(plan, fp, env, NAME),

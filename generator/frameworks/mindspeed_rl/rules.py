@@ -45,6 +45,16 @@ class Shape:
     verifiers: tuple[str, ...]
     known_verifiers: tuple[str, ...]
     template_verifiers: tuple[str, ...]  # the verifiers the dataset's prompt template asks an answer format for
+    ep: int = 1  # actor_config.expert_model_parallel_size
+    iep: int = 1  # generate_config.infer_expert_parallel_size
+    tp_extend_ep: bool = False  # actor_config.moe_tp_extend_ep
+    noop: int = 0  # actor_config.noop_layers: empty layers padding the stages (`layers` counts them)
+    model_layers: int | None = None  # the model's own layers (None: `layers`)
+    overlong_buffer: int | None = None  # DAPO's overlong penalty window (None: off)
+    rollout_max_tokens: int | None = None  # DAPO: the response length the penalty reads
+    filter_metric: str | None = None  # DAPO dynamic sampling's metric (None: off)
+    filter_batch: int | None = None  # DAPO: prompts dynamic sampling fills a step with
+    critic_cards: int | None = None  # PPO: rl_config.critic_resource.num_npus
 
     @property
     def dp(self) -> int:
@@ -66,9 +76,34 @@ def _works(values: list[int]) -> str:
     return ", ".join(str(v) for v in values) or "none"
 
 
+def expert_rules(s: Shape) -> list[Broken]:
+    """A MoE actor's experts: split over TP x EP, which the resharding to vLLM requires and the rollout's TP x EP
+    must tile (reference mindspeed_rl.md s3.4)."""
+    if s.ep == 1:
+        return []
+    out = []
+    if not s.tp_extend_ep:
+        out.append(Broken("actor_config.moe_tp_extend_ep", "layout.mindspeed-rl.actor.ep",
+                          f"EP {s.ep} needs moe_tp_extend_ep: true ({CONTAINER} l. 152-169)"))
+    if (s.iep * s.itp) % s.ep:
+        out.append(Broken("generate_config.infer_expert_parallel_size", "layout.mindspeed-rl.actor.ep",
+                          f"the rollout's TP x EP ({s.itp} x {s.iep}) must be a multiple of the actor's EP {s.ep} "
+                          f"({CONTAINER} l. 152-169); values that work: "
+                          f"{_works([e for e in divisors(s.iep * s.itp) if (s.cards // s.pp) % (s.tp * e) == 0])}"))
+    if (s.cards // s.pp) % (s.tp * s.ep):
+        out.append(Broken("actor_config.expert_model_parallel_size", "layout.mindspeed-rl.actor.ep",
+                          f"TP x EP = {s.tp} x {s.ep} must divide a pipeline stage's {s.cards // s.pp} cards (expert "
+                          f"TP = TP: Megatron core_v0.12.1 megatron/core/parallel_state.py l. 696-703)"))
+    return out
+
+
 def layout_rules(s: Shape) -> list[Broken]:
     """The actor's and the rollout's layout (reference mindspeed_rl.md s3.4)."""
     out = []
+    own = s.layers if s.model_layers is None else s.model_layers
+    if s.layers - s.noop != own:
+        out.append(Broken("actor_config.num_layers", "layout.mindspeed-rl.actor.pp",
+                          f"{s.layers} less the {s.noop} noop layers must be the model's {own} layers"))
     tps = [t for t in divisors(s.cards) if s.heads % t == 0 and s.kv_heads % t == 0]
     if s.heads % s.tp or s.kv_heads % s.tp:
         out.append(Broken("actor_config.tensor_model_parallel_size", "layout.mindspeed-rl.actor.tp",
@@ -84,6 +119,10 @@ def layout_rules(s: Shape) -> list[Broken]:
         out.append(Broken("actor_config.pipeline_model_parallel_size", "layout.mindspeed-rl.actor.pp",
                           f"{s.pp} must divide the {s.layers} layers without a num_layer_list ({CONTAINER} "
                           f"l. 268-283); values that work: {_works(pps)}"))
+    if s.critic_cards is not None and s.critic_cards != s.cards:
+        out.append(Broken("rl_config.critic_resource.num_npus", "cards",
+                          f"{s.critic_cards} must equal actor_resource.num_npus {s.cards}: the critic runs in the "
+                          f"actor's placement groups ({SRC} cli/train_ppo.py l. 65-91)"))
     if s.cards % (s.tp * s.pp):
         out.append(Broken("rl_config.actor_resource.num_npus", "cards",
                           f"{s.cards} must be a multiple of TP x PP = {s.tp * s.pp} ({VALIDATE} l. 81-106)"))
@@ -149,6 +188,28 @@ def length_rules(s: Shape) -> list[Broken]:
     return out
 
 
+def dapo_rules(s: Shape) -> list[Broken]:
+    """DAPO's overlong penalty and dynamic sampling (validate_config.py l. 389-415)."""
+    out = []
+    if s.overlong_buffer is not None and s.overlong_buffer >= s.max_tokens:
+        out.append(Broken("rl_config.overlong_buffer", "rl.response_length",
+                          f"the overlong penalty's {s.overlong_buffer} tokens must be fewer than the response's "
+                          f"max_tokens {s.max_tokens} ({VALIDATE} l. 389-399); a response length above "
+                          f"{s.overlong_buffer} works"))
+    if s.rollout_max_tokens is not None and s.rollout_max_tokens != s.max_tokens:
+        out.append(Broken("rl_config.rollout_max_tokens", "rl.response_length",
+                          f"{s.rollout_max_tokens} must equal max_tokens {s.max_tokens} ({VALIDATE} l. 389-399)"))
+    if s.filter_metric is not None and s.filter_metric not in s.verifiers:
+        out.append(Broken("rl_config.filter_groups_metric", "rl.reward",
+                          f"{s.filter_metric} must be one of verifier_function {list(s.verifiers)} ({VALIDATE} "
+                          f"l. 401-415)"))
+    if s.filter_batch is not None and (s.filter_batch % s.dp or (s.filter_batch // s.dp * s.n) % s.mbs):
+        out.append(Broken("rl_config.filter_groups_train_batch_size", "global_batch_size",
+                          f"{s.filter_batch} prompts must tile the {s.dp} data-parallel ranks in whole micro batches "
+                          f"of {s.mbs} ({VALIDATE} l. 219-240, 307-321)"))
+    return out
+
+
 def reward_rules(s: Shape) -> list[Broken]:
     """A verifier rule_verifier.py registers, matching the answer format the dataset's prompt template asks for."""
     unknown = [v for v in s.verifiers if v not in s.known_verifiers]
@@ -166,4 +227,4 @@ def reward_rules(s: Shape) -> list[Broken]:
 
 
 def broken(s: Shape) -> list[Broken]:
-    return layout_rules(s) + batch_rules(s) + length_rules(s) + reward_rules(s)
+    return layout_rules(s) + expert_rules(s) + batch_rules(s) + length_rules(s) + dapo_rules(s) + reward_rules(s)
