@@ -315,8 +315,8 @@ def statement_lines(source: str) -> dict[tuple[int, int], range]:
         if isinstance(statement, ast.stmt):
             for node in ast.walk(statement):
                 if isinstance(node, (ast.expr, ast.stmt)) and (node is statement or not isinstance(node, ast.stmt)):
-                    lines[node.lineno, node.end_lineno or node.lineno] = range(statement.lineno,
-                                                                              (node.end_lineno or node.lineno) + 1)
+                    lines[node.lineno, node.end_lineno or node.lineno] = range(
+                        min(statement.lineno, node.lineno), (node.end_lineno or node.lineno) + 1)  # or a decorator
     return lines
 
 

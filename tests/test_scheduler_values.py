@@ -112,6 +112,16 @@ def test_the_plan_notes_a_slurm_task_left_with_the_partitions_default_cpus(kind,
     assert all("cluster.slurm.cpus_per_task is not set" in n for n in notes)
 
 
+@pytest.mark.parametrize("kind,cpu,memory,noted", [("volcano", None, None, True), ("volcano", "8", None, True),
+                                                    ("volcano", None, "64Gi", True), ("volcano", "8", "64Gi", False),
+                                                    ("slurm", None, None, False), ("modelarts", None, None, False)])
+def test_the_plan_notes_a_volcano_pod_that_asks_for_no_cpu_or_memory(kind, cpu, memory, noted):
+    """scheduler.py scheduler_notes: a pod without both requests is BestEffort (evicted first), Volcano's only."""
+    notes = scheduler_notes(Scheduler(kind=kind, cpu=cpu, memory=memory, cpus_per_task=16))
+    assert len(notes) == int(noted)
+    assert all("cluster.volcano.cpu and memory are not both set" in str(n) and "BestEffort" in str(n) for n in notes)
+
+
 def test_the_time_limit_is_the_estimate_times_one_plus_the_margin_plus_the_start():
     assert time_limit(Scheduler(kind="slurm"), 10.0) == (
         750 + 30, "the plan's estimate, its upper end (600 min) x 1.25 (cluster.slurm.time_margin) + 30 min to start")
