@@ -20,7 +20,10 @@ from generator.scheduler import (
     scheduler_notes,
     scheduler_of,
     slurm_time,
+    super_pod_notes,
     time_limit,
+    volume_checks,
+    with_super_pod_blocks,
 )
 from generator.tables import load_tables
 
@@ -153,3 +156,48 @@ def test_a_volcano_pod_name_must_be_a_dns_label():
     check_names(volcano, longest, {"mindformers": 10})
     with pytest.raises(SpecError):
         check_names(volcano, longest, {"mindformers": 11})  # worker-10: one character too many
+
+
+def test_a_superpod_row_annotates_each_volcano_job_with_one_nodes_dies():
+    """MindCluster's sp-block (scheduler.py SP_BLOCK: ascend910a3/superpod/frame.go l. 63-155 at mind-cluster
+    22bb3d98): Volcano on a SuperPoD row only."""
+    volcano = Scheduler(kind="volcano")
+    blocked = with_super_pod_blocks(volcano, True, {"mindformers": 16, "verl": 8})
+    assert blocked.annotations == {"mindformers": {"sp-block": "16"}, "verl": {"sp-block": "8"}}
+    notes = [str(n) for n in super_pod_notes(blocked)]
+    assert len(notes) == 2 and "sp-block: 16" in notes[0] and "sp-block: 8" in notes[1]
+    assert with_super_pod_blocks(volcano, False, {"mindformers": 16}) == volcano
+    assert with_super_pod_blocks(Scheduler(kind="slurm"), True, {"mindformers": 16}).annotations == {}
+
+
+SHARED = Scheduler(kind="volcano", job_dir="/shared/jobs/t", volume_claim="pvc", mount_path="/shared/")
+
+
+def test_without_a_volume_every_path_must_be_in_the_image():
+    bare = Scheduler(kind="volcano", job_dir="/shared/jobs/t")
+    assert volume_checks(bare, {"dataset": "/data/x"}, False) == [
+        "cluster.volcano.volume_claim is not set: the pods see only the image, so cluster.job_dir (/shared/jobs/t) "
+        "and every path must be in it"]
+    assert volume_checks(bare, {}, True) == [
+        "cluster.volcano.volume_claim is not set: the pods see only the image, so cluster.job_dir (/shared/jobs/t) "
+        "and every path must be in it, and each node writes an output folder of its own, which a multi-node job "
+        "cannot resume or merge from"]
+
+
+def test_paths_off_the_volume_are_warned_of_by_key_and_the_mount_itself_is_on_it():
+    paths = {"output_dir": "/shared", "model_dir": "/models/m", "dataset": "/shared2/d", "cache": "/shared/c/d"}
+    assert volume_checks(SHARED, paths, True) == [
+        "paths.dataset (/shared2/d) is outside cluster.volcano.mount_path (/shared): the pods find it only if the "
+        "image holds it",
+        "paths.model_dir (/models/m) is outside cluster.volcano.mount_path (/shared): the pods find it only if the "
+        "image holds it"]
+    assert volume_checks(dataclasses.replace(SHARED, job_dir="/shared"), {}, True) == []
+    assert volume_checks(Scheduler(kind="slurm", job_dir="/home/j"), {"dataset": "/data"}, True) == []
+
+
+@pytest.mark.parametrize("job_dir", ["/home/me/jobs/t", "/shared2/t", "shared/t"])
+def test_a_job_folder_off_the_volume_is_refused_at_its_key(job_dir):
+    with pytest.raises(SpecError) as refused:
+        volume_checks(dataclasses.replace(SHARED, job_dir=job_dir), {}, True)
+    assert [p.path for p in refused.value.problems] == ["cluster.job_dir"]
+    assert f"{job_dir} is outside cluster.volcano.mount_path (/shared)" in str(refused.value)
