@@ -22,6 +22,7 @@ from generator.scheduler import (
     slurm_time,
     super_pod_notes,
     time_limit,
+    time_limit_warnings,
     volume_checks,
     with_super_pod_blocks,
 )
@@ -201,3 +202,19 @@ def test_a_job_folder_off_the_volume_is_refused_at_its_key(job_dir):
         volume_checks(dataclasses.replace(SHARED, job_dir=job_dir), {}, True)
     assert [p.path for p in refused.value.problems] == ["cluster.job_dir"]
     assert f"{job_dir} is outside cluster.volcano.mount_path (/shared)" in str(refused.value)
+
+
+@pytest.mark.parametrize("job", ["7b-run", "0", "-job"])
+def test_a_volcano_job_name_must_start_with_a_letter(job):
+    """Volcano's svc plugin names a Service after the Job, a DNS-1035 label (scheduler.py DNS_1035_LABEL)."""
+    with pytest.raises(SpecError) as refused:
+        check_names(Scheduler(kind="volcano"), job, {"mindformers": 1})
+    assert [p.path for p in refused.value.problems] == ["job"]
+    assert "must start with a lowercase letter" in str(refused.value)
+    check_names(Scheduler(kind="slurm"), job, {"mindformers": 1})
+
+
+def test_only_a_framework_without_a_time_limit_is_warned_of_the_partitions_default_time():
+    sched = Scheduler(kind="slurm", time_limits={"verl": (None, "no estimate"), "mindformers": (90, "estimate")})
+    warned = time_limit_warnings(sched)
+    assert len(warned) == 1 and str(warned[0]).startswith("verl: no time estimate, so its submit.sbatch sets no --time")
