@@ -394,17 +394,19 @@ def shown(mutant: Mutant) -> str:
 
 
 def read_log(log: Path, chosen: dict[str, list[Mutant]]) -> dict[str, tuple[list[Mutant], dict[str, str]]]:
-    """The outcomes a run's log printed, for the mutants of `chosen` it ran (a mutant printed alike twice: in
-    order)."""
+    """The outcomes a run's log printed (or a results file, *.jsonl, holds), for the mutants of `chosen` it ran (a
+    mutant printed alike twice: in order)."""
+    kept = read_results(log) if log.suffix == ".jsonl" else {}
     printed: dict[str, list[str]] = {}
-    for line in log.read_text().splitlines():
+    for line in [] if kept else log.read_text().splitlines():
         outcome, _, rest = line.strip().partition(" ")
         if outcome in ("killed", "survived"):
             printed.setdefault(rest.removesuffix(UNRUN), []).append(outcome)
     results = {}
     for module, found in chosen.items():
-        ran = [m for m in found if printed.get(shown(m)) or m.key in EQUIVALENT]
-        outcome = {m.key: "equivalent" if m.key in EQUIVALENT else printed[shown(m)].pop(0) for m in ran}
+        ran = [m for m in found if m.key in kept or printed.get(shown(m)) or m.key in EQUIVALENT]
+        outcome = {m.key: "equivalent" if m.key in EQUIVALENT else kept.get(m.key) or printed[shown(m)].pop(0)
+                   for m in ran}
         if ran:
             results[module] = (ran, outcome)
     return results
@@ -438,7 +440,8 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--jobs", type=int, default=1, help="mutants run at once, each in its own copy")
     parser.add_argument("--match", default="", metavar="TEXT", help="only the mutants whose line shows TEXT")
     parser.add_argument("--list", action="store_true", help="list the mutants, run nothing")
-    parser.add_argument("--tabulate", type=Path, metavar="LOG", help="the table of a run's log, run nothing")
+    parser.add_argument("--tabulate", type=Path, metavar="LOG",
+                        help="the table of a run's log (or --results file, *.jsonl), run nothing")
     parser.add_argument("--results", type=Path, metavar="FILE",
                         help="add each outcome to FILE (JSON lines) and skip the mutants it already holds")
     parser.add_argument("--every-test", action="store_true",
