@@ -97,3 +97,15 @@ def test_one_attention_call_sees_the_ring_share_halved_when_causal(cp, ring, cau
     p = layout(cards=16, cp=cp, ring=ring, causal=causal)
     assert p.ring_degree == (cp if ring is None else ring)
     assert p.attention_call_len(seq) == call
+
+
+@pytest.mark.parametrize("sequences,step", [(2, 8), (4, 4), (3, 16), (32, 1)])
+def test_a_batch_of_several_sequences_a_sample_tiles_in_samples(sequences, step):
+    """RL: a prompt becomes `sequences` responses, which micro batch x DP (1 x 16) tile: the batch grows by
+    16 / gcd(16, sequences) samples (parallel.py batch_step)."""
+    assert layout(global_batch_size=step, sequences_per_sample=sequences).batch_step == step
+    assert layout(global_batch_size=step, sequences_per_sample=sequences).grad_accum == step * sequences // 16
+    if step > 1:
+        with pytest.raises(ValueError, match=rf"^global batch {step // 2} x {sequences} sequences is not divisible by "
+                                             rf"micro batch \(1\) x dp \(16\)$"):
+            layout(global_batch_size=step // 2, sequences_per_sample=sequences)
