@@ -489,6 +489,9 @@ EQUIVALENT: dict[str, str] = {
                                      "schemas/job.schema.json carry one (handled at l. 520), their branches exclude "
                                      "each other (never 'valid under each'), and the anyOf inside data's `not` fails "
                                      "as the `not`",
+    "parallel:drop:pp == 1->False": "split_layers at PP 1 without the shortcut: divmod(layers + weight, 1) is "
+                                    "(layers + weight, 0), one stage of layers + weight, less weight: (layers,), "
+                                    "what the shortcut returns",
     "layouts:compare:pp > 1->(pp >= 1)": "at PP 1 the dense-stage rule would need first_dense >= layers, which "
                                          "tables.py refuses when it loads models.yaml (l. 697-698)",
 }
