@@ -119,3 +119,15 @@ def test_only_a_regular_file_is_read(tmp_path):
 def test_a_whole_number_written_otherwise_gets_the_hint_that_fixes_it(line, key, message):
     text = BASE.replace(f"{line.split(':')[0]}: {'4096' if key == 'seq_len' else 't'}", line)
     assert problems(text) == [(key, message)]
+
+
+@pytest.mark.parametrize("value,read", [("1" * 30, True), ("1" * 31, False), ("1." + "0" * 98, True),
+                                        ("1." + "0" * 99, False)])
+def test_a_whole_number_of_30_digits_and_a_number_of_100_characters_are_read_one_more_refused(value, read):
+    """spec.py _check_scalar: at most MAX_INT_DIGITS (30) characters for a whole number, 100 for any other number."""
+    [(key, message)] = problems(f"{BASE}x: {value}\n")
+    assert key == "x"
+    if read:
+        assert message.startswith(UNKNOWN)
+    else:
+        assert message == f"a number of {len(value)} digits is too large (line 6, column 4)"
