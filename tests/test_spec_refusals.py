@@ -131,3 +131,13 @@ def test_a_whole_number_of_30_digits_and_a_number_of_100_characters_are_read_one
         assert message.startswith(UNKNOWN)
     else:
         assert message == f"a number of {len(value)} digits is too large (line 6, column 4)"
+
+
+@pytest.mark.parametrize("key,got", [("1", "'1' (quote it)"), ("true", "'true' (quote it)"),
+                                     ("null", "'null' (quote it)"), ("? [a]\n", "a list"), ("? {a: 1}\n", "a mapping")])
+def test_a_key_that_is_not_text_is_refused(key, got):
+    """spec.py _check_keys: YAML reads `1:` as a number key, which no schema key matches; quoted, it is text."""
+    column = 3 if key.startswith("?") else 1
+    assert problems(f"{BASE}{key}: x\n") == [("(top level)", f"a key must be text, got {got} (line 6, column {column})")]
+    [(path, message)] = problems(f"{BASE}'1': x\n")
+    assert path == "1" and message.startswith(UNKNOWN)
