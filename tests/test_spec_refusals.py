@@ -138,6 +138,7 @@ def test_a_whole_number_of_30_digits_and_a_number_of_100_characters_are_read_one
 def test_a_key_that_is_not_text_is_refused(key, got):
     """spec.py _check_keys: YAML reads `1:` as a number key, which no schema key matches; quoted, it is text."""
     column = 3 if key.startswith("?") else 1
-    assert problems(f"{BASE}{key}: x\n") == [("(top level)", f"a key must be text, got {got} (line 6, column {column})")]
+    assert problems(f"{BASE}{key}: x\n") == [("(top level)",
+                                               f"a key must be text, got {got} (line 6, column {column})")]
     [(path, message)] = problems(f"{BASE}'1': x\n")
     assert path == "1" and message.startswith(UNKNOWN)
