@@ -9,7 +9,7 @@ import os
 import pytest
 
 from generator.errors import SpecError
-from generator.spec import MAX_DEPTH, load_spec, parse_spec
+from generator.spec import MAX_DEPTH, MAX_VALUES, load_spec, parse_spec
 
 BASE = "job: t\nmodel: qwen3-8b\nmethod: full\nseq_len: 4096\nhardware: snt9b\n"
 UNKNOWN = "unknown key; allowed here: "
@@ -142,3 +142,22 @@ def test_a_key_that_is_not_text_is_refused(key, got):
                                                f"a key must be text, got {got} (line 6, column {column})")]
     [(path, message)] = problems(f"{BASE}'1': x\n")
     assert path == "1" and message.startswith(UNKNOWN)
+
+
+@pytest.mark.parametrize("via", ["file", "set"])
+def test_ten_thousand_values_are_read_and_one_more_refused(via):
+    """spec.py MAX_VALUES, counted as _inspect counts them: BASE is 11 values (its mapping, 5 keys, 5 values),
+    `x: [...]` two more and one a list item."""
+    assert MAX_VALUES == 10_000
+    for items, refused in ((9_987, False), (9_988, True)):
+        listing = f"[{', '.join(['1'] * items)}]"
+        found = problems(f"{BASE}x: {listing}\n") if via == "file" else problems(BASE, (f"x={listing}",))
+        [(key, message)] = found
+        if not refused:
+            assert key == "x" and message.startswith(UNKNOWN)
+        elif via == "file":
+            assert (key, message) == ("(yaml)", "holds more than 10,000 values (YAML aliases expanded); a job spec has "
+                                                "a few dozen")
+        else:
+            assert (key, message) == ("x", "--set value: the spec would hold more than 10,000 values with it; a job "
+                                           "spec has a few dozen")
