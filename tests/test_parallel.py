@@ -113,7 +113,8 @@ def test_a_batch_of_several_sequences_a_sample_tiles_in_samples(sequences, step)
 
 @pytest.mark.parametrize("layers,pp,mtp,stages", [(8, 2, 0, (4, 4)), (26, 4, 0, (6, 6, 7, 7)),
                                                   (64, 4, 1, (16, 16, 17, 15)), (64, 4, 2, (17, 17, 17, 13)),
-                                                  (8, 4, 1, (2, 2, 2, 2)), (2, 4, 1, (0, 0, 1, 1)), (32, 1, 1, (32,))])
+                                                  (8, 4, 1, (2, 2, 2, 2)), (12, 4, 1, (3, 3, 4, 2)),
+                                                  (2, 4, 1, (0, 0, 1, 1)), (32, 1, 1, (32,))])
 def test_split_layers_gives_the_rest_to_the_last_stages_and_each_mtp_layer_two_layers_there(layers, pp, mtp, stages):
     """parallel.py split_layers: an MTP layer weighs MTP_STAGE_LAYERS = 2 decoder layers on the last stage (DeepSeek-V3
     671B's offset [..., -2], MindFormers configs/deepseek3/finetune_deepseek3_671b.yaml l. 138), at most an even
