@@ -514,6 +514,11 @@ SAMPLE = {
     "spec:drop:len(parents) >= MAX_DEPTH->False",
     "run_time_data:pattern:| 0?*->",  # a count with a leading zero (bash reads it as octal)
     "checkpoint_resume:compare:-ge->-gt",  # a run at its last iteration trained over
+    # survivors of the full run (bench/mutants-2026-11-28-full.md)
+    "checkpoint_resume:number:64->65",  # an iteration file read into the shell however large
+    "scheduler:drop:not _under(sched.job_dir or \"\", mount)->False",  # a job folder off Volcano's volume
+    "parallel:arith:step // math.gcd(step, self.sequences_per_sample)->(step * math.gcd(step, "
+    "self.sequences_per_sample))",  # RL's batch tiled in prompts, not responses
 }
 
 if __name__ == "__main__":
