@@ -492,6 +492,9 @@ EQUIVALENT: dict[str, str] = {
     "parallel:drop:pp == 1->False": "split_layers at PP 1 without the shortcut: divmod(layers + weight, 1) is "
                                     "(layers + weight, 0), one stage of layers + weight, less weight: (layers,), "
                                     "what the shortcut returns",
+    'spec:drop:kind in ("oneOf", "anyOf")->False': "the same reason as `best is None`: no oneOf/anyOf error "
+                                                    "without an x-hint reaches _describe (both oneOf carry one, "
+                                                    "handled the line before)",
     "layouts:compare:pp > 1->(pp >= 1)": "at PP 1 the dense-stage rule would need first_dense >= layers, which "
                                          "tables.py refuses when it loads models.yaml (l. 697-698)",
 }

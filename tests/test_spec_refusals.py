@@ -9,7 +9,7 @@ import os
 import pytest
 
 from generator.errors import SpecError
-from generator.spec import MAX_DEPTH, MAX_VALUES, load_spec, parse_spec
+from generator.spec import MAX_DEPTH, MAX_SPEC_BYTES, MAX_VALUES, load_spec, parse_spec
 
 BASE = "job: t\nmodel: qwen3-8b\nmethod: full\nseq_len: 4096\nhardware: snt9b\n"
 UNKNOWN = "unknown key; allowed here: "
@@ -161,3 +161,37 @@ def test_ten_thousand_values_are_read_and_one_more_refused(via):
         else:
             assert (key, message) == ("x", "--set value: the spec would hold more than 10,000 values with it; a job "
                                            "spec has a few dozen")
+
+
+def test_a_spec_file_of_1_mib_is_read_and_one_byte_more_refused(tmp_path):
+    """spec.py load_spec: MAX_SPEC_BYTES (1 MiB) read, a larger file refused before it is parsed."""
+    assert MAX_SPEC_BYTES == 1 << 20
+    path = tmp_path / "spec.yaml"
+    path.write_text(BASE + "#" * (MAX_SPEC_BYTES - len(BASE) - 1) + "\n")
+    assert path.stat().st_size == MAX_SPEC_BYTES and load_spec(path).seq_len == 4096
+    path.write_text(BASE + "#" * (MAX_SPEC_BYTES - len(BASE)) + "\n")
+    with pytest.raises(SpecError) as refused:
+        load_spec(path)
+    assert [(p.path, p.message) for p in refused.value.problems] == [
+        ("(file)", "is larger than 1,048,576 bytes; a job spec is a few hundred")]
+
+
+def test_set_values_of_1_mib_together_are_read_and_one_byte_more_refused():
+    """spec.py _apply_overrides: the --set values together get the file's bound, MAX_SPEC_BYTES."""
+    [(key, message)] = problems(BASE, ("x=" + "y" * (MAX_SPEC_BYTES - 2),))
+    assert key == "x" and message.startswith(UNKNOWN)
+    assert problems(BASE, ("x=" + "y" * (MAX_SPEC_BYTES - 4), "z=1")) == [
+        ("(--set)", "the values are larger than 1,048,576 bytes together; a job spec is a few hundred")]
+
+
+@pytest.mark.parametrize("extra,key,message", [
+    ("quantization_bit: 4\n", "quantization_bit", "is only used with method qlora (the bits of the quantized base "
+                                                   "model)"),
+    ("train: {warmup_ratio: 0.1, warmup_steps: 10}\n", "train.warmup_steps", "give warmup_ratio or warmup_steps, "
+                                                                             "not both"),
+    ("train: 3\n", "train", "expected a mapping, got 3"),  # the `not required` fails too: the type error says it
+])
+def test_a_key_that_must_not_be_given_is_refused_at_that_key(extra, key, message):
+    """spec.py _describe: the schema's `not` with x-key (schemas/job.schema.json: train's warmup pair,
+    quantization_bit outside qlora) is reported at that key, once."""
+    assert problems(BASE + extra) == [(key, message)]
