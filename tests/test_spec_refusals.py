@@ -195,3 +195,19 @@ def test_a_key_that_must_not_be_given_is_refused_at_that_key(extra, key, message
     """spec.py _describe: the schema's `not` with x-key (schemas/job.schema.json: train's warmup pair,
     quantization_bit outside qlora) is reported at that key, once."""
     assert problems(BASE + extra) == [(key, message)]
+
+
+@pytest.mark.parametrize("extra,key,message", [
+    ("frameworks: []\n", "frameworks", "must list at least 1 item(s)"),
+    ("train: {adam_betas: [0.9]}\n", "train.adam_betas", "must list at least 2 item(s)"),
+    ("frameworks: [mindformers, mindformers]\n", "frameworks", "lists the same item twice"),
+])
+def test_a_list_too_short_or_with_an_item_twice_is_refused_in_words(extra, key, message):
+    """spec.py _value_message for minItems and uniqueItems (schemas/job.schema.json: frameworks, train.adam_betas)."""
+    assert problems(BASE + extra) == [(key, message)]
+
+
+def test_a_value_that_does_not_match_a_pattern_without_a_hint_names_the_pattern():
+    """spec.py _value_message for a pattern the schema gives no x-hint (calibration.log_sha256's items)."""
+    found = dict(problems(BASE + "calibration: {log_sha256: [xyz]}\n"))
+    assert found["calibration.log_sha256.0"] == "'xyz' does not match the pattern ^[0-9a-f]{64}$"
