@@ -502,6 +502,8 @@ EQUIVALENT: dict[str, str] = {
                                              "_value_message returns the line before",
     'spec:drop:kind == "not"->False': "every `not` in the schema is in data's oneOf (reported by its x-hint) or "
                                       "carries x-key (train, allOf's else: _describe reports those itself)",
+    "cards:compare:max(r.seq_lens) >= spec.seq_len->(max(r.seq_lens) > spec.seq_len)": "a row whose longest "
+        "seq_len is the job's holds the job's seq_len: it is in `exact`, which table_row takes before `larger`",
     "layouts:compare:pp > 1->(pp >= 1)": "at PP 1 the dense-stage rule would need first_dense >= layers, which "
                                          "tables.py refuses when it loads models.yaml (l. 697-698)",
 }

@@ -185,3 +185,18 @@ def test_first_holding_scans_below_its_answer():
 @pytest.mark.parametrize("n,zeros", [(1, 0), (2, 1), (12, 2), (64, 6), (96, 5), (65536, 16)])
 def test_a_counts_roundness_is_its_trailing_zero_bits(n, zeros):
     assert trailing_zeros(n) == zeros
+
+
+def test_a_method_takes_its_own_row_at_the_jobs_seq_len_before_a_like_methods():
+    """cards.py table_row: qlora reads lora's rows (ROWS_LIKE) where its own have no row at the job's seq_len, and its
+    own row where only a longer one exists for either."""
+    lora = rows("qwen3-32b", "lora")
+    own_longer = replace(lora[1], methods=("qlora",), seq_lens=(8192,))
+    like_exact = replace(lora[0], methods=("lora",), seq_lens=(4096,))
+    tables = replace(TABLES, min_cards=[own_longer, like_exact])
+    qlora = context(model="qwen3-32b", method="qlora", seq_len=4096, quantization_bit=4)
+    assert table_row(qlora, tables) == (like_exact, "qlora uses the lora row; exact row")
+    longer = context(model="qwen3-32b", method="qlora", seq_len=6144, quantization_bit=4)
+    assert table_row(longer, tables) == (own_longer, "next larger seq_len row")
+    alone = replace(TABLES, min_cards=[replace(like_exact, seq_lens=(8192,))])
+    assert table_row(qlora, alone) == (alone.min_cards[0], "qlora uses the lora row; next larger seq_len row")
