@@ -504,6 +504,9 @@ EQUIVALENT: dict[str, str] = {
                                       "carries x-key (train, allOf's else: _describe reports those itself)",
     "cards:compare:max(r.seq_lens) >= spec.seq_len->(max(r.seq_lens) > spec.seq_len)": "a row whose longest "
         "seq_len is the job's holds the job's seq_len: it is in `exact`, which table_row takes before `larger`",
+    "cards:compare:n <= hw.cards_per_node->(n < hw.cards_per_node)": "at n = cards_per_node, a multiple of the "
+        "parallel unit on every hardware.yaml row (and equal to it for a framework that counts whole nodes), both "
+        "branches yield n and go on to 2 x cards_per_node",
     "layouts:compare:pp > 1->(pp >= 1)": "at PP 1 the dense-stage rule would need first_dense >= layers, which "
                                          "tables.py refuses when it loads models.yaml (l. 697-698)",
 }
