@@ -211,3 +211,34 @@ def test_a_value_that_does_not_match_a_pattern_without_a_hint_names_the_pattern(
     """spec.py _value_message for a pattern the schema gives no x-hint (calibration.log_sha256's items)."""
     found = dict(problems(BASE + "calibration: {log_sha256: [xyz]}\n"))
     assert found["calibration.log_sha256.0"] == "'xyz' does not match the pattern ^[0-9a-f]{64}$"
+
+
+def test_a_schema_with_a_keyword_the_checker_does_not_implement_is_refused(tmp_path, monkeypatch):
+    """spec.py _schema: a job.schema.json using a keyword generator/schemacheck.py does not implement is a table
+    error (exit 5), never a spec checked against a rule nobody enforces."""
+    import json
+    import shutil
+
+    from helpers import clear_table_caches
+
+    from generator import spec
+    from generator.errors import TableError
+    from generator.resources import resource_dir
+
+    schemas = tmp_path / "schemas"
+    shutil.copytree(resource_dir("schemas"), schemas)
+    path = schemas / "job.schema.json"
+    schema = json.loads(path.read_text(encoding="utf-8"))
+    schema["properties"]["job"]["unevaluatedProperties"] = False
+    path.write_text(json.dumps(schema), encoding="utf-8")
+    monkeypatch.setattr(spec, "resource_dir", {"schemas": schemas}.__getitem__)
+    clear_table_caches()
+    try:
+        with pytest.raises(TableError) as refused:
+            parse_spec(BASE.encode())
+        assert str(refused.value) == ("job.schema.json: #/properties/job/unevaluatedProperties: the keyword is not one "
+                                      "generator/schemacheck.py implements")
+    finally:
+        monkeypatch.undo()
+        clear_table_caches()
+    assert parse_spec(BASE.encode()).seq_len == 4096
