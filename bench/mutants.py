@@ -3,12 +3,17 @@ comparison's boundary moved, an operator or constant changed, a check dropped, a
 the test files that cover its module; a mutant no test notices is a test to write, or an equivalent (no behaviour
 changes; named with why in EQUIVALENT).
 
-    python bench/mutants.py [MODULE ...] [--sample] [--report FILE] [--list]
+    python bench/mutants.py [MODULE ...] [--sample] [--size N] [--results FILE] [--report FILE] [--list]
 
 The tree is copied into a temporary folder and each mutant written there only: the worktree is never touched. A
 mutant is killed when the covering tests fail (or run past TIMEOUT); the run first checks that they pass unmutated.
---sample runs SAMPLE, the fixed mutants CI runs (tests/test_mutants.py); --report writes the per-module table as
-Markdown (bench/mutants-<date>.md keeps each measured run).
+Each module's tests first run once under coverage.py with one context per test (pytest-cov's --cov-context=test);
+a Python mutant then runs only the tests that executed its statement, with -x (the first failure kills it), all of
+them where its statement runs at import, and none where no test executes it (it survives). --every-test runs the
+target's tests whole for every mutant (the slow measure the selection must agree with); the shell templates always
+run whole. --results FILE keeps each outcome as it is measured (one JSON line a mutant) and skips the mutants it
+holds: a long run resumes. --sample runs SAMPLE, the fixed mutants CI runs (tests/test_mutants.py); --report writes
+the per-module table as Markdown (bench/mutants-<date>.md keeps each measured run).
 """
 
 from __future__ import annotations
@@ -16,6 +21,7 @@ from __future__ import annotations
 import argparse
 import ast
 import hashlib
+import json
 import os
 import queue
 import re
@@ -23,6 +29,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import threading
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, replace
@@ -250,12 +257,15 @@ def test_args(tree: Path, target: Target) -> list[str]:
     return [a for a in target.tests if not a.endswith(".py") or (tree / a).exists()]
 
 
-def run_tests(tree: Path, target: Target, show: bool = False) -> str:
-    """'passed', 'failed' or 'timeout' for the target's tests in `tree`; `show`: print the end of a failure."""
-    env = {**os.environ, "PYTHONPATH": str(tree), "PYTHONDONTWRITEBYTECODE": "1"}
+def run_tests(tree: Path, target: Target, show: bool = False, selected: list[str] | None = None,
+              extra: tuple[str, ...] = (), env: dict[str, str] | None = None) -> str:
+    """'passed', 'failed' or 'timeout' for the target's tests in `tree` (or only the test ids `selected`); `show`:
+    print the end of a failure."""
+    env = {**os.environ, "PYTHONPATH": str(tree), "PYTHONDONTWRITEBYTECODE": "1", **(env or {})}
+    tests = test_args(tree, target) if selected is None else selected
     try:
         done = subprocess.run([sys.executable, "-m", "pytest", "-q", "-x", "-p", "no:cacheprovider",
-                               "-p", "no:randomly", *test_args(tree, target)], cwd=tree, env=env, capture_output=True,
+                               "-p", "no:randomly", *extra, *tests], cwd=tree, env=env, capture_output=True,
                               timeout=TIMEOUT, check=False)
     except subprocess.TimeoutExpired:
         return "timeout"
@@ -264,36 +274,118 @@ def run_tests(tree: Path, target: Target, show: bool = False) -> str:
     return "passed" if done.returncode == 0 else "failed"
 
 
-def run_module(module: str, chosen: list[Mutant], trees: queue.Queue) -> dict[str, str] | None:
+UNRUN = " (no test runs it)"  # the log's mark of a mutant that survives uncovered
+AT_IMPORT = ""  # coverage's context for what runs outside any test: module bodies run while pytest collects
+
+
+def covering(tree: Path, target: Target, cache: Path | None = None) -> dict[int, set[str]] | None:
+    """The ids of the tests that execute each line of the target (AT_IMPORT among them for code that runs at
+    import), from one run of its tests under coverage.py; None where they fail (nothing is measured). `cache`: a
+    folder that keeps the map for these tests and this source, so a resumed run does not measure it again."""
+    digest = hashlib.sha256((tree / target.path).read_bytes())
+    for path in sorted((tree / "tests").rglob("*.py")):
+        digest.update(path.read_bytes())
+    digest.update(repr(target.tests).encode())
+    kept = cache / f"coverage-{digest.hexdigest()[:16]}.json" if cache else None
+    if kept is not None and kept.exists():
+        return {int(line): set(tests) for line, tests in json.loads(kept.read_text()).items()}
+    data_file = tree.parent / f"coverage-{tree.name}"
+    outcome = run_tests(tree, target, show=True, extra=(f"--cov={tree / 'generator'}", "--cov-context=test",
+                                                         "--cov-report="), env={"COVERAGE_FILE": str(data_file)})
+    if outcome != "passed":
+        return None
+    import coverage  # the bench's own dependency (scripts/install.sh test), not the package's
+
+    data = coverage.CoverageData(basename=str(data_file))
+    data.read()
+    contexts = data.contexts_by_lineno(str(tree / target.path))
+    data_file.unlink()
+    # pytest-cov names a test's context `nodeid|setup`, `nodeid|run` or `nodeid|teardown`
+    covered = {line: {c.rpartition("|")[0] if "|" in c else c for c in found} for line, found in contexts.items()}
+    if kept is not None:
+        kept.write_text(json.dumps({line: sorted(tests) for line, tests in covered.items()}))
+    return covered
+
+
+def statement_lines(source: str) -> dict[tuple[int, int], range]:
+    """For each node's (start line, end line): the lines of the innermost statement around it up to its end, where
+    coverage.py records the statement's execution (a statement spanning lines is recorded at its first)."""
+    lines: dict[tuple[int, int], range] = {}
+    for statement in ast.walk(ast.parse(source)):
+        if isinstance(statement, ast.stmt):
+            for node in ast.walk(statement):
+                if isinstance(node, (ast.expr, ast.stmt)) and (node is statement or not isinstance(node, ast.stmt)):
+                    lines[node.lineno, node.end_lineno or node.lineno] = range(
+                        min(statement.lineno, node.lineno), (node.end_lineno or node.lineno) + 1)  # or a decorator
+    return lines
+
+
+def tests_for(mutant: Mutant, source: str, spans: dict[tuple[int, int], range], covered: dict[int, set[str]],
+              order: dict[str, int]) -> list[str] | None:
+    """The test ids to run against `mutant` ([] where no test executes it); None: all of the target's tests (its
+    statement runs at import, where no test's context is recorded). `spans`: statement_lines(source)."""
+    end = source.count("\n", 0, mutant.end) + 1
+    span = spans.get((mutant.line, end), range(mutant.line, end + 1))
+    found = set().union(*(covered.get(line, set()) for line in span))
+    if AT_IMPORT in found:
+        return None
+    return sorted(found, key=lambda test: (order.get(test.partition("::")[0], len(order)), test))
+
+
+def run_module(module: str, chosen: list[Mutant], trees: queue.Queue, every_test: bool = False,
+               done: dict[str, str] | None = None, save: Path | None = None) -> dict[str, str] | None:
     """Each mutant's outcome (killed, survived, or equivalent: not run), run in the trees that `trees` holds, one
-    mutant per tree at a time; None for a module whose tests fail unmutated (nothing is measured)."""
+    mutant per tree at a time; None for a module whose tests fail unmutated (nothing is measured). `done`: outcomes
+    measured before (not run again); `save`: the results file each new outcome is added to."""
     target = TARGETS[module]
+    done = done or {}
     tree = trees.get()
     trees.put(tree)
     source = (tree / target.path).read_text()
     if source != (REPO / target.path).read_text():
         print(f"{module}: not run: {target.path} differs in the measured tree", file=sys.stderr)
         return None
-    if run_tests(tree, target, show=True) != "passed":
+    left = [m for m in chosen if m.key not in done]
+    selective = not every_test and target.path.endswith(".py")
+    covered = covering(tree, target, save.parent if save else None) if selective and left else {}
+    if covered is None or (left and not selective and run_tests(tree, target, show=True) != "passed"):
         print(f"{module}: not run: its tests fail (or time out) unmutated: {' '.join(target.tests)}", file=sys.stderr)
         return None
-    print(f"{module}: {len(chosen)} mutants, tests: {' '.join(test_args(tree, target))}", flush=True)
+    order = {a: i for i, a in enumerate(test_args(tree, target))}
+    spans = statement_lines(source) if selective else {}
+    print(f"{module}: {len(chosen)} mutants ({len(chosen) - len(left)} measured before), tests: "
+          f"{' '.join(test_args(tree, target))}{' (those that run each mutant)' if selective else ''}", flush=True)
+    lock = threading.Lock()
 
     def run(mutant: Mutant) -> str:
         if mutant.key in EQUIVALENT:
             return "equivalent"
+        if mutant.key in done:
+            return done[mutant.key]
+        selected = tests_for(mutant, source, spans, covered, order) if selective else None
         tree = trees.get()
         try:
             (tree / target.path).write_text(source[:mutant.start] + mutant.replacement + source[mutant.end:])
-            outcome = "survived" if run_tests(tree, target) == "passed" else "killed"
+            passed = selected == [] or run_tests(tree, target, selected=selected) == "passed"
+            outcome = "survived" if passed else "killed"
         finally:
             (tree / target.path).write_text(source)
             trees.put(tree)
-        print(f"{outcome:>9} {shown(mutant)}", flush=True)
+        print(f"{outcome:>9} {shown(mutant)}{UNRUN if selected == [] else ''}", flush=True)
+        if save is not None:
+            with lock, save.open("a") as results:
+                results.write(json.dumps({"key": mutant.key, "outcome": outcome}) + "\n")
         return outcome
 
     with ThreadPoolExecutor(trees.qsize()) as pool:
         return dict(zip((m.key for m in chosen), pool.map(run, chosen)))
+
+
+def read_results(path: Path | None) -> dict[str, str]:
+    """The outcomes a results file holds, by mutant key (the last one where a key was measured again)."""
+    if path is None or not path.exists():
+        return {}
+    return {r["key"]: r["outcome"] for r in map(json.loads, path.read_text().splitlines()) if r}
 
 
 def shown(mutant: Mutant) -> str:
@@ -302,17 +394,19 @@ def shown(mutant: Mutant) -> str:
 
 
 def read_log(log: Path, chosen: dict[str, list[Mutant]]) -> dict[str, tuple[list[Mutant], dict[str, str]]]:
-    """The outcomes a run's log printed, for the mutants of `chosen` it ran (a mutant printed alike twice: in
-    order)."""
+    """The outcomes a run's log printed (or a results file, *.jsonl, holds), for the mutants of `chosen` it ran (a
+    mutant printed alike twice: in order)."""
+    kept = read_results(log) if log.suffix == ".jsonl" else {}
     printed: dict[str, list[str]] = {}
-    for line in log.read_text().splitlines():
+    for line in [] if kept else log.read_text().splitlines():
         outcome, _, rest = line.strip().partition(" ")
         if outcome in ("killed", "survived"):
-            printed.setdefault(rest, []).append(outcome)
+            printed.setdefault(rest.removesuffix(UNRUN), []).append(outcome)
     results = {}
     for module, found in chosen.items():
-        ran = [m for m in found if printed.get(shown(m)) or m.key in EQUIVALENT]
-        outcome = {m.key: "equivalent" if m.key in EQUIVALENT else printed[shown(m)].pop(0) for m in ran}
+        ran = [m for m in found if m.key in kept or printed.get(shown(m)) or m.key in EQUIVALENT]
+        outcome = {m.key: "equivalent" if m.key in EQUIVALENT else kept.get(m.key) or printed[shown(m)].pop(0)
+                   for m in ran}
         if ran:
             results[module] = (ran, outcome)
     return results
@@ -346,7 +440,12 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--jobs", type=int, default=1, help="mutants run at once, each in its own copy")
     parser.add_argument("--match", default="", metavar="TEXT", help="only the mutants whose line shows TEXT")
     parser.add_argument("--list", action="store_true", help="list the mutants, run nothing")
-    parser.add_argument("--tabulate", type=Path, metavar="LOG", help="the table of a run's log, run nothing")
+    parser.add_argument("--tabulate", type=Path, metavar="LOG",
+                        help="the table of a run's log (or --results file, *.jsonl), run nothing")
+    parser.add_argument("--results", type=Path, metavar="FILE",
+                        help="add each outcome to FILE (JSON lines) and skip the mutants it already holds")
+    parser.add_argument("--every-test", action="store_true",
+                        help="run all the target's tests for every mutant, not only those that execute it")
     args = parser.parse_args(argv)
     modules = args.modules or list(TARGETS)
     unknown = sorted(set(modules) - set(TARGETS))
@@ -368,7 +467,9 @@ def main(argv: list[str]) -> int:
         trees: queue.Queue = queue.Queue()
         for n in range(args.jobs):
             trees.put(copy_tree(Path(scratch) / str(n), args.at))
-        outcomes = {m: run_module(m, found, trees) for m, found in chosen.items() if found}
+        done = read_results(args.results)
+        outcomes = {m: run_module(m, found, trees, args.every_test, done, args.results)
+                    for m, found in chosen.items() if found}
     results = {m: (chosen[m], outcome) for m, outcome in outcomes.items() if outcome is not None}
     table = report(results)
     print(table, end="")
@@ -388,6 +489,24 @@ EQUIVALENT: dict[str, str] = {
                                      "schemas/job.schema.json carry one (handled at l. 520), their branches exclude "
                                      "each other (never 'valid under each'), and the anyOf inside data's `not` fails "
                                      "as the `not`",
+    "parallel:drop:pp == 1->False": "split_layers at PP 1 without the shortcut: divmod(layers + weight, 1) is "
+                                    "(layers + weight, 0), one stage of layers + weight, less weight: (layers,), "
+                                    "what the shortcut returns",
+    'spec:drop:kind in ("oneOf", "anyOf")->False': "the same reason as `best is None`: no oneOf/anyOf error "
+                                                    "without an x-hint reaches _describe (both oneOf carry one, "
+                                                    "handled the line before)",
+    'spec:drop:kind == "const"->False': "no const error reaches _value_message: schemas/job.schema.json's two "
+                                        "consts sit in cards' oneOf (reported by its x-hint) and in an `if` "
+                                        "(whose failures are never errors)",
+    'spec:drop:kind == "multipleOf"->False': "the schema's one multipleOf (seq_len) carries an x-hint, which "
+                                             "_value_message returns the line before",
+    'spec:drop:kind == "not"->False': "every `not` in the schema is in data's oneOf (reported by its x-hint) or "
+                                      "carries x-key (train, allOf's else: _describe reports those itself)",
+    "cards:compare:max(r.seq_lens) >= spec.seq_len->(max(r.seq_lens) > spec.seq_len)": "a row whose longest "
+        "seq_len is the job's holds the job's seq_len: it is in `exact`, which table_row takes before `larger`",
+    "cards:compare:n <= hw.cards_per_node->(n < hw.cards_per_node)": "at n = cards_per_node, a multiple of the "
+        "parallel unit on every hardware.yaml row (and equal to it for a framework that counts whole nodes), both "
+        "branches yield n and go on to 2 x cards_per_node",
     "layouts:compare:pp > 1->(pp >= 1)": "at PP 1 the dense-stage rule would need first_dense >= layers, which "
                                          "tables.py refuses when it loads models.yaml (l. 697-698)",
 }
@@ -410,6 +529,11 @@ SAMPLE = {
     "spec:drop:len(parents) >= MAX_DEPTH->False",
     "run_time_data:pattern:| 0?*->",  # a count with a leading zero (bash reads it as octal)
     "checkpoint_resume:compare:-ge->-gt",  # a run at its last iteration trained over
+    # survivors of the full run (bench/mutants-2026-11-28-full.md)
+    "checkpoint_resume:number:64->65",  # an iteration file read into the shell however large
+    "scheduler:drop:not _under(sched.job_dir or \"\", mount)->False",  # a job folder off Volcano's volume
+    "parallel:arith:step // math.gcd(step, self.sequences_per_sample)->(step * math.gcd(step, "
+    "self.sequences_per_sample))",  # RL's batch tiled in prompts, not responses
 }
 
 if __name__ == "__main__":

@@ -10,6 +10,9 @@
 # overrides (generator/frameworks/verl/checks.py), from the pinned list scripts/verl-requirements.txt; verl's
 # requirements (vllm, ray[default], wandb, ...) are not followed. No pip cache is written outside the clone.
 #
+# test also installs what bench/mutants.py selects each mutant's tests with: coverage.py's per-test contexts, through
+# pytest-cov's --cov-context=test (bench only: the package and its tests do not import them).
+#
 # LLaMA-Factory 0.9.5 requires torchvision and torchaudio (it imports them only for image, video and audio data).
 # PyPI's wheels of them for torch 2.13 are CUDA builds: beside a CPU torch they fail to import and take
 # transformers' imports down with them. They are removed here only where they do not import.
@@ -39,6 +42,9 @@ case "$#:${1:-}" in
     ;;
 esac
 python3 -m pip install -e "$target"
+if [ "$target" = ".[test]" ]; then
+  python3 -m pip install "coverage==7.17.5" "pytest-cov==7.1.0"
+fi
 for package in torchvision torchaudio; do
   if python3 -m pip show -q "$package" 2>/dev/null && ! python3 -c "import $package" 2>/dev/null; then
     echo "$package is installed but does not import beside this torch: removing it" >&2

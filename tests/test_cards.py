@@ -9,7 +9,9 @@ from dataclasses import replace
 import pytest
 from helpers import make_spec, note_lines
 
+from generator.api.roles import RoleKind
 from generator.cards import (
+    FORWARD,
     MAX_SEARCH_CARDS,
     NO_ROW,
     SILENT,
@@ -185,3 +187,40 @@ def test_first_holding_scans_below_its_answer():
 @pytest.mark.parametrize("n,zeros", [(1, 0), (2, 1), (12, 2), (64, 6), (96, 5), (65536, 16)])
 def test_a_counts_roundness_is_its_trailing_zero_bits(n, zeros):
     assert trailing_zeros(n) == zeros
+
+
+def test_a_method_takes_its_own_row_at_the_jobs_seq_len_before_a_like_methods():
+    """cards.py table_row: qlora reads lora's rows (ROWS_LIKE) where its own have no row at the job's seq_len, and its
+    own row where only a longer one exists for either."""
+    lora = rows("qwen3-32b", "lora")
+    own_longer = replace(lora[1], methods=("qlora",), seq_lens=(8192,))
+    like_exact = replace(lora[0], methods=("lora",), seq_lens=(4096,))
+    tables = replace(TABLES, min_cards=[own_longer, like_exact])
+    qlora = context(model="qwen3-32b", method="qlora", seq_len=4096, quantization_bit=4)
+    assert table_row(qlora, tables) == (like_exact, "qlora uses the lora row; exact row")
+    longer = context(model="qwen3-32b", method="qlora", seq_len=6144, quantization_bit=4)
+    assert table_row(longer, tables) == (own_longer, "next larger seq_len row")
+    alone = replace(TABLES, min_cards=[replace(like_exact, seq_lens=(8192,))])
+    assert table_row(qlora, alone) == (alone.min_cards[0], "qlora uses the lora row; next larger seq_len row")
+
+
+def test_an_odd_table_value_is_raised_to_the_next_die_pair_and_the_plan_says_so():
+    """cards.py minimum_cards: snt9b23 runs dies in pairs (hardware.yaml parallel_unit 2), so a table count of 9 is
+    10, with the note naming both."""
+    row = rows("qwen3-32b", "full")[1]
+    tables = replace(TABLES, min_cards=[replace(row, cards={**row.cards, "snt9b23": 9})])
+    notes: list[str] = []
+    minimum, why = minimum_cards(context(model="qwen3-32b", seq_len=8192, hardware="snt9b23"), tables, notes)
+    assert (minimum.value, minimum.case, why) == (10, "exact row", "")
+    assert notes == ["minimum cards: table value 9 raised to 10: snt9b23 uses dies in pairs"]
+
+
+@pytest.mark.parametrize("role", [RoleKind.ROLLOUT, RoleKind.REFERENCE, RoleKind.SERVE])
+def test_a_role_that_does_not_train_takes_no_table_minimum(role):
+    """cards.py minimum_cards: the table counts training cards; a role that only runs forward is sized by its
+    weights and cache (the memory model), with no note."""
+    notes: list[str] = []
+    ctx = replace(context(model="qwen3-32b", seq_len=8192), role=role)
+    assert minimum_cards(ctx, TABLES, notes) == (None, FORWARD)
+    assert notes == []
+    assert minimum_cards(replace(ctx, role=RoleKind.ACTOR), TABLES, notes)[0].value == 16

@@ -7,7 +7,7 @@ import dataclasses
 
 import pytest
 
-from generator.parallel import Parallel
+from generator.parallel import MTP_STAGE_LAYERS, Parallel, split_layers
 
 
 def layout(**fields) -> Parallel:
@@ -97,3 +97,32 @@ def test_one_attention_call_sees_the_ring_share_halved_when_causal(cp, ring, cau
     p = layout(cards=16, cp=cp, ring=ring, causal=causal)
     assert p.ring_degree == (cp if ring is None else ring)
     assert p.attention_call_len(seq) == call
+
+
+@pytest.mark.parametrize("sequences,step", [(2, 8), (4, 4), (3, 16), (32, 1)])
+def test_a_batch_of_several_sequences_a_sample_tiles_in_samples(sequences, step):
+    """RL: a prompt becomes `sequences` responses, which micro batch x DP (1 x 16) tile: the batch grows by
+    16 / gcd(16, sequences) samples (parallel.py batch_step)."""
+    assert layout(global_batch_size=step, sequences_per_sample=sequences).batch_step == step
+    assert layout(global_batch_size=step, sequences_per_sample=sequences).grad_accum == step * sequences // 16
+    if step > 1:
+        with pytest.raises(ValueError, match=rf"^global batch {step // 2} x {sequences} sequences is not divisible by "
+                                             rf"micro batch \(1\) x dp \(16\)$"):
+            layout(global_batch_size=step // 2, sequences_per_sample=sequences)
+
+
+@pytest.mark.parametrize("layers,pp,mtp,stages", [(8, 2, 0, (4, 4)), (26, 4, 0, (6, 6, 7, 7)),
+                                                  (64, 4, 1, (16, 16, 17, 15)), (64, 4, 2, (17, 17, 17, 13)),
+                                                  (8, 4, 1, (2, 2, 2, 2)), (12, 4, 1, (3, 3, 4, 2)),
+                                                  (2, 4, 1, (0, 0, 1, 1)), (32, 1, 1, (32,))])
+def test_split_layers_gives_the_rest_to_the_last_stages_and_each_mtp_layer_two_layers_there(layers, pp, mtp, stages):
+    """parallel.py split_layers: an MTP layer weighs MTP_STAGE_LAYERS = 2 decoder layers on the last stage (DeepSeek-V3
+    671B's offset [..., -2], MindFormers configs/deepseek3/finetune_deepseek3_671b.yaml l. 138), at most an even
+    share less one, never below none."""
+    assert MTP_STAGE_LAYERS == 2
+    assert split_layers(layers, pp, mtp) == stages
+    assert sum(stages) == layers
+
+
+def test_split_layers_counts_no_mtp_layer_unless_told():
+    assert split_layers(64, 4) == (16, 16, 16, 16)

@@ -179,3 +179,14 @@ def test_without_resume_a_save_folder_with_checkpoints_stops_the_launch(tmp_path
     assert (done.returncode, done.stdout) == (2, "")
     assert done.stderr == (f"{save} holds checkpoints (iteration 40) and train.resume is false; move them away to "
                            f"start again\n")
+
+
+@pytest.mark.parametrize("size,shown", [(64, "0" * 64), (65, "65\\ bytes")])
+def test_an_iteration_file_over_64_bytes_is_refused_by_its_size_before_it_is_read(tmp_path, size, shown):
+    """_checkpoint_resume.sh.j2 l. 18: up to 64 bytes are read (and shown) as the count, a larger file only by its
+    size, so a huge file is never taken into a shell variable."""
+    save, load = checkpoint(tmp_path, "0" * size)
+    done = bash(resume_script(save, load, True), tmp_path)
+    assert (done.returncode, done.stdout) == (2, "")
+    assert done.stderr == (f"{save}/latest_checkpointed_iteration.txt: must hold the iteration of this job's last "
+                           f"checkpoint (digits), got {shown}\n")

@@ -20,7 +20,11 @@ from generator.scheduler import (
     scheduler_notes,
     scheduler_of,
     slurm_time,
+    super_pod_notes,
     time_limit,
+    time_limit_warnings,
+    volume_checks,
+    with_super_pod_blocks,
 )
 from generator.tables import load_tables
 
@@ -112,6 +116,16 @@ def test_the_plan_notes_a_slurm_task_left_with_the_partitions_default_cpus(kind,
     assert all("cluster.slurm.cpus_per_task is not set" in n for n in notes)
 
 
+@pytest.mark.parametrize("kind,cpu,memory,noted", [("volcano", None, None, True), ("volcano", "8", None, True),
+                                                    ("volcano", None, "64Gi", True), ("volcano", "8", "64Gi", False),
+                                                    ("slurm", None, None, False), ("modelarts", None, None, False)])
+def test_the_plan_notes_a_volcano_pod_that_asks_for_no_cpu_or_memory(kind, cpu, memory, noted):
+    """scheduler.py scheduler_notes: a pod without both requests is BestEffort (evicted first), Volcano's only."""
+    notes = scheduler_notes(Scheduler(kind=kind, cpu=cpu, memory=memory, cpus_per_task=16))
+    assert len(notes) == int(noted)
+    assert all("cluster.volcano.cpu and memory are not both set" in str(n) and "BestEffort" in str(n) for n in notes)
+
+
 def test_the_time_limit_is_the_estimate_times_one_plus_the_margin_plus_the_start():
     assert time_limit(Scheduler(kind="slurm"), 10.0) == (
         750 + 30, "the plan's estimate, its upper end (600 min) x 1.25 (cluster.slurm.time_margin) + 30 min to start")
@@ -143,3 +157,64 @@ def test_a_volcano_pod_name_must_be_a_dns_label():
     check_names(volcano, longest, {"mindformers": 10})
     with pytest.raises(SpecError):
         check_names(volcano, longest, {"mindformers": 11})  # worker-10: one character too many
+
+
+def test_a_superpod_row_annotates_each_volcano_job_with_one_nodes_dies():
+    """MindCluster's sp-block (scheduler.py SP_BLOCK: ascend910a3/superpod/frame.go l. 63-155 at mind-cluster
+    22bb3d98): Volcano on a SuperPoD row only."""
+    volcano = Scheduler(kind="volcano")
+    blocked = with_super_pod_blocks(volcano, True, {"mindformers": 16, "verl": 8})
+    assert blocked.annotations == {"mindformers": {"sp-block": "16"}, "verl": {"sp-block": "8"}}
+    notes = [str(n) for n in super_pod_notes(blocked)]
+    assert len(notes) == 2 and "sp-block: 16" in notes[0] and "sp-block: 8" in notes[1]
+    assert with_super_pod_blocks(volcano, False, {"mindformers": 16}) == volcano
+    assert with_super_pod_blocks(Scheduler(kind="slurm"), True, {"mindformers": 16}).annotations == {}
+
+
+SHARED = Scheduler(kind="volcano", job_dir="/shared/jobs/t", volume_claim="pvc", mount_path="/shared/")
+
+
+def test_without_a_volume_every_path_must_be_in_the_image():
+    bare = Scheduler(kind="volcano", job_dir="/shared/jobs/t")
+    assert volume_checks(bare, {"dataset": "/data/x"}, False) == [
+        "cluster.volcano.volume_claim is not set: the pods see only the image, so cluster.job_dir (/shared/jobs/t) "
+        "and every path must be in it"]
+    assert volume_checks(bare, {}, True) == [
+        "cluster.volcano.volume_claim is not set: the pods see only the image, so cluster.job_dir (/shared/jobs/t) "
+        "and every path must be in it, and each node writes an output folder of its own, which a multi-node job "
+        "cannot resume or merge from"]
+
+
+def test_paths_off_the_volume_are_warned_of_by_key_and_the_mount_itself_is_on_it():
+    paths = {"output_dir": "/shared", "model_dir": "/models/m", "dataset": "/shared2/d", "cache": "/shared/c/d"}
+    assert volume_checks(SHARED, paths, True) == [
+        "paths.dataset (/shared2/d) is outside cluster.volcano.mount_path (/shared): the pods find it only if the "
+        "image holds it",
+        "paths.model_dir (/models/m) is outside cluster.volcano.mount_path (/shared): the pods find it only if the "
+        "image holds it"]
+    assert volume_checks(dataclasses.replace(SHARED, job_dir="/shared"), {}, True) == []
+    assert volume_checks(Scheduler(kind="slurm", job_dir="/home/j"), {"dataset": "/data"}, True) == []
+
+
+@pytest.mark.parametrize("job_dir", ["/home/me/jobs/t", "/shared2/t", "shared/t"])
+def test_a_job_folder_off_the_volume_is_refused_at_its_key(job_dir):
+    with pytest.raises(SpecError) as refused:
+        volume_checks(dataclasses.replace(SHARED, job_dir=job_dir), {}, True)
+    assert [p.path for p in refused.value.problems] == ["cluster.job_dir"]
+    assert f"{job_dir} is outside cluster.volcano.mount_path (/shared)" in str(refused.value)
+
+
+@pytest.mark.parametrize("job", ["7b-run", "0", "-job"])
+def test_a_volcano_job_name_must_start_with_a_letter(job):
+    """Volcano's svc plugin names a Service after the Job, a DNS-1035 label (scheduler.py DNS_1035_LABEL)."""
+    with pytest.raises(SpecError) as refused:
+        check_names(Scheduler(kind="volcano"), job, {"mindformers": 1})
+    assert [p.path for p in refused.value.problems] == ["job"]
+    assert "must start with a lowercase letter" in str(refused.value)
+    check_names(Scheduler(kind="slurm"), job, {"mindformers": 1})
+
+
+def test_only_a_framework_without_a_time_limit_is_warned_of_the_partitions_default_time():
+    sched = Scheduler(kind="slurm", time_limits={"verl": (None, "no estimate"), "mindformers": (90, "estimate")})
+    warned = time_limit_warnings(sched)
+    assert len(warned) == 1 and str(warned[0]).startswith("verl: no time estimate, so its submit.sbatch sets no --time")

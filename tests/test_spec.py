@@ -282,3 +282,12 @@ def test_a_pin_an_earlier_version_read_says_where_it_moved():
     said = {p.path: p.message for p in caught.value.problems}
     assert said["layout.llama-factory.lora_rank"] == "has moved to lora.rank (one adapter shape for every framework)"
     assert said["layout.mindspeed-llm.lora_rank"].startswith("unknown key; allowed here:")
+
+
+@pytest.mark.parametrize("method,samples", [("full", 1000), ("lora", 1000), ("pretrain", 500)])
+def test_fine_tuning_trains_the_given_samples_and_pretraining_packs_their_tokens(method, samples):
+    """spec.py samples_per_epoch: fine-tuning trains each given sample once an epoch; pretraining packs the data's
+    tokens (1000 x 2048) into seq_len (4096) sequences, as Megatron's GPTDataset and LLaMA-Factory's stage pt do."""
+    spec = parse_spec(f"job: t\nmodel: qwen3-8b\nmethod: {method}\nseq_len: 4096\nhardware: snt9b\n"
+                      f"data:\n  samples: 1000\n  tokens_per_sample: 2048\n".encode())
+    assert (spec.samples_per_epoch, spec.tokens_per_epoch) == (samples, 2_048_000)

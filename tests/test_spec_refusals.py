@@ -9,7 +9,7 @@ import os
 import pytest
 
 from generator.errors import SpecError
-from generator.spec import MAX_DEPTH, load_spec, parse_spec
+from generator.spec import MAX_DEPTH, MAX_SPEC_BYTES, MAX_VALUES, load_spec, parse_spec
 
 BASE = "job: t\nmodel: qwen3-8b\nmethod: full\nseq_len: 4096\nhardware: snt9b\n"
 UNKNOWN = "unknown key; allowed here: "
@@ -119,3 +119,126 @@ def test_only_a_regular_file_is_read(tmp_path):
 def test_a_whole_number_written_otherwise_gets_the_hint_that_fixes_it(line, key, message):
     text = BASE.replace(f"{line.split(':')[0]}: {'4096' if key == 'seq_len' else 't'}", line)
     assert problems(text) == [(key, message)]
+
+
+@pytest.mark.parametrize("value,read", [("1" * 30, True), ("1" * 31, False), ("1." + "0" * 98, True),
+                                        ("1." + "0" * 99, False)])
+def test_a_whole_number_of_30_digits_and_a_number_of_100_characters_are_read_one_more_refused(value, read):
+    """spec.py _check_scalar: at most MAX_INT_DIGITS (30) characters for a whole number, 100 for any other number."""
+    [(key, message)] = problems(f"{BASE}x: {value}\n")
+    assert key == "x"
+    if read:
+        assert message.startswith(UNKNOWN)
+    else:
+        assert message == f"a number of {len(value)} digits is too large (line 6, column 4)"
+
+
+@pytest.mark.parametrize("key,got", [("1", "'1' (quote it)"), ("true", "'true' (quote it)"),
+                                     ("null", "'null' (quote it)"), ("? [a]\n", "a list"), ("? {a: 1}\n", "a mapping")])
+def test_a_key_that_is_not_text_is_refused(key, got):
+    """spec.py _check_keys: YAML reads `1:` as a number key, which no schema key matches; quoted, it is text."""
+    column = 3 if key.startswith("?") else 1
+    assert problems(f"{BASE}{key}: x\n") == [("(top level)",
+                                               f"a key must be text, got {got} (line 6, column {column})")]
+    [(path, message)] = problems(f"{BASE}'1': x\n")
+    assert path == "1" and message.startswith(UNKNOWN)
+
+
+@pytest.mark.parametrize("via", ["file", "set"])
+def test_ten_thousand_values_are_read_and_one_more_refused(via):
+    """spec.py MAX_VALUES, counted as _inspect counts them: BASE is 11 values (its mapping, 5 keys, 5 values),
+    `x: [...]` two more and one a list item."""
+    assert MAX_VALUES == 10_000
+    for items, refused in ((9_987, False), (9_988, True)):
+        listing = f"[{', '.join(['1'] * items)}]"
+        found = problems(f"{BASE}x: {listing}\n") if via == "file" else problems(BASE, (f"x={listing}",))
+        [(key, message)] = found
+        if not refused:
+            assert key == "x" and message.startswith(UNKNOWN)
+        elif via == "file":
+            assert (key, message) == ("(yaml)", "holds more than 10,000 values (YAML aliases expanded); a job spec has "
+                                                "a few dozen")
+        else:
+            assert (key, message) == ("x", "--set value: the spec would hold more than 10,000 values with it; a job "
+                                           "spec has a few dozen")
+
+
+def test_a_spec_file_of_1_mib_is_read_and_one_byte_more_refused(tmp_path):
+    """spec.py load_spec: MAX_SPEC_BYTES (1 MiB) read, a larger file refused before it is parsed."""
+    assert MAX_SPEC_BYTES == 1 << 20
+    path = tmp_path / "spec.yaml"
+    path.write_text(BASE + "#" * (MAX_SPEC_BYTES - len(BASE) - 1) + "\n")
+    assert path.stat().st_size == MAX_SPEC_BYTES and load_spec(path).seq_len == 4096
+    path.write_text(BASE + "#" * (MAX_SPEC_BYTES - len(BASE)) + "\n")
+    with pytest.raises(SpecError) as refused:
+        load_spec(path)
+    assert [(p.path, p.message) for p in refused.value.problems] == [
+        ("(file)", "is larger than 1,048,576 bytes; a job spec is a few hundred")]
+
+
+def test_set_values_of_1_mib_together_are_read_and_one_byte_more_refused():
+    """spec.py _apply_overrides: the --set values together get the file's bound, MAX_SPEC_BYTES."""
+    [(key, message)] = problems(BASE, ("x=" + "y" * (MAX_SPEC_BYTES - 2),))
+    assert key == "x" and message.startswith(UNKNOWN)
+    assert problems(BASE, ("x=" + "y" * (MAX_SPEC_BYTES - 4), "z=1")) == [
+        ("(--set)", "the values are larger than 1,048,576 bytes together; a job spec is a few hundred")]
+
+
+@pytest.mark.parametrize("extra,key,message", [
+    ("quantization_bit: 4\n", "quantization_bit", "is only used with method qlora (the bits of the quantized base "
+                                                   "model)"),
+    ("train: {warmup_ratio: 0.1, warmup_steps: 10}\n", "train.warmup_steps", "give warmup_ratio or warmup_steps, "
+                                                                             "not both"),
+    ("train: 3\n", "train", "expected a mapping, got 3"),  # the `not required` fails too: the type error says it
+])
+def test_a_key_that_must_not_be_given_is_refused_at_that_key(extra, key, message):
+    """spec.py _describe: the schema's `not` with x-key (schemas/job.schema.json: train's warmup pair,
+    quantization_bit outside qlora) is reported at that key, once."""
+    assert problems(BASE + extra) == [(key, message)]
+
+
+@pytest.mark.parametrize("extra,key,message", [
+    ("frameworks: []\n", "frameworks", "must list at least 1 item(s)"),
+    ("train: {adam_betas: [0.9]}\n", "train.adam_betas", "must list at least 2 item(s)"),
+    ("frameworks: [mindformers, mindformers]\n", "frameworks", "lists the same item twice"),
+])
+def test_a_list_too_short_or_with_an_item_twice_is_refused_in_words(extra, key, message):
+    """spec.py _value_message for minItems and uniqueItems (schemas/job.schema.json: frameworks, train.adam_betas)."""
+    assert problems(BASE + extra) == [(key, message)]
+
+
+def test_a_value_that_does_not_match_a_pattern_without_a_hint_names_the_pattern():
+    """spec.py _value_message for a pattern the schema gives no x-hint (calibration.log_sha256's items)."""
+    found = dict(problems(BASE + "calibration: {log_sha256: [xyz]}\n"))
+    assert found["calibration.log_sha256.0"] == "'xyz' does not match the pattern ^[0-9a-f]{64}$"
+
+
+def test_a_schema_with_a_keyword_the_checker_does_not_implement_is_refused(tmp_path, monkeypatch):
+    """spec.py _schema: a job.schema.json using a keyword generator/schemacheck.py does not implement is a table
+    error (exit 5), never a spec checked against a rule nobody enforces."""
+    import json
+    import shutil
+
+    from helpers import clear_table_caches
+
+    from generator import spec
+    from generator.errors import TableError
+    from generator.resources import resource_dir
+
+    schemas = tmp_path / "schemas"
+    shutil.copytree(resource_dir("schemas"), schemas)
+    path = schemas / "job.schema.json"
+    schema = json.loads(path.read_text(encoding="utf-8"))
+    schema["properties"]["job"]["unevaluatedProperties"] = False
+    path.write_text(json.dumps(schema), encoding="utf-8")
+    monkeypatch.setattr(spec, "resource_dir", {"schemas": schemas}.__getitem__)
+    clear_table_caches()
+    try:
+        with pytest.raises(TableError) as refused:
+            parse_spec(BASE.encode())
+        assert str(refused.value) == ("job.schema.json: #/properties/job/unevaluatedProperties: the keyword is not one "
+                                      "generator/schemacheck.py implements")
+    finally:
+        monkeypatch.undo()
+        clear_table_caches()
+    assert parse_spec(BASE.encode()).seq_len == 4096
