@@ -209,10 +209,10 @@ def test_an_odd_table_value_is_raised_to_the_next_die_pair_and_the_plan_says_so(
     10, with the note naming both."""
     row = rows("qwen3-32b", "full")[1]
     tables = replace(TABLES, min_cards=[replace(row, cards={**row.cards, "snt9b23": 9})])
-    notes: list[str] = []
+    notes: list = []
     minimum, why = minimum_cards(context(model="qwen3-32b", seq_len=8192, hardware="snt9b23"), tables, notes)
     assert (minimum.value, minimum.case, why) == (10, "exact row", "")
-    assert notes == ["minimum cards: table value 9 raised to 10: snt9b23 uses dies in pairs"]
+    assert [str(note) for note in notes] == ["minimum cards: table value 9 raised to 10: snt9b23 uses dies in pairs"]
 
 
 @pytest.mark.parametrize("role", [RoleKind.ROLLOUT, RoleKind.REFERENCE, RoleKind.SERVE])

@@ -174,12 +174,16 @@ def test_a_superpod_row_annotates_each_volcano_job_with_one_nodes_dies():
 SHARED = Scheduler(kind="volcano", job_dir="/shared/jobs/t", volume_claim="pvc", mount_path="/shared/")
 
 
+def texts(notes) -> list[str]:
+    return [str(note) for note in notes]
+
+
 def test_without_a_volume_every_path_must_be_in_the_image():
     bare = Scheduler(kind="volcano", job_dir="/shared/jobs/t")
-    assert volume_checks(bare, {"dataset": "/data/x"}, False) == [
+    assert texts(volume_checks(bare, {"dataset": "/data/x"}, False)) == [
         "cluster.volcano.volume_claim is not set: the pods see only the image, so cluster.job_dir (/shared/jobs/t) "
         "and every path must be in it"]
-    assert volume_checks(bare, {}, True) == [
+    assert texts(volume_checks(bare, {}, True)) == [
         "cluster.volcano.volume_claim is not set: the pods see only the image, so cluster.job_dir (/shared/jobs/t) "
         "and every path must be in it, and each node writes an output folder of its own, which a multi-node job "
         "cannot resume or merge from"]
@@ -187,7 +191,7 @@ def test_without_a_volume_every_path_must_be_in_the_image():
 
 def test_paths_off_the_volume_are_warned_of_by_key_and_the_mount_itself_is_on_it():
     paths = {"output_dir": "/shared", "model_dir": "/models/m", "dataset": "/shared2/d", "cache": "/shared/c/d"}
-    assert volume_checks(SHARED, paths, True) == [
+    assert texts(volume_checks(SHARED, paths, True)) == [
         "paths.dataset (/shared2/d) is outside cluster.volcano.mount_path (/shared): the pods find it only if the "
         "image holds it",
         "paths.model_dir (/models/m) is outside cluster.volcano.mount_path (/shared): the pods find it only if the "
