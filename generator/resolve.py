@@ -107,7 +107,7 @@ def resolve(spec: Spec, tables: Tables, force: bool = False) -> Plan:
     plans, batch = laid.plans, laid.batch
     _check_master_addr(spec, plans)
     planning = {name: plugin_of(tables.frameworks[name]).planning for name in plans}
-    recipe, recipes = _recipe(spec, model, tables, plans, planning, batch)
+    recipe, recipes = _recipe(spec, model, tables, plans, planning, contexts, batch)
     if laid.batch_origin:  # the batch was not the recipe's round number: say what it is
         recipe = replace(recipe, origin={**recipe.origin, "global_batch_size": laid.batch_origin})
         recipes = {name: replace(own, origin={**own.origin, "global_batch_size": laid.batch_origin})
@@ -323,7 +323,13 @@ def _context(spec: Spec, model: Model, hw: Hardware, tables: Tables, name: str, 
         spec = replace(spec, global_batch_size=batch_target(defaults, spec)[0])
     if plugin_of(fw).planning.whole_nodes:  # the counts it chooses: whole nodes (cards.valid_counts)
         hw = replace(hw, parallel_unit=hw.cards_per_node)
-    return Context(spec, model, hw, fw, force, lora, defaults, tables=tables)
+    ctx = Context(spec, model, hw, fw, force, lora, defaults, tables=tables)
+    run = None if spec.global_batch_size is None or spec.samples_per_epoch is None else \
+        ctx.planning.run_steps(ctx, spec.global_batch_size)
+    # Where a framework counts its own steps (RL), the run estimate times the data they draw: its epochs are that
+    # share of the data, so the estimate is the run's steps at one step's time.
+    return ctx if run is None else \
+        replace(ctx, spec=replace(spec, epochs=run.steps * run.draw / spec.samples_per_epoch))
 
 
 def _common_global_batch(spec: Spec, tables: Tables, contexts: dict[str, Context],
@@ -487,11 +493,17 @@ def _with_roles(ctx: Context, tables: Tables, fp: FrameworkPlan, notes: list[str
 
 
 def _recipe(spec: Spec, model: Model, tables: Tables, plans: dict[str, FrameworkPlan],
-            planning: dict[str, Planning], batch: int) -> tuple[Training, dict[str, Training]]:
+            planning: dict[str, Planning], contexts: dict[str, Context],
+            batch: int) -> tuple[Training, dict[str, Training]]:
     """The method's training recipe and the one each framework trains with (its own defaults where recipes.yaml
     gives them), with checkpoint intervals timed on the slowest framework's step."""
-    timed = [seconds_per_step(batch, spec.sample_tokens, fp.estimate.tokens_per_card_s, fp.layout.cards,
-                              spec.scaling_efficiency) for fp in plans.values() if fp.estimate.tokens_per_card_s > 0]
+    runs = {name: planning[name].run_steps(contexts[name], batch) for name in plans}
+    # A step's time counts the prompts it draws from the data (DAPO: its generation batch), so the run's steps at
+    # that time make the run estimate.
+    draws = {name: batch if run is None else run.draw for name, run in runs.items()}
+    timed = [seconds_per_step(draws[name], spec.sample_tokens, fp.estimate.tokens_per_card_s, fp.layout.cards,
+                              spec.scaling_efficiency)
+             for name, fp in plans.items() if fp.estimate.tokens_per_card_s > 0]
     step_seconds = max(timed) if timed else None  # None: no planned framework has a rate
     thinking = any(own.chat_template_fact and plans[name].info.get(own.chat_template_fact) == THINKING_TEMPLATE
                    for name, own in planning.items())
@@ -502,12 +514,12 @@ def _recipe(spec: Spec, model: Model, tables: Tables, plans: dict[str, Framework
                                                     f"{f' ({how})' if how else ''}; leave it out")
     defaults = tables.recipes[spec.method]
 
-    def resolved(chosen: RecipeDefaults) -> Training:
+    def resolved(chosen: RecipeDefaults, name: str) -> Training:
         return training(spec, model, chosen, batch, spec.samples_per_epoch, step_seconds, thinking,
-                        tables.hardware[spec.hardware].accelerator)
+                        tables.hardware[spec.hardware].accelerator, runs[name])
 
     recipes = {name: resolved(planning[name].recipe_defaults(defaults.for_framework(name), model,
-                                                             tables.frameworks[name])) for name in plans}
+                                                             tables.frameworks[name]), name) for name in plans}
     # What a framework's pinned version cannot express, refused rather than written differently.
     floorless = sorted(name for name, r in recipes.items() if planning[name].linear_decay_source
                        and r.lr_schedule == "linear" and r.min_learning_rate > 0)
@@ -519,7 +531,7 @@ def _recipe(spec: Spec, model: Model, tables: Tables, plans: dict[str, Framework
     if problems:
         raise SpecError(problems)
     first = next(iter(plans))
-    return resolved(planning[first].recipe_defaults(defaults, model, tables.frameworks[first])), recipes
+    return resolved(planning[first].recipe_defaults(defaults, model, tables.frameworks[first]), first), recipes
 
 
 def _extra(spec: Spec, plans: dict[str, FrameworkPlan]) -> dict[str, dict]:

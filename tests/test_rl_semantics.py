@@ -87,11 +87,11 @@ def test_the_batch_tiles_in_sequences_and_never_moves():
 
 def test_one_step_time_for_the_checkpoint_interval_and_the_run_estimate():
     # Item 3: the interval's step time counted seq_len tokens a prompt where the rate counts data tokens (32x too
-    # long at 16384 / 512): one step time, the run's hours over its steps.
+    # long at 16384 / 512): one step time, the run's hours over its steps (the steps the files run: remainder b).
     plan = _plan("qwen2.5-32b", "dapo", "snt9b23", 16384, data={"samples": 17000, "tokens_per_sample": 512})
     est = plan.frameworks["verl"].estimate
     assert est.time_hours is not None
-    step = est.time_hours * 3600 / (17000 / plan.train.global_batch_size)
+    step = est.time_hours * 3600 / plan.train.steps
     assert f"the estimated {step:.1f} s per step" in plan.train.origin["save_every_steps"]
 
 
@@ -209,3 +209,103 @@ def test_rl_data_under_a_given_output_dir_is_no_placeholder_and_thinking_cites_v
     source = next(item.source for item in plan.frameworks["verl"].settings.overrides if item.key == THINKING)
     assert source.startswith("train.enable_thinking (default: Qwen3's chat template thinks") and \
         "legacy_data.yaml l. 131" in source
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# The remainder of issue 36.
+
+def _render(**fields):
+    from tests.helpers import render_job
+
+    spec = {"job": "rl", "frameworks": ["verl"], "data": {"samples": 17000, "tokens_per_sample": 512}, **fields}
+    return render_job(TABLES, **spec)
+
+
+def _row(text: str, label: str) -> str:
+    return next(line for line in text.splitlines() if line.startswith(f"| {label} |"))
+
+
+@pytest.mark.parametrize(("model", "script", "line", "batch", "epochs"), [
+    ("qwen3-8b", "examples/grpo_trainer/run_qwen3-8b_npu.sh", 58, 256, 15),
+    ("qwen3-32b", "examples/grpo_trainer/run_qwen3-32b_npu.sh", 58, 1024, 50)])
+def test_the_run_takes_the_examples_epochs_and_plan_md_cites_them(model, script, line, batch, epochs):
+    # (a) trainer.total_epochs defaulted to the SFT rule (1 epoch) where upstream's example trains 15 (50).
+    plan, files = _render(model=model, method="grpo", seq_len=4096, hardware="snt9b")
+    o = _overrides(plan)
+    assert o["data.train_batch_size"] == batch
+    assert o["trainer.total_epochs"] == plan.train.epochs == epochs
+    assert o["trainer.total_training_steps"] == plan.train.steps == (17000 - 850) // batch * epochs
+    source = f"upstream {script} l. {line}"
+    assert source in plan.train.origin["epochs"] and source in _row(files["PLAN.md"], "epochs")
+    # A spec's epochs or steps win, and the example's step cap goes with its epochs.
+    assert _plan(model, data={"samples": 17000, "tokens_per_sample": 512, "epochs": 2}).train.epochs == 2
+    assert _plan(model, train={"steps": 30}).train.steps == 30
+
+
+def test_ppos_example_caps_its_steps_and_verl_gives_the_epochs():
+    # (a) the Qwen3-8B PPO script sets no total_epochs (verl's 30, ppo_trainer.yaml l. 129) and stops at 100 steps.
+    plan = _plan("qwen3-8b", "ppo", seq_len=14080, rl={"prompt_length": 2000})
+    o = _overrides(plan)
+    assert o["trainer.total_epochs"] == 30 and "ppo_trainer.yaml l. 129" in plan.train.origin["epochs"]
+    assert o["trainer.total_training_steps"] == plan.train.steps == 100
+    assert "capped at the example's 100 (upstream examples/ppo_trainer/run_qwen3-8b_npu.sh l. 54" in \
+        plan.train.origin["steps"]
+
+
+def test_dapo_states_the_steps_its_files_run_everywhere():
+    # (b) PLAN.md's recipe said 133 steps (17000 / 128) while the files ran 42 (16150 train rows // gen_batch_size
+    # 384), and the estimate counted DAPO's generation three times.
+    plan, files = _render(model="qwen2.5-32b", method="dapo", seq_len=16384, hardware="snt9b23")
+    o = _overrides(plan)
+    assert o["data.gen_batch_size"] == 384
+    assert o["trainer.total_training_steps"] == plan.train.steps == 16150 // 384 == 42
+    assert o["trainer.save_freq"] <= 42 and plan.train.save_every_steps <= 42
+    assert "| steps | `42` |" in files["PLAN.md"]
+    assert json.loads(files["plan.json"])["train"]["steps"] == 42
+    est = plan.frameworks["verl"].estimate
+    step = 384 * 16 * 16384 / (108 * plan.frameworks["verl"].cards)  # MindSpeed-RL's 108 tokens/s, a gen batch
+    assert est.time_hours == pytest.approx(42 * step / 3600, rel=1e-6)
+    assert f"the estimated {step:.1f} s per step" in plan.train.origin["save_every_steps"]
+
+
+@pytest.mark.parametrize(("model", "method", "hardware", "seq_len", "script", "expected"), [
+    ("qwen3-32b", "grpo", "snt9b", 4096, "examples/grpo_trainer/run_qwen3-32b_npu.sh", {
+        "+actor_rollout_ref.actor.fsdp_config.mixed_precision.param_dtype": ("bf16", 25),
+        "+actor_rollout_ref.actor.fsdp_config.mixed_precision.reduce_dtype": ("bf16", 26),
+        "+actor_rollout_ref.actor.fsdp_config.mixed_precision.buffer_dtype": ("fp32", 27)}),
+    ("qwen3-8b", "dapo", "snt9b", 22528, "recipe/dapo/run_dapo_qwen3_8b_base_npu.sh", {
+        "actor_rollout_ref.actor.fsdp_config.fsdp_size": (-1, 115),
+        "actor_rollout_ref.actor.entropy_checkpointing": (True, 135),
+        "actor_rollout_ref.ref.entropy_checkpointing": (True, 136),
+        "actor_rollout_ref.actor.fsdp_config.forward_prefetch": (True, 137),
+        "actor_rollout_ref.ref.fsdp_config.forward_prefetch": (True, 138)}),
+    ("qwen2.5_vl-7b", "dapo", "snt9b23", 22528, "recipe/dapo/run_dapo_qwen2.5_7b_npu.sh", {
+        "actor_rollout_ref.actor.fsdp_config.fsdp_size": (-1, 121),
+        "actor_rollout_ref.actor.entropy_checkpointing": (True, 137),
+        "actor_rollout_ref.actor.fsdp_config.forward_prefetch": (True, 139),
+        "actor_rollout_ref.actor.entropy_from_logits_with_chunking": (True, 141),
+        "actor_rollout_ref.ref.entropy_from_logits_with_chunking": (True, 142)}),
+    ("qwen2.5-32b", "dapo", "snt9b23", 22528, "recipe/dapo/run_dapo_qwen2.5_32b_npu.sh", {
+        "actor_rollout_ref.actor.fsdp_config.fsdp_size": (-1, 123),
+        "actor_rollout_ref.ref.fsdp_config.forward_prefetch": (True, 140)})])
+def test_the_examples_memory_and_fsdp_keys_reach_the_files(model, method, hardware, seq_len, script, expected):
+    # (c) entropy_checkpointing, entropy_from_logits_with_chunking, forward_prefetch, fsdp_size and Qwen3-32B's
+    # mixed_precision lines were dropped though the examples table claims to carry what upstream sets (verl's own
+    # compose accepts them: tests/test_verl_config.py's seed rows).
+    plan = _plan(model, method, hardware, seq_len, rl={"prompt_length": 2048} if method == "dapo" else {})
+    written = {item.key: item for item in plan.frameworks["verl"].settings.overrides}
+    for key, (value, line) in expected.items():
+        assert written[key].value == value, key
+        assert written[key].source == f"upstream {script} l. {line} (v0.7.0 (f9c855f7))", key
+
+
+def test_a_hybrid_shard_group_is_written_where_it_spans_the_cards_and_said_why_not_where_it_does_not():
+    # (c) Qwen3-14B DAPO shards over groups of 8 (run_dapo_qwen3_14b_base_npu.sh l. 116); on 16 dies that keeps a copy
+    # of the actor's states a group, which the memory model does not count: the plan shards over every card, and
+    # says so.
+    plan = _plan("qwen3-14b", "dapo", "snt9b23", 22528, rl={"prompt_length": 2048})
+    item = next(i for i in plan.frameworks["verl"].settings.overrides
+                if i.key == "actor_rollout_ref.actor.fsdp_config.fsdp_size")
+    assert plan.frameworks["verl"].cards == 16 and item.value == -1
+    assert "the example's 8 (upstream recipe/dapo/run_dapo_qwen3_14b_base_npu.sh l. 116" in item.source
+    assert _overrides(plan)["actor_rollout_ref.actor.entropy_checkpointing"] is True

@@ -8,6 +8,7 @@ from dataclasses import dataclass
 
 from ..context import Context
 from ..errors import Problem
+from ..families.rl.run import RunSteps
 from ..memory import MemoryBreakdown
 from ..parallel import Parallel
 from ..plan import FrameworkPlan, Layout, Plan, RunLength
@@ -68,6 +69,9 @@ class DefaultPlanning:
 
     def sequences_per_sample(self, ctx: Context) -> int:
         return 1
+
+    def run_steps(self, ctx: Context, batch: int) -> RunSteps | None:
+        return None
 
     def role_problems(self, ctx: Context) -> list[Problem]:
         return []

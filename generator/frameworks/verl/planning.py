@@ -18,6 +18,7 @@ from ...context import Context
 from ...errors import SpecError
 from ...families.rl.rates import published
 from ...families.rl.rollout import KVCache, kv_cache
+from ...families.rl.run import RunSteps, example_defaults, loader_steps
 from ...memory import MemoryBreakdown
 from ...parallel import Parallel
 from ...plan import HEADROOM, FrameworkPlan, Layout, Plan, Rejected
@@ -39,6 +40,8 @@ CONFIG_PY = f"{VERL} verl/utils/config.py"
 ROLLOUT_TPS = (1, 2, 4, 8, 16)
 DAPO_YAML = f"{VERL} recipe/dapo/config/dapo_trainer.yaml"
 RAY_TRAINER = f"{VERL} verl/trainer/ppo/ray_trainer.py"
+# verl's own epochs where the followed script sets none (the Qwen3-8B PPO script caps its steps instead)
+DEFAULT_EPOCHS = (30, f"{VERL} verl/trainer/config/ppo_trainer.yaml l. 129: trainer.total_epochs 30")
 VAL_SHARE = 0.05  # the rows prepare_data.py holds out for validation: round(rows x share), at least one
 # Override -> examples.yaml key: written with the example's value where the followed script sets it.
 EXAMPLE_KEYS = (
@@ -61,7 +64,13 @@ EXAMPLE_KEYS = (
     ("actor_rollout_ref.ref.fsdp_config.forward_prefetch", "ref_forward_prefetch"),
     ("actor_rollout_ref.actor.entropy_from_logits_with_chunking", "entropy_chunking"),
     ("actor_rollout_ref.ref.entropy_from_logits_with_chunking", "ref_entropy_chunking"),
+    ("actor_rollout_ref.actor.entropy_checkpointing", "entropy_checkpointing"),
+    ("actor_rollout_ref.ref.entropy_checkpointing", "ref_entropy_checkpointing"),
+    ("+actor_rollout_ref.actor.fsdp_config.mixed_precision.param_dtype", "mixed_precision_param_dtype"),
+    ("+actor_rollout_ref.actor.fsdp_config.mixed_precision.reduce_dtype", "mixed_precision_reduce_dtype"),
+    ("+actor_rollout_ref.actor.fsdp_config.mixed_precision.buffer_dtype", "mixed_precision_buffer_dtype"),
 )
+FSDP_SIZE = "actor_rollout_ref.actor.fsdp_config.fsdp_size"
 
 
 def rl_of(ctx: Context) -> RL:
@@ -174,14 +183,27 @@ class VerlPlanning(DefaultPlanning):
             row("mini_batch_size", rl.mini_batch_size, rl.sources["mini_batch_size"])))
 
     def recipe_defaults(self, defaults: RecipeDefaults, model: Model, fw: Framework) -> RecipeDefaults:
-        # The global batch of the script the plan follows for the model and method (the mini and gen batches scale
-        # with it: fitted_mini, dapo_generation).
+        # The global batch and epochs of the script the plan follows for the model and method (the mini and gen
+        # batches scale with the batch: fitted_mini, dapo_generation); verl's own epochs where it sets none.
         script = (fw.models.get(model.name) or {}).get(defaults.method)
-        found = example(script).get("train_batch_size") if script else None
-        if found is None:
+        if not script:
             return defaults
-        row = {"value": int(found[0]), "source": f"{found[1]}: data.train_batch_size (prompts)"}
-        return replace(defaults, values={**defaults.values, "global_batch_size": row})
+        ex = example(script)
+        return example_defaults(defaults, ex.get("train_batch_size"), ex.get("total_epochs") or DEFAULT_EPOCHS)
+
+    def run_steps(self, ctx: Context, batch: int) -> RunSteps | None:
+        # verl's loader draws batches of data.train_batch_size prompts (DAPO: gen_batch_size) from the train split
+        samples = ctx.spec.samples_per_epoch
+        if samples is None or "steps" in ctx.spec.train:
+            return None
+        rl = rl_of(ctx)
+        dapo = ctx.spec.method == "dapo"
+        loader = batch * generation_ratio(rl) if dapo else batch
+        given = ctx.spec.epochs_given
+        cap = None if given else rl.example.get("total_training_steps")
+        epochs = ctx.spec.epochs if given else ctx.defaults.values["epochs"]["value"]  # recipe_defaults sets it
+        steps, why = data_steps(samples, loader, max(1, math.ceil(epochs)), cap, dapo)
+        return RunSteps(steps, loader, why)
 
     def role_runs(self, ctx: Context, role: RoleKind) -> bool:
         # verl builds the reference worker only where a KL term needs its log-probs (main_ppo.py l. 138 and l. 252,
@@ -244,23 +266,17 @@ class VerlPlanning(DefaultPlanning):
 def per_data_token(ctx: Context, figure: float, label: str, origin: str, is_estimate: bool) -> Throughput:
     """An end-to-end RL rate that counts the prompt + response tokens of every sequence generated and trained
     (MindSpeed-RL's end-to-end tps; verl's perf/throughput, metric_utils.py l. 293-302: total_num_tokens / (time x
-    n_gpus)) as the core's rate per data token. A step makes global batch x n sequences, each counted at prompt +
-    response = seq_len tokens, and DAPO generates gen_batch / train_batch times the prompts it trains; the core
-    times the spec's data tokens, so the rate per data token is the figure x tokens per sample / (n x that ratio x
-    seq_len)."""
+    n_gpus)) as the core's rate per data token. Every prompt the loader draws (DAPO: a generation batch's, each drawn
+    once an epoch, run_steps) makes n sequences, each counted at prompt + response = seq_len tokens; the core times
+    the spec's data tokens, so the rate per data token is the figure x tokens per sample / (n x seq_len)."""
     rl = rl_of(ctx)
-    found_gen, found_train = rl.example.get("gen_batch_size"), rl.example.get("train_batch_size")
-    ratio = int(found_gen[0]) // int(found_train[0]) if ctx.spec.method == "dapo" and found_gen and found_train \
-        else 1
     tokens, samples = ctx.spec.tokens_per_epoch, ctx.spec.samples_per_epoch
     per_sample = tokens / samples if tokens and samples else float(rl.seq_len)
-    generated = f" x gen_batch / train_batch ({ratio}, DAPO's extra generation)" if ratio > 1 else ""
-    return Throughput(figure * per_sample / (rl.n * ratio * rl.seq_len),
+    return Throughput(figure * per_sample / (rl.n * rl.seq_len),
                       f"{label}: {figure:g} tokens/s per card{f' ({origin})' if origin else ''}, counting prompt + "
-                      f"response tokens; a step counts "
-                      f"global batch x n ({rl.n}){generated} x prompt + response ({rl.seq_len}) tokens, so per data "
-                      f"token (of {per_sample:g} a sample) the figure x {per_sample:g} / {rl.n * ratio * rl.seq_len}",
-                      is_estimate)
+                      f"response tokens; every prompt drawn (DAPO: each of its generation batch) makes n ({rl.n}) "
+                      f"sequences of prompt + response ({rl.seq_len}) tokens, so per data token (of {per_sample:g} "
+                      f"a sample) the figure x {per_sample:g} / {rl.n * rl.seq_len}", is_estimate)
 
 
 def fewer_than_upstream(rl: RL, hw: Hardware, layout: Layout) -> list[str]:
@@ -426,12 +442,10 @@ def settings(ctx: Context, plan: Plan, fp: FrameworkPlan) -> VerlSettings:
     add("data.val_files", f"{data}/val.parquet", "paths.rl_data: the data-preparation step's validation split")
     add("data.train_batch_size", t.global_batch_size, "plan: global batch (prompts)")
     if dapo:
-        ratio_found = ex("gen_batch_size")
-        train_found = ex("train_batch_size")
-        assert ratio_found and train_found
-        ratio = int(ratio_found[0]) // int(train_found[0])
+        ratio, found_gen = generation_ratio(rl), ex("gen_batch_size")
+        assert found_gen is not None
         add("data.gen_batch_size", t.global_batch_size * ratio,
-            f"derived: {ratio} x the global batch, as {ratio_found[1]}")
+            f"derived: {ratio} x the global batch, as {found_gen[1]}")
     else:
         ratio = 1
     add("data.max_prompt_length", rl.prompt_length, rl.sources["prompt_length"])
@@ -448,7 +462,7 @@ def settings(ctx: Context, plan: Plan, fp: FrameworkPlan) -> VerlSettings:
         add("data.image_key", "images", "upstream examples/grpo_trainer/run_qwen2_5_vl_7b_npu.sh l. 17 (geo3k images)")
     remove_padding = _actor_overrides(add, plan, rl, sp, sp_source, offload, offload_source)
     _rollout_overrides(add, rl, rollout, kv, vl)
-    _algorithm_overrides(add, rl, dapo)
+    _algorithm_overrides(add, rl, dapo, cards)
     _critic_overrides(add, plan, rl, ppo, remove_padding, offload, offload_source)
     add("trainer.critic_warmup", 0, f"upstream {rl.script}: critic_warmup=0")
     add("trainer.logger", ("console",), "gen-launch: console only (upstream examples add wandb, which needs a key)")
@@ -570,7 +584,7 @@ def _rollout_overrides(add: Callable[[str, Any, str], None], rl: RL, rollout: La
         "reference: with a KL term)")
 
 
-def _algorithm_overrides(add: Callable[[str, Any, str], None], rl: RL, dapo: bool) -> None:
+def _algorithm_overrides(add: Callable[[str, Any, str], None], rl: RL, dapo: bool, cards: int) -> None:
     """The algorithm's and the reward's overrides, and the rest of what the followed script sets."""
     ex = rl.example.get
     add("algorithm.use_kl_in_reward", False, f"upstream {rl.script}: use_kl_in_reward=False")
@@ -597,6 +611,16 @@ def _algorithm_overrides(add: Callable[[str, Any, str], None], rl: RL, dapo: boo
         found = ex(example_key)
         if found:
             add(key, found[0], found[1])
+    fsdp_size = ex("fsdp_size")
+    if fsdp_size:
+        # -1, or a group as large as the cards, shards over every card (fsdp_workers.py l. 99-104), as the memory
+        # model counts the actor's states; a smaller group (hybrid shard, a copy of the states a group) holds
+        # states / group size a card, which it does not count, so the plan then shards over every card.
+        every = fsdp_size[0] == -1 or fsdp_size[0] >= cards
+        add(FSDP_SIZE, fsdp_size[0] if every else -1, fsdp_size[1] if every else
+            f"plan: every card (-1), where the example's {fsdp_size[0]} ({fsdp_size[1]}) shards over groups of "
+            f"{fsdp_size[0]} of the {cards} cards, a copy of the states a group ({FSDP_WORKERS} l. 99-104 "
+            f"create_device_mesh); the memory model counts the actor's states sharded over every card")
 
 
 def _critic_overrides(add: Callable[[str, Any, str], None], plan: Plan, rl: RL, ppo: bool, remove_padding: bool,
@@ -702,28 +726,41 @@ def run_length(plan: Plan, loader: int, dapo: bool) -> tuple[int, str, int, str]
         source = t.origin["steps"] if t.steps is not None else t.origin["placeholder_steps"]
         return steps, source, steps, ("derived: without a data size, one step an epoch at least, so the run stops "
                                       "at total_training_steps")
-    rows = plan.samples_per_epoch
+    if "steps" in t.origin and t.origin["steps"] == "given" and t.steps is not None:
+        per_epoch, why = data_steps(plan.samples_per_epoch, loader, 1, None, dapo)
+        epochs = math.ceil(t.steps / per_epoch)
+        return t.steps, "given", epochs, f"derived: enough epochs to reach train.steps, {why}"
+    assert t.steps is not None  # the plan's steps over a data size are the run's (VerlPlanning.run_steps)
+    return t.steps, t.origin["steps"], max(1, math.ceil(t.epochs or 1)), \
+        f"plan: epochs, whole ({t.origin.get('epochs', '')})"
+
+
+def data_steps(rows: int, loader: int, epochs: int, cap: tuple[int, str] | None, dapo: bool) -> tuple[int, str]:
+    """The steps verl runs over `rows` prepared rows in batches of `loader` prompts, and why (the RL family's
+    loader_steps over the rows prepare_data.py keeps for training); refused where not one batch is left."""
     train_rows = _train_rows(rows)
-    per_epoch = train_rows // loader
-    if per_epoch == 0:
+    if train_rows < loader:
         least = next(n for n in itertools.count(loader + 1) if _train_rows(n) >= loader)
         raise SpecError.at("data.samples", f"{rows} rows leave {train_rows} for training after the validation "
                                            f"split, less than one batch of {loader} prompts verl's loader draws "
                                            f"({RAY_TRAINER} l. 392-399, drop_last); give at least "
                                            f"{least} rows or a smaller "
                                            f"global_batch_size")
-    why = (f"{train_rows} train rows (data.samples {rows} less the validation split) // {loader} prompts a batch "
-           f"({'data.gen_batch_size' if dapo else 'data.train_batch_size'}; {RAY_TRAINER} l. 392-399 drops the "
-           f"partial one) = {per_epoch} an epoch")
+    steps, why = loader_steps(train_rows, loader, epochs, cap)
+    why += (f" (data.samples {rows} less the validation split; a batch is "
+            f"{'data.gen_batch_size' if dapo else 'data.train_batch_size'}, and {RAY_TRAINER} l. 392-399 drops the "
+            f"partial one; verl stops at the first of total_epochs and total_training_steps, l. 422-425, 1356)")
     if dapo:
         why += ("; DAPO's group filter may spend several generation batches on one step, so it can run fewer, and "
                 "then saves the last step when the data ends (recipe/dapo/dapo_ray_trainer.py l. 410-416)")
-    if "steps" in t.origin and t.origin["steps"] == "given" and t.steps is not None:
-        epochs = math.ceil(t.steps / per_epoch)
-        return t.steps, "given", epochs, f"derived: enough epochs to reach train.steps, {why}"
-    epochs = max(1, math.ceil(t.epochs or 1))
-    return per_epoch * epochs, f"derived: {why}, x {epochs} epoch(s)", epochs, \
-        f"plan: epochs, whole ({t.origin.get('epochs', '')})"
+    return steps, why
+
+
+def generation_ratio(rl: RL) -> int:
+    """DAPO's generation batch over its train batch in the followed script (gen_batch_size / train_batch_size)."""
+    found_gen, found_train = rl.example.get("gen_batch_size"), rl.example.get("train_batch_size")
+    assert found_gen and found_train, rl.script
+    return int(found_gen[0]) // int(found_train[0])
 
 
 PREPROCESS = f"{VERL} examples/data_preprocess"
