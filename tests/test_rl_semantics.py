@@ -309,3 +309,41 @@ def test_a_hybrid_shard_group_is_written_where_it_spans_the_cards_and_said_why_n
     assert plan.frameworks["verl"].cards == 16 and item.value == -1
     assert "the example's 8 (upstream recipe/dapo/run_dapo_qwen3_14b_base_npu.sh l. 116" in item.source
     assert _overrides(plan)["actor_rollout_ref.actor.entropy_checkpointing"] is True
+
+
+DYNAMIC = [(model, method) for model in sorted(TABLES.frameworks["verl"].models) for method in ("dapo", "ppo")
+           if not (method == "ppo" and TABLES.model(model).vision_params_b > 0)]
+
+
+@pytest.mark.parametrize(("model", "method"), DYNAMIC)
+def test_dynamic_batch_token_limits_follow_verls_tuning_guide(model, method):
+    # (d) verl docs/perf/perf_tuning.rst l. 148-149: the actor's (and the log-prob passes') limit at least
+    # 2 x (max_prompt_length + max_response_length); l. 155-159: the critic's at least 2x the actor's. verl packs
+    # limit x SP tokens a micro batch of an SP group (dp_actor.py l. 367, 441). The files held (P + R) / SP.
+    # Where the card cannot hold two sequences at the plan's cards, the limit is the example's one and says why.
+    plan = _plan(model, method, "snt9b23", 4096)
+    o = _overrides(plan)
+    sources = {item.key: item.source for item in plan.frameworks["verl"].settings.overrides}
+    assert o["actor_rollout_ref.actor.use_dynamic_bsz"] is True
+    sp = o.get("actor_rollout_ref.actor.ulysses_sequence_parallel_size", 1)
+    sequence = o["data.max_prompt_length"] + o["data.max_response_length"]
+    actor = o["actor_rollout_ref.actor.ppo_max_token_len_per_gpu"]
+    for key in ("actor_rollout_ref.actor.ppo_max_token_len_per_gpu",
+                "actor_rollout_ref.rollout.log_prob_max_token_len_per_gpu",
+                "actor_rollout_ref.ref.log_prob_max_token_len_per_gpu"):
+        assert o[key] == actor
+        assert o[key] * sp >= 2 * sequence or (o[key] * sp == sequence and "below the guide's 2" in sources[key])
+        assert "perf_tuning.rst l. 148-149" in sources[key]
+    if method == "ppo":
+        assert o["critic.ppo_max_token_len_per_gpu"] == 2 * actor
+        assert "the critic's 2x the actor's, l. 155-159" in sources["critic.ppo_max_token_len_per_gpu"]
+
+
+def test_a_token_limit_the_card_cannot_hold_falls_to_the_examples_and_says_why():
+    # (d) At 22,528 tokens Qwen3-14B DAPO's actor cannot hold two sequences a micro batch on upstream's 16 dies
+    # (SP 2): the limit falls to the example's one sequence, with the reason, rather than adding cards.
+    plan = _plan("qwen3-14b", "dapo", "snt9b23", 22528, rl={"prompt_length": 2048})
+    item = next(i for i in plan.frameworks["verl"].settings.overrides
+                if i.key == "actor_rollout_ref.actor.ppo_max_token_len_per_gpu")
+    assert plan.frameworks["verl"].cards == 16 and item.value == 22528 // 2
+    assert "below the guide's 2" in item.source and "run_dapo_qwen3_14b_base_npu.sh l. 51" in item.source

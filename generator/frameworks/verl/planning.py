@@ -16,6 +16,7 @@ from typing import Any
 from ...calibration import measured
 from ...context import Context
 from ...errors import SpecError
+from ...families.rl.batching import CRITIC_SEQUENCES, SEQUENCES, limit_source, token_limit
 from ...families.rl.rates import published
 from ...families.rl.rollout import KVCache, kv_cache
 from ...families.rl.run import RunSteps, example_defaults, loader_steps
@@ -308,10 +309,12 @@ def fitted_micro(rl: RL, model: Model, hw: Hardware, fw: Framework, method: str,
     search lowers the micro batch before it adds cards (1 where none fits: the phase then does not fit). The memory
     model sizes the actor and critic at this value, the one the files write."""
     per_card = rl.mini_batch_size * rl.n // (cards // rl.sp)
-    if rl.dynamic_bsz or per_card == 0:
+    budget = hw.usable_gb * (1.0 - HEADROOM)
+    if rl.dynamic_bsz:
+        return _fitted_tokens(rl, model, fw, method, cards, offload, budget)
+    if per_card == 0:
         return rl.micro_batch_size, rl.sources["micro_batch_size"]
     dividing = [d for d in divisors(per_card) if d <= rl.micro_batch_size] or [1]
-    budget = hw.usable_gb * (1.0 - HEADROOM)
     fitting = [d for d in dividing if memory.train_memory(RoleKind.ACTOR, model, fw, method,
                                                           replace(rl, micro_batch_size=d), cards, offload).total
                <= budget]
@@ -322,6 +325,22 @@ def fitted_micro(rl: RL, model: Model, hw: Hardware, fw: Framework, method: str,
            if micro == max(dividing) else "leaves the actor's training phase above the card's budget")
     return micro, (f"derived: the example's {rl.micro_batch_size} ({rl.sources['micro_batch_size']}) {why}; the "
                    f"largest that divides it and fits")
+
+
+def _fitted_tokens(rl: RL, model: Model, fw: Framework, method: str, cards: int, offload: bool,
+                   budget: float) -> tuple[int, str]:
+    """With dynamic batch size: the full sequences a micro batch's token limit holds, the guide's SEQUENCES where
+    the actor's training and log-prob phases fit the card with them, else one (the example's own limit), so the
+    search lowers the limit before it adds cards."""
+    def fits(count: int) -> bool:
+        shaped = replace(rl, micro_batch_size=count, log_prob_micro_batch_size=count)
+        return max(memory.train_memory(RoleKind.ACTOR, model, fw, method, shaped, cards, offload).total,
+                   memory.log_prob_memory(model, fw, method, shaped, cards, offload).total) <= budget
+
+    if rl.micro_batch_size == 1 or fits(rl.micro_batch_size):
+        return rl.micro_batch_size, rl.sources["micro_batch_size"]
+    return 1, (f"derived: {rl.micro_batch_size} sequences' tokens a micro batch ({rl.sources['micro_batch_size']}) "
+               f"leave the actor's training phase above the card's budget at {cards} cards; one, as the example")
 
 
 def dapo_generation(rl: RL, method: str) -> tuple[int, str]:
@@ -344,7 +363,11 @@ def sized(rl: RL, model: Model, hw: Hardware, fw: Framework, method: str, cards:
     mini, mini_source = fitted_mini(rl, batch, cards, sp, batch * dapo_generation(rl, method)[0])
     rl = replace(rl, mini_batch_size=mini, sources={**rl.sources, "mini_batch_size": mini_source})
     micro, micro_source = fitted_micro(rl, model, hw, fw, method, cards, offload)
-    return replace(rl, micro_batch_size=micro, sources={**rl.sources, "micro_batch_size": micro_source})
+    rl = replace(rl, micro_batch_size=micro, sources={**rl.sources, "micro_batch_size": micro_source})
+    if rl.dynamic_bsz:  # one token limit for the update and the log-prob passes
+        rl = replace(rl, log_prob_micro_batch_size=micro,
+                     sources={**rl.sources, "log_prob_micro_batch_size": micro_source})
+    return rl
 
 
 # The Qwen chat template around a user turn alone: <|im_start|> user \n ... <|im_end|> \n <|im_start|> assistant \n.
@@ -522,8 +545,7 @@ def _actor_overrides(add: Callable[[str, Any, str], None], plan: Plan, rl: RL, s
     add("actor_rollout_ref.actor.ppo_mini_batch_size", rl.mini_batch_size, rl.sources["mini_batch_size"])
     if rl.dynamic_bsz:
         add("actor_rollout_ref.actor.use_dynamic_bsz", True, rl.sources["dynamic_bsz"])
-        add("actor_rollout_ref.actor.ppo_max_token_len_per_gpu", rl.seq_len // sp,
-            "derived: (prompt + response) / SP, as the example computes it")
+        add("actor_rollout_ref.actor.ppo_max_token_len_per_gpu", *_token_limit(rl, sp))
     else:
         add("actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu", micro, micro_source)
     add("actor_rollout_ref.actor.use_kl_loss", rl.use_kl_loss, rl.sources["use_kl_loss"])
@@ -545,8 +567,7 @@ def _actor_overrides(add: Callable[[str, Any, str], None], plan: Plan, rl: RL, s
     if rl.dynamic_bsz:
         for role in ("rollout", "ref"):
             add(f"actor_rollout_ref.{role}.log_prob_use_dynamic_bsz", True, rl.sources["dynamic_bsz"])
-            add(f"actor_rollout_ref.{role}.log_prob_max_token_len_per_gpu", rl.seq_len // sp,
-                "derived: (prompt + response) / SP, as the example computes it")
+            add(f"actor_rollout_ref.{role}.log_prob_max_token_len_per_gpu", *_token_limit(rl, sp))
     else:
         add("actor_rollout_ref.rollout.log_prob_micro_batch_size_per_gpu", rl.log_prob_micro_batch_size,
             rl.sources["log_prob_micro_batch_size"])
@@ -638,13 +659,24 @@ def _critic_overrides(add: Callable[[str, Any, str], None], plan: Plan, rl: RL, 
         add("critic.model.enable_gradient_checkpointing", True, "as the actor's (upstream ppo_trainer NPU example)")
         if rl.dynamic_bsz:
             add("critic.use_dynamic_bsz", True, rl.sources["dynamic_bsz"])
-            add("critic.ppo_max_token_len_per_gpu", rl.seq_len // sp, "derived: (prompt + response) / SP")
+            add("critic.ppo_max_token_len_per_gpu", *_token_limit(rl, sp, critic=True))
         else:
             add("critic.ppo_micro_batch_size_per_gpu", micro, micro_source)
         if sp > 1:
             add("critic.ulysses_sequence_parallel_size", sp, sp_source)
         add("critic.model.fsdp_config.param_offload", offload, offload_source)
         add("critic.model.fsdp_config.optimizer_offload", offload, offload_source)
+
+
+def _token_limit(rl: RL, sp: int, critic: bool = False) -> tuple[int, str]:
+    """A dynamic batch's token limit per card, the actor's (and log-prob passes') `rl.micro_batch_size` full
+    sequences an SP group (the critic's twice that), and its source."""
+    sequences = rl.micro_batch_size * (CRITIC_SEQUENCES // SEQUENCES if critic else 1)
+    example = rl.example.get("max_token_len")
+    source = limit_source(sequences, rl.seq_len, sp, example[1] if example else None, critic)
+    if rl.micro_batch_size < SEQUENCES:
+        source += f"; below the guide's {SEQUENCES}: {rl.sources['micro_batch_size']}"
+    return token_limit(rl.seq_len, sp, sequences), source
 
 
 def _prepare_settings(plan: Plan, rl: RL, vl: bool, data: str) -> tuple[Setting, ...]:

@@ -6,6 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ...errors import SpecError
+from ...families.rl.batching import GUIDE, SEQUENCES
 from ...tables import Framework, Model
 from .examples import Example, example
 
@@ -51,7 +52,7 @@ class RL:
     clip_ratio_high: float
     mini_batch_size: int
     reward: str
-    micro_batch_size: int  # actor.ppo_micro_batch_size_per_gpu (sequences; unused with dynamic_bsz)
+    micro_batch_size: int  # actor.ppo_micro_batch_size_per_gpu (sequences; with dynamic_bsz, those of its limit)
     log_prob_micro_batch_size: int  # rollout / ref log_prob_micro_batch_size_per_gpu
     sp: int  # ulysses sequence parallel size of the actor (and ref, critic)
     dynamic_bsz: bool
@@ -125,14 +126,20 @@ def rl_config(given: dict, method: str, seq_len: int, model: Model, fw: Framewor
     reward = pick("reward", "reward")
     sp = pick("sp")
     example_seq = int(ex.values["prompt_length"][0]) + int(ex.values["response_length"][0])
-    micro, sources["micro_batch_size"] = _scaled(ex, "micro_batch_size", example_seq, prompt + response)
-    log_prob, sources["log_prob_micro_batch_size"] = _scaled(ex, "log_prob_micro_batch_size", example_seq,
-                                                             prompt + response, micro)
+    dynamic = pick("dynamic_bsz")
+    if dynamic:  # micro batches packed to a token limit of SEQUENCES full sequences (families/rl/batching.py)
+        micro = log_prob = SEQUENCES
+        sources["micro_batch_size"] = sources["log_prob_micro_batch_size"] = \
+            f"derived: use_dynamic_bsz packs {SEQUENCES} sequences' tokens a micro batch ({GUIDE} l. 148-149)"
+    else:
+        micro, sources["micro_batch_size"] = _scaled(ex, "micro_batch_size", example_seq, prompt + response)
+        log_prob, sources["log_prob_micro_batch_size"] = _scaled(ex, "log_prob_micro_batch_size", example_seq,
+                                                                 prompt + response, micro)
     rl = RL(script=script, nearest=nearest, prompt_length=prompt, response_length=response, n=n, use_kl_loss=use_kl,
             kl_coef=kl, clip_ratio_low=pick("clip_ratio_low", "clip_ratio_low"),
             clip_ratio_high=pick("clip_ratio_high", "clip_ratio_high"), mini_batch_size=mini, reward=reward,
             micro_batch_size=micro, log_prob_micro_batch_size=log_prob,
-            sp=sp, dynamic_bsz=pick("dynamic_bsz"), remove_padding=pick("remove_padding"),
+            sp=sp, dynamic_bsz=dynamic, remove_padding=pick("remove_padding"),
             rollout_tp=pick("rollout_tp", example_key="rollout_tp") if ex.get("rollout_tp") else 1,
             gpu_memory_utilization=pick("gpu_memory_utilization"), chunked_prefill=pick("chunked_prefill"),
             max_num_batched_tokens=pick("max_num_batched_tokens"), enforce_eager=pick("enforce_eager"),
