@@ -68,7 +68,7 @@ from .scheduler import (
 )
 from .spec import Pins, Spec
 from .tables import RL_METHODS, Hardware, Model, RecipeDefaults, Tables
-from .throughput import Throughput, cards_for_budget, hours, seconds_per_step
+from .throughput import Throughput, cards_for_budget, hours, per_card, seconds_per_step
 from .training import Adapter, Training
 
 # The chat template (a plugin's chat_template_fact) that has the thinking switch, whichever framework applies it.
@@ -432,7 +432,7 @@ def _choice(ctx: Context, lay: Layout, est: Estimate) -> str:
     runner_rate = rate(ctx, runner).tokens_per_card_s
     if runner_rate >= speed * 0.9999:
         return (f"{len(fitting)} layouts fit on {lay.cards} card(s) at the same estimated rate "
-                f"({speed:.0f} tokens/s per card); this one communicates and recomputes least. "
+                f"({per_card(speed)} tokens/s per card); this one communicates and recomputes least. "
                 f"Runner-up: {runner.describe()} ({runner.memory.total:.1f} GiB per card).")
     return (f"The fastest of {len(fitting)} layouts that fit on {lay.cards} card(s) by the step "
             f"model: {speed:.0f} tokens/s per card. Runner-up: {runner.describe()}, "

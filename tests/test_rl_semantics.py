@@ -347,3 +347,14 @@ def test_a_token_limit_the_card_cannot_hold_falls_to_the_examples_and_says_why()
                 if i.key == "actor_rollout_ref.actor.ppo_max_token_len_per_gpu")
     assert plan.frameworks["verl"].cards == 16 and item.value == 22528 // 2
     assert "below the guide's 2" in item.source and "run_dapo_qwen3_14b_base_npu.sh l. 51" in item.source
+
+
+def test_plan_md_prints_the_rl_rate_not_zero():
+    # Item 9: an RL rate per data token is a fraction of one, which PLAN.md printed as "0 tokens/s per card".
+    plan, files = _render(model="qwen2.5-32b", method="dapo", seq_len=16384, hardware="snt9b23")
+    rate = plan.frameworks["verl"].estimate.tokens_per_card_s
+    assert 0 < rate < 1
+    text = files["PLAN.md"]
+    assert f"**Time.** {rate:.3g} tokens/s per card (MindSpeed-RL's measurement" in text
+    assert f"at the same estimated rate ({rate:.3g} tokens/s per card)" in text
+    assert " 0 tokens/s per card" not in text and "(0 x 16 cards" not in text

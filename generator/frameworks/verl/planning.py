@@ -823,6 +823,12 @@ ANSWER_FORMATS: dict[str, tuple[str, str, str, str]] = {
 }
 
 
+# Rewards that compare the response's final answer with the ground truth as a normalized string: an answer that is
+# not a plain number (\dfrac{1}{2}, \sqrt2) scores -1 whenever the response writes it another way.
+LITERAL_REWARDS = {"math_dapo": f"{VERL} verl/utils/reward_score/math_dapo.py l. 124-190, 265: the normalized "
+                                f"strings compared as they are, -1.0 unless equal"}
+
+
 def hydra_run_dir(out: str) -> str:
     """Hydra's run folder under verl's output folder. Hydra resolves it once to make the folder and again through
     its log file's name (${hydra.runtime.output_dir}/${hydra.job.name}.log: hydra-core 1.3.8, which verl 0.7.0
@@ -838,10 +844,14 @@ def answer_settings(reward: str, column: str | None) -> tuple[Setting, ...]:
     """prepare_data.py's prompt instruction and final-answer rule for `reward` (ANSWER_FORMATS), or the column
     rl.answer_column names, which holds each row's final answer."""
     prefix, suffix, rule, source = ANSWER_FORMATS[reward]
+    literal = LITERAL_REWARDS.get(reward)
     return (Setting("prompt_prefix", prefix, source), Setting("prompt_suffix", suffix, source),
             Setting("answer_rule", rule, source),
             Setting("answer_column", column, "spec rl.answer_column: each row's final answer" if column else
-                    f"not given: the final answer is found in the answer text ({rule})"))
+                    f"not given: the final answer is found in the answer text ({rule})"),
+            Setting("literal_reward", f"{reward} ({literal})" if literal else None,
+                    f"prepare_data.py warns of each final answer that is not a plain number: {literal}" if literal
+                    else f"{reward} grades the answer, not its spelling"))
 
 
 def _train_rows(rows: int) -> int:
