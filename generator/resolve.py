@@ -318,7 +318,7 @@ def _context(spec: Spec, model: Model, hw: Hardware, tables: Tables, name: str, 
     """One framework's context. An algorithm batch (RL's, recipes.yaml algorithm_batch) is held in the search as a
     given one: a card count it does not tile is passed over and a time budget cannot move it (the plan's recipe
     still shows it as the default it is). A framework that runs whole nodes (Planning.whole_nodes) counts in nodes."""
-    fw, defaults = tables.frameworks[name], _defaults(tables, name, spec.method, model)
+    fw, defaults = tables.frameworks[name], _defaults(tables, name, spec.method, model, hw)
     if spec.global_batch_size is None and algorithm_batch(defaults):
         spec = replace(spec, global_batch_size=batch_target(defaults, spec)[0])
     if plugin_of(fw).planning.whole_nodes:  # the counts it chooses: whole nodes (cards.valid_counts)
@@ -518,8 +518,9 @@ def _recipe(spec: Spec, model: Model, tables: Tables, plans: dict[str, Framework
         return training(spec, model, chosen, batch, spec.samples_per_epoch, step_seconds, thinking,
                         tables.hardware[spec.hardware].accelerator, runs[name])
 
+    hw = tables.hardware[spec.hardware]
     recipes = {name: resolved(planning[name].recipe_defaults(defaults.for_framework(name), model,
-                                                             tables.frameworks[name]), name) for name in plans}
+                                                             tables.frameworks[name], hw), name) for name in plans}
     # What a framework's pinned version cannot express, refused rather than written differently.
     floorless = sorted(name for name, r in recipes.items() if planning[name].linear_decay_source
                        and r.lr_schedule == "linear" and r.min_learning_rate > 0)
@@ -531,7 +532,7 @@ def _recipe(spec: Spec, model: Model, tables: Tables, plans: dict[str, Framework
     if problems:
         raise SpecError(problems)
     first = next(iter(plans))
-    return resolved(planning[first].recipe_defaults(defaults, model, tables.frameworks[first]), first), recipes
+    return resolved(planning[first].recipe_defaults(defaults, model, tables.frameworks[first], hw), first), recipes
 
 
 def _extra(spec: Spec, plans: dict[str, FrameworkPlan]) -> dict[str, dict]:
@@ -543,10 +544,11 @@ def _extra(spec: Spec, plans: dict[str, FrameworkPlan]) -> dict[str, dict]:
     return {name: options for name, options in spec.extra.items() if options}
 
 
-def _defaults(tables: Tables, name: str, method: str, model: Model) -> RecipeDefaults:
-    """`method`'s training defaults as framework `name` trains `model` with them (its plugin's recipe_defaults)."""
+def _defaults(tables: Tables, name: str, method: str, model: Model, hw: Hardware) -> RecipeDefaults:
+    """`method`'s training defaults as framework `name` trains `model` on `hw` with them (its plugin's
+    recipe_defaults)."""
     fw = tables.frameworks[name]
-    return plugin_of(fw).planning.recipe_defaults(tables.recipes[method], model, fw)
+    return plugin_of(fw).planning.recipe_defaults(tables.recipes[method], model, fw, hw)
 
 
 def _frameworks(spec: Spec, tables: Tables, model: Model) -> tuple[list[str], list[str]]:
@@ -1028,7 +1030,7 @@ def candidate_layouts(spec: Spec, tables: Tables, plan: Plan) -> dict[str, list[
     out: dict[str, list[Candidate]] = {}
     for name, fp in plan.frameworks.items():
         ctx = Context(at_batch, model, hw, tables.frameworks[name], False, adapter(spec, tables.recipes[spec.method]),
-                      _defaults(tables, name, spec.method, model))
+                      _defaults(tables, name, spec.method, model, hw))
         out[name] = []
         for kind, role in fp.roles.items():
             at = replace(ctx, role=RoleKind(kind))

@@ -358,3 +358,54 @@ def test_plan_md_prints_the_rl_rate_not_zero():
     assert f"**Time.** {rate:.3g} tokens/s per card (MindSpeed-RL's measurement" in text
     assert f"at the same estimated rate ({rate:.3g} tokens/s per card)" in text
     assert " 0 tokens/s per card" not in text and "(0 x 16 cards" not in text
+
+
+@pytest.mark.parametrize("hardware", ["h800", "a800", "h100"])
+def test_a_gpu_plan_follows_verls_gpu_script_for_the_model(hardware):
+    # Item 9: GPU plans copied the NPU example's choices (batch 256, mini 64, micro 10) where verl ships a GPU script
+    # for the model: examples/grpo_trainer/run_qwen3-8b.sh (batch 1024, mini 256, micro 32, n 5, 512 + 1024, TP 2,
+    # gpu_memory_utilization 0.6, no offload, 15 epochs).
+    script = "examples/grpo_trainer/run_qwen3-8b.sh"
+    plan = _plan(hardware=hardware, seq_len=1536)
+    sources = {item.key: item.source for item in plan.frameworks["verl"].settings.overrides}
+    o = _overrides(plan)
+    assert plan.frameworks["verl"].settings.upstream.startswith(script)
+    expected = {"actor_rollout_ref.actor.ppo_mini_batch_size": (256, 18), "actor_rollout_ref.rollout.n": (5, 31),
+                "data.max_prompt_length": (512, 11), "actor_rollout_ref.rollout.tensor_model_parallel_size": (2, 28),
+                "trainer.total_epochs": (15, 43)}
+    for key, (value, line) in expected.items():
+        assert o[key] == value and f"{script} l. {line}" in sources[key], key
+    assert o["data.train_batch_size"] == 1024
+    assert f"{script} l. 10" in plan.train.origin["global_batch_size"]
+    assert o["actor_rollout_ref.actor.fsdp_config.param_offload"] is False
+    # The micro batches are the script's, or lower with the memory model's reason, citing it.
+    for key, line in (("actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu", 19),
+                      ("actor_rollout_ref.rollout.log_prob_micro_batch_size_per_gpu", 27)):
+        assert o[key] == 32 or "above the card's budget" in sources[key], key
+        assert f"{script} l. {line}" in sources[key], key
+    # Ascend plans and models without a GPU script keep the NPU example.
+    assert _plan(seq_len=1536).frameworks["verl"].settings.upstream.startswith(
+        "examples/grpo_trainer/run_qwen3-8b_npu.sh")
+    assert _plan("qwen3-32b", hardware=hardware).frameworks["verl"].settings.upstream.startswith(
+        "examples/grpo_trainer/run_qwen3-32b_npu.sh")
+
+
+# The seed's verl rows (min_cards.csv) whose model and method upstream never ran on Ascend: no NPU example script
+# trains that model (or a variant of it) with that method (PPO on a VL model is refused: item 5).
+NEVER_RUN = [("qwen2.5_vl-7b", "dapo"), ("qwen2.5_vl-32b", "dapo"), ("qwen3-32b", "dapo"), ("qwen3-32b", "ppo"),
+             ("qwen2.5-32b", "ppo")]
+
+
+def test_the_seed_rows_upstream_never_ran_are_exactly_those_the_plan_says_so_of():
+    # Item 5 (remainder f): say which rows of the seed's table upstream has never run.
+    seed = sorted({(row.model, method) for row in TABLES.min_cards if row.framework == "verl"
+                   for method in row.methods if not (method == "ppo" and TABLES.model(row.model).vision_params_b)})
+    said = sorted((model, method) for model, method in seed
+                  if any("upstream has never run this job on Ascend" in note
+                         for note in _plan(model, method, "snt9b23", 4096).notes))
+    assert said == sorted(NEVER_RUN)
+    # On a GPU, Qwen2.5-32B PPO has verl's own script (examples/ppo_trainer/run_qwen2.5-32b.sh); Qwen3-32B GRPO's
+    # NPU example stands in for the GPU script verl does not ship, and the plan says so.
+    assert not any("never run" in note for note in _plan("qwen2.5-32b", "ppo", "h800", 2048).notes)
+    assert any("ships no grpo GPU script for qwen3-32b: the plan follows its NPU example" in note
+               for note in _plan("qwen3-32b", "grpo", "h800", 4096).notes)

@@ -212,8 +212,9 @@ def test_dapo_follows_the_recipe_and_a_model_without_an_example_follows_the_near
     assert s.value("reward_model.reward_manager") == "dapo"
     assert s.value("actor_rollout_ref.actor.use_dynamic_bsz") is True
     nearest = _plan("qwen3-14b", "grpo")
-    assert any("no grpo NPU example for qwen3-14b; the plan follows the same method's example for the nearest "
-               "model, Qwen/Qwen3-8B" in note for note in nearest.notes)
+    # Issue 36 item 5: the plan says upstream has never run the job.
+    assert any("no grpo NPU example for qwen3-14b: upstream has never run this job on Ascend; the plan follows the "
+               "same method's example for the nearest model, Qwen/Qwen3-8B" in note for note in nearest.notes)
 
 
 def test_the_spec_rl_section_sets_the_values():

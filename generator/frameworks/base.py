@@ -14,7 +14,7 @@ from ..parallel import Parallel
 from ..plan import FrameworkPlan, Layout, Plan, RunLength
 from ..spaces import GridSpace
 from ..spec import Spec
-from ..tables import Framework, Model, RecipeDefaults
+from ..tables import Framework, Hardware, Model, RecipeDefaults
 from ..throughput import Throughput
 from ..training import Training
 from .contract import (
@@ -55,7 +55,8 @@ class DefaultPlanning:
     def roles(self, method: str) -> tuple[RoleDef, ...]:
         return (RoleDef(RoleKind.TRAIN),)
 
-    def recipe_defaults(self, defaults: RecipeDefaults, model: Model, fw: Framework) -> RecipeDefaults:
+    def recipe_defaults(self, defaults: RecipeDefaults, model: Model, fw: Framework,
+                        hw: Hardware | None = None) -> RecipeDefaults:
         return defaults
 
     def role_runs(self, ctx: Context, role: RoleKind) -> bool:

@@ -19,7 +19,7 @@ from ...memory import MemoryBreakdown
 from ...parallel import Parallel
 from ...plan import FrameworkPlan, Layout, Plan
 from ...spaces import GridSpace
-from ...tables import Framework, Model, RecipeDefaults
+from ...tables import Framework, Hardware, Model, RecipeDefaults
 from ...throughput import Throughput
 from .. import contract
 from ..base import DefaultPlanning
@@ -95,7 +95,8 @@ class Planning(DefaultPlanning):
         return (RoleDef(RoleKind.ACTOR), RoleDef(RoleKind.ROLLOUT),
                 RoleDef(RoleKind.REFERENCE, takes=RoleKind.ACTOR))
 
-    def recipe_defaults(self, defaults: RecipeDefaults, model: Model, fw: Framework) -> RecipeDefaults:
+    def recipe_defaults(self, defaults: RecipeDefaults, model: Model, fw: Framework,
+                        hw: Hardware | None = None) -> RecipeDefaults:
         ex = example(defaults.method, model.name)
         if ex is None:
             return defaults

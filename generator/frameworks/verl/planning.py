@@ -32,7 +32,7 @@ from ..base import DefaultPlanning
 from ..contract import PathDefault, RoleDef, RoleKind, Structure
 from . import memory
 from .examples import example
-from .rl import DATA_SOURCES, RL, VERL, bare, rl_config
+from .rl import DATA_SOURCES, RL, VERL, bare, example_script, rl_config
 from .settings import Setting, VerlSettings
 
 NAME = "verl"
@@ -75,7 +75,7 @@ FSDP_SIZE = "actor_rollout_ref.actor.fsdp_config.fsdp_size"
 
 
 def rl_of(ctx: Context) -> RL:
-    return rl_config(ctx.spec.rl, ctx.spec.method, ctx.spec.seq_len, ctx.model, ctx.fw)
+    return rl_config(ctx.spec.rl, ctx.spec.method, ctx.spec.seq_len, ctx.model, ctx.fw, ctx.hw.accelerator)
 
 
 @dataclass(frozen=True)
@@ -183,10 +183,11 @@ class VerlPlanning(DefaultPlanning):
             row("clip_ratio_high", rl.clip_ratio_high, rl.sources["clip_ratio_high"]),
             row("mini_batch_size", rl.mini_batch_size, rl.sources["mini_batch_size"])))
 
-    def recipe_defaults(self, defaults: RecipeDefaults, model: Model, fw: Framework) -> RecipeDefaults:
+    def recipe_defaults(self, defaults: RecipeDefaults, model: Model, fw: Framework,
+                        hw: Hardware | None = None) -> RecipeDefaults:
         # The global batch and epochs of the script the plan follows for the model and method (the mini and gen
         # batches scale with the batch: fitted_mini, dapo_generation); verl's own epochs where it sets none.
-        script = (fw.models.get(model.name) or {}).get(defaults.method)
+        script = example_script(fw.models.get(model.name) or {}, defaults.method, hw.accelerator if hw else "npu")
         if not script:
             return defaults
         ex = example(script)
@@ -365,9 +366,26 @@ def sized(rl: RL, model: Model, hw: Hardware, fw: Framework, method: str, cards:
     micro, micro_source = fitted_micro(rl, model, hw, fw, method, cards, offload)
     rl = replace(rl, micro_batch_size=micro, sources={**rl.sources, "micro_batch_size": micro_source})
     if rl.dynamic_bsz:  # one token limit for the update and the log-prob passes
-        rl = replace(rl, log_prob_micro_batch_size=micro,
-                     sources={**rl.sources, "log_prob_micro_batch_size": micro_source})
-    return rl
+        return replace(rl, log_prob_micro_batch_size=micro,
+                       sources={**rl.sources, "log_prob_micro_batch_size": micro_source})
+    log_prob, log_prob_source = fitted_log_prob(rl, model, hw, fw, method, cards, offload)
+    return replace(rl, log_prob_micro_batch_size=log_prob,
+                   sources={**rl.sources, "log_prob_micro_batch_size": log_prob_source})
+
+
+def fitted_log_prob(rl: RL, model: Model, hw: Hardware, fw: Framework, method: str, cards: int,
+                    offload: bool) -> tuple[int, str]:
+    """The log-prob passes' per-GPU micro batch (sequences): the example's where the actor's log-prob pass fits the
+    card with it, else the largest below it that does (1 where none does), so the search lowers it before it adds
+    cards."""
+    budget = hw.usable_gb * (1.0 - HEADROOM)
+    example = rl.log_prob_micro_batch_size
+    chosen = next((count for count in range(example, 0, -1) if memory.log_prob_memory(
+        model, fw, method, replace(rl, log_prob_micro_batch_size=count), cards, offload).total <= budget), 1)
+    if chosen == example:
+        return chosen, rl.sources["log_prob_micro_batch_size"]
+    return chosen, (f"derived: the example's {example} ({rl.sources['log_prob_micro_batch_size']}) leaves the "
+                    f"actor's log-prob pass above the card's budget at {cards} cards; the largest that fits")
 
 
 # The Qwen chat template around a user turn alone: <|im_start|> user \n ... <|im_end|> \n <|im_start|> assistant \n.
@@ -435,7 +453,7 @@ def fitted_mini(rl: RL, batch: int, cards: int, sp: int, trained: int) -> tuple[
 
 def settings(ctx: Context, plan: Plan, fp: FrameworkPlan) -> VerlSettings:
     model, hw, fw = ctx.model, ctx.hw, ctx.fw
-    rl = rl_config(plan.rl, plan.method, plan.seq_len, model, fw)
+    rl = rl_config(plan.rl, plan.method, plan.seq_len, model, fw, hw.accelerator)
     actor, rollout = fp.roles[RoleKind.ACTOR.value].layout, fp.roles[RoleKind.ROLLOUT.value].layout
     cards = actor.cards
     check_rules(plan, rl, cards, _sp(rl, model, cards)[0])

@@ -79,8 +79,9 @@ class RL:
         return 1024, f"{ROLLOUT_YAML} l. 68: max_num_seqs 1024"
 
 
-def rl_config(given: dict, method: str, seq_len: int, model: Model, fw: Framework) -> RL:
-    """The job's RL values: `given`, the spec's `rl:` keys, for `method` at `seq_len`."""
+def rl_config(given: dict, method: str, seq_len: int, model: Model, fw: Framework, accelerator: str = "npu") -> RL:
+    """The job's RL values: `given`, the spec's `rl:` keys, for `method` at `seq_len` on `accelerator` (a GPU plan
+    follows verl's GPU script for the model where it ships one: frameworks.yaml <method>_gpu)."""
     if method == "ppo" and model.vision_params_b > 0:
         raise SpecError.at("method", f"verl 0.7.0 cannot start ppo on {model.name}: PPO's critic needs a value "
                                      f"head, which transformers has none of for a vision-language model, so verl "
@@ -89,19 +90,14 @@ def rl_config(given: dict, method: str, seq_len: int, model: Model, fw: Framewor
                                      f"upstream script runs PPO on a VL model. Use grpo or dapo (upstream "
                                      f"examples/grpo_trainer/run_qwen2_5_vl_7b_npu.sh, recipe/dapo's VL scripts)")
     info = fw.models.get(model.name) or {}
-    script = info.get(method)
+    script = example_script(info, method, accelerator)
     if not script:
         raise SpecError.at("method", f"verl plans {method} for {model.name} from no upstream example "
                                      f"(frameworks.yaml verl)")
     ex = example(script)
-    nearest = None if ex.model.lower() == model.hf_id.lower() else \
-        (f"verl 0.7.0's {method} NPU example for {model.name} trains {ex.model} ({script}); the plan trains "
-         f"{model.hf_id} with its values: the nearest model upstream runs {method} on")
-    if bare(ex.model) != bare(model.hf_id):
-        nearest = (f"verl 0.7.0 has no {method} NPU example for {model.name}; the plan follows the same method's "
-                   f"example for the nearest model, {ex.model} ({script})")
+    nearest = _nearest(method, model, ex, "GPU" if script == info.get(f"{method}_gpu") else "NPU", accelerator)
     sources: dict[str, str] = {}
-    engine = _vision_engine(model, info, ex)
+    engine = _vision_engine(model, info, ex, accelerator)
 
     def pick(field: str, given_key: str | None = None, example_key: str | None = None):
         if given_key and given_key in given:
@@ -152,10 +148,33 @@ def rl_config(given: dict, method: str, seq_len: int, model: Model, fw: Framewor
 VISION_ENGINE_KEYS = ("enforce_eager", "chunked_prefill")
 
 
-def _vision_engine(model: Model, info: dict, ex: Example) -> Example:
+def _nearest(method: str, model: Model, ex: Example, kind: str, accelerator: str) -> str | None:
+    """Where the followed script trains another model (or another variant of it), or is the NPU script on a GPU:
+    what PLAN.md says of it (None: upstream ran this very job)."""
+    said = []
+    if bare(ex.model) != bare(model.hf_id):
+        said.append(f"verl 0.7.0 has no {method} {kind} example for {model.name}: upstream has never run this job "
+                    f"{'on Ascend' if kind == 'NPU' else 'on a GPU'}; the plan follows the same method's example for "
+                    f"the nearest model, {ex.model} ({ex.script})")
+    elif ex.model.lower() != model.hf_id.lower():
+        said.append(f"verl 0.7.0's {method} {kind} example for {model.name} trains {ex.model} ({ex.script}); the "
+                    f"plan trains {model.hf_id} with its values: the nearest model upstream runs {method} on")
+    if accelerator == "gpu" and kind == "NPU":
+        said.append(f"verl 0.7.0 ships no {method} GPU script for {model.name}: the plan follows its NPU example "
+                    f"({ex.script}) on the GPU")
+    return "; ".join(said) or None
+
+
+def example_script(info: dict, method: str, accelerator: str) -> str | None:
+    """The upstream script a plan follows for `method` (a model's frameworks.yaml verl row): on a GPU, verl's GPU
+    script where it ships one for the model; else the NPU one."""
+    return (info.get(f"{method}_gpu") if accelerator == "gpu" else None) or info.get(method)
+
+
+def _vision_engine(model: Model, info: dict, ex: Example, accelerator: str) -> Example:
     """The example a VL model's rollout engine settings come from: its own GRPO example where the method's script
     trains a text model; else the followed script."""
-    own = info.get("grpo")
+    own = example_script(info, "grpo", accelerator)
     if model.vision_params_b <= 0 or not own or bare(ex.model) == bare(model.hf_id):
         return ex
     return example(own)
