@@ -8,7 +8,6 @@ card holds its 1/SP share, so the rule holds for the limit per card x SP; the me
 
 from __future__ import annotations
 
-GUIDE = "verl 0.7.0 docs/perf/perf_tuning.rst"
 SEQUENCES = 2  # l. 148-149: at least 2 x (prompt + response) a micro batch
 CRITIC_SEQUENCES = 2 * SEQUENCES  # l. 155-159: the critic's at least 2x the actor's
 
@@ -19,9 +18,10 @@ def token_limit(seq_len: int, sp: int, sequences: int) -> int:
     return -(-sequences * seq_len // sp)
 
 
-def limit_source(sequences: int, seq_len: int, sp: int, example: str | None, critic: bool) -> str:
-    """Why a token limit is what it is: the guide's rule, and the followed example's own where it sets one."""
+def limit_source(sequences: int, seq_len: int, sp: int, example: str | None, critic: bool, guide: str) -> str:
+    """Why a token limit is what it is: the guide's rule (`guide`: the framework's tuning guide), and the followed
+    example's own where it sets one."""
     rule = (f"derived: {sequences} x (prompt + response) = {sequences * seq_len} tokens a micro batch of the SP "
-            f"group, / SP {sp} a card ({GUIDE} l. 148-149" + (", the critic's 2x the actor's, l. 155-159" if critic
+            f"group, / SP {sp} a card ({guide} l. 148-149" + (", the critic's 2x the actor's, l. 155-159" if critic
                                                                else "") + ")")
     return rule + (f"; the example's is 1 x (prompt + response) / SP ({example})" if example else "")

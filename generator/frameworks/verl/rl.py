@@ -6,13 +6,14 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ...errors import SpecError
-from ...families.rl.batching import GUIDE, SEQUENCES
+from ...families.rl.batching import SEQUENCES
 from ...tables import Framework, Model
 from .examples import Example, example
 
 VERL = "verl 0.7.0"
 ACTOR_YAML = f"{VERL} verl/trainer/config/actor/actor.yaml"
 ROLLOUT_YAML = f"{VERL} verl/trainer/config/rollout/rollout.yaml"
+GUIDE = f"{VERL} docs/perf/perf_tuning.rst"  # its dynamic batch size tuning tips (families/rl/batching.py)
 # rl.reward -> the data_source verl's default_compute_score picks that rule reward by
 # (verl 0.7.0 verl/utils/reward_score/__init__.py l. 44, 48, 59, 89).
 DATA_SOURCES = {"gsm8k": ("openai/gsm8k", 44), "math": ("lighteval/MATH", 48), "math_dapo": ("math_dapo", 59),
