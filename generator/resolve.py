@@ -37,6 +37,7 @@ from .charts import plan_charts
 from .context import Context
 from .dataset import DataShape, data_format, data_shape
 from .errors import Problem, SpecError
+from .families.rl.run import RunSteps
 from .frameworks import plugin_of
 from .layouts import (
     MAX_BUBBLE,
@@ -492,19 +493,24 @@ def _with_roles(ctx: Context, tables: Tables, fp: FrameworkPlan, notes: list[str
     return replace(fp, roles=roles)
 
 
+def _step_seconds(spec: Spec, plans: dict[str, FrameworkPlan], runs: dict[str, RunSteps | None],
+                  batch: int) -> float | None:
+    """The slowest framework's step time (None: no planned framework has a rate). A step's time counts the prompts
+    it draws from the data (DAPO: its generation batch), so the run's steps at that time make the run estimate."""
+    draws = {name: batch if run is None else run.draw for name, run in runs.items()}
+    timed = [seconds_per_step(draws[name], spec.sample_tokens, fp.estimate.tokens_per_card_s, fp.layout.cards,
+                              spec.scaling_efficiency) for name, fp in plans.items()
+             if fp.estimate.tokens_per_card_s > 0]
+    return max(timed) if timed else None
+
+
 def _recipe(spec: Spec, model: Model, tables: Tables, plans: dict[str, FrameworkPlan],
             planning: dict[str, Planning], contexts: dict[str, Context],
             batch: int) -> tuple[Training, dict[str, Training]]:
     """The method's training recipe and the one each framework trains with (its own defaults where recipes.yaml
     gives them), with checkpoint intervals timed on the slowest framework's step."""
     runs = {name: planning[name].run_steps(contexts[name], batch) for name in plans}
-    # A step's time counts the prompts it draws from the data (DAPO: its generation batch), so the run's steps at
-    # that time make the run estimate.
-    draws = {name: batch if run is None else run.draw for name, run in runs.items()}
-    timed = [seconds_per_step(draws[name], spec.sample_tokens, fp.estimate.tokens_per_card_s, fp.layout.cards,
-                              spec.scaling_efficiency)
-             for name, fp in plans.items() if fp.estimate.tokens_per_card_s > 0]
-    step_seconds = max(timed) if timed else None  # None: no planned framework has a rate
+    step_seconds = _step_seconds(spec, plans, runs, batch)
     thinking = any(own.chat_template_fact and plans[name].info.get(own.chat_template_fact) == THINKING_TEMPLATE
                    for name, own in planning.items())
     if "enable_thinking" in spec.train and spec.method != "pretrain" and not thinking:
