@@ -409,3 +409,18 @@ def test_the_seed_rows_upstream_never_ran_are_exactly_those_the_plan_says_so_of(
     assert not any("never run" in note for note in _plan("qwen2.5-32b", "ppo", "h800", 2048).notes)
     assert any("ships no grpo GPU script for qwen3-32b: the plan follows its NPU example" in note
                for note in _plan("qwen3-32b", "grpo", "h800", 4096).notes)
+
+
+def test_gpu_dapo_follows_verls_gpu_recipe():
+    # Item 9: verl's GPU DAPO recipe for Qwen2.5-32B (recipe/dapo/run_dapo_qwen2.5_32b.sh: 512 prompts, generation
+    # batch 1536, mini batch 32, n 16), not the NPU recipe's 128 / 384.
+    script = "recipe/dapo/run_dapo_qwen2.5_32b.sh"
+    plan = _plan("qwen2.5-32b", "dapo", "h800", 4096)
+    sources = {item.key: item.source for item in plan.frameworks["verl"].settings.overrides}
+    o = _overrides(plan)
+    assert plan.frameworks["verl"].settings.upstream.startswith(script)
+    assert (o["data.train_batch_size"], o["data.gen_batch_size"]) == (512, 1536)
+    assert o["actor_rollout_ref.actor.ppo_mini_batch_size"] == 32 and f"{script} l. 31" in \
+        sources["actor_rollout_ref.actor.ppo_mini_batch_size"]
+    assert o["actor_rollout_ref.rollout.n"] == 16 and f"{script} l. 30" in sources["actor_rollout_ref.rollout.n"]
+    assert o["trainer.total_training_steps"] == plan.train.steps == (60000 - 3000) // 1536

@@ -18,10 +18,11 @@ def token_limit(seq_len: int, sp: int, sequences: int) -> int:
     return -(-sequences * seq_len // sp)
 
 
-def limit_source(sequences: int, seq_len: int, sp: int, example: str | None, critic: bool, guide: str) -> str:
+def limit_source(sequences: int, seq_len: int, sp: int, example: tuple[str, str] | None, critic: bool,
+                 guide: str) -> str:
     """Why a token limit is what it is: the guide's rule (`guide`: the framework's tuning guide), and the followed
-    example's own where it sets one."""
+    example's own (its formula, its source) where it sets one."""
     rule = (f"derived: {sequences} x (prompt + response) = {sequences * seq_len} tokens a micro batch of the SP "
             f"group, / SP {sp} a card ({guide} l. 148-149" + (", the critic's 2x the actor's, l. 155-159" if critic
                                                                else "") + ")")
-    return rule + (f"; the example's is 1 x (prompt + response) / SP ({example})" if example else "")
+    return rule + (f"; the example's is {example[0]} ({example[1]})" if example else "")

@@ -691,7 +691,8 @@ def _token_limit(rl: RL, sp: int, critic: bool = False) -> tuple[int, str]:
     sequences an SP group (the critic's twice that), and its source."""
     sequences = rl.micro_batch_size * (CRITIC_SEQUENCES // SEQUENCES if critic else 1)
     example = rl.example.get("max_token_len")
-    source = limit_source(sequences, rl.seq_len, sp, example[1] if example else None, critic, GUIDE)
+    source = limit_source(sequences, rl.seq_len, sp, (str(example[0]), example[1]) if example else None, critic,
+                          GUIDE)
     if rl.micro_batch_size < SEQUENCES:
         source += f"; below the guide's {SEQUENCES}: {rl.sources['micro_batch_size']}"
     return token_limit(rl.seq_len, sp, sequences), source
