@@ -6,9 +6,11 @@ value came from, and every renderer writes these values in its framework's own t
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 
 from .api.notes import Note, warning
 from .errors import SpecError
+from .families.rl.run import RunSteps
 from .spec import Spec
 from .tables import PLACEHOLDER_KEYS, Model, RecipeDefaults, trains_adapters
 from .training import Adapter, Training
@@ -60,9 +62,11 @@ def default_row(defaults: RecipeDefaults, key: str, model: Model) -> dict:
 
 
 def training(spec: Spec, model: Model, defaults: RecipeDefaults, global_batch: int, samples: int | None,
-             step_seconds: float | None, thinking_template: bool, accelerator: str) -> Training:
+             step_seconds: float | None, thinking_template: bool, accelerator: str,
+             run: RunSteps | None = None) -> Training:
     """Resolve the recipe once the global batch and the slowest framework's step time are known; `thinking_template`:
-    a planned framework applies Qwen3's chat template (the resolver refuses train.enable_thinking without one)."""
+    a planned framework applies Qwen3's chat template (the resolver refuses train.enable_thinking without one);
+    `run`: the steps the framework's files run, where it counts them itself (Planning.run_steps)."""
     given, origin = spec.train, dict[str, str]()
     lr = _pick(given, "learning_rate", default_row(defaults, "learning_rate", model), origin)
     share = default_row(defaults, "min_learning_rate_share", model)
@@ -85,7 +89,7 @@ def training(spec: Spec, model: Model, defaults: RecipeDefaults, global_batch: i
         origin["global_batch_size"] = f"derived: {target} samples ({why}) moved to {global_batch} (plan notes and " \
                                       f"warnings say why)"
 
-    steps, epochs = _steps(spec, samples, global_batch, origin)
+    steps, epochs = _steps(spec, samples, global_batch, origin, defaults, run)
 
     if "warmup_steps" in given:
         warmup_steps, warmup_ratio, origin["warmup_steps"] = given["warmup_steps"], None, "given"
@@ -128,23 +132,31 @@ def training(spec: Spec, model: Model, defaults: RecipeDefaults, global_batch: i
                     enable_thinking=thinking, origin=origin, placeholders=placeholders)
 
 
-def _steps(spec: Spec, samples: int | None, global_batch: int,
-           origin: dict[str, str]) -> tuple[int | None, float | None]:
-    """The training steps and epochs, given or derived from the data size (None: unknown), with their origins."""
+def _steps(spec: Spec, samples: int | None, global_batch: int, origin: dict[str, str], defaults: RecipeDefaults,
+           run: RunSteps | None) -> tuple[int | None, float | None]:
+    """The training steps and epochs, given or derived from the data size (None: unknown), with their origins. The
+    epochs default to the method's row where it has one (RL: the followed example's), else 1; `run`, where the
+    framework counts its steps itself, gives the steps."""
     given = spec.train
+    row = defaults.values.get("epochs")
+    if row is not None and not spec.epochs_given:
+        spec = replace(spec, epochs=row["value"])
+        default_epochs = f"default: {row['value']} ({row['source']})"
+    else:
+        default_epochs = "default: 1"
     if "steps" in given:
         steps, origin["steps"] = given["steps"], "given"
         epochs = None if samples is None else steps * global_batch / samples
         origin["epochs"] = "derived: steps x global batch / samples" if samples else "unknown: no data size"
     elif samples is not None:
-        steps = max(1, math.ceil(samples * spec.epochs / global_batch))
+        steps = max(1, math.ceil(samples * spec.epochs / global_batch)) if run is None else run.steps
         epochs = spec.epochs
-        origin["steps"] = "derived: samples x epochs / global batch"
-        origin["epochs"] = "given" if spec.epochs_given else "default: 1"
+        origin["steps"] = "derived: samples x epochs / global batch" if run is None else f"derived: {run.source}"
+        origin["epochs"] = "given" if spec.epochs_given else default_epochs
     else:
         steps, epochs = None, spec.epochs
         origin["steps"] = "unknown: give data.samples (or total_tokens) or train.steps"
-        origin["epochs"] = "given" if spec.epochs_given else "default: 1"
+        origin["epochs"] = "given" if spec.epochs_given else default_epochs
     return steps, epochs
 
 

@@ -38,6 +38,7 @@ from .charts import plan_charts
 from .context import Context
 from .dataset import DataShape, data_format, data_shape
 from .errors import Problem, SpecError
+from .families.rl.run import RunSteps
 from .frameworks import plugin_of
 from .layouts import (
     MAX_BUBBLE,
@@ -69,7 +70,7 @@ from .scheduler import (
 )
 from .spec import Pins, Spec
 from .tables import RL_METHODS, Hardware, Model, RecipeDefaults, Tables
-from .throughput import Throughput, cards_for_budget, hours, seconds_per_step
+from .throughput import Throughput, cards_for_budget, hours, per_card, seconds_per_step
 from .training import Adapter, Training
 
 # The chat template (a plugin's chat_template_fact) that has the thinking switch, whichever framework applies it.
@@ -110,7 +111,7 @@ def resolve(spec: Spec, tables: Tables, force: bool = False) -> Plan:
     plans, batch = laid.plans, laid.batch
     _check_master_addr(spec, plans)
     planning = {name: plugin_of(tables.frameworks[name]).planning for name in plans}
-    recipe, recipes = _recipe(spec, model, tables, plans, planning, batch)
+    recipe, recipes = _recipe(spec, model, tables, plans, planning, contexts, batch)
     if laid.batch_origin:  # the batch was not the recipe's round number: say what it is
         recipe = replace(recipe, origin={**recipe.origin, "global_batch_size": laid.batch_origin})
         recipes = {name: replace(own, origin={**own.origin, "global_batch_size": laid.batch_origin})
@@ -330,12 +331,18 @@ def _context(spec: Spec, model: Model, hw: Hardware, tables: Tables, name: str, 
     """One framework's context. An algorithm batch (RL's, recipes.yaml algorithm_batch) is held in the search as a
     given one: a card count it does not tile is passed over and a time budget cannot move it (the plan's recipe
     still shows it as the default it is). A framework that runs whole nodes (Planning.whole_nodes) counts in nodes."""
-    fw, defaults = tables.frameworks[name], _defaults(tables, name, spec.method, model)
+    fw, defaults = tables.frameworks[name], _defaults(tables, name, spec.method, model, hw)
     if spec.global_batch_size is None and algorithm_batch(defaults):
         spec = replace(spec, global_batch_size=batch_target(defaults, spec)[0])
     if plugin_of(fw).planning.whole_nodes:  # the counts it chooses: whole nodes (cards.valid_counts)
         hw = replace(hw, parallel_unit=hw.cards_per_node)
-    return Context(spec, model, hw, fw, force, lora, defaults, tables=tables)
+    ctx = Context(spec, model, hw, fw, force, lora, defaults, tables=tables)
+    run = None if spec.global_batch_size is None or spec.samples_per_epoch is None else \
+        ctx.planning.run_steps(ctx, spec.global_batch_size)
+    # Where a framework counts its own steps (RL), the run estimate times the data they draw: its epochs are that
+    # share of the data, so the estimate is the run's steps at one step's time.
+    return ctx if run is None else \
+        replace(ctx, spec=replace(spec, epochs=run.steps * run.draw / spec.samples_per_epoch))
 
 
 def _common_global_batch(spec: Spec, tables: Tables, contexts: dict[str, Context],
@@ -442,7 +449,7 @@ def _choice(ctx: Context, lay: Layout, est: Estimate) -> str:
     runner_rate = rate(ctx, runner).tokens_per_card_s
     if runner_rate >= speed * 0.9999:
         return (f"{len(fitting)} layouts fit on {lay.cards} card(s) at the same estimated rate "
-                f"({speed:.0f} tokens/s per card); this one communicates and recomputes least. "
+                f"({per_card(speed)} tokens/s per card); this one communicates and recomputes least. "
                 f"Runner-up: {runner.describe()} ({runner.memory.total:.1f} GiB per card).")
     return (f"The fastest of {len(fitting)} layouts that fit on {lay.cards} card(s) by the step "
             f"model: {speed:.0f} tokens/s per card. Runner-up: {runner.describe()}, "
@@ -502,13 +509,24 @@ def _with_roles(ctx: Context, tables: Tables, fp: FrameworkPlan, notes: list[Not
     return replace(fp, roles=roles)
 
 
+def _step_seconds(spec: Spec, plans: dict[str, FrameworkPlan], runs: dict[str, RunSteps | None],
+                  batch: int) -> float | None:
+    """The slowest framework's step time (None: no planned framework has a rate). A step's time counts the prompts
+    it draws from the data (DAPO: its generation batch), so the run's steps at that time make the run estimate."""
+    draws = {name: batch if run is None else run.draw for name, run in runs.items()}
+    timed = [seconds_per_step(draws[name], spec.sample_tokens, fp.estimate.tokens_per_card_s, fp.layout.cards,
+                              spec.scaling_efficiency) for name, fp in plans.items()
+             if fp.estimate.tokens_per_card_s > 0]
+    return max(timed) if timed else None
+
+
 def _recipe(spec: Spec, model: Model, tables: Tables, plans: dict[str, FrameworkPlan],
-            planning: dict[str, Planning], batch: int) -> tuple[Training, dict[str, Training]]:
+            planning: dict[str, Planning], contexts: dict[str, Context],
+            batch: int) -> tuple[Training, dict[str, Training]]:
     """The method's training recipe and the one each framework trains with (its own defaults where recipes.yaml
     gives them), with checkpoint intervals timed on the slowest framework's step."""
-    timed = [seconds_per_step(batch, spec.sample_tokens, fp.estimate.tokens_per_card_s, fp.layout.cards,
-                              spec.scaling_efficiency) for fp in plans.values() if fp.estimate.tokens_per_card_s > 0]
-    step_seconds = max(timed) if timed else None  # None: no planned framework has a rate
+    runs = {name: planning[name].run_steps(contexts[name], batch) for name in plans}
+    step_seconds = _step_seconds(spec, plans, runs, batch)
     thinking = any(own.chat_template_fact and plans[name].info.get(own.chat_template_fact) == THINKING_TEMPLATE
                    for name, own in planning.items())
     if "enable_thinking" in spec.train and spec.method != "pretrain" and not thinking:
@@ -518,12 +536,13 @@ def _recipe(spec: Spec, model: Model, tables: Tables, plans: dict[str, Framework
                                                     f"{f' ({how})' if how else ''}; leave it out")
     defaults = tables.recipes[spec.method]
 
-    def resolved(chosen: RecipeDefaults) -> Training:
+    def resolved(chosen: RecipeDefaults, name: str) -> Training:
         return training(spec, model, chosen, batch, spec.samples_per_epoch, step_seconds, thinking,
-                        tables.hardware[spec.hardware].accelerator)
+                        tables.hardware[spec.hardware].accelerator, runs[name])
 
+    hw = tables.hardware[spec.hardware]
     recipes = {name: resolved(planning[name].recipe_defaults(defaults.for_framework(name), model,
-                                                             tables.frameworks[name])) for name in plans}
+                                                             tables.frameworks[name], hw), name) for name in plans}
     # What a framework's pinned version cannot express, refused rather than written differently.
     floorless = sorted(name for name, r in recipes.items() if planning[name].linear_decay_source
                        and r.lr_schedule == "linear" and r.min_learning_rate > 0)
@@ -535,7 +554,7 @@ def _recipe(spec: Spec, model: Model, tables: Tables, plans: dict[str, Framework
     if problems:
         raise SpecError(problems)
     first = next(iter(plans))
-    return resolved(planning[first].recipe_defaults(defaults, model, tables.frameworks[first])), recipes
+    return resolved(planning[first].recipe_defaults(defaults, model, tables.frameworks[first], hw), first), recipes
 
 
 def _extra(spec: Spec, plans: dict[str, FrameworkPlan]) -> dict[str, dict]:
@@ -547,10 +566,11 @@ def _extra(spec: Spec, plans: dict[str, FrameworkPlan]) -> dict[str, dict]:
     return {name: options for name, options in spec.extra.items() if options}
 
 
-def _defaults(tables: Tables, name: str, method: str, model: Model) -> RecipeDefaults:
-    """`method`'s training defaults as framework `name` trains `model` with them (its plugin's recipe_defaults)."""
+def _defaults(tables: Tables, name: str, method: str, model: Model, hw: Hardware) -> RecipeDefaults:
+    """`method`'s training defaults as framework `name` trains `model` on `hw` with them (its plugin's
+    recipe_defaults)."""
     fw = tables.frameworks[name]
-    return plugin_of(fw).planning.recipe_defaults(tables.recipes[method], model, fw)
+    return plugin_of(fw).planning.recipe_defaults(tables.recipes[method], model, fw, hw)
 
 
 def _frameworks(spec: Spec, tables: Tables, model: Model) -> tuple[list[str], list[Note]]:
@@ -1044,7 +1064,7 @@ def candidate_layouts(spec: Spec, tables: Tables, plan: Plan) -> dict[str, list[
     out: dict[str, list[Candidate]] = {}
     for name, fp in plan.frameworks.items():
         ctx = Context(at_batch, model, hw, tables.frameworks[name], False, adapter(spec, tables.recipes[spec.method]),
-                      _defaults(tables, name, spec.method, model))
+                      _defaults(tables, name, spec.method, model, hw))
         out[name] = []
         for kind, role in fp.roles.items():
             at = replace(ctx, role=RoleKind(kind))

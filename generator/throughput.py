@@ -340,6 +340,12 @@ def hours(tokens: float, tps: float, cards: int, efficiency: float) -> float:
     return tokens / (tps * cards * efficiency) / 3600.0
 
 
+def per_card(tokens_per_card_s: float) -> str:
+    """A rate in tokens/s per card as the plan prints it: whole tokens, or three significant digits below 10 (an RL
+    rate per data token is a fraction of one: never "0 tokens/s")."""
+    return f"{tokens_per_card_s:.0f}" if tokens_per_card_s >= 10 else f"{tokens_per_card_s:.3g}"
+
+
 def seconds_per_step(global_batch: int, sample_tokens: float, tps: float, cards: int, efficiency: float) -> float:
     """One optimizer step by the run time's formula: its samples' tokens / (TPS * N * eff). The checkpoint interval
     and the run time both use it, so "a checkpoint about every 2 h" and the total agree."""

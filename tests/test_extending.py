@@ -387,7 +387,8 @@ HW_ROW_END = """    accelerator: npu
 def test_add_a_framework(repo, tmp_path, monkeypatch):
     frameworks = "generator/data/frameworks.yaml"
     last = "qwen2.5-32b: {decoder: qwen2, grpo: examples/grpo_trainer/run_qwen2_5_32b_grpo_npu.sh, dapo: " \
-        "recipe/dapo/run_dapo_qwen2.5_32b_npu.sh, ppo: examples/ppo_trainer/run_qwen3-8b_npu.sh}\n"  # the last row
+        "recipe/dapo/run_dapo_qwen2.5_32b_npu.sh, ppo: examples/ppo_trainer/run_qwen3-8b_npu.sh, ppo_gpu: " \
+        "examples/ppo_trainer/run_qwen2.5-32b.sh, dapo_gpu: recipe/dapo/run_dapo_qwen2.5_32b.sh}\n"  # the last row
     repo.edit(frameworks, last, last + FRAMEWORK_ROW)
     repo.edit("generator/data/hardware.yaml", HW_ROW_END, HW_ROW_END.replace("mindspeed-rl]", "mindspeed-rl, toy]"))
     schema = "schemas/job.schema.json"
@@ -546,7 +547,8 @@ RL_SECTION = "## toyrl\n\nToyRL runs {{ fp.roles | join(', ') }} on {{ fp.cards 
 
 def add_toyrl(repo: Copy, tmp_path: Path, monkeypatch) -> None:
     last = "qwen2.5-32b: {decoder: qwen2, grpo: examples/grpo_trainer/run_qwen2_5_32b_grpo_npu.sh, dapo: " \
-        "recipe/dapo/run_dapo_qwen2.5_32b_npu.sh, ppo: examples/ppo_trainer/run_qwen3-8b_npu.sh}\n"
+        "recipe/dapo/run_dapo_qwen2.5_32b_npu.sh, ppo: examples/ppo_trainer/run_qwen3-8b_npu.sh, ppo_gpu: " \
+        "examples/ppo_trainer/run_qwen2.5-32b.sh, dapo_gpu: recipe/dapo/run_dapo_qwen2.5_32b.sh}\n"
     repo.edit("generator/data/frameworks.yaml", last, last + RL_ROW)
     repo.edit("generator/data/hardware.yaml", HW_ROW_END, HW_ROW_END.replace("mindspeed-rl]", "mindspeed-rl, toyrl]"))
     schema = "schemas/job.schema.json"

@@ -172,13 +172,20 @@ def test_the_time_is_a_published_figure_labelled_as_such_or_none():
     # Review 11: the label and the figure agree. A step makes global batch x n (5) sequences of prompt + response =
     # 4096 tokens, as the published figure counts them; the core times the data's 1024 tokens a sample.
     assert timed.estimate.tokens_per_card_s == pytest.approx(252 * 1024 / (5 * 4096))
-    assert "a step counts global batch x n (5) x prompt + response (4096) tokens" in timed.estimate.tps_source
-    steps = 60000 / timed.settings.value("data.train_batch_size")
+    assert "makes n (5) sequences of prompt + response (4096) tokens" in timed.estimate.tps_source
+    # Issue 36 (b): the estimate is the steps the files run (15 epochs of the example, 57000 train rows // 256) at
+    # one step's time.
+    steps = timed.settings.value("trainer.total_training_steps")
+    assert steps == 57000 // 256 * 15
     step_s = timed.settings.value("data.train_batch_size") * 5 * 4096 / (252 * timed.cards)
     assert timed.estimate.time_hours == pytest.approx(steps * step_s / 3600, rel=1e-6)
-    dapo = _plan("qwen3-32b", "dapo", "snt9b23").frameworks["verl"]  # the recipe generates 3 x its train batch
-    assert dapo.estimate.tokens_per_card_s == pytest.approx(140 * 1024 / (16 * 3 * 4096))
-    assert "gen_batch / train_batch (3, DAPO's extra generation)" in dapo.estimate.tps_source
+    # DAPO draws 3 x its train batch a step (gen_batch_size): its step counts those prompts once, not the rate
+    # three times (which made the run 3x too long).
+    dapo = _plan("qwen3-32b", "dapo", "snt9b23").frameworks["verl"]
+    assert dapo.estimate.tokens_per_card_s == pytest.approx(140 * 1024 / (16 * 4096))
+    gen = dapo.settings.value("data.gen_batch_size")
+    assert dapo.estimate.time_hours == pytest.approx(
+        dapo.settings.value("trainer.total_training_steps") * gen * 16 * 4096 / (140 * dapo.cards) / 3600, rel=1e-6)
     # Issue 37 item 4 / issue 41: the spec's own measurement wins, read as verl's perf/throughput (prompt + response
     # tokens of every sequence) and converted as the published figure is, not as a rate per data token (40x off).
     measured = _plan(tokens_per_card_s=100.0).frameworks["verl"]
@@ -205,8 +212,9 @@ def test_dapo_follows_the_recipe_and_a_model_without_an_example_follows_the_near
     assert s.value("reward_model.reward_manager") == "dapo"
     assert s.value("actor_rollout_ref.actor.use_dynamic_bsz") is True
     nearest = _plan("qwen3-14b", "grpo")
-    assert any("no grpo NPU example for qwen3-14b; the plan follows the same method's example for the nearest "
-               "model, Qwen/Qwen3-8B" in note for note in nearest.notes)
+    # Issue 36 item 5: the plan says upstream has never run the job.
+    assert any("no grpo NPU example for qwen3-14b: upstream has never run this job on Ascend; the plan follows the "
+               "same method's example for the nearest model, Qwen/Qwen3-8B" in note for note in nearest.notes)
 
 
 def test_the_spec_rl_section_sets_the_values():
@@ -390,20 +398,25 @@ def test_ppo_caps_vllms_sequences_as_its_example():
     assert "run_qwen3-8b_npu.sh l. 30" in next(i.source for i in s.overrides if i.key.endswith("max_num_seqs"))
 
 
-@pytest.mark.parametrize(("method", "model", "extra", "loader", "epochs"), [
-    ("grpo", "qwen3-8b", {}, 256, 1),
-    ("grpo", "qwen3-8b", {"data": {"samples": 60000, "tokens_per_sample": 1024, "epochs": 2}}, 256, 2),
-    ("dapo", "qwen2.5-32b", {}, 384, 1), ("ppo", "qwen3-8b", {}, 256, 1)])
-def test_the_steps_are_the_batches_verls_loader_draws_and_the_last_is_saved(method, model, extra, loader, epochs):
+@pytest.mark.parametrize(("method", "model", "extra", "loader", "epochs", "cap"), [
+    ("grpo", "qwen3-8b", {}, 256, 15, None),  # run_qwen3-8b_npu.sh l. 58: total_epochs 15
+    ("grpo", "qwen3-8b", {"data": {"samples": 60000, "tokens_per_sample": 1024, "epochs": 2}}, 256, 2, None),
+    ("dapo", "qwen2.5-32b", {}, 384, 1, None),  # run_dapo_qwen2.5_32b_npu.sh l. 136
+    ("ppo", "qwen3-8b", {}, 256, 30, 100)])  # verl's total_epochs 30; run_qwen3-8b_npu.sh l. 54 caps at 100 steps
+def test_the_steps_are_the_batches_verls_loader_draws_and_the_last_is_saved(method, model, extra, loader, epochs,
+                                                                             cap):
     # prepare_data.py holds out round(5%) of the 60000 rows; verl's loader draws whole batches of
     # train_batch_size (DAPO: gen_batch_size) prompts and drops the rest (ray_trainer.py l. 392-399); it saves at
-    # the last step only where it reaches total_training_steps (l. 1356, 1585-1590).
-    s = _plan(model, method, **extra).frameworks["verl"].settings
+    # the last step only where it reaches total_training_steps (l. 1356, 1585-1590). Issue 36 (a): the epochs are
+    # the example's (verl's own where it sets none), and its step cap holds.
+    plan = _plan(model, method, **extra)
+    s = plan.frameworks["verl"].settings
     assert s.value("data.gen_batch_size" if method == "dapo" else "data.train_batch_size") == loader
     per_epoch = (60000 - 3000) // loader
-    assert s.value("trainer.total_training_steps") == per_epoch * epochs
+    steps = min(per_epoch * epochs, cap or per_epoch * epochs)
+    assert s.value("trainer.total_training_steps") == plan.train.steps == steps
     assert s.value("trainer.total_epochs") == epochs
-    assert 0 < s.value("trainer.save_freq") <= per_epoch * epochs
+    assert 0 < s.value("trainer.save_freq") <= steps
     # Checkpoints kept: the recipe's keep_checkpoints (ppo_trainer.yaml l. 199-202), the critic's too for PPO.
     assert s.value("trainer.max_actor_ckpt_to_keep") == 3
     assert ("trainer.max_critic_ckpt_to_keep" in [item.key for item in s.overrides]) == (method == "ppo")

@@ -572,3 +572,25 @@ def test_a_data_file_of_another_size_than_the_plans_is_refused(tmp_path):
     run = subprocess.run([verl_python(), "-I", str(script)], capture_output=True, text=True, cwd=tmp_path, timeout=60)
     assert run.returncode == 1 and "has 4 rows, the plan's steps are sized for data.samples 5" in run.stderr
     assert not (tmp_path / "out").exists()
+
+
+@needs_verl
+@pytest.mark.parametrize("reward", ["math_dapo", "math"])
+def test_answers_a_string_comparing_reward_may_misjudge_are_named(tmp_path, reward):
+    # Issue 36 item 9: math_dapo compares the normalized strings (math_dapo.py l. 124-190), so a right response
+    # that writes \dfrac{1}{2} as \frac{1}{2} or 0.5 scores -1; prepare_data.py names those rows and the reward.
+    rows = [{"instruction": f"q{i}", "input": "", "output": f"so \\boxed{{{answer}}}"}
+            for i, answer in enumerate(["\\dfrac{1}{2}", "34", "\\sqrt2", "1,000", "-2.5"])]
+    data = tmp_path / "data.json"
+    data.write_text(json.dumps(rows), encoding="utf-8")
+    script = tmp_path / "prepare_data.py"
+    files = step_files(verl_plan(tmp_path, "alpaca", data, reward=reward), environment())
+    script.write_text(files["verl/prepare_data.py"], encoding="utf-8")
+    run = subprocess.run([verl_python(), "-I", str(script)], capture_output=True, text=True, cwd=tmp_path, timeout=60)
+    assert run.returncode == 0, run.stderr
+    if reward == "math":  # is_equiv normalizes \dfrac and the like first (math_reward.py l. 32, 162-174)
+        assert "warning" not in run.stderr
+        return
+    assert "2 final answer(s) are not plain numbers (row 0: '\\\\dfrac{1}{2}', row 2: '\\\\sqrt2')" in run.stderr
+    assert "math_dapo (verl 0.7.0 verl/utils/reward_score/math_dapo.py l. 124-190" in run.stderr
+    assert "row 1" not in run.stderr and "row 3" not in run.stderr

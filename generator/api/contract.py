@@ -27,19 +27,21 @@ if TYPE_CHECKING:
 # The core's types the contract passes between the core and a plugin, named here and not imported: the contract
 # imports nothing else from the package, so every module may import it (no import cycle, tests/test_imports.py).
 # A plugin's own signatures name the real types: generator/context.py Context, plan.py Plan, FrameworkPlan, Layout,
-# Rejected and RunLength, spec.py Spec, tables.py Model, Framework and RecipeDefaults, training.py Training,
-# errors.py Problem, memory.py MemoryBreakdown, parallel.py Parallel, throughput.py Throughput, checks/job.py Job and
-# Result.
+# Rejected and RunLength, families/rl/run.py RunSteps, spec.py Spec, tables.py Model, Framework, Hardware and
+# RecipeDefaults, training.py Training, errors.py Problem, memory.py MemoryBreakdown, parallel.py Parallel,
+# throughput.py Throughput, checks/job.py Job and Result.
 Context = Any
 Plan = Any
 FrameworkPlan = Any
 Layout = Any
 Rejected = Any
 RunLength = Any
+RunSteps = Any
 Spec = Any
 Model = Any
 RecipeDefaults = Any
 Framework = Any
+Hardware = Any
 Training = Any
 Problem = Any
 MemoryBreakdown = Any
@@ -224,9 +226,11 @@ class Planning(Protocol):
         global batch and the framework's files follow."""
         ...
 
-    def recipe_defaults(self, defaults: RecipeDefaults, model: Model, fw: Framework) -> RecipeDefaults:
+    def recipe_defaults(self, defaults: RecipeDefaults, model: Model, fw: Framework,
+                        hw: Hardware | None = None) -> RecipeDefaults:
         """The method's training defaults for `model` as the framework's upstream recipe for it sets them (the
-        default: recipes.yaml's unchanged); `fw` is the framework's row of the tables the resolver loaded."""
+        default: recipes.yaml's unchanged); `fw` is the framework's row of the tables the resolver loaded, `hw` the
+        job's hardware (an upstream recipe may differ by accelerator)."""
         ...
 
     def role_runs(self, ctx: Context, role: RoleKind) -> bool:
@@ -244,6 +248,12 @@ class Planning(Protocol):
     def sequences_per_sample(self, ctx: Context) -> int:
         """The sequences one sample of the global batch becomes in the update (RL: the responses to a prompt), so
         the batch tiles in sequences over micro batch x DP (Parallel.batch_step); 1 elsewhere."""
+        ...
+
+    def run_steps(self, ctx: Context, batch: int) -> RunSteps | None:
+        """The steps its files run over the spec's data at global batch `batch`, and the prompts a step draws,
+        where it counts them itself (RL: whole loader batches of its train rows, families/rl/run.py); the plan's
+        steps and its step time then are these. None: samples x epochs / global batch."""
         ...
 
     def role_problems(self, ctx: Context) -> list[Problem]:

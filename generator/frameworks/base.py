@@ -9,12 +9,13 @@ from dataclasses import dataclass
 from ..api.notes import Note
 from ..context import Context
 from ..errors import Problem
+from ..families.rl.run import RunSteps
 from ..memory import MemoryBreakdown
 from ..parallel import Parallel
 from ..plan import FrameworkPlan, Layout, Plan, RunLength
 from ..spaces import GridSpace
 from ..spec import Spec
-from ..tables import Framework, Model, RecipeDefaults
+from ..tables import Framework, Hardware, Model, RecipeDefaults
 from ..throughput import Throughput
 from ..training import Training
 from .contract import (
@@ -55,7 +56,8 @@ class DefaultPlanning:
     def roles(self, method: str) -> tuple[RoleDef, ...]:
         return (RoleDef(RoleKind.TRAIN),)
 
-    def recipe_defaults(self, defaults: RecipeDefaults, model: Model, fw: Framework) -> RecipeDefaults:
+    def recipe_defaults(self, defaults: RecipeDefaults, model: Model, fw: Framework,
+                        hw: Hardware | None = None) -> RecipeDefaults:
         return defaults
 
     def role_runs(self, ctx: Context, role: RoleKind) -> bool:
@@ -69,6 +71,9 @@ class DefaultPlanning:
 
     def sequences_per_sample(self, ctx: Context) -> int:
         return 1
+
+    def run_steps(self, ctx: Context, batch: int) -> RunSteps | None:
+        return None
 
     def role_problems(self, ctx: Context) -> list[Problem]:
         return []

@@ -40,6 +40,7 @@ from ..plan import Plan
 from ..record import PLAN_JSON, RecordError, read_record
 from ..resources import resource_dir
 from ..shell import quote
+from ..throughput import per_card
 from ..training import LABEL_WIDTH as RECIPE_LABEL_WIDTH
 from ..training import rows as recipe_rows
 from ..yamlvalue import yaml_value
@@ -95,6 +96,7 @@ def environment() -> jinja2.Environment:
     env.filters["sh"] = quote
     env.filters["yaml"] = yaml_value
     env.filters["duration"] = duration
+    env.filters["rate"] = per_card
     env.filters["chart_markdown"] = chart_markdown
     env.globals["recipe_rows"] = recipe_rows
     env.globals["recipe_label_width"] = RECIPE_LABEL_WIDTH

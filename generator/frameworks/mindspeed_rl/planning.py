@@ -25,7 +25,7 @@ from ...parallel import Parallel
 from ...plan import FrameworkPlan, Layout, Plan
 from ...recipe import batch_target
 from ...spaces import GridSpace
-from ...tables import Framework, Model, RecipeDefaults
+from ...tables import Framework, Hardware, Model, RecipeDefaults
 from ...throughput import Throughput
 from .. import contract
 from ..base import DefaultPlanning
@@ -159,7 +159,8 @@ class Planning(DefaultPlanning):
         return (RoleDef(RoleKind.ACTOR), RoleDef(RoleKind.ROLLOUT),
                 RoleDef(RoleKind.REFERENCE, takes=RoleKind.ACTOR)) + critic
 
-    def recipe_defaults(self, defaults: RecipeDefaults, model: Model, fw: Framework) -> RecipeDefaults:
+    def recipe_defaults(self, defaults: RecipeDefaults, model: Model, fw: Framework,
+                        hw: Hardware | None = None) -> RecipeDefaults:
         ex = example(defaults.method, model.name)  # the row's own config: the defaults know no platform
         if ex is None:
             return defaults

@@ -35,6 +35,7 @@ including what the other roles leave resident. Every term with its source; GiB.
 from __future__ import annotations
 
 from ...api.roles import RoleKind
+from ...families.rl.batching import CRITIC_SEQUENCES, SEQUENCES
 from ...families.rl.rollout import BF16, resident_gb, rollout_memory
 from ...memory import GIB, MemoryBreakdown, hf_layer_bytes, hf_step_bytes
 from ...parallel import Parallel
@@ -86,9 +87,9 @@ ENTROPY_CHUNK = 2048  # verl/utils/torch_functional.py l. 241: entropy_from_logi
 
 def log_prob_memory(model: Model, fw: Framework, method: str, rl: RL, cards: int, offload: bool) -> MemoryBreakdown:
     """The actor's old-log-prob pass with the entropy, on one log-prob micro batch (rollout
-    log_prob_micro_batch_size_per_gpu sequences, or log_prob_max_token_len_per_gpu = seq_len / SP tokens with
-    dynamic batch size), beside PPO's critic's resident states."""
-    tokens = (rl.seq_len if rl.dynamic_bsz else rl.log_prob_micro_batch_size * rl.seq_len) // rl.sp
+    log_prob_micro_batch_size_per_gpu sequences, or with dynamic batch size the sequences of
+    log_prob_max_token_len_per_gpu, families/rl/batching.py), beside PPO's critic's resident states."""
+    tokens = rl.log_prob_micro_batch_size * rl.seq_len // rl.sp
     working = hf_layer_bytes(decoder_activations(fw, model)["working"]["full"]["none"], model, rl.seq_len // rl.sp)
     chunked = rl.example.get("entropy_chunking")
     entropy = 3 * 4.0 * min(tokens, ENTROPY_CHUNK) * model.vocab if chunked and chunked[0] else \
@@ -104,12 +105,15 @@ def log_prob_memory(model: Model, fw: Framework, method: str, rl: RL, cards: int
 def train_memory(role: RoleKind, model: Model, fw: Framework, method: str, rl: RL, cards: int,
                  offload: bool) -> MemoryBreakdown:
     """The actor's or critic's training phase: one per-GPU micro batch of sequences (ulysses splits each over SP
-    cards), beside the other trained model's resident states (PPO)."""
+    cards), beside the other trained model's resident states (PPO). With dynamic batch size the critic's token
+    limit holds twice the actor's sequences (families/rl/batching.py)."""
     resident = resident_gb(model, cards, offload)
+    micro = rl.micro_batch_size * (CRITIC_SEQUENCES // SEQUENCES if role is RoleKind.CRITIC and rl.dynamic_bsz
+                                   else 1)
     activations, logits = hf_step_bytes(decoder_activations(fw, model), model, "full", "full", rl.seq_len // rl.sp,
-                                        rl.micro_batch_size, fp32_loss=True)
+                                        micro, fp32_loss=True)
     if role is RoleKind.CRITIC:
-        logits = 4.0 * rl.micro_batch_size * rl.seq_len // rl.sp  # a value head: one fp32 number a token
+        logits = 4.0 * micro * rl.seq_len // rl.sp  # a value head: one fp32 number a token
     other: tuple[tuple[str, float], ...] = (("critic states resident (not offloaded)", resident),) \
         if role is RoleKind.ACTOR and method == "ppo" else (("actor states resident (not offloaded)", resident),) \
         if role is RoleKind.CRITIC else ()

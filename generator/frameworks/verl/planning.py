@@ -17,8 +17,10 @@ from ...api.notes import Note
 from ...calibration import measured
 from ...context import Context
 from ...errors import SpecError
+from ...families.rl.batching import CRITIC_SEQUENCES, SEQUENCES, limit_source, token_limit
 from ...families.rl.rates import published
 from ...families.rl.rollout import KVCache, kv_cache
+from ...families.rl.run import RunSteps, example_defaults, loader_steps
 from ...memory import MemoryBreakdown
 from ...parallel import Parallel
 from ...plan import HEADROOM, FrameworkPlan, Layout, Plan, Rejected
@@ -31,7 +33,7 @@ from ..base import DefaultPlanning
 from ..contract import PathDefault, RoleDef, RoleKind, Structure
 from . import memory
 from .examples import example
-from .rl import DATA_SOURCES, RL, VERL, bare, rl_config
+from .rl import DATA_SOURCES, GUIDE, RL, VERL, bare, example_script, rl_config
 from .settings import Setting, VerlSettings
 
 NAME = "verl"
@@ -40,6 +42,8 @@ CONFIG_PY = f"{VERL} verl/utils/config.py"
 ROLLOUT_TPS = (1, 2, 4, 8, 16)
 DAPO_YAML = f"{VERL} recipe/dapo/config/dapo_trainer.yaml"
 RAY_TRAINER = f"{VERL} verl/trainer/ppo/ray_trainer.py"
+# verl's own epochs where the followed script sets none (the Qwen3-8B PPO script caps its steps instead)
+DEFAULT_EPOCHS = (30, f"{VERL} verl/trainer/config/ppo_trainer.yaml l. 129: trainer.total_epochs 30")
 VAL_SHARE = 0.05  # the rows prepare_data.py holds out for validation: round(rows x share), at least one
 # Override -> examples.yaml key: written with the example's value where the followed script sets it.
 EXAMPLE_KEYS = (
@@ -62,11 +66,17 @@ EXAMPLE_KEYS = (
     ("actor_rollout_ref.ref.fsdp_config.forward_prefetch", "ref_forward_prefetch"),
     ("actor_rollout_ref.actor.entropy_from_logits_with_chunking", "entropy_chunking"),
     ("actor_rollout_ref.ref.entropy_from_logits_with_chunking", "ref_entropy_chunking"),
+    ("actor_rollout_ref.actor.entropy_checkpointing", "entropy_checkpointing"),
+    ("actor_rollout_ref.ref.entropy_checkpointing", "ref_entropy_checkpointing"),
+    ("+actor_rollout_ref.actor.fsdp_config.mixed_precision.param_dtype", "mixed_precision_param_dtype"),
+    ("+actor_rollout_ref.actor.fsdp_config.mixed_precision.reduce_dtype", "mixed_precision_reduce_dtype"),
+    ("+actor_rollout_ref.actor.fsdp_config.mixed_precision.buffer_dtype", "mixed_precision_buffer_dtype"),
 )
+FSDP_SIZE = "actor_rollout_ref.actor.fsdp_config.fsdp_size"
 
 
 def rl_of(ctx: Context) -> RL:
-    return rl_config(ctx.spec.rl, ctx.spec.method, ctx.spec.seq_len, ctx.model, ctx.fw)
+    return rl_config(ctx.spec.rl, ctx.spec.method, ctx.spec.seq_len, ctx.model, ctx.fw, ctx.hw.accelerator)
 
 
 @dataclass(frozen=True)
@@ -176,15 +186,29 @@ class VerlPlanning(DefaultPlanning):
             row("clip_ratio_high", rl.clip_ratio_high, rl.sources["clip_ratio_high"]),
             row("mini_batch_size", rl.mini_batch_size, rl.sources["mini_batch_size"])))
 
-    def recipe_defaults(self, defaults: RecipeDefaults, model: Model, fw: Framework) -> RecipeDefaults:
-        # The global batch of the script the plan follows for the model and method (the mini and gen batches scale
-        # with it: fitted_mini, dapo_generation).
-        script = (fw.models.get(model.name) or {}).get(defaults.method)
-        found = example(script).get("train_batch_size") if script else None
-        if found is None:
+    def recipe_defaults(self, defaults: RecipeDefaults, model: Model, fw: Framework,
+                        hw: Hardware | None = None) -> RecipeDefaults:
+        # The global batch and epochs of the script the plan follows for the model and method (the mini and gen
+        # batches scale with the batch: fitted_mini, dapo_generation); verl's own epochs where it sets none.
+        script = example_script(fw.models.get(model.name) or {}, defaults.method, hw.accelerator if hw else "npu")
+        if not script:
             return defaults
-        row = {"value": int(found[0]), "source": f"{found[1]}: data.train_batch_size (prompts)"}
-        return replace(defaults, values={**defaults.values, "global_batch_size": row})
+        ex = example(script)
+        return example_defaults(defaults, ex.get("train_batch_size"), ex.get("total_epochs") or DEFAULT_EPOCHS)
+
+    def run_steps(self, ctx: Context, batch: int) -> RunSteps | None:
+        # verl's loader draws batches of data.train_batch_size prompts (DAPO: gen_batch_size) from the train split
+        samples = ctx.spec.samples_per_epoch
+        if samples is None or "steps" in ctx.spec.train:
+            return None
+        rl = rl_of(ctx)
+        dapo = ctx.spec.method == "dapo"
+        loader = batch * generation_ratio(rl) if dapo else batch
+        given = ctx.spec.epochs_given
+        cap = None if given else rl.example.get("total_training_steps")
+        epochs = ctx.spec.epochs if given else ctx.defaults.values["epochs"]["value"]  # recipe_defaults sets it
+        steps, why = data_steps(samples, loader, max(1, math.ceil(epochs)), cap, dapo)
+        return RunSteps(steps, loader, why)
 
     def role_runs(self, ctx: Context, role: RoleKind) -> bool:
         # verl builds the reference worker only where a KL term needs its log-probs (main_ppo.py l. 138 and l. 252,
@@ -247,23 +271,17 @@ class VerlPlanning(DefaultPlanning):
 def per_data_token(ctx: Context, figure: float, label: str, origin: str, is_estimate: bool) -> Throughput:
     """An end-to-end RL rate that counts the prompt + response tokens of every sequence generated and trained
     (MindSpeed-RL's end-to-end tps; verl's perf/throughput, metric_utils.py l. 293-302: total_num_tokens / (time x
-    n_gpus)) as the core's rate per data token. A step makes global batch x n sequences, each counted at prompt +
-    response = seq_len tokens, and DAPO generates gen_batch / train_batch times the prompts it trains; the core
-    times the spec's data tokens, so the rate per data token is the figure x tokens per sample / (n x that ratio x
-    seq_len)."""
+    n_gpus)) as the core's rate per data token. Every prompt the loader draws (DAPO: a generation batch's, each drawn
+    once an epoch, run_steps) makes n sequences, each counted at prompt + response = seq_len tokens; the core times
+    the spec's data tokens, so the rate per data token is the figure x tokens per sample / (n x seq_len)."""
     rl = rl_of(ctx)
-    found_gen, found_train = rl.example.get("gen_batch_size"), rl.example.get("train_batch_size")
-    ratio = int(found_gen[0]) // int(found_train[0]) if ctx.spec.method == "dapo" and found_gen and found_train \
-        else 1
     tokens, samples = ctx.spec.tokens_per_epoch, ctx.spec.samples_per_epoch
     per_sample = tokens / samples if tokens and samples else float(rl.seq_len)
-    generated = f" x gen_batch / train_batch ({ratio}, DAPO's extra generation)" if ratio > 1 else ""
-    return Throughput(figure * per_sample / (rl.n * ratio * rl.seq_len),
+    return Throughput(figure * per_sample / (rl.n * rl.seq_len),
                       f"{label}: {figure:g} tokens/s per card{f' ({origin})' if origin else ''}, counting prompt + "
-                      f"response tokens; a step counts "
-                      f"global batch x n ({rl.n}){generated} x prompt + response ({rl.seq_len}) tokens, so per data "
-                      f"token (of {per_sample:g} a sample) the figure x {per_sample:g} / {rl.n * ratio * rl.seq_len}",
-                      is_estimate)
+                      f"response tokens; every prompt drawn (DAPO: each of its generation batch) makes n ({rl.n}) "
+                      f"sequences of prompt + response ({rl.seq_len}) tokens, so per data token (of {per_sample:g} "
+                      f"a sample) the figure x {per_sample:g} / {rl.n * rl.seq_len}", is_estimate)
 
 
 def fewer_than_upstream(rl: RL, hw: Hardware, layout: Layout) -> list[Note]:
@@ -296,10 +314,12 @@ def fitted_micro(rl: RL, model: Model, hw: Hardware, fw: Framework, method: str,
     search lowers the micro batch before it adds cards (1 where none fits: the phase then does not fit). The memory
     model sizes the actor and critic at this value, the one the files write."""
     per_card = rl.mini_batch_size * rl.n // (cards // rl.sp)
-    if rl.dynamic_bsz or per_card == 0:
+    budget = hw.usable_gb * (1.0 - HEADROOM)
+    if rl.dynamic_bsz:
+        return _fitted_tokens(rl, model, fw, method, cards, offload, budget)
+    if per_card == 0:
         return rl.micro_batch_size, rl.sources["micro_batch_size"]
     dividing = [d for d in divisors(per_card) if d <= rl.micro_batch_size] or [1]
-    budget = hw.usable_gb * (1.0 - HEADROOM)
     fitting = [d for d in dividing if memory.train_memory(RoleKind.ACTOR, model, fw, method,
                                                           replace(rl, micro_batch_size=d), cards, offload).total
                <= budget]
@@ -310,6 +330,22 @@ def fitted_micro(rl: RL, model: Model, hw: Hardware, fw: Framework, method: str,
            if micro == max(dividing) else "leaves the actor's training phase above the card's budget")
     return micro, (f"derived: the example's {rl.micro_batch_size} ({rl.sources['micro_batch_size']}) {why}; the "
                    f"largest that divides it and fits")
+
+
+def _fitted_tokens(rl: RL, model: Model, fw: Framework, method: str, cards: int, offload: bool,
+                   budget: float) -> tuple[int, str]:
+    """With dynamic batch size: the full sequences a micro batch's token limit holds, the guide's SEQUENCES where
+    the actor's training and log-prob phases fit the card with them, else one (the example's own limit), so the
+    search lowers the limit before it adds cards."""
+    def fits(count: int) -> bool:
+        shaped = replace(rl, micro_batch_size=count, log_prob_micro_batch_size=count)
+        return max(memory.train_memory(RoleKind.ACTOR, model, fw, method, shaped, cards, offload).total,
+                   memory.log_prob_memory(model, fw, method, shaped, cards, offload).total) <= budget
+
+    if rl.micro_batch_size == 1 or fits(rl.micro_batch_size):
+        return rl.micro_batch_size, rl.sources["micro_batch_size"]
+    return 1, (f"derived: {rl.micro_batch_size} sequences' tokens a micro batch ({rl.sources['micro_batch_size']}) "
+               f"leave the actor's training phase above the card's budget at {cards} cards; one, as the example")
 
 
 def dapo_generation(rl: RL, method: str) -> tuple[int, str]:
@@ -332,7 +368,28 @@ def sized(rl: RL, model: Model, hw: Hardware, fw: Framework, method: str, cards:
     mini, mini_source = fitted_mini(rl, batch, cards, sp, batch * dapo_generation(rl, method)[0])
     rl = replace(rl, mini_batch_size=mini, sources={**rl.sources, "mini_batch_size": mini_source})
     micro, micro_source = fitted_micro(rl, model, hw, fw, method, cards, offload)
-    return replace(rl, micro_batch_size=micro, sources={**rl.sources, "micro_batch_size": micro_source})
+    rl = replace(rl, micro_batch_size=micro, sources={**rl.sources, "micro_batch_size": micro_source})
+    if rl.dynamic_bsz:  # one token limit for the update and the log-prob passes
+        return replace(rl, log_prob_micro_batch_size=micro,
+                       sources={**rl.sources, "log_prob_micro_batch_size": micro_source})
+    log_prob, log_prob_source = fitted_log_prob(rl, model, hw, fw, method, cards, offload)
+    return replace(rl, log_prob_micro_batch_size=log_prob,
+                   sources={**rl.sources, "log_prob_micro_batch_size": log_prob_source})
+
+
+def fitted_log_prob(rl: RL, model: Model, hw: Hardware, fw: Framework, method: str, cards: int,
+                    offload: bool) -> tuple[int, str]:
+    """The log-prob passes' per-GPU micro batch (sequences): the example's where the actor's log-prob pass fits the
+    card with it, else the largest below it that does (1 where none does), so the search lowers it before it adds
+    cards."""
+    budget = hw.usable_gb * (1.0 - HEADROOM)
+    example = rl.log_prob_micro_batch_size
+    chosen = next((count for count in range(example, 0, -1) if memory.log_prob_memory(
+        model, fw, method, replace(rl, log_prob_micro_batch_size=count), cards, offload).total <= budget), 1)
+    if chosen == example:
+        return chosen, rl.sources["log_prob_micro_batch_size"]
+    return chosen, (f"derived: the example's {example} ({rl.sources['log_prob_micro_batch_size']}) leaves the "
+                    f"actor's log-prob pass above the card's budget at {cards} cards; the largest that fits")
 
 
 # The Qwen chat template around a user turn alone: <|im_start|> user \n ... <|im_end|> \n <|im_start|> assistant \n.
@@ -400,7 +457,7 @@ def fitted_mini(rl: RL, batch: int, cards: int, sp: int, trained: int) -> tuple[
 
 def settings(ctx: Context, plan: Plan, fp: FrameworkPlan) -> VerlSettings:
     model, hw, fw = ctx.model, ctx.hw, ctx.fw
-    rl = rl_config(plan.rl, plan.method, plan.seq_len, model, fw)
+    rl = rl_config(plan.rl, plan.method, plan.seq_len, model, fw, hw.accelerator)
     actor, rollout = fp.roles[RoleKind.ACTOR.value].layout, fp.roles[RoleKind.ROLLOUT.value].layout
     cards = actor.cards
     check_rules(plan, rl, cards, _sp(rl, model, cards)[0])
@@ -430,12 +487,10 @@ def settings(ctx: Context, plan: Plan, fp: FrameworkPlan) -> VerlSettings:
     add("data.val_files", f"{data}/val.parquet", "paths.rl_data: the data-preparation step's validation split")
     add("data.train_batch_size", t.global_batch_size, "plan: global batch (prompts)")
     if dapo:
-        ratio_found = ex("gen_batch_size")
-        train_found = ex("train_batch_size")
-        assert ratio_found and train_found
-        ratio = int(ratio_found[0]) // int(train_found[0])
+        ratio, found_gen = generation_ratio(rl), ex("gen_batch_size")
+        assert found_gen is not None
         add("data.gen_batch_size", t.global_batch_size * ratio,
-            f"derived: {ratio} x the global batch, as {ratio_found[1]}")
+            f"derived: {ratio} x the global batch, as {found_gen[1]}")
     else:
         ratio = 1
     add("data.max_prompt_length", rl.prompt_length, rl.sources["prompt_length"])
@@ -452,7 +507,7 @@ def settings(ctx: Context, plan: Plan, fp: FrameworkPlan) -> VerlSettings:
         add("data.image_key", "images", "upstream examples/grpo_trainer/run_qwen2_5_vl_7b_npu.sh l. 17 (geo3k images)")
     remove_padding = _actor_overrides(add, plan, rl, sp, sp_source, offload, offload_source)
     _rollout_overrides(add, rl, rollout, kv, vl)
-    _algorithm_overrides(add, rl, dapo)
+    _algorithm_overrides(add, rl, dapo, cards)
     _critic_overrides(add, plan, rl, ppo, remove_padding, offload, offload_source)
     add("trainer.critic_warmup", 0, f"upstream {rl.script}: critic_warmup=0")
     add("trainer.logger", ("console",), "gen-launch: console only (upstream examples add wandb, which needs a key)")
@@ -512,8 +567,7 @@ def _actor_overrides(add: Callable[[str, Any, str], None], plan: Plan, rl: RL, s
     add("actor_rollout_ref.actor.ppo_mini_batch_size", rl.mini_batch_size, rl.sources["mini_batch_size"])
     if rl.dynamic_bsz:
         add("actor_rollout_ref.actor.use_dynamic_bsz", True, rl.sources["dynamic_bsz"])
-        add("actor_rollout_ref.actor.ppo_max_token_len_per_gpu", rl.seq_len // sp,
-            "derived: (prompt + response) / SP, as the example computes it")
+        add("actor_rollout_ref.actor.ppo_max_token_len_per_gpu", *_token_limit(rl, sp))
     else:
         add("actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu", micro, micro_source)
     add("actor_rollout_ref.actor.use_kl_loss", rl.use_kl_loss, rl.sources["use_kl_loss"])
@@ -535,8 +589,7 @@ def _actor_overrides(add: Callable[[str, Any, str], None], plan: Plan, rl: RL, s
     if rl.dynamic_bsz:
         for role in ("rollout", "ref"):
             add(f"actor_rollout_ref.{role}.log_prob_use_dynamic_bsz", True, rl.sources["dynamic_bsz"])
-            add(f"actor_rollout_ref.{role}.log_prob_max_token_len_per_gpu", rl.seq_len // sp,
-                "derived: (prompt + response) / SP, as the example computes it")
+            add(f"actor_rollout_ref.{role}.log_prob_max_token_len_per_gpu", *_token_limit(rl, sp))
     else:
         add("actor_rollout_ref.rollout.log_prob_micro_batch_size_per_gpu", rl.log_prob_micro_batch_size,
             rl.sources["log_prob_micro_batch_size"])
@@ -574,7 +627,7 @@ def _rollout_overrides(add: Callable[[str, Any, str], None], rl: RL, rollout: La
         "reference: with a KL term)")
 
 
-def _algorithm_overrides(add: Callable[[str, Any, str], None], rl: RL, dapo: bool) -> None:
+def _algorithm_overrides(add: Callable[[str, Any, str], None], rl: RL, dapo: bool, cards: int) -> None:
     """The algorithm's and the reward's overrides, and the rest of what the followed script sets."""
     ex = rl.example.get
     add("algorithm.use_kl_in_reward", False, f"upstream {rl.script}: use_kl_in_reward=False")
@@ -601,6 +654,16 @@ def _algorithm_overrides(add: Callable[[str, Any, str], None], rl: RL, dapo: boo
         found = ex(example_key)
         if found:
             add(key, found[0], found[1])
+    fsdp_size = ex("fsdp_size")
+    if fsdp_size:
+        # -1, or a group as large as the cards, shards over every card (fsdp_workers.py l. 99-104), as the memory
+        # model counts the actor's states; a smaller group (hybrid shard, a copy of the states a group) holds
+        # states / group size a card, which it does not count, so the plan then shards over every card.
+        every = fsdp_size[0] == -1 or fsdp_size[0] >= cards
+        add(FSDP_SIZE, fsdp_size[0] if every else -1, fsdp_size[1] if every else
+            f"plan: every card (-1), where the example's {fsdp_size[0]} ({fsdp_size[1]}) shards over groups of "
+            f"{fsdp_size[0]} of the {cards} cards, a copy of the states a group ({FSDP_WORKERS} l. 99-104 "
+            f"create_device_mesh); the memory model counts the actor's states sharded over every card")
 
 
 def _critic_overrides(add: Callable[[str, Any, str], None], plan: Plan, rl: RL, ppo: bool, remove_padding: bool,
@@ -618,13 +681,25 @@ def _critic_overrides(add: Callable[[str, Any, str], None], plan: Plan, rl: RL, 
         add("critic.model.enable_gradient_checkpointing", True, "as the actor's (upstream ppo_trainer NPU example)")
         if rl.dynamic_bsz:
             add("critic.use_dynamic_bsz", True, rl.sources["dynamic_bsz"])
-            add("critic.ppo_max_token_len_per_gpu", rl.seq_len // sp, "derived: (prompt + response) / SP")
+            add("critic.ppo_max_token_len_per_gpu", *_token_limit(rl, sp, critic=True))
         else:
             add("critic.ppo_micro_batch_size_per_gpu", micro, micro_source)
         if sp > 1:
             add("critic.ulysses_sequence_parallel_size", sp, sp_source)
         add("critic.model.fsdp_config.param_offload", offload, offload_source)
         add("critic.model.fsdp_config.optimizer_offload", offload, offload_source)
+
+
+def _token_limit(rl: RL, sp: int, critic: bool = False) -> tuple[int, str]:
+    """A dynamic batch's token limit per card, the actor's (and log-prob passes') `rl.micro_batch_size` full
+    sequences an SP group (the critic's twice that), and its source."""
+    sequences = rl.micro_batch_size * (CRITIC_SEQUENCES // SEQUENCES if critic else 1)
+    example = rl.example.get("max_token_len")
+    source = limit_source(sequences, rl.seq_len, sp, (str(example[0]), example[1]) if example else None, critic,
+                          GUIDE)
+    if rl.micro_batch_size < SEQUENCES:
+        source += f"; below the guide's {SEQUENCES}: {rl.sources['micro_batch_size']}"
+    return token_limit(rl.seq_len, sp, sequences), source
 
 
 def _prepare_settings(plan: Plan, rl: RL, vl: bool, data: str) -> tuple[Setting, ...]:
@@ -706,28 +781,41 @@ def run_length(plan: Plan, loader: int, dapo: bool) -> tuple[int, str, int, str]
         source = t.origin["steps"] if t.steps is not None else t.origin["placeholder_steps"]
         return steps, source, steps, ("derived: without a data size, one step an epoch at least, so the run stops "
                                       "at total_training_steps")
-    rows = plan.samples_per_epoch
+    if "steps" in t.origin and t.origin["steps"] == "given" and t.steps is not None:
+        per_epoch, why = data_steps(plan.samples_per_epoch, loader, 1, None, dapo)
+        epochs = math.ceil(t.steps / per_epoch)
+        return t.steps, "given", epochs, f"derived: enough epochs to reach train.steps, {why}"
+    assert t.steps is not None  # the plan's steps over a data size are the run's (VerlPlanning.run_steps)
+    return t.steps, t.origin["steps"], max(1, math.ceil(t.epochs or 1)), \
+        f"plan: epochs, whole ({t.origin.get('epochs', '')})"
+
+
+def data_steps(rows: int, loader: int, epochs: int, cap: tuple[int, str] | None, dapo: bool) -> tuple[int, str]:
+    """The steps verl runs over `rows` prepared rows in batches of `loader` prompts, and why (the RL family's
+    loader_steps over the rows prepare_data.py keeps for training); refused where not one batch is left."""
     train_rows = _train_rows(rows)
-    per_epoch = train_rows // loader
-    if per_epoch == 0:
+    if train_rows < loader:
         least = next(n for n in itertools.count(loader + 1) if _train_rows(n) >= loader)
         raise SpecError.at("data.samples", f"{rows} rows leave {train_rows} for training after the validation "
                                            f"split, less than one batch of {loader} prompts verl's loader draws "
                                            f"({RAY_TRAINER} l. 392-399, drop_last); give at least "
                                            f"{least} rows or a smaller "
                                            f"global_batch_size")
-    why = (f"{train_rows} train rows (data.samples {rows} less the validation split) // {loader} prompts a batch "
-           f"({'data.gen_batch_size' if dapo else 'data.train_batch_size'}; {RAY_TRAINER} l. 392-399 drops the "
-           f"partial one) = {per_epoch} an epoch")
+    steps, why = loader_steps(train_rows, loader, epochs, cap)
+    why += (f" (data.samples {rows} less the validation split; a batch is "
+            f"{'data.gen_batch_size' if dapo else 'data.train_batch_size'}, and {RAY_TRAINER} l. 392-399 drops the "
+            f"partial one; verl stops at the first of total_epochs and total_training_steps, l. 422-425, 1356)")
     if dapo:
         why += ("; DAPO's group filter may spend several generation batches on one step, so it can run fewer, and "
                 "then saves the last step when the data ends (recipe/dapo/dapo_ray_trainer.py l. 410-416)")
-    if "steps" in t.origin and t.origin["steps"] == "given" and t.steps is not None:
-        epochs = math.ceil(t.steps / per_epoch)
-        return t.steps, "given", epochs, f"derived: enough epochs to reach train.steps, {why}"
-    epochs = max(1, math.ceil(t.epochs or 1))
-    return per_epoch * epochs, f"derived: {why}, x {epochs} epoch(s)", epochs, \
-        f"plan: epochs, whole ({t.origin.get('epochs', '')})"
+    return steps, why
+
+
+def generation_ratio(rl: RL) -> int:
+    """DAPO's generation batch over its train batch in the followed script (gen_batch_size / train_batch_size)."""
+    found_gen, found_train = rl.example.get("gen_batch_size"), rl.example.get("train_batch_size")
+    assert found_gen and found_train, rl.script
+    return int(found_gen[0]) // int(found_train[0])
 
 
 PREPROCESS = f"{VERL} examples/data_preprocess"
@@ -758,6 +846,12 @@ ANSWER_FORMATS: dict[str, tuple[str, str, str, str]] = {
 }
 
 
+# Rewards that compare the response's final answer with the ground truth as a normalized string: an answer that is
+# not a plain number (\dfrac{1}{2}, \sqrt2) scores -1 whenever the response writes it another way.
+LITERAL_REWARDS = {"math_dapo": f"{VERL} verl/utils/reward_score/math_dapo.py l. 124-190, 265: the normalized "
+                                f"strings compared as they are, -1.0 unless equal"}
+
+
 def hydra_run_dir(out: str) -> str:
     """Hydra's run folder under verl's output folder. Hydra resolves it once to make the folder and again through
     its log file's name (${hydra.runtime.output_dir}/${hydra.job.name}.log: hydra-core 1.3.8, which verl 0.7.0
@@ -773,10 +867,14 @@ def answer_settings(reward: str, column: str | None) -> tuple[Setting, ...]:
     """prepare_data.py's prompt instruction and final-answer rule for `reward` (ANSWER_FORMATS), or the column
     rl.answer_column names, which holds each row's final answer."""
     prefix, suffix, rule, source = ANSWER_FORMATS[reward]
+    literal = LITERAL_REWARDS.get(reward)
     return (Setting("prompt_prefix", prefix, source), Setting("prompt_suffix", suffix, source),
             Setting("answer_rule", rule, source),
             Setting("answer_column", column, "spec rl.answer_column: each row's final answer" if column else
-                    f"not given: the final answer is found in the answer text ({rule})"))
+                    f"not given: the final answer is found in the answer text ({rule})"),
+            Setting("literal_reward", f"{reward} ({literal})" if literal else None,
+                    f"prepare_data.py warns of each final answer that is not a plain number: {literal}" if literal
+                    else f"{reward} grades the answer, not its spelling"))
 
 
 def _train_rows(rows: int) -> int:

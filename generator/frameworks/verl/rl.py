@@ -7,12 +7,14 @@ from dataclasses import dataclass
 
 from ...api.notes import Note
 from ...errors import SpecError
+from ...families.rl.batching import SEQUENCES
 from ...tables import Framework, Model
 from .examples import Example, example
 
 VERL = "verl 0.7.0"
 ACTOR_YAML = f"{VERL} verl/trainer/config/actor/actor.yaml"
 ROLLOUT_YAML = f"{VERL} verl/trainer/config/rollout/rollout.yaml"
+GUIDE = f"{VERL} docs/perf/perf_tuning.rst"  # its dynamic batch size tuning tips (families/rl/batching.py)
 # rl.reward -> the data_source verl's default_compute_score picks that rule reward by
 # (verl 0.7.0 verl/utils/reward_score/__init__.py l. 44, 48, 59, 89).
 DATA_SOURCES = {"gsm8k": ("openai/gsm8k", 44), "math": ("lighteval/MATH", 48), "math_dapo": ("math_dapo", 59),
@@ -52,7 +54,7 @@ class RL:
     clip_ratio_high: float
     mini_batch_size: int
     reward: str
-    micro_batch_size: int  # actor.ppo_micro_batch_size_per_gpu (sequences; unused with dynamic_bsz)
+    micro_batch_size: int  # actor.ppo_micro_batch_size_per_gpu (sequences; with dynamic_bsz, those of its limit)
     log_prob_micro_batch_size: int  # rollout / ref log_prob_micro_batch_size_per_gpu
     sp: int  # ulysses sequence parallel size of the actor (and ref, critic)
     dynamic_bsz: bool
@@ -79,8 +81,9 @@ class RL:
         return 1024, f"{ROLLOUT_YAML} l. 68: max_num_seqs 1024"
 
 
-def rl_config(given: dict, method: str, seq_len: int, model: Model, fw: Framework) -> RL:
-    """The job's RL values: `given`, the spec's `rl:` keys, for `method` at `seq_len`."""
+def rl_config(given: dict, method: str, seq_len: int, model: Model, fw: Framework, accelerator: str = "npu") -> RL:
+    """The job's RL values: `given`, the spec's `rl:` keys, for `method` at `seq_len` on `accelerator` (a GPU plan
+    follows verl's GPU script for the model where it ships one: frameworks.yaml <method>_gpu)."""
     if method == "ppo" and model.vision_params_b > 0:
         raise SpecError.at("method", f"verl 0.7.0 cannot start ppo on {model.name}: PPO's critic needs a value "
                                      f"head, which transformers has none of for a vision-language model, so verl "
@@ -89,21 +92,14 @@ def rl_config(given: dict, method: str, seq_len: int, model: Model, fw: Framewor
                                      f"upstream script runs PPO on a VL model. Use grpo or dapo (upstream "
                                      f"examples/grpo_trainer/run_qwen2_5_vl_7b_npu.sh, recipe/dapo's VL scripts)")
     info = fw.models.get(model.name) or {}
-    script = info.get(method)
+    script = example_script(info, method, accelerator)
     if not script:
         raise SpecError.at("method", f"verl plans {method} for {model.name} from no upstream example "
                                      f"(frameworks.yaml verl)")
     ex = example(script)
-    nearest = None if ex.model.lower() == model.hf_id.lower() else \
-        Note("verl.example_of_variant", f"verl 0.7.0's {method} NPU example for {model.name} trains {ex.model} "
-                                        f"({script}); the plan trains {model.hf_id} with its values: the nearest "
-                                        f"model upstream runs {method} on")
-    if bare(ex.model) != bare(model.hf_id):
-        nearest = Note("verl.example_of_other_model", f"verl 0.7.0 has no {method} NPU example for {model.name}; the "
-                                                      f"plan follows the same method's example for the nearest "
-                                                      f"model, {ex.model} ({script})")
+    nearest = _nearest(method, model, ex, "GPU" if script == info.get(f"{method}_gpu") else "NPU", accelerator)
     sources: dict[str, str] = {}
-    engine = _vision_engine(model, info, ex)
+    engine = _vision_engine(model, info, ex, accelerator)
 
     def pick(field: str, given_key: str | None = None, example_key: str | None = None):
         if given_key and given_key in given:
@@ -128,14 +124,20 @@ def rl_config(given: dict, method: str, seq_len: int, model: Model, fw: Framewor
     reward = pick("reward", "reward")
     sp = pick("sp")
     example_seq = int(ex.values["prompt_length"][0]) + int(ex.values["response_length"][0])
-    micro, sources["micro_batch_size"] = _scaled(ex, "micro_batch_size", example_seq, prompt + response)
-    log_prob, sources["log_prob_micro_batch_size"] = _scaled(ex, "log_prob_micro_batch_size", example_seq,
-                                                             prompt + response, micro)
+    dynamic = pick("dynamic_bsz")
+    if dynamic:  # micro batches packed to a token limit of SEQUENCES full sequences (families/rl/batching.py)
+        micro = log_prob = SEQUENCES
+        sources["micro_batch_size"] = sources["log_prob_micro_batch_size"] = \
+            f"derived: use_dynamic_bsz packs {SEQUENCES} sequences' tokens a micro batch ({GUIDE} l. 148-149)"
+    else:
+        micro, sources["micro_batch_size"] = _scaled(ex, "micro_batch_size", example_seq, prompt + response)
+        log_prob, sources["log_prob_micro_batch_size"] = _scaled(ex, "log_prob_micro_batch_size", example_seq,
+                                                                 prompt + response, micro)
     rl = RL(script=script, nearest=nearest, prompt_length=prompt, response_length=response, n=n, use_kl_loss=use_kl,
             kl_coef=kl, clip_ratio_low=pick("clip_ratio_low", "clip_ratio_low"),
             clip_ratio_high=pick("clip_ratio_high", "clip_ratio_high"), mini_batch_size=mini, reward=reward,
             micro_batch_size=micro, log_prob_micro_batch_size=log_prob,
-            sp=sp, dynamic_bsz=pick("dynamic_bsz"), remove_padding=pick("remove_padding"),
+            sp=sp, dynamic_bsz=dynamic, remove_padding=pick("remove_padding"),
             rollout_tp=pick("rollout_tp", example_key="rollout_tp") if ex.get("rollout_tp") else 1,
             gpu_memory_utilization=pick("gpu_memory_utilization"), chunked_prefill=pick("chunked_prefill"),
             max_num_batched_tokens=pick("max_num_batched_tokens"), enforce_eager=pick("enforce_eager"),
@@ -148,10 +150,34 @@ def rl_config(given: dict, method: str, seq_len: int, model: Model, fw: Framewor
 VISION_ENGINE_KEYS = ("enforce_eager", "chunked_prefill")
 
 
-def _vision_engine(model: Model, info: dict, ex: Example) -> Example:
+def _nearest(method: str, model: Model, ex: Example, kind: str, accelerator: str) -> Note | None:
+    """Where the followed script trains another model (or another variant of it), or is the NPU script on a GPU:
+    what PLAN.md says of it (None: upstream ran this very job)."""
+    on_gpu = "" if accelerator != "gpu" or kind != "NPU" else \
+        (f"; verl 0.7.0 ships no {method} GPU script for {model.name}: the plan follows its NPU example "
+         f"({ex.script}) on the GPU")
+    if bare(ex.model) != bare(model.hf_id):
+        return Note("verl.example_of_other_model",
+                    f"verl 0.7.0 has no {method} {kind} example for {model.name}: upstream has never run this job "
+                    f"{'on Ascend' if kind == 'NPU' else 'on a GPU'}; the plan follows the same method's example for "
+                    f"the nearest model, {ex.model} ({ex.script}){on_gpu}")
+    if ex.model.lower() != model.hf_id.lower():
+        return Note("verl.example_of_variant",
+                    f"verl 0.7.0's {method} {kind} example for {model.name} trains {ex.model} ({ex.script}); the "
+                    f"plan trains {model.hf_id} with its values: the nearest model upstream runs {method} on{on_gpu}")
+    return Note("verl.npu_example_on_gpu", on_gpu[2:]) if on_gpu else None
+
+
+def example_script(info: dict, method: str, accelerator: str) -> str | None:
+    """The upstream script a plan follows for `method` (a model's frameworks.yaml verl row): on a GPU, verl's GPU
+    script where it ships one for the model; else the NPU one."""
+    return (info.get(f"{method}_gpu") if accelerator == "gpu" else None) or info.get(method)
+
+
+def _vision_engine(model: Model, info: dict, ex: Example, accelerator: str) -> Example:
     """The example a VL model's rollout engine settings come from: its own GRPO example where the method's script
     trains a text model; else the followed script."""
-    own = info.get("grpo")
+    own = example_script(info, "grpo", accelerator)
     if model.vision_params_b <= 0 or not own or bare(ex.model) == bare(model.hf_id):
         return ex
     return example(own)

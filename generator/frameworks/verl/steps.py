@@ -16,7 +16,7 @@ PREPARE_PATHS = ("dataset", "output_dir")
 MERGE_PATHS = ("output_dir",)
 # The settings each step reads (prepare_data.py's SETTINGS, merge.sh's --flags): any other set is a planning bug.
 PREPARE_KEYS = {"data_source", "ability", "format", "columns", "image_column", "val_share", "input", "output",
-                "prompt_prefix", "prompt_suffix", "answer_rule", "answer_column", "rows"}
+                "prompt_prefix", "prompt_suffix", "answer_rule", "answer_column", "rows", "literal_reward"}
 MERGE_KEYS = {"backend", "checkpoints", "target_dir"}
 
 
