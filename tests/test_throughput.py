@@ -210,7 +210,7 @@ def test_multi_node_estimates_keep_the_hardware_rows_scaling_efficiency_unless_t
     assert SNT9B.scaling_efficiency < 1
     assert scaled.tokens_per_card_s == pytest.approx(ideal.tokens_per_card_s * SNT9B.scaling_efficiency)
     assert scaled.mfu == pytest.approx(ideal.mfu * SNT9B.scaling_efficiency)
-    assert SNT9B.scaling_source in scaled.source and "seed 004" in SNT9B.scaling_source
+    assert SNT9B.scaling_source in scaled.source and "the measured MFU table" in SNT9B.scaling_source
     # The spec's scaling_efficiency divides the time instead (resolve.py): the rate is the step model's alone.
     given = throughput(model, "full", 4096, fw, SNT9B, None, two_nodes, scaling_given=True)
     assert given.tokens_per_card_s == pytest.approx(ideal.tokens_per_card_s)
