@@ -43,6 +43,7 @@ class Estimate:
     budget_cards: int | None = None  # cards the time budget asked for, before rounding to the platform
     mfu: float | None = None  # model FLOPs utilisation of the estimate (None when measured)
     time_high_hours: float | None = None  # the range's upper end where the rate is estimated (throughput.py)
+    rate_share: float = 1.0  # the share of the layout's own rate the plan claims (scaling.py; 1: all of it)
 
 
 @dataclass(frozen=True)

@@ -55,6 +55,7 @@ from .loopback import LOOPBACK_WHY, is_loopback
 from .nofit import way_out
 from .plan import Estimate, FrameworkPlan, Layout, MinCards, PathValue, Plan, Rejected, Role
 from .recipe import adapter, algorithm_batch, batch_target, schedule_warnings, training
+from .scaling import capped_rate
 from .scheduler import (
     Scheduler,
     check_names,
@@ -749,7 +750,7 @@ class _BudgetTrials:
                 if not (layout.fits or layout.source.startswith("preset") or self.forced):
                     self.trials[i] = None  # --force kept the closest layout at this count, though others fit
                     return None
-                took = hours(self.tokens, rate(self.ctx, layout).tokens_per_card_s, cards,
+                took = hours(self.tokens, capped_rate(self.at, layout)[0].tokens_per_card_s, cards,
                              self.ctx.spec.scaling_efficiency)
                 self.trials[i] = _Trial(layout, rejected, found_notes, found_warnings, took)
         return self.trials[i]
@@ -808,13 +809,13 @@ class _BudgetTrials:
 
 def _estimate(ctx: Context, layout: Layout, budget_cards: int | None) -> Estimate:
     tokens = ctx.spec.train_tokens if ctx.role_kind.trains else None  # a role that does not train has no time
-    tput = rate(ctx, layout)
+    tput, share = capped_rate(ctx, layout)
     # A rate of 0: nothing is published for the role (its plugin says so), and the plan gives no time.
     timed = tokens if tput.tokens_per_card_s > 0 else None
     took = None if timed is None else hours(timed, tput.tokens_per_card_s, layout.cards, ctx.spec.scaling_efficiency)
     return Estimate(total_tokens=tokens, tokens_per_card_s=tput.tokens_per_card_s, tps_source=tput.source,
                     is_estimate=tput.is_estimate, mfu=tput.mfu, time_hours=took, budget_cards=budget_cards,
-                    time_high_hours=None if took is None else took / tput.slow_share)
+                    time_high_hours=None if took is None else took / tput.slow_share, rate_share=share)
 
 
 def _resolve_framework(ctx: Context, tables: Tables, known: int | None = None):

@@ -324,6 +324,32 @@ def test_per_card_efficiency_does_not_rise_with_scale():
     assert multi_node_efficiency(SNT9B, 64) == pytest.approx(SNT9B.scaling_efficiency ** 2)
 
 
+@pytest.mark.parametrize("model, seq_len, given", [
+    ("llama3.1-70b", 8192, {}), ("llama3.1-70b", 8192, {"scaling_efficiency": 0.9}),
+    ("qwen3_moe-30b_a3b", 4096, {})])
+def test_the_chosen_layouts_mfu_per_card_does_not_rise_with_scale(model, seq_len, given):
+    # Issue 40 item 5: across the layouts the plan chose, the 70B pretrain's modelled MFU rose from 38.9% on 32 cards
+    # to 44.0% on 256 (more nodes let layouts with less recompute and a smaller TP fit). Each count's plan claims at
+    # most the fastest layout's rate on fewer nodes (the example's own scaling_efficiency, and the hardware's).
+    def planned(cards: int):
+        plan = resolve(make_spec(model=model, method="pretrain", seq_len=seq_len, cards=cards,
+                                 frameworks=["mindspeed-llm"], data={"total_tokens": 10**10}, **given), T,
+                       force=True)
+        return plan.frameworks["mindspeed-llm"]
+    plans = [planned(cards) for cards in (32, 64, 128, 256)]
+    mfus = [fp.estimate.mfu for fp in plans]
+    assert all(later <= earlier * (1 + 1e-9) for earlier, later in zip(mfus, mfus[1:])), mfus
+    assert len({fp.layout.describe() for fp in plans}) > 1  # the layouts differ: the cap, not one layout, holds it
+    capped = [fp for fp in plans if fp.estimate.rate_share < 1]
+    if model == "llama3.1-70b":
+        assert capped and all("per-card efficiency does not rise with scale" in fp.estimate.tps_source
+                              for fp in capped)
+    # the time the plan gives is the capped rate's
+    for fp in plans:
+        assert fp.estimate.time_hours == pytest.approx(hours(fp.estimate.total_tokens, fp.estimate.tokens_per_card_s,
+                                                             fp.layout.cards, 0.9 if given else 1.0))
+
+
 def test_zero3_offload_is_slower_than_zero3_by_its_transfers():
     # Issue 37 item 7: --candidates gave ZeRO-3 + offload the speed of ZeRO-3. Offload moves the updated shard and
     # fetches it for each micro batch's forward and backward over PCIe: at least that much longer a step.
