@@ -860,7 +860,7 @@ def _resolve_framework(ctx: Context, tables: Tables, known: int | None = None):
     fplan = FrameworkPlan(name=ctx.fw.name, label=ctx.fw.label,
                           roles={first.kind.value: Role(first.kind, layout, est, first.colocated)},
                           min_cards=minimum,
-                          forced=forced, info=info, upstream=upstream, flash_attn=ctx.fw.flash_attn)
+                          forced=forced, info=info, upstream=upstream)
     return fplan, rejected, notes, warnings
 
 

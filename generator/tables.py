@@ -329,7 +329,9 @@ class Framework:
         row = self.models.get(model) or {}
         facts = {name: self.value_facts(name, row[name]) for name, column in self.model_columns.items()
                  if isinstance(column.values, dict) and row.get(name) in column.values}
-        return {**row, "facts": facts} if facts else row
+        facts_row = {**row, "facts": facts} if facts else row
+        # A framework-wide fact its renderer writes (the HF-trainer family's attention kernel) rides along.
+        return {**facts_row, "flash_attn": self.flash_attn} if self.flash_attn else facts_row
 
     def refusal(self, model: str) -> str | None:
         """Why the pinned version cannot train `model` (its row's `refuse`), or None."""

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from ...api.contract import Structure
 from ...context import Context
-from ...plan import Layout, Rejected, deepspeed_words
+from ...plan import Layout, Rejected
+from .words import deepspeed_words
 
 
 class ZeroStages:
