@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, replace
+from functools import cached_property
 from typing import NoReturn
 
 from . import __version__
@@ -703,7 +704,20 @@ class _Trial:
     rejected: list[Rejected]
     notes: list[str]
     warnings: list[str]
-    hours: float
+    at: Context  # the context it was laid out in
+    tokens: float
+
+    @cached_property
+    def own_hours(self) -> float:
+        """At the layout's own rate: never more than `hours` (the cap only lowers a rate)."""
+        return hours(self.tokens, rate(self.at, self.layout).tokens_per_card_s, self.layout.cards,
+                     self.at.spec.scaling_efficiency)
+
+    @cached_property
+    def hours(self) -> float:
+        """At the rate the plan claims (scaling.py); the search asks only where own_hours leaves it open."""
+        return hours(self.tokens, capped_rate(self.at, self.layout)[0].tokens_per_card_s, self.layout.cards,
+                     self.at.spec.scaling_efficiency)
 
 
 class _BudgetTrials:
@@ -750,14 +764,13 @@ class _BudgetTrials:
                 if not (layout.fits or layout.source.startswith("preset") or self.forced):
                     self.trials[i] = None  # --force kept the closest layout at this count, though others fit
                     return None
-                took = hours(self.tokens, capped_rate(self.at, layout)[0].tokens_per_card_s, cards,
-                             self.ctx.spec.scaling_efficiency)
-                self.trials[i] = _Trial(layout, rejected, found_notes, found_warnings, took)
+                self.trials[i] = _Trial(layout, rejected, found_notes, found_warnings, self.at, self.tokens)
         return self.trials[i]
 
     def meets(self, i: int) -> bool:
         found = self.trial(i)
-        return found is not None and found.hours <= self.budget * 1.0001
+        limit = self.budget * 1.0001
+        return found is not None and found.own_hours <= limit and found.hours <= limit
 
     def meeting(self, known: int | None) -> int | None:
         """A count that meets the budget: `known`'s index where it does, else one found in O(log) counts."""
