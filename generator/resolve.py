@@ -704,7 +704,7 @@ class _Trial:
     rejected: list[Rejected]
     notes: list[str]
     warnings: list[str]
-    at: Context  # the context it was laid out in
+    at: Context  # the framework's context (a layout's rate does not depend on the batch the search tried)
     tokens: float
 
     @cached_property
@@ -764,7 +764,7 @@ class _BudgetTrials:
                 if not (layout.fits or layout.source.startswith("preset") or self.forced):
                     self.trials[i] = None  # --force kept the closest layout at this count, though others fit
                     return None
-                self.trials[i] = _Trial(layout, rejected, found_notes, found_warnings, self.at, self.tokens)
+                self.trials[i] = _Trial(layout, rejected, found_notes, found_warnings, self.ctx, self.tokens)
         return self.trials[i]
 
     def meets(self, i: int) -> bool:

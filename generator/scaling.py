@@ -6,8 +6,8 @@ on 32 cards, 44.0% on 256, where the measured MFU table gives a 70B 44.1% on 32 
 gain). Per-card efficiency does not rise with scale: a plan on N nodes claims at most the fastest layout's rate on
 each node count it halves to, times the multi-node efficiency lost between the two (none where the spec gives
 its own scaling_efficiency: the time formula divides by it at every count alike). The counts compared are N's
-halvings (N/2, N/4, ... while whole nodes halve evenly, down to one node) at the plan's global batch, so each tiles it
-as the plan's layout does. The rate of the chosen layout itself still ranks the layouts at N; the cap is what the
+halvings (N/2, N/4, ... while whole nodes halve evenly, down to one node or the first count nothing fits on) at the
+plan's global batch, so each tiles it as the plan's layout does. The rate of the chosen layout itself still ranks the layouts at N; the cap is what the
 plan's time uses."""
 
 from __future__ import annotations
@@ -38,8 +38,8 @@ def capped_rate(ctx: Context, layout: Layout) -> tuple[Throughput, float]:
         if key not in ctx.fastest:
             ctx.fastest[key] = search(same, fewer * per_node)[0]
         fastest = ctx.fastest[key]
-        if fastest is None:
-            continue
+        if fastest is None:  # nothing fits here, so nothing fits on fewer cards either
+            break
         lost = 1.0 if ctx.spec.scaling_given else \
             multi_node_efficiency(ctx.hw, nodes) / multi_node_efficiency(ctx.hw, fewer)
         bound = rate(same, fastest).tokens_per_card_s * lost
