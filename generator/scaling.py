@@ -4,11 +4,11 @@ The step model rates each layout on its own. More nodes leave less to hold per c
 or a smaller TP fit, and the chosen layouts' modelled MFU rose with scale (issue 40: a Llama-3.1-70B pretrain 38.9%
 on 32 cards, 44.0% on 256, where the measured MFU table gives a 70B 44.1% on 32 and nothing measured at scale shows a
 gain). Per-card efficiency does not rise with scale: a plan on N nodes claims at most the fastest layout's rate on
-each node count it halves to, times the multi-node efficiency lost between the two (none where the spec gives
-its own scaling_efficiency: the time formula divides by it at every count alike). The counts compared are N's
-halvings (N/2, N/4, ... while whole nodes halve evenly, down to one node or the first count nothing fits on) at the
-plan's global batch, so each tiles it as the plan's layout does. The rate of the chosen layout itself still ranks the layouts at N; the cap is what the
-plan's time uses."""
+each node count it halves to, times the multi-node efficiency lost between the two (none where the spec gives its
+own scaling_efficiency: the time formula divides by it at every count alike). The counts compared are N's halvings
+(N/2, N/4, ... while whole nodes halve evenly, down to one node or the first count nothing fits on) at the plan's
+global batch, so each tiles it as the plan's layout does. The rate of the chosen layout itself still ranks the
+layouts at N; the cap is what the plan's time uses."""
 
 from __future__ import annotations
 
