@@ -115,11 +115,13 @@ def time_points(plan: Plan, tables: Tables, name: str) -> list[tuple[int, float]
     fw, hw = tables.frameworks[name], tables.hardware[plan.hardware]
     measured = None if est.is_estimate else est.tokens_per_card_s
     # The time formula divides by the spec's scaling efficiency where it gave one (then the rate has none): the
-    # plan's own numbers say which, and how much.
+    # plan's own numbers say which, and how much. Where the plan capped its layout's rate (scaling.py: per-card
+    # efficiency does not rise with scale), every count keeps the same share of the layout's own rate.
     efficiency = est.total_tokens / (est.tokens_per_card_s * lay.cards * est.time_hours * 3600.0)
-    given = not math.isclose(_rate(plan, fw, hw, lay, measured, False), est.tokens_per_card_s, rel_tol=1e-9)
-    return [(c, round(hours(est.total_tokens, _rate(plan, fw, hw, replace(lay, cards=c), measured, given), c,
-                            efficiency), 2)) for c in counts]
+    own = est.tokens_per_card_s / est.rate_share
+    given = not math.isclose(_rate(plan, fw, hw, lay, measured, False), own, rel_tol=1e-9)
+    return [(c, round(hours(est.total_tokens, _rate(plan, fw, hw, replace(lay, cards=c), measured, given)
+                            * est.rate_share, c, efficiency), 2)) for c in counts]
 
 
 def _rate(plan: Plan, fw, hw, lay: Layout, measured: float | None, given: bool) -> float:

@@ -36,6 +36,12 @@ class Context:
         return plugin_of(self.fw).planning
 
     @cached_property
+    def fastest(self) -> dict:
+        """{(cards, global batch): the fastest layout that fits there, or None}, each searched once for this context
+        (scaling.py compares a plan's rate with the counts it halves to, for every count a budget search tries)."""
+        return {}
+
+    @cached_property
     def role_kind(self) -> RoleKind:
         return self.role or self.planning.roles(self.spec.method)[0].kind
 

@@ -10,6 +10,7 @@ from dataclasses import dataclass, field, replace
 from .api.contract import RoleKind, Settings
 from .api.notes import Note
 from .dataset import DataShape
+from .families.hf_trainer.words import deepspeed_words
 from .memory import MemoryBreakdown, optimizer_shard_groups
 from .parallel import Parallel
 from .scheduler import Scheduler
@@ -19,11 +20,6 @@ from .training import Training, plan_json
 # The search only accepts layouts whose estimate leaves this share of the usable memory free: the estimate is a
 # model, not a measurement, and a job that OOMs after the checkpoint has loaded costs far more than one more node.
 HEADROOM = 0.10
-
-
-def deepspeed_words(zero_stage: int | None, offload: bool) -> str:
-    """LLaMA-Factory's DeepSpeed setting in words: "none", "ZeRO-2", "ZeRO-3 + offload"."""
-    return "none" if zero_stage is None else f"ZeRO-{zero_stage}{' + offload' if offload else ''}"
 
 
 @dataclass(frozen=True)
@@ -44,6 +40,7 @@ class Estimate:
     budget_cards: int | None = None  # cards the time budget asked for, before rounding to the platform
     mfu: float | None = None  # model FLOPs utilisation of the estimate (None when measured)
     time_high_hours: float | None = None  # the range's upper end where the rate is estimated (throughput.py)
+    rate_share: float = 1.0  # the share of the layout's own rate the plan claims (scaling.py; 1: all of it)
 
 
 @dataclass(frozen=True)
@@ -189,7 +186,6 @@ class FrameworkPlan:
     forced: bool = False  # --force accepted fewer cards than the table's minimum
     info: dict = field(default_factory=dict)  # the framework's facts about this model (frameworks.yaml)
     upstream: str | None = None  # the upstream file a renderer follows
-    flash_attn: str | None = None  # the attention kernel setting its config names (LLaMA-Factory flash_attn)
     run: RunLength | None = None  # its own run length, where its plugin decides one (Planning.run_length)
     settings: Settings | None = None  # its files' own values, where its plugin decides them (Planning.settings)
 
@@ -251,7 +247,8 @@ class FrameworkPlan:
             **_layout_json(self.layout), "cards": self.cards, "nodes": self.nodes,
             "min_cards": {"value": self.min_cards.value, "source": self.min_cards.source, "case": self.min_cards.case},
             "estimate": _estimate_json(self.estimate), "forced": self.forced, "upstream": self.upstream,
-            "flash_attn": self.flash_attn, "choice": self.choice,
+            # The attention kernel its framework's facts name (the HF-trainer family's flash_attn; null elsewhere).
+            "flash_attn": self.info.get("flash_attn"), "choice": self.choice,
             **_layout_settings(self.layout),
             "roles": {kind: role.to_json() for kind, role in self.roles.items()},
             "run": None if self.run is None else self.run.to_json(),

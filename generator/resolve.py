@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, replace
+from functools import cached_property
 from typing import NoReturn
 
 from . import __version__
@@ -57,6 +58,7 @@ from .loopback import LOOPBACK_WHY, is_loopback
 from .nofit import way_out
 from .plan import Estimate, FrameworkPlan, Layout, MinCards, PathValue, Plan, Rejected, Role
 from .recipe import adapter, algorithm_batch, batch_target, schedule_warnings, training
+from .scaling import capped_rate
 from .scheduler import (
     Scheduler,
     check_names,
@@ -740,7 +742,20 @@ class _Trial:
     rejected: list[Rejected]
     notes: list[Note]
     warnings: list[Note]
-    hours: float
+    at: Context  # the framework's context (a layout's rate does not depend on the batch the search tried)
+    tokens: float
+
+    @cached_property
+    def own_hours(self) -> float:
+        """At the layout's own rate: never more than `hours` (the cap only lowers a rate)."""
+        return hours(self.tokens, rate(self.at, self.layout).tokens_per_card_s, self.layout.cards,
+                     self.at.spec.scaling_efficiency)
+
+    @cached_property
+    def hours(self) -> float:
+        """At the rate the plan claims (scaling.py); the search asks only where own_hours leaves it open."""
+        return hours(self.tokens, capped_rate(self.at, self.layout)[0].tokens_per_card_s, self.layout.cards,
+                     self.at.spec.scaling_efficiency)
 
 
 class _BudgetTrials:
@@ -787,14 +802,13 @@ class _BudgetTrials:
                 if not (layout.fits or layout.source.startswith("preset") or self.forced):
                     self.trials[i] = None  # --force kept the closest layout at this count, though others fit
                     return None
-                took = hours(self.tokens, rate(self.ctx, layout).tokens_per_card_s, cards,
-                             self.ctx.spec.scaling_efficiency)
-                self.trials[i] = _Trial(layout, rejected, found_notes, found_warnings, took)
+                self.trials[i] = _Trial(layout, rejected, found_notes, found_warnings, self.ctx, self.tokens)
         return self.trials[i]
 
     def meets(self, i: int) -> bool:
         found = self.trial(i)
-        return found is not None and found.hours <= self.budget * 1.0001
+        limit = self.budget * 1.0001
+        return found is not None and found.own_hours <= limit and found.hours <= limit
 
     def meeting(self, known: int | None) -> int | None:
         """A count that meets the budget: `known`'s index where it does, else one found in O(log) counts."""
@@ -848,13 +862,13 @@ class _BudgetTrials:
 
 def _estimate(ctx: Context, layout: Layout, budget_cards: int | None) -> Estimate:
     tokens = ctx.spec.train_tokens if ctx.role_kind.trains else None  # a role that does not train has no time
-    tput = rate(ctx, layout)
+    tput, share = capped_rate(ctx, layout)
     # A rate of 0: nothing is published for the role (its plugin says so), and the plan gives no time.
     timed = tokens if tput.tokens_per_card_s > 0 else None
     took = None if timed is None else hours(timed, tput.tokens_per_card_s, layout.cards, ctx.spec.scaling_efficiency)
     return Estimate(total_tokens=tokens, tokens_per_card_s=tput.tokens_per_card_s, tps_source=tput.source,
                     is_estimate=tput.is_estimate, mfu=tput.mfu, time_hours=took, budget_cards=budget_cards,
-                    time_high_hours=None if took is None else took / tput.slow_share)
+                    time_high_hours=None if took is None else took / tput.slow_share, rate_share=share)
 
 
 def _resolve_framework(ctx: Context, tables: Tables, known: int | None = None):
@@ -899,7 +913,7 @@ def _resolve_framework(ctx: Context, tables: Tables, known: int | None = None):
     fplan = FrameworkPlan(name=ctx.fw.name, label=ctx.fw.label,
                           roles={first.kind.value: Role(first.kind, layout, est, first.colocated)},
                           min_cards=minimum,
-                          forced=forced, info=info, upstream=upstream, flash_attn=ctx.fw.flash_attn)
+                          forced=forced, info=info, upstream=upstream)
     return fplan, rejected, notes, warnings
 
 

@@ -82,23 +82,23 @@ class Model:
     gated_mlp: bool
     mtp_layers: int  # multi-token-prediction layers after the last decoder layer (num_nextn_predict_layers)
 
-    @property
+    @cached_property
     def kv_channels(self) -> int:
         return self.head_dim or self.hidden // self.heads
 
-    @property
+    @cached_property
     def is_moe(self) -> bool:
         return self.experts > 0
 
-    @property
+    @cached_property
     def q_dim(self) -> int:
         return self.heads * self.kv_channels
 
-    @property
+    @cached_property
     def kv_dim(self) -> int:
         return self.kv_heads * self.kv_channels
 
-    @property
+    @cached_property
     def moe_layers(self) -> int:
         return self.layers - self.first_dense if self.is_moe else 0
 
@@ -112,25 +112,25 @@ class Model:
             p += 2 * self.kv_channels
         return p
 
-    @property
+    @cached_property
     def mlp_matrices(self) -> int:
         return 3 if self.gated_mlp else 2  # SwiGLU: gate, up, down; GELU: up, down
 
-    @property
+    @cached_property
     def dense_mlp_params(self) -> int:
         return self.mlp_matrices * self.hidden * self.ffn
 
-    @property
+    @cached_property
     def expert_params_per_layer(self) -> int:
         """Routed experts of one MoE layer (sharded by EP)."""
         return self.experts * 3 * self.hidden * self.moe_ffn
 
-    @property
+    @cached_property
     def shared_params_per_moe_layer(self) -> int:
         """Router plus shared experts of one MoE layer (sharded like dense weights)."""
         return self.hidden * self.experts + self.shared_experts * 3 * self.hidden * self.moe_ffn
 
-    @property
+    @cached_property
     def embedding_params(self) -> int:
         return self.vocab * self.hidden
 
@@ -162,7 +162,7 @@ class Model:
             self.moe_layers * self.shared_params_per_moe_layer
         return (self.layers * self.layer_params - mlps) // self.layers
 
-    @property
+    @cached_property
     def _embeddings_total(self) -> int:
         return self.embedding_params * (1 if self.tied else 2) + self.hidden
 
@@ -171,7 +171,7 @@ class Model:
         """All parameters of the language model plus the vision tower."""
         return self.layers * self.layer_params + self.expert_params + self._embeddings_total + self.vision_params
 
-    @property
+    @cached_property
     def vision_params(self) -> int:
         return int(self.vision_params_b * 1e9)
 
@@ -329,7 +329,9 @@ class Framework:
         row = self.models.get(model) or {}
         facts = {name: self.value_facts(name, row[name]) for name, column in self.model_columns.items()
                  if isinstance(column.values, dict) and row.get(name) in column.values}
-        return {**row, "facts": facts} if facts else row
+        facts_row = {**row, "facts": facts} if facts else row
+        # A framework-wide fact its renderer writes (the HF-trainer family's attention kernel) rides along.
+        return {**facts_row, "flash_attn": self.flash_attn} if self.flash_attn else facts_row
 
     def refusal(self, model: str) -> str | None:
         """Why the pinned version cannot train `model` (its row's `refuse`), or None."""

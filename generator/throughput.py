@@ -293,12 +293,13 @@ def throughput(model: Model, method: str, seq_len: int, framework: Framework, ha
     if uses_step_model(framework, hardware):
         par = par or Parallel(cards=1, cards_per_node=hardware.cards_per_node, global_batch_size=1)
         step = step_time(model, method, seq_len, par, hardware, info["gemm_efficiency"], framework.expert_tp)
-        causes = ", ".join(f"{k} {v:.0%}" for k, v in step.shares().items())
+        shares = step.shares()
+        causes = ", ".join(f"{k} {v:.0%}" for k, v in shares.items())
         mfu = step.mfu * scaling
         return Throughput(step.tokens_per_card_s * scaling,
                           f"estimate: step model, MFU {mfu:.1%} of {hardware.peak_tflops_bf16:g} TFLOPS at "
                           f"{flops / 1e9:.1f} GFLOP per token; step time: {causes} ({info['source']}){scaled}",
-                          True, mfu, step.shares(), slow_share=STEP_MODEL_SLOW)
+                          True, mfu, shares, slow_share=STEP_MODEL_SLOW)
     key = "moe" if model.is_moe and not trains_adapters(method) else VARIANT_OF.get(method, method)
     mfu = info["mfu"][key] * scaling
     tps = mfu * hardware.peak_tflops_bf16 * 1e12 / flops

@@ -79,7 +79,7 @@ def test_plan_md_opens_with_the_answer_and_holds_the_charts(tmp_path):
     order = [text.index(h) for h in ("## Answer", "**Run it.**", "Order:", "## Pictures", "## How the plan was made",
                                      "**Memory per card**", "## Notes")]
     assert order == sorted(order)
-    assert "| mindspeed-llm | 288 | 36 | 68.2 h | met (72 h) | 46.6 of 58 |" in text
+    assert "| mindspeed-llm | 320 | 40 | 67.4 h | met (72 h) | 49.9 of 58 |" in text
     assert text.count("```mermaid") == 3  # memory, pipeline, time
 
 

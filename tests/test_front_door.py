@@ -151,8 +151,8 @@ def test_the_sources_a_plan_cites_by_number_are_named(tmp_path):
 def test_the_answer_comes_first_in_the_terminal():
     lines = run("plan", str(EXAMPLES / "llama3.1-70b-pretrain-budget.yaml")).stdout.splitlines()
     assert lines[2] == "answer:"
-    assert lines[3].split() == ["mindspeed-llm", "288", "card(s)", "on", "36", "node(s),", "68.2", "h", "(time",
-                                "budget", "72", "h:", "met),", "46.6", "of", "58", "GiB", "per", "card"]
+    assert lines[3].split() == ["mindspeed-llm", "320", "card(s)", "on", "40", "node(s),", "67.4", "h", "(time",
+                                "budget", "72", "h:", "met),", "49.9", "of", "58", "GiB", "per", "card"]
     assert lines.index("where the values come from:") > lines.index("notes:")
     missed = run("plan", str(EXAMPLES / "llama3.1-70b-pretrain-budget.yaml"), "--set", "cards=64").stdout
     assert "(time budget 72 h: MISSED)" in missed and missed.index("warnings:") < missed.index("framework ")

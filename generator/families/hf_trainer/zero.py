@@ -5,7 +5,8 @@ from __future__ import annotations
 from ...api.contract import Structure
 from ...api.notes import Note
 from ...context import Context
-from ...plan import Layout, Rejected, deepspeed_words
+from ...plan import Layout, Rejected
+from .words import deepspeed_words
 
 
 class ZeroStages:

@@ -9,6 +9,7 @@ from functools import cache
 import yaml
 
 from ...resources import DATA_DIR
+from ...tables import TABLE_LOADER  # libyaml's loader where PyYAML has it
 
 
 @dataclass(frozen=True)
@@ -24,5 +25,5 @@ class Published:
 
 @cache
 def published() -> tuple[Published, ...]:
-    doc = yaml.safe_load((DATA_DIR / "rl" / "throughput.yaml").read_text(encoding="utf-8"))
+    doc = yaml.load((DATA_DIR / "rl" / "throughput.yaml").read_text(encoding="utf-8"), Loader=TABLE_LOADER)
     return tuple(Published(**row) for row in doc["published"])

@@ -6,6 +6,7 @@ import jinja2
 
 from ...plan import FrameworkPlan, Plan, RunLength
 from ...render.common import commands_txt, launch_context, section_context
+from .extra import options, replaced, with_options
 
 NAME = "mindformers"
 # Mcore data columns (configs/qwen3/*.yaml); the research families' own (input_columns, conversion scripts) are
@@ -178,7 +179,8 @@ def render(plan: Plan, env: jinja2.Environment) -> dict[str, str]:
     fp = plan.frameworks[NAME]
     lay = fp.layout
     kind = "pretrain" if plan.method == "pretrain" else "finetune"
-    yaml_text = env.get_template(f"mindformers/{fp.info['layout']}_{kind}.yaml.j2").render(**yaml_context(plan, fp))
+    yaml_text = with_options(plan, env.get_template(f"mindformers/{fp.info['layout']}_{kind}.yaml.j2").render(
+        **yaml_context(plan, fp)))
     launch = env.get_template("mindformers/launch.sh.j2").render(
         **launch_context(plan, fp, ["model_dir", "dataset", "output_dir", "mindformers_dir"],
                          reads_json=plan.train.resume),
@@ -207,4 +209,4 @@ def plan_section(plan: Plan, env: jinja2.Environment) -> str:
     return env.get_template("mindformers/plan_section.md.j2").render(
         plan=plan, fp=fp, **section_context(plan, fp, NAME),
         auto_trans=_auto_trans(plan, fp), data=data_source(plan, fp), run=fp_run(fp),
-        preprocess=bool(data_steps(plan, fp)))
+        preprocess=bool(data_steps(plan, fp)), extra=options(plan), replaced=replaced(plan))

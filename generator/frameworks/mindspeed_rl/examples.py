@@ -10,6 +10,7 @@ from typing import Any
 import yaml
 
 from ...resources import DATA_DIR
+from ...tables import TABLE_LOADER  # libyaml's loader where PyYAML has it
 
 FOLDER = DATA_DIR / "mindspeed_rl_2.3.0"
 RELEASE = "MindSpeed-RL v2.3.0 (4b30d034)"
@@ -47,7 +48,7 @@ def _flatten(node: yaml.Node, prefix: str, out: dict[str, tuple[object, int]]) -
 
 @cache
 def facts() -> dict:
-    return yaml.safe_load((FOLDER / "examples.yaml").read_text(encoding="utf-8"))
+    return yaml.load((FOLDER / "examples.yaml").read_text(encoding="utf-8"), Loader=TABLE_LOADER)
 
 
 @cache
