@@ -156,14 +156,10 @@ def _files(plan: Plan, spec_path: str) -> dict[str, str]:
 
 
 def _plan_text(plan: Plan) -> str:
-    """The plan as `plan` prints it (and `render` on stderr), with what the sources it cites by number are."""
+    """The plan as `plan` prints it (and `render` on stderr)."""
     from .render import environment
-    from .sources import cited
 
-    text = environment().get_template("plan.txt.j2").render(plan=plan)
-    sources = cited(text)
-    return text.rstrip("\n") + "\n\nsources cited:\n" + "".join(f"  {name}: {what}\n" for name, what in sources) \
-        if sources else text
+    return environment().get_template("plan.txt.j2").render(plan=plan)
 
 
 def _strict_exit(plan: Plan, strict: bool) -> None:

@@ -12,7 +12,6 @@ from click.testing import CliRunner
 from generator import progress
 from generator.cli import main
 from generator.scheduler import DNS_LABEL
-from generator.sources import CITED, cited
 
 REPO = Path(__file__).resolve().parent.parent
 EXAMPLES = REPO / "examples"
@@ -132,20 +131,6 @@ def test_a_predict_starter_offers_only_the_frameworks_that_predict_the_model(tmp
     # llama3.1-8b has a MindFormers row but no upstream predict config: the starter offered mindformers anyway.
     result = CliRunner().invoke(main, ["init", "llama3.1-8b", "--method", "predict", "--hardware", "snt9b"])
     assert result.exit_code == 2 and "no framework plans llama3.1-8b predict on snt9b" in result.stderr
-
-
-def test_the_sources_a_plan_cites_by_number_are_named(tmp_path):
-    result = run("plan", str(EXAMPLES / "qwen3-32b-full-snt9b-16c.yaml"))
-    body, _, glossary = result.stdout.partition("sources cited:")
-    # Issue 40: the plan's own sentences name the guide by what it is, not by its number ...
-    assert "MindFormers' Qwen3 guide" in body and "seed 003" not in body
-    for name, what in cited(body):  # ... and a number a table's source still cites is said at the end
-        assert f"  {name}: {what}" in glossary
-    assert run("render", str(EXAMPLES / "qwen3-32b-full-snt9b-16c.yaml"), "-o", str(tmp_path)).exit_code == 0
-    text = (tmp_path / "qwen3-32b-full-snt9b-16c" / "PLAN.md").read_text()
-    body, _, glossary = text.partition("\n## Sources cited\n")
-    assert "seed 003" not in body and all(f"- {name}: {what}" in glossary for name, what in cited(body))
-    assert cited("seed-004 and seed 42") == [("seed 004", CITED["seed 004"])]
 
 
 def test_the_answer_comes_first_in_the_terminal():

@@ -7,7 +7,6 @@ import json
 import jinja2
 
 from ..plan import HEADROOM, Plan
-from ..sources import cited
 from .common import master_addr
 from .submit import Submit
 
@@ -29,7 +28,4 @@ def render(plan: Plan, env: jinja2.Environment, sections: dict[str, str],
               else ", ".join(f"{name}: {address}" for name, address in masters.items()))
     text = env.get_template("PLAN.md.j2").render(plan=plan, headroom_pct=round(HEADROOM * 100), sections=sections,
                                                  master=master, submits=submits)
-    sources = cited(text)
-    if sources:
-        text += "\n## Sources cited\n\n" + "".join(f"- {name}: {what}\n" for name, what in sources)
     return {"PLAN.md": text, "plan.json": plan_json(plan)}
