@@ -507,6 +507,8 @@ EQUIVALENT: dict[str, str] = {
     "cards:compare:n <= hw.cards_per_node->(n < hw.cards_per_node)": "at n = cards_per_node, a multiple of the "
         "parallel unit on every hardware.yaml row (and equal to it for a framework that counts whole nodes), both "
         "branches yield n and go on to 2 x cards_per_node",
+    "cards:number:0->1#7": "first_holding's default rank, `lambda i: 0` made 1: a rank equal for every index "
+                           "orders the candidates by (rank, i) exactly as before",
     "layouts:compare:pp > 1->(pp >= 1)": "at PP 1 the dense-stage rule would need first_dense >= layers, which "
                                          "tables.py refuses when it loads models.yaml (l. 697-698)",
 }
