@@ -6,7 +6,8 @@ changes; named with why in EQUIVALENT).
     python bench/mutants.py [MODULE ...] [--sample] [--size N] [--results FILE] [--report FILE] [--list]
 
 The tree is copied into a temporary folder and each mutant written there only: the worktree is never touched. A
-mutant is killed when the covering tests fail (or run past TIMEOUT); the run first checks that they pass unmutated.
+mutant is killed when the covering tests fail (or run past TIMEOUT, or, selected, past LOOPING times the unmutated
+run of all of them under coverage); the run first checks that they pass unmutated.
 Each module's tests first run once under coverage.py with one context per test (pytest-cov's --cov-context=test);
 a Python mutant then runs only the tests that executed its statement, with -x (the first failure kills it), all of
 them where its statement runs at import, and none where no test executes it (it survives). --every-test runs the
@@ -30,6 +31,7 @@ import subprocess
 import sys
 import tempfile
 import threading
+import time
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, replace
@@ -37,6 +39,8 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
 TIMEOUT = 300  # seconds one mutant's tests may run; a mutant that loops is killed by it
+LOOPING = 5  # ... or, selected, this many times what all the module's tests took unmutated under coverage (at least
+# a minute): a mutant of a loop whose tests take seconds need not wait minutes
 
 
 @dataclass(frozen=True)
@@ -258,7 +262,7 @@ def test_args(tree: Path, target: Target) -> list[str]:
 
 
 def run_tests(tree: Path, target: Target, show: bool = False, selected: list[str] | None = None,
-              extra: tuple[str, ...] = (), env: dict[str, str] | None = None) -> str:
+              extra: tuple[str, ...] = (), env: dict[str, str] | None = None, timeout: float = TIMEOUT) -> str:
     """'passed', 'failed' or 'timeout' for the target's tests in `tree` (or only the test ids `selected`); `show`:
     print the end of a failure."""
     env = {**os.environ, "PYTHONPATH": str(tree), "PYTHONDONTWRITEBYTECODE": "1", **(env or {})}
@@ -266,7 +270,7 @@ def run_tests(tree: Path, target: Target, show: bool = False, selected: list[str
     try:
         done = subprocess.run([sys.executable, "-m", "pytest", "-q", "-x", "-p", "no:cacheprovider",
                                "-p", "no:randomly", *extra, *tests], cwd=tree, env=env, capture_output=True,
-                              timeout=TIMEOUT, check=False)
+                              timeout=timeout, check=False)
     except subprocess.TimeoutExpired:
         return "timeout"
     if done.returncode and show:
@@ -278,20 +282,24 @@ UNRUN = " (no test runs it)"  # the log's mark of a mutant that survives uncover
 AT_IMPORT = ""  # coverage's context for what runs outside any test: module bodies run while pytest collects
 
 
-def covering(tree: Path, target: Target, cache: Path | None = None) -> dict[int, set[str]] | None:
+def covering(tree: Path, target: Target, cache: Path | None = None) -> tuple[dict[int, set[str]], float] | None:
     """The ids of the tests that execute each line of the target (AT_IMPORT among them for code that runs at
-    import), from one run of its tests under coverage.py; None where they fail (nothing is measured). `cache`: a
-    folder that keeps the map for these tests and this source, so a resumed run does not measure it again."""
+    import), from one run of its tests under coverage.py, and the seconds that run took; None where they fail
+    (nothing is measured). `cache`: a folder that keeps both for these tests and this source, so a resumed run does
+    not measure them again."""
     digest = hashlib.sha256((tree / target.path).read_bytes())
     for path in sorted((tree / "tests").rglob("*.py")):
         digest.update(path.read_bytes())
     digest.update(repr(target.tests).encode())
-    kept = cache / f"coverage-{digest.hexdigest()[:16]}.json" if cache else None
+    kept = cache / f"covered-{digest.hexdigest()[:16]}.json" if cache else None
     if kept is not None and kept.exists():
-        return {int(line): set(tests) for line, tests in json.loads(kept.read_text()).items()}
+        stored = json.loads(kept.read_text())
+        return {int(line): set(tests) for line, tests in stored["lines"].items()}, stored["seconds"]
     data_file = tree.parent / f"coverage-{tree.name}"
+    started = time.monotonic()
     outcome = run_tests(tree, target, show=True, extra=(f"--cov={tree / 'generator'}", "--cov-context=test",
                                                          "--cov-report="), env={"COVERAGE_FILE": str(data_file)})
+    seconds = time.monotonic() - started
     if outcome != "passed":
         return None
     import coverage  # the bench's own dependency (scripts/install.sh test), not the package's
@@ -303,8 +311,9 @@ def covering(tree: Path, target: Target, cache: Path | None = None) -> dict[int,
     # pytest-cov names a test's context `nodeid|setup`, `nodeid|run` or `nodeid|teardown`
     covered = {line: {c.rpartition("|")[0] if "|" in c else c for c in found} for line, found in contexts.items()}
     if kept is not None:
-        kept.write_text(json.dumps({line: sorted(tests) for line, tests in covered.items()}))
-    return covered
+        kept.write_text(json.dumps({"seconds": seconds,
+                                    "lines": {line: sorted(tests) for line, tests in covered.items()}}))
+    return covered, seconds
 
 
 def statement_lines(source: str) -> dict[tuple[int, int], range]:
@@ -347,14 +356,17 @@ def run_module(module: str, chosen: list[Mutant], trees: queue.Queue, every_test
         return None
     left = [m for m in chosen if m.key not in done]
     selective = not every_test and target.path.endswith(".py")
-    covered = covering(tree, target, save.parent if save else None) if selective and left else {}
-    if covered is None or (left and not selective and run_tests(tree, target, show=True) != "passed"):
+    measured = covering(tree, target, save.parent if save else None) if selective and left else ({}, 0.0)
+    if measured is None or (left and not selective and run_tests(tree, target, show=True) != "passed"):
         print(f"{module}: not run: its tests fail (or time out) unmutated: {' '.join(target.tests)}", file=sys.stderr)
         return None
+    covered, seconds = measured
+    timeout = min(TIMEOUT, max(60.0, LOOPING * seconds)) if selective else TIMEOUT
     order = {a: i for i, a in enumerate(test_args(tree, target))}
     spans = statement_lines(source) if selective else {}
     print(f"{module}: {len(chosen)} mutants ({len(chosen) - len(left)} measured before), tests: "
-          f"{' '.join(test_args(tree, target))}{' (those that run each mutant)' if selective else ''}", flush=True)
+          f"{' '.join(test_args(tree, target))}{' (those that run each mutant)' if selective else ''}, "
+          f"{timeout:.0f} s each at most", flush=True)
     lock = threading.Lock()
 
     def run(mutant: Mutant) -> str:
@@ -366,7 +378,7 @@ def run_module(module: str, chosen: list[Mutant], trees: queue.Queue, every_test
         tree = trees.get()
         try:
             (tree / target.path).write_text(source[:mutant.start] + mutant.replacement + source[mutant.end:])
-            passed = selected == [] or run_tests(tree, target, selected=selected) == "passed"
+            passed = selected == [] or run_tests(tree, target, selected=selected, timeout=timeout) == "passed"
             outcome = "survived" if passed else "killed"
         finally:
             (tree / target.path).write_text(source)
@@ -507,6 +519,8 @@ EQUIVALENT: dict[str, str] = {
     "cards:compare:n <= hw.cards_per_node->(n < hw.cards_per_node)": "at n = cards_per_node, a multiple of the "
         "parallel unit on every hardware.yaml row (and equal to it for a framework that counts whole nodes), both "
         "branches yield n and go on to 2 x cards_per_node",
+    "cards:number:0->1#7": "first_holding's default rank, `lambda i: 0` made 1: a rank equal for every index "
+                           "orders the candidates by (rank, i) exactly as before",
     "layouts:compare:pp > 1->(pp >= 1)": "at PP 1 the dense-stage rule would need first_dense >= layers, which "
                                          "tables.py refuses when it loads models.yaml (l. 697-698)",
 }
