@@ -121,3 +121,18 @@ def test_the_expert_and_noop_layer_rules_hold_upstreams_config_and_catch_each_br
                         ({"noop": 1}, "actor_config.num_layers"),
                         ({"noop": 0, "layers": 94}, "actor_config.pipeline_model_parallel_size")):
         assert key in [b.config_key for b in broken(Shape(**{**MOE, **change}))], change
+
+
+def test_the_rollout_share_written_is_the_one_the_memory_model_counts(tmp_path):
+    """Upstream's 0.85 for Qwen3-235B-A22B leaves no headroom on a 64 GB card: the plan lowers it, writes what it
+    counts and says why; where upstream's fits (DeepSeek-V3's 0.7) it is kept with its line."""
+    plan, files = rendered(tmp_path, "qwen3_moe-235b_a22b", "snt9b", 128, 16384)
+    settings = plan.frameworks[NAME].settings
+    config = yaml.safe_load(files[f"{NAME}/config/{settings.config_name}.yaml"])
+    assert config["generate_config"]["gpu_memory_utilization"] == 0.8
+    source = next(item.source for item in settings.config if item.key == "generate_config.gpu_memory_utilization")
+    assert source.startswith("derived: the example's 0.85 (upstream") and "lowered" in source
+    plan, files = rendered(tmp_path / "ds", "deepseek-v3", "snt9b23", 256, 3072)
+    settings = plan.frameworks[NAME].settings
+    assert yaml.safe_load(files[f"{NAME}/config/{settings.config_name}.yaml"])["generate_config"][
+        "gpu_memory_utilization"] == 0.7

@@ -1,8 +1,8 @@
-"""Issue 38 (c): a MindSpeed-RL job under Slurm and ModelArts, as verl's: the scheduler starts the same per-node
-launch.sh once on every node (the sbatch body through srun; ModelArts' boot command on each replica), each node takes
-its rank and node 0's address from the scheduler's variables, node 0 starts the Ray head and the job once, the other
-joins and stays until the head has stopped. Stand-in `ray`, `python3`, `sleep`, `srun`, `scontrol` and `getent` record
-their calls; both nodes run at the same time."""
+"""Issue 38 (c): a MindSpeed-RL job under Slurm, ModelArts and Volcano, as verl's: the scheduler starts the same
+per-node launch.sh once on every node (the sbatch body through srun; ModelArts' boot command on each replica; one
+Volcano pod a node), each node takes its rank and node 0's address from the scheduler's variables, node 0 starts the
+Ray head and the job once, the other joins and stays until the head has stopped. Stand-in `ray`, `python3`, `sleep`,
+`srun`, `scontrol` and `getent` record their calls; both nodes run at the same time."""
 
 from __future__ import annotations
 
@@ -12,8 +12,9 @@ import subprocess
 from pathlib import Path
 
 import pytest
+import yaml
 from helpers import check_script, render_job
-from test_scheduler import GETENT, SCONTROL, SRUN
+from test_scheduler import GETENT, SCONTROL, SRUN, VALIDATOR
 from test_verl_launch import RECORD
 
 from generator.render import write
@@ -116,3 +117,18 @@ def test_modelarts_boot_command_runs_on_each_replica(tmp_path, failing):
     # the job's exit status is node 0's; the worker ends cleanly once the head has gone
     assert codes == [0, 3 if failing else 0], [p.stderr.read() for p in running if p.stderr]
     assert_ran_once(plan, job, tmp_path / "stub", hosts.split(",")[0])
+
+
+def test_volcano_runs_the_same_launch_on_each_pod(tmp_path):
+    cluster = {"scheduler": "volcano", "job_dir": "/shared/jobs/t",
+               "volcano": {"image": "swr.example.com/ascend/msrl:2.3.0", "volume_claim": "shared",
+                           "mount_path": "/shared"}}
+    paths = {"model_dir": "/m", "dataset": "/d.parquet", "output_dir": "/shared/out"}
+    plan, files = render_job(T, frameworks=[NAME], model="qwen2.5-7b", method="grpo", hardware="snt9b", cards=16,
+                             seq_len=4096, data={"samples": 17000, "tokens_per_sample": 400}, paths=paths,
+                             cluster=cluster)
+    manifest = yaml.safe_load(files[f"{NAME}/volcano-job.yaml"])
+    assert not sorted(VALIDATOR.iter_errors(manifest), key=str)
+    task = manifest["spec"]["tasks"][0]
+    assert manifest["spec"]["minAvailable"] == task["replicas"] == 2
+    assert task["template"]["spec"]["containers"][0]["command"] == ["bash", f"/shared/jobs/t/{NAME}/launch.sh"]

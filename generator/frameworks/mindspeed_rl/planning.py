@@ -18,7 +18,7 @@ from ...errors import Problem, SpecError
 from ...families.megatron.convert import Target, hf_to_mcore
 from ...families.megatron.flags import typed
 from ...families.rl.rates import published
-from ...families.rl.rollout import kv_per_sequence_gb, rollout_memory, weights_gb
+from ...families.rl.rollout import kv_cache, kv_per_sequence_gb, rollout_memory, weights_gb
 from ...layouts import core_memory
 from ...memory import MemoryBreakdown
 from ...parallel import Parallel
@@ -61,7 +61,7 @@ class Recipe:
 
 def recipe_of(ctx: Context) -> Recipe:
     ex = example_of(ctx.spec.method, ctx.model.name, ctx.hw.name)
-    key = "generate_config.gpu_memory_utilization"
+    key = GMU_KEY
     made = Recipe(int(ctx.spec.rl.get("samples_per_prompt", ex.get("rl_config.n_samples_per_prompt"))),
                   ctx.spec.seq_len, float(ex.get(key)), {"gpu_memory_utilization": ex.source(key)},
                   (int(ex.get("generate_config.max_num_seqs")), ex.source("generate_config.max_num_seqs")))
@@ -444,6 +444,18 @@ def shape_from(config: dict, nodes: int, model: Model, template: tuple[str, ...]
 HYDRA_PATHS = ("model_dir", "dataset", "output_dir", "mcore_ckpt_dir")
 
 
+GMU_KEY = "generate_config.gpu_memory_utilization"
+
+
+def rollout_share(ctx: Context, plan: Plan, fp: FrameworkPlan) -> tuple[float, str]:
+    """The rollout's gpu_memory_utilization the memory model counts (families/rl/rollout.py kv_cache): upstream's,
+    or lowered where the actor's resident states and vLLM would not fit the card with it (the plan says why)."""
+    rollout = fp.roles["rollout"].layout
+    kv = kv_cache(ctx.model, ctx.hw, ctx.fw.overhead_gb, recipe_of(ctx), rollout.tp, rollout.cards, rollout.offload,
+                  plan.method, plan.train.global_batch_size, rollout.ep)
+    return kv.gmu, kv.source
+
+
 def path_problems(plan: Plan) -> list[Problem]:
     return [Problem(f"paths.{key}", f"{plan.paths[key].value!r} holds '${{', which Hydra's OmegaConf reads as an "
                                     f"interpolation in MindSpeed-RL's config; rename the folder")
@@ -454,7 +466,7 @@ def settings(ctx: Context, plan: Plan, fp: FrameworkPlan) -> MsrlSettings:
     if path_problems(plan):
         raise SpecError(path_problems(plan))
     ex = example_of(plan.method, plan.model, plan.hardware)
-    chosen = decided(plan, fp, ex)
+    chosen = {**decided(plan, fp, ex), GMU_KEY: rollout_share(ctx, plan, fp)}
     config = tuple(Setting(key, _typed(chosen[key][0]) if key in chosen else _typed(value),
                            chosen[key][1] if key in chosen else ex.source(key))
                    for key, (value, _) in ex.values.items() if not key.startswith("defaults"))

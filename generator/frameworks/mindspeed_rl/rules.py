@@ -97,18 +97,14 @@ def expert_rules(s: Shape) -> list[Broken]:
     return out
 
 
-def layout_rules(s: Shape) -> list[Broken]:
-    """The actor's and the rollout's layout (reference mindspeed_rl.md s3.4)."""
+def layer_rules(s: Shape) -> list[Broken]:
+    """The actor's layers on its pipeline stages: an even split, a layer list, or noop layers padding the model's
+    (reference mindspeed_rl.md s3.4)."""
     out = []
     own = s.layers if s.model_layers is None else s.model_layers
     if s.layers - s.noop != own:
         out.append(Broken("actor_config.num_layers", "layout.mindspeed-rl.actor.pp",
                           f"{s.layers} less the {s.noop} noop layers must be the model's {own} layers"))
-    tps = [t for t in divisors(s.cards) if s.heads % t == 0 and s.kv_heads % t == 0]
-    if s.heads % s.tp or s.kv_heads % s.tp:
-        out.append(Broken("actor_config.tensor_model_parallel_size", "layout.mindspeed-rl.actor.tp",
-                          f"{s.tp} must divide the attention heads ({s.heads}) and KV heads ({s.kv_heads}) "
-                          f"(Megatron, MindSpeed-LLM a2c0733b arguments); values that work: {_works(tps)}"))
     if s.num_layer_list is not None:
         if len(s.num_layer_list) != s.pp or sum(s.num_layer_list) != s.layers:
             out.append(Broken("actor_config.num_layer_list", "layout.mindspeed-rl.actor.pp",
@@ -119,6 +115,17 @@ def layout_rules(s: Shape) -> list[Broken]:
         out.append(Broken("actor_config.pipeline_model_parallel_size", "layout.mindspeed-rl.actor.pp",
                           f"{s.pp} must divide the {s.layers} layers without a num_layer_list ({CONTAINER} "
                           f"l. 268-283); values that work: {_works(pps)}"))
+    return out
+
+
+def layout_rules(s: Shape) -> list[Broken]:
+    """The actor's and the rollout's layout (reference mindspeed_rl.md s3.4)."""
+    out = layer_rules(s)
+    tps = [t for t in divisors(s.cards) if s.heads % t == 0 and s.kv_heads % t == 0]
+    if s.heads % s.tp or s.kv_heads % s.tp:
+        out.append(Broken("actor_config.tensor_model_parallel_size", "layout.mindspeed-rl.actor.tp",
+                          f"{s.tp} must divide the attention heads ({s.heads}) and KV heads ({s.kv_heads}) "
+                          f"(Megatron, MindSpeed-LLM a2c0733b arguments); values that work: {_works(tps)}"))
     if s.critic_cards is not None and s.critic_cards != s.cards:
         out.append(Broken("rl_config.critic_resource.num_npus", "cards",
                           f"{s.critic_cards} must equal actor_resource.num_npus {s.cards}: the critic runs in the "
