@@ -261,8 +261,9 @@ class VerlPlanning(DefaultPlanning):
 
     def path_defaults(self, output_dir: str, model, layout: Layout) -> dict[str, PathDefault]:
         # The prepared parquet files verl reads (data.train_files / val_files): the data-preparation step writes
-        # them here from paths.dataset: a real folder where the spec gives paths.output_dir, a placeholder otherwise.
-        return {"rl_data": PathDefault(f"{output_dir}/verl/data", derived_from="output_dir")}
+        # them here from paths.dataset: a real folder where the spec gives paths.output_dir, a placeholder otherwise,
+        # which paths.output_dir sets (the job writes it).
+        return {"rl_data": PathDefault(f"{output_dir}/verl/data", derived_from="output_dir", set_through_source=True)}
 
     def settings(self, ctx: Context, plan: Plan, fp: FrameworkPlan) -> VerlSettings:
         return settings(ctx, plan, fp)
