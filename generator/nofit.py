@@ -12,18 +12,21 @@ from dataclasses import replace
 
 from .cards import MAX_SEARCH_CARDS, first_holding, round_up, valid_counts
 from .context import Context
+from .errors import SpecError
 from .layouts import search
 from .plan import Layout
-from .recipe import adapter
+from .recipe import adapter, algorithm_batch
 from .tables import Tables
 
 SEQ_STEP = 256  # seq_len is a multiple of this (the schema's rule)
 
 
 def _free(ctx: Context, **changes) -> Context:
-    """`ctx` as the memory alone decides: no pins, no global batch a card count may not divide; `changes` to the
-    spec (a shorter seq_len, another method)."""
-    return replace(ctx, spec=replace(ctx.spec, layout={}, global_batch_size=None, cards=None, **changes),
+    """`ctx` as the memory alone decides: no pins, no global batch a card count may not divide (but an algorithm's,
+    RL's, which no count moves: a way out the batch does not tile would be refused); `changes` to the spec (a
+    shorter seq_len, another method)."""
+    batch = ctx.spec.global_batch_size if algorithm_batch(ctx.defaults) else None
+    return replace(ctx, spec=replace(ctx.spec, layout={}, global_batch_size=batch, cards=None, **changes),
                    free_batch=True)
 
 
@@ -36,14 +39,55 @@ def _fewest_cards(ctx: Context, start: int) -> Layout | None:
     return None if found is None else search(ctx, counts[found])[0]
 
 
-def _longest_seq(ctx: Context, largest: int) -> int | None:
-    """The longest seq_len (a multiple of 256, below the spec's) at which a layout fits on `largest` cards."""
-    low, high = 0, ctx.spec.seq_len // SEQ_STEP  # in steps of 256: `low` fits (0: none found), `high` does not
+def _fits(ctx: Context, seq_len: int, cards: int | None) -> bool | None:
+    """Whether a layout fits on `cards` (None: on any count) at `seq_len`; None where the spec refuses that seq_len
+    (an RL prompt that leaves no response within it)."""
+    free = _free(ctx, seq_len=seq_len)
+    try:
+        return (search(free, cards)[0] if cards else _fewest_cards(free, 1)) is not None
+    except SpecError:
+        return None
+
+
+def _seq_range(ctx: Context, cards: int | None) -> tuple[int, int] | None:
+    """The shortest seq_len the spec accepts and the longest at which a layout fits on `cards` (None: any count),
+    multiples of 256 below the spec's; None when no accepted length fits. Shorter lengths are refused (an RL prompt
+    fills them), then fit, then do not: one bisection walks up past both the refused and the fitting ones."""
+    low, high, fits = 0, ctx.spec.seq_len // SEQ_STEP, False  # in steps of 256: `high` does not fit
     while high - low > 1:
         middle = (low + high) // 2
-        fits = search(_free(ctx, seq_len=middle * SEQ_STEP), largest)[0] is not None
-        low, high = (middle, high) if fits else (low, middle)
-    return low * SEQ_STEP or None
+        found = _fits(ctx, middle * SEQ_STEP, cards)
+        if found is False:
+            high = middle
+        else:
+            low, fits = middle, bool(found)
+    if not fits:
+        return None
+    refused, accepted = 0, low  # the shortest accepted length: refused below it, accepted from it
+    while accepted - refused > 1:
+        middle = (refused + accepted) // 2
+        refused, accepted = (middle, accepted) if _fits(ctx, middle * SEQ_STEP, cards) is None \
+            else (refused, middle)
+    return accepted * SEQ_STEP, low * SEQ_STEP
+
+
+def _shorter_seq(ctx: Context, cards: int) -> str | None:
+    """A shorter seq_len that fits, on the count the plan tried, else on any; where the spec's own RL lengths leave
+    none, with them left to the plan (the example's prompt length)."""
+    without = {key: value for key, value in ctx.spec.rl.items() if key not in ("prompt_length", "response_length")}
+    for rl, told in ((ctx.spec.rl, ""), (without, " without rl.prompt_length and rl.response_length")):
+        ctx_rl = replace(ctx, spec=replace(ctx.spec, rl=rl))
+        for at in (cards, None):
+            found = _seq_range(ctx_rl, at)
+            if found is not None:
+                shortest, longest = found
+                fewest = _fewest_cards(_free(ctx_rl, seq_len=longest), 1)
+                span = f"{longest} or less" if shortest == SEQ_STEP else f"{shortest} to {longest}"
+                assert fewest is not None  # a layout fits at `longest`
+                return f"seq_len {span}{told} ({ctx.fw.name} fits on {fewest.cards} card(s) at {longest})"
+        if rl == without:  # the spec gave no lengths: nothing else to try
+            break
+    return None
 
 
 def _with_adapters(ctx: Context, tables: Tables) -> Context | None:
@@ -63,20 +107,15 @@ def way_out(ctx: Context, tables: Tables, cards: int) -> str:
     if more is not None:
         return (f"More cards help: {more.describe()} fits on {more.cards} cards ({more.memory.total:.1f} GiB per "
                 f"card); set cards: {more.cards}")
-    closest = search(free, largest)[1]
+    # The least memory any layout takes, whether or not it tiles the batch: what more cards cannot shrink.
+    closest = search(replace(free, spec=replace(free.spec, global_batch_size=None)), largest)[1]
     text = "More cards do not help"
     if closest is not None:
         parts = ", ".join(f"{name} {gib:.1f}" for name, gib in closest.memory.items() if gib >= 0.05)
         text += (f": even on {largest:,} cards the least is {closest.memory.total:.1f} GiB per card ({parts}) "
                  f"> {closest.budget_gb:.1f} GiB budget, and what is left there does not shrink with more cards")
-    options = []
-    for at in dict.fromkeys((cards, largest)):  # the count the plan tried, else any
-        seq = _longest_seq(ctx, at)
-        if seq is not None:
-            fewest = _fewest_cards(_free(ctx, seq_len=seq), 1)
-            options.append(f"seq_len {seq} or less ({ctx.fw.name} fits on {fewest.cards if fewest else at} "
-                           f"card(s) at {seq})")
-            break
+    shorter = _shorter_seq(ctx, cards)
+    options = [shorter] if shorter else []
     lora = _with_adapters(ctx, tables)
     fewest = _fewest_cards(lora, 1) if lora is not None else None
     if fewest is not None:

@@ -267,6 +267,7 @@ def _estimate_json(est: Estimate) -> dict:
 class PathValue:
     value: str
     placeholder: bool  # True: not given in the spec; the user must edit before running
+    set_key: str | None = None  # the spec path that sets this placeholder where not its own (PathDefault)
 
 
 @dataclass(frozen=True)

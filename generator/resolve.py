@@ -1051,7 +1051,9 @@ def _paths(spec: Spec, model: Model, hf_id: str, plans: dict[str, FrameworkPlan]
         if key in given:
             paths[key] = PathValue(given[key], False)
         else:
-            paths[key] = PathValue(default.value, default.derived_from is None or default.derived_from not in given)
+            placeholder = default.derived_from is None or default.derived_from not in given
+            paths[key] = PathValue(default.value, placeholder,
+                                   default.derived_from if placeholder and default.set_through_source else None)
     return paths
 
 

@@ -495,3 +495,19 @@ def test_the_bundled_verl_example_renders_a_plan_that_reads_right(tmp_path):
     text = (job / "PLAN.md").read_text(encoding="utf-8")
     assert "0 tokens/s per card" not in text and "this one communicates least (the plan has no rate for it)" in text
     assert "until the cluster stops.\n   Any step that fails" in text
+
+
+def test_a_placeholder_rl_data_folder_is_set_through_output_dir_and_other_derived_paths_keep_their_key(tmp_path):
+    # Issue 36b (c): verl's prepared-data folder lies inside output_dir, which the job writes; with output_dir a
+    # placeholder PLAN.md said "set paths.rl_data", though output_dir is the one path to set.
+    spec = tmp_path / "spec.yaml"
+    base = {"job": "rl", "model": "qwen3-8b", "seq_len": 4096, "hardware": "snt9b"}
+    spec.write_text(yaml.safe_dump({**base, "method": "grpo", "frameworks": ["verl"]}), encoding="utf-8")
+    assert CliRunner().invoke(main, ["render", str(spec), "-o", str(tmp_path / "out")]).exit_code == 0
+    lines = (tmp_path / "out" / "rl" / "PLAN.md").read_text(encoding="utf-8").splitlines()
+    assert "- rl_data: `/path/to/output/rl/verl/data` (placeholder: set `paths.output_dir` in the spec)" in lines
+    # MindSpeed-LLM's converted-weights folder, also under output_dir by default, is still its own key to set.
+    spec.write_text(yaml.safe_dump({**base, "method": "full", "frameworks": ["mindspeed-llm"]}), encoding="utf-8")
+    assert CliRunner().invoke(main, ["render", str(spec), "-o", str(tmp_path / "llm")]).exit_code == 0
+    text = (tmp_path / "llm" / "rl" / "PLAN.md").read_text(encoding="utf-8")
+    assert "(placeholder: set `paths.mcore_ckpt_dir` in the spec)" in text

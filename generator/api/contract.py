@@ -110,6 +110,8 @@ class PathDefault:
 
     value: str
     derived_from: str | None = None
+    # A folder the job itself writes inside `derived_from`: left a placeholder, it is set through that path.
+    set_through_source: bool = False
 
 
 @dataclass(frozen=True)

@@ -71,7 +71,12 @@ EXAMPLE_KEYS = (
     ("+actor_rollout_ref.actor.fsdp_config.mixed_precision.param_dtype", "mixed_precision_param_dtype"),
     ("+actor_rollout_ref.actor.fsdp_config.mixed_precision.reduce_dtype", "mixed_precision_reduce_dtype"),
     ("+actor_rollout_ref.actor.fsdp_config.mixed_precision.buffer_dtype", "mixed_precision_buffer_dtype"),
+    ("actor_rollout_ref.model.use_fused_kernels", "use_fused_kernels"),
+    ("actor_rollout_ref.rollout.free_cache_engine", "free_cache_engine"),
 )
+# Where a dynamic batch sets the micro batches, verl reads no micro batch size (the followed script sets one anyway).
+DYNAMIC_MICRO = {"actor": f"{VERL} verl/workers/actor/dp_actor.py l. 366-370, 440-446",
+                 "critic": f"{VERL} verl/workers/critic/dp_critic.py l. 167-171, 211-218"}
 FSDP_SIZE = "actor_rollout_ref.actor.fsdp_config.fsdp_size"
 
 
@@ -257,12 +262,14 @@ class VerlPlanning(DefaultPlanning):
     def layout_notes(self, ctx: Context, layout: Layout) -> list[Note]:
         rl = rl_of(ctx)
         own = bare(rl.example.model) == bare(ctx.model.hf_id)  # upstream's job: the model (or its base)
-        return ([rl.nearest] if rl.nearest else []) + (fewer_than_upstream(rl, ctx.hw, layout) if own else [])
+        return ([rl.nearest] if rl.nearest else []) + (fewer_than_upstream(rl, ctx.hw, layout) if own else []) + \
+            critic_checkpointing(rl)
 
     def path_defaults(self, output_dir: str, model, layout: Layout) -> dict[str, PathDefault]:
         # The prepared parquet files verl reads (data.train_files / val_files): the data-preparation step writes
-        # them here from paths.dataset: a real folder where the spec gives paths.output_dir, a placeholder otherwise.
-        return {"rl_data": PathDefault(f"{output_dir}/verl/data", derived_from="output_dir")}
+        # them here from paths.dataset: a real folder where the spec gives paths.output_dir, a placeholder otherwise,
+        # which paths.output_dir sets (the job writes it).
+        return {"rl_data": PathDefault(f"{output_dir}/verl/data", derived_from="output_dir", set_through_source=True)}
 
     def settings(self, ctx: Context, plan: Plan, fp: FrameworkPlan) -> VerlSettings:
         return settings(ctx, plan, fp)
@@ -297,6 +304,18 @@ def fewer_than_upstream(rl: RL, hw: Hardware, layout: Layout) -> list[Note]:
                  f"{per_node[0]}: l. {nodes[1]}, {per_node[1]}); the plan takes {layout.cards}, the fewest whole "
                  f"nodes where every phase fits by the memory model at seq_len {rl.seq_len} and the global batch "
                  f"{layout.global_batch_size}; set cards: {upstream} to run as upstream")]
+
+
+def critic_checkpointing(rl: RL) -> list[Note]:
+    """Why the critic keeps gradient checkpointing where the followed script turns it off (none elsewhere)."""
+    found = rl.example.get("critic_gradient_checkpointing")
+    if found is None or found[0]:
+        return []
+    return [Note("verl.critic_checkpointing",
+                 f"{found[1]} turns the critic's gradient checkpointing off (critic.model.enable_gradient_"
+                 f"checkpointing=False); the plan keeps it on (verl's default, {VERL} verl/trainer/config/critic/"
+                 f"dp_critic.yaml l. 38): the memory model counts the critic's activations with checkpointing only, "
+                 f"so without it the critic's update could exceed the card where the plan says it fits")]
 
 
 PLANNING: contract.Planning = VerlPlanning()  # typed here: contract.Plugin loads it by name
@@ -463,10 +482,7 @@ def settings(ctx: Context, plan: Plan, fp: FrameworkPlan) -> VerlSettings:
     check_rules(plan, rl, cards, _sp(rl, model, cards)[0])
     rl = sized(rl, model, hw, fw, plan.method, cards, plan.train.global_batch_size, actor.offload)
     sp, sp_source = rl.sp, rl.sources["sp"]
-    offloaded = [kind for kind, role in fp.roles.items() if role.layout.offload]
-    offload = bool(offloaded)
-    offload_source = (f"plan: the {', '.join(offloaded)} phase needs the actor's states off the card (memory per "
-                      f"role)") if offload else "plan: every phase fits with the actor's states on the card"
+    offload, offload_source = _offload(fp, rl)
     # The KV cache vLLM sizes with the offload the files write (every role's, where one needs it).
     kv = kv_cache(model, hw, fw.overhead_gb, rl, rollout.tp, cards, offload, plan.method,
                          plan.train.global_batch_size)
@@ -568,6 +584,9 @@ def _actor_overrides(add: Callable[[str, Any, str], None], plan: Plan, rl: RL, s
     if rl.dynamic_bsz:
         add("actor_rollout_ref.actor.use_dynamic_bsz", True, rl.sources["dynamic_bsz"])
         add("actor_rollout_ref.actor.ppo_max_token_len_per_gpu", *_token_limit(rl, sp))
+        _unread_micro(add, rl, "actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu", "micro_batch_size", "actor")
+        _unread_micro(add, rl, "actor_rollout_ref.rollout.log_prob_micro_batch_size_per_gpu",
+                      "log_prob_micro_batch_size", "actor")
     else:
         add("actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu", micro, micro_source)
     add("actor_rollout_ref.actor.use_kl_loss", rl.use_kl_loss, rl.sources["use_kl_loss"])
@@ -596,13 +615,35 @@ def _actor_overrides(add: Callable[[str, Any, str], None], plan: Plan, rl: RL, s
     return remove_padding
 
 
+def _offload(fp: FrameworkPlan, rl: RL) -> tuple[bool, str]:
+    """The actor's (and critic's) parameter and optimizer offload the memory model chose, and why: the example's
+    named where it differs."""
+    offloaded = [kind for kind, role in fp.roles.items() if role.layout.offload]
+    source = (f"plan: the {', '.join(offloaded)} phase needs the actor's states off the card (memory per role)"
+              if offloaded else "plan: every phase fits with the actor's states on the card")
+    found = rl.example.get("param_offload")
+    if found is not None and bool(found[0]) != bool(offloaded):
+        source += f" (where {found[1]} sets {found[0]}: the memory model decides at the plan's cards and lengths)"
+    return bool(offloaded), source
+
+
+def _unread_micro(add: Callable[[str, Any, str], None], rl: RL, key: str, example_key: str, role: str) -> None:
+    """Under a dynamic batch, the micro batch size the followed script sets though verl does not read it there: as
+    upstream writes it, saying so."""
+    found = rl.example.get(example_key)
+    if found:
+        add(key, found[0], f"{found[1]}; verl reads it only without a dynamic batch ({DYNAMIC_MICRO[role]}): the "
+                           f"token limit sets the micro batches")
+
+
 def _rollout_overrides(add: Callable[[str, Any, str], None], rl: RL, rollout: Layout, kv: KVCache,
                       vl: bool) -> None:
     """The rollout engine's overrides (vLLM) and the reference's log-prob batch."""
     add("actor_rollout_ref.rollout.tensor_model_parallel_size", rollout.tp,
         "layout.verl.rollout.tp: the spec's pin" if rollout.pinned_at == "layout.verl.rollout" else
         rl.sources.get("rollout_tp", "") if rollout.tp == rl.rollout_tp else
-        f"plan: the rollout layout's TP (the example's {rl.rollout_tp} does not fit or divide)")
+        f"plan: the rollout layout's TP (the example's {rl.rollout_tp}, "
+        f"{rl.sources.get('rollout_tp', 'where it sets none: verl default 1')}, does not fit or divide)")
     add("actor_rollout_ref.rollout.name", "vllm", f"upstream {rl.script}: rollout.name=vllm")
     if vl:
         add("+actor_rollout_ref.rollout.engine_kwargs.vllm.disable_mm_preprocessor_cache", True,
@@ -678,10 +719,16 @@ def _critic_overrides(add: Callable[[str, Any, str], None], plan: Plan, rl: RL, 
             critic_lr[1] if critic_lr else f"{VERL} verl/trainer/config/critic/critic.yaml l. 19: lr 1e-5")
         add("critic.model.use_remove_padding", remove_padding, "as the actor's")
         add("critic.model.path", plan.paths["model_dir"].value, "paths.model_dir (the critic starts from the policy)")
-        add("critic.model.enable_gradient_checkpointing", True, "as the actor's (upstream ppo_trainer NPU example)")
+        checkpointing = ex("critic_gradient_checkpointing")
+        add("critic.model.enable_gradient_checkpointing", True,
+            "as the actor's (the memory model counts the critic's activations with it)" if checkpointing is None else
+            checkpointing[1] if checkpointing[0] else
+            f"plan: on where {checkpointing[1]} turns it off: the memory model counts the critic's activations with "
+            f"it (see the notes)")
         if rl.dynamic_bsz:
             add("critic.use_dynamic_bsz", True, rl.sources["dynamic_bsz"])
             add("critic.ppo_max_token_len_per_gpu", *_token_limit(rl, sp, critic=True))
+            _unread_micro(add, rl, "critic.ppo_micro_batch_size_per_gpu", "critic_micro_batch_size", "critic")
         else:
             add("critic.ppo_micro_batch_size_per_gpu", micro, micro_source)
         if sp > 1:
