@@ -19,6 +19,7 @@ from ...families.megatron.convert import Target, hf_to_mcore
 from ...families.megatron.flags import typed
 from ...families.rl.rates import published
 from ...families.rl.rollout import kv_cache, kv_per_sequence_gb, rollout_memory, weights_gb
+from ...families.rl.run import RunSteps
 from ...layouts import core_memory
 from ...memory import MemoryBreakdown
 from ...parallel import Parallel
@@ -33,6 +34,7 @@ from ..contract import PathDefault, RoleDef, RoleKind, Structure
 from . import rules
 from .examples import RELEASE, Example, example, facts
 from .rules import VALIDATE
+from .run import iterations
 from .settings import MsrlSettings, Setting
 
 NAME = "mindspeed-rl"
@@ -181,6 +183,15 @@ class Planning(DefaultPlanning):
         tp = int(ex.get(ROLLOUT_TP))
         return batch * tp, (f"a global batch of {batch} prompts, at least one a rollout replica of TP {tp} "
                             f"({VALIDATE} l. 187-195)")
+
+    def run_steps(self, ctx: Context, batch: int) -> RunSteps | None:
+        # train_iters iterations of one global batch each, over whole passes of the rows (run.py)
+        samples = ctx.spec.samples_per_epoch
+        if samples is None or "steps" in ctx.spec.train:
+            return None
+        row = ctx.defaults.values.get("epochs")
+        epochs = ctx.spec.epochs if ctx.spec.epochs_given else row["value"] if row is not None else 1
+        return iterations(samples, epochs, batch, ctx.spec.method == "dapo")
 
     def space(self, role: RoleKind) -> GridSpace:
         return ROLLOUT if role is RoleKind.ROLLOUT else ACTOR
