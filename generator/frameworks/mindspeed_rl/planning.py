@@ -255,16 +255,41 @@ def per_data_token(ctx: Context, figure: float, source: str, is_estimate: bool) 
 
 
 def lengths(plan: Plan, ex: Example) -> tuple[tuple[int, str], tuple[int, str]]:
-    """(max_prompt_length, source), (max_tokens, source): the spec's, else the example's prompt cap (at most half
-    the sequence) and the rest of seq_len for the response (reference mindspeed_rl.md s7.1 rule 7)."""
+    """(max_prompt_length, source), (max_tokens, source): the spec's, else upstream's split where the spec's seq_len
+    holds it (upstream_prompt), else the example's prompt cap at most half the sequence and the rest of seq_len for
+    the response (reference mindspeed_rl.md s7.1 rule 7)."""
     if "prompt_length" in plan.rl:
         prompt = (int(plan.rl["prompt_length"]), "spec rl.prompt_length")
     else:
-        capped = min(int(ex.get("rl_config.max_prompt_length")), plan.seq_len // 2)
-        prompt = (capped, f"{ex.source('rl_config.max_prompt_length')}, at most half of seq_len {plan.seq_len}")
+        prompt = upstream_prompt(plan.seq_len, ex)
     if "response_length" in plan.rl:
         return prompt, (int(plan.rl["response_length"]), "spec rl.response_length")
-    return prompt, (plan.seq_len - prompt[0], f"derived: seq_len {plan.seq_len} - max_prompt_length {prompt[0]}")
+    tokens = plan.seq_len - prompt[0]
+    if tokens == int(ex.get(MAX_TOKENS)):
+        return prompt, (tokens, f"{ex.source(MAX_TOKENS)} (= seq_len {plan.seq_len} - max_prompt_length {prompt[0]})")
+    return prompt, (tokens, f"derived: seq_len {plan.seq_len} - max_prompt_length {prompt[0]}")
+
+
+MAX_TOKENS = "generate_config.sampling_config.max_tokens"
+
+
+def upstream_prompt(seq_len: int, ex: Example) -> tuple[int, str]:
+    """The prompt cap: upstream's max_prompt_length where seq_len holds its prompt + response (the response takes
+    the rest); at upstream's own max_model_len where its prompt + response overflow it (grpo_deepseek_r1_671b_A2:
+    8196 + 2048 > 10240), upstream's response and the prompt that fits; elsewhere at most half of seq_len."""
+    key, window = "rl_config.max_prompt_length", "generate_config.max_model_len"
+    up_prompt, up_tokens, context = int(ex.get(key)), int(ex.get(MAX_TOKENS)), int(ex.get(window))
+    if seq_len >= up_prompt + up_tokens:
+        return up_prompt, (f"{ex.source(key)} (seq_len {seq_len} holds upstream's prompt + response {up_prompt} + "
+                           f"{up_tokens})")
+    if seq_len == context:
+        return seq_len - up_tokens, (f"= seq_len {seq_len} - upstream's max_tokens {up_tokens} "
+                                     f"({ex.source(MAX_TOKENS)}): upstream's max_prompt_length {up_prompt} "
+                                     f"({ex.source(key)}) + {up_tokens} overflow its own max_model_len {context} "
+                                     f"({ex.source(window)})")
+    return min(up_prompt, seq_len // 2), (f"{ex.source(key)}, at most half of seq_len {seq_len} (reference "
+                                          f"mindspeed_rl.md s7.1 rule 7): seq_len is below upstream's prompt + "
+                                          f"response {up_prompt} + {up_tokens}")
 
 
 def verifier(plan: Plan, ex: Example) -> tuple[str, str]:
