@@ -63,3 +63,20 @@ def test_a_longer_sequence_keeps_upstreams_prompt_and_gives_the_response_the_res
     # 16384 holds 8196 + 2048: upstream's prompt, the response the rest (the rule alone capped the prompt at 8192)
     config, _ = rendered(tmp_path, "grpo", "deepseek-v3", "snt9b", 16384, 256)
     assert split(config) == (8196, 16384 - 8196, 16384)
+
+
+def test_dynamic_batching_packs_the_rl_familys_token_limit_where_upstream_turns_it_on(tmp_path):
+    # (b) grpo_deepseek_r1_671b_A2 turns use_dynamic_bsz on with max_packing_token_size 10240, which v2.3.0 copies
+    # into the reference's, actor's and update's limits before it reads the config (rl_config.py l. 139-142, 180):
+    # each is written, at 2 x (prompt + response) (families/rl/batching.py).
+    config, text = rendered(tmp_path, "grpo", "deepseek-v3", "snt9b", 10240, 256)
+    assert key_problems(config) == []
+    rl = config["rl_config"]
+    assert rl["use_dynamic_bsz"] is True
+    assert [rl[f"{kind}max_packing_token_size"] for kind in ("", "ref_", "actor_", "update_")] == [2 * 10240] * 4
+    row = next(line for line in text.splitlines() if "`rl_config.update_max_packing_token_size`" in line)
+    assert "2 x (prompt + response) = 20480" in row and "the example's is 10240" in row and "l. 139-142" in row
+    # A config that leaves it off (grpo_deepseek_r1_671b_A3: max_packing_token_size 4096 alone) keeps upstream's.
+    config, _ = rendered(tmp_path / "a3", "grpo", "deepseek-v3", "snt9b23", 3072, 256)
+    assert "use_dynamic_bsz" not in config["rl_config"] and config["rl_config"]["max_packing_token_size"] == 4096
+    assert not {"ref_max_packing_token_size", "update_max_packing_token_size"} & set(config["rl_config"])

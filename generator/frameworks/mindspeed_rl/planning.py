@@ -17,6 +17,7 @@ from ...context import Context
 from ...errors import Problem, SpecError
 from ...families.megatron.convert import Target, hf_to_mcore
 from ...families.megatron.flags import typed
+from ...families.rl.batching import SEQUENCES, limit_source, token_limit
 from ...families.rl.rates import published
 from ...families.rl.rollout import kv_cache, kv_per_sequence_gb, rollout_memory, weights_gb
 from ...families.rl.run import RunSteps
@@ -38,6 +39,7 @@ from .run import iterations
 from .settings import MsrlSettings, Setting
 
 NAME = "mindspeed-rl"
+GUIDE = "verl 0.7.0 docs/perf/perf_tuning.rst"  # the RL family's token-limit rule (families/rl/batching.py)
 FROZEN = ("feature-frozen upstream since 2026-04 (bug fixes only; master README.md l. 14-15 points to verl's Ascend "
           "tutorial)")
 
@@ -198,10 +200,14 @@ class Planning(DefaultPlanning):
 
     def memory(self, ctx: Context, shape: Parallel) -> MemoryBreakdown | None:
         ex = example_of(ctx.spec.method, ctx.model.name, ctx.hw.name)
+        if ctx.role_kind is not RoleKind.ROLLOUT and packs(ex):
+            # use_dynamic_bsz packs the token limit a micro batch (packing_values): its sequences, counted in full
+            shape = replace(shape, micro_batch_size=max(shape.micro_batch_size, SEQUENCES))
         if ctx.role_kind in (RoleKind.ACTOR, RoleKind.CRITIC) and ex.find("megatron_training.swap_optimizer"):
             return swapped(core_memory(ctx, shape))
         if ctx.role_kind is not RoleKind.ROLLOUT:
-            return None  # the core's Megatron model (frameworks.yaml memory: megatron-distopt)
+            # the core's Megatron model (frameworks.yaml memory: megatron-distopt), at the packed micro batch
+            return core_memory(ctx, shape) if packs(ex) else None
         return rollout_memory(ctx.model, ctx.hw, ctx.fw.overhead_gb, recipe_of(ctx), shape.tp, shape.cards,
                               shape.offload, ctx.spec.method, shape.global_batch_size, shape.ep)
 
@@ -319,6 +325,7 @@ def decided(plan: Plan, fp: FrameworkPlan, ex: Example) -> dict[str, tuple[objec
     return {
         **critic_values(plan, fp, ex),
         **dapo_values(ex, tokens, gbs, verify),
+        **packing_values(plan, ex),
         **recompute(actor.recompute, ex),
         **layer_placement(fp, ex),
         # The layout's micro batch, whose activations the actor's memory counts (upstream's differs where the
@@ -353,6 +360,33 @@ def decided(plan: Plan, fp: FrameworkPlan, ex: Example) -> dict[str, tuple[objec
             max(budget, prompt + tokens), f"{batched_source(ex)}, at least max_model_len"),
         "generate_config.sampling_config.max_tokens": (tokens, tokens_src),
     }
+
+
+# The token limits use_dynamic_bsz packs a micro batch to (base_training_engine.py l. 157-164): the reference's
+# forward, the actor's forward and its update. v2.3.0 copies them from max_packing_token_size's default 4096 before
+# it reads the config (rl_config.py l. 139-142, then update at l. 180), so a config's max_packing_token_size alone
+# reaches only PPO's critic (critic_worker.py l. 104-105): each is written.
+PACKING = ("rl_config.max_packing_token_size", "rl_config.ref_max_packing_token_size",
+           "rl_config.actor_max_packing_token_size", "rl_config.update_max_packing_token_size")
+PACKING_SOURCE = f"{RELEASE} mindspeed_rl/config_cls/rl_config.py l. 139-142, 180 (the limits copied before the " \
+                 f"config is read)"
+
+
+def packs(ex: Example) -> bool:
+    """Whether upstream's config packs micro batches to a token limit (rl_config.use_dynamic_bsz)."""
+    return bool(ex.find("rl_config.use_dynamic_bsz"))
+
+
+def packing_values(plan: Plan, ex: Example) -> dict[str, tuple[object, str]]:
+    """The RL family's token limit (families/rl/batching.py: SEQUENCES full sequences a micro batch, which the
+    Megatron roles' memory counts) for each limit, where upstream's config turns use_dynamic_bsz on."""
+    if not packs(ex):
+        return {}
+    limit = token_limit(plan.seq_len, 1, SEQUENCES)
+    key = PACKING[0]
+    own = (str(ex.get(key)), ex.source(key)) if key in ex.values else None
+    source = f"{limit_source(SEQUENCES, plan.seq_len, 1, own, False, GUIDE)}; {PACKING_SOURCE}"
+    return {name: (limit, source) for name in PACKING}
 
 
 # GenerateConfig's default where a config sets none (mindspeed_rl/config_cls/generate_config.py l. 85)
