@@ -17,8 +17,10 @@ from ...context import Context
 from ...errors import Problem, SpecError
 from ...families.megatron.convert import Target, hf_to_mcore
 from ...families.megatron.flags import typed
+from ...families.rl.batching import SEQUENCES, limit_source, token_limit
 from ...families.rl.rates import published
 from ...families.rl.rollout import kv_cache, kv_per_sequence_gb, rollout_memory, weights_gb
+from ...families.rl.run import RunSteps
 from ...layouts import core_memory
 from ...memory import MemoryBreakdown
 from ...parallel import Parallel
@@ -33,9 +35,11 @@ from ..contract import PathDefault, RoleDef, RoleKind, Structure
 from . import rules
 from .examples import RELEASE, Example, example, facts
 from .rules import VALIDATE
+from .run import iterations
 from .settings import MsrlSettings, Setting
 
 NAME = "mindspeed-rl"
+GUIDE = "verl 0.7.0 docs/perf/perf_tuning.rst"  # the RL family's token-limit rule (families/rl/batching.py)
 FROZEN = ("feature-frozen upstream since 2026-04 (bug fixes only; master README.md l. 14-15 points to verl's Ascend "
           "tutorial)")
 
@@ -182,15 +186,28 @@ class Planning(DefaultPlanning):
         return batch * tp, (f"a global batch of {batch} prompts, at least one a rollout replica of TP {tp} "
                             f"({VALIDATE} l. 187-195)")
 
+    def run_steps(self, ctx: Context, batch: int) -> RunSteps | None:
+        # train_iters iterations of one global batch each, over whole passes of the rows (run.py)
+        samples = ctx.spec.samples_per_epoch
+        if samples is None or "steps" in ctx.spec.train:
+            return None
+        row = ctx.defaults.values.get("epochs")
+        epochs = ctx.spec.epochs if ctx.spec.epochs_given else row["value"] if row is not None else 1
+        return iterations(samples, epochs, batch, ctx.spec.method == "dapo")
+
     def space(self, role: RoleKind) -> GridSpace:
         return ROLLOUT if role is RoleKind.ROLLOUT else ACTOR
 
     def memory(self, ctx: Context, shape: Parallel) -> MemoryBreakdown | None:
         ex = example_of(ctx.spec.method, ctx.model.name, ctx.hw.name)
+        if ctx.role_kind is not RoleKind.ROLLOUT and packs(ex):
+            # use_dynamic_bsz packs the token limit a micro batch (packing_values): its sequences, counted in full
+            shape = replace(shape, micro_batch_size=max(shape.micro_batch_size, SEQUENCES))
         if ctx.role_kind in (RoleKind.ACTOR, RoleKind.CRITIC) and ex.find("megatron_training.swap_optimizer"):
             return swapped(core_memory(ctx, shape))
         if ctx.role_kind is not RoleKind.ROLLOUT:
-            return None  # the core's Megatron model (frameworks.yaml memory: megatron-distopt)
+            # the core's Megatron model (frameworks.yaml memory: megatron-distopt), at the packed micro batch
+            return core_memory(ctx, shape) if packs(ex) else None
         return rollout_memory(ctx.model, ctx.hw, ctx.fw.overhead_gb, recipe_of(ctx), shape.tp, shape.cards,
                               shape.offload, ctx.spec.method, shape.global_batch_size, shape.ep)
 
@@ -244,16 +261,41 @@ def per_data_token(ctx: Context, figure: float, source: str, is_estimate: bool) 
 
 
 def lengths(plan: Plan, ex: Example) -> tuple[tuple[int, str], tuple[int, str]]:
-    """(max_prompt_length, source), (max_tokens, source): the spec's, else the example's prompt cap (at most half
-    the sequence) and the rest of seq_len for the response (reference mindspeed_rl.md s7.1 rule 7)."""
+    """(max_prompt_length, source), (max_tokens, source): the spec's, else upstream's split where the spec's seq_len
+    holds it (upstream_prompt), else the example's prompt cap at most half the sequence and the rest of seq_len for
+    the response (reference mindspeed_rl.md s7.1 rule 7)."""
     if "prompt_length" in plan.rl:
         prompt = (int(plan.rl["prompt_length"]), "spec rl.prompt_length")
     else:
-        capped = min(int(ex.get("rl_config.max_prompt_length")), plan.seq_len // 2)
-        prompt = (capped, f"{ex.source('rl_config.max_prompt_length')}, at most half of seq_len {plan.seq_len}")
+        prompt = upstream_prompt(plan.seq_len, ex)
     if "response_length" in plan.rl:
         return prompt, (int(plan.rl["response_length"]), "spec rl.response_length")
-    return prompt, (plan.seq_len - prompt[0], f"derived: seq_len {plan.seq_len} - max_prompt_length {prompt[0]}")
+    tokens = plan.seq_len - prompt[0]
+    if tokens == int(ex.get(MAX_TOKENS)):
+        return prompt, (tokens, f"{ex.source(MAX_TOKENS)} (= seq_len {plan.seq_len} - max_prompt_length {prompt[0]})")
+    return prompt, (tokens, f"derived: seq_len {plan.seq_len} - max_prompt_length {prompt[0]}")
+
+
+MAX_TOKENS = "generate_config.sampling_config.max_tokens"
+
+
+def upstream_prompt(seq_len: int, ex: Example) -> tuple[int, str]:
+    """The prompt cap: upstream's max_prompt_length where seq_len holds its prompt + response (the response takes
+    the rest); at upstream's own max_model_len where its prompt + response overflow it (grpo_deepseek_r1_671b_A2:
+    8196 + 2048 > 10240), upstream's response and the prompt that fits; elsewhere at most half of seq_len."""
+    key, window = "rl_config.max_prompt_length", "generate_config.max_model_len"
+    up_prompt, up_tokens, context = int(ex.get(key)), int(ex.get(MAX_TOKENS)), int(ex.get(window))
+    if seq_len >= up_prompt + up_tokens:
+        return up_prompt, (f"{ex.source(key)} (seq_len {seq_len} holds upstream's prompt + response {up_prompt} + "
+                           f"{up_tokens})")
+    if seq_len == context:
+        return seq_len - up_tokens, (f"= seq_len {seq_len} - upstream's max_tokens {up_tokens} "
+                                     f"({ex.source(MAX_TOKENS)}): upstream's max_prompt_length {up_prompt} "
+                                     f"({ex.source(key)}) + {up_tokens} overflow its own max_model_len {context} "
+                                     f"({ex.source(window)})")
+    return min(up_prompt, seq_len // 2), (f"{ex.source(key)}, at most half of seq_len {seq_len} (reference "
+                                          f"mindspeed_rl.md s7.1 rule 7): seq_len is below upstream's prompt + "
+                                          f"response {up_prompt} + {up_tokens}")
 
 
 def verifier(plan: Plan, ex: Example) -> tuple[str, str]:
@@ -283,6 +325,7 @@ def decided(plan: Plan, fp: FrameworkPlan, ex: Example) -> dict[str, tuple[objec
     return {
         **critic_values(plan, fp, ex),
         **dapo_values(ex, tokens, gbs, verify),
+        **packing_values(plan, ex),
         **recompute(actor.recompute, ex),
         **layer_placement(fp, ex),
         # The layout's micro batch, whose activations the actor's memory counts (upstream's differs where the
@@ -317,6 +360,33 @@ def decided(plan: Plan, fp: FrameworkPlan, ex: Example) -> dict[str, tuple[objec
             max(budget, prompt + tokens), f"{batched_source(ex)}, at least max_model_len"),
         "generate_config.sampling_config.max_tokens": (tokens, tokens_src),
     }
+
+
+# The token limits use_dynamic_bsz packs a micro batch to (base_training_engine.py l. 157-164): the reference's
+# forward, the actor's forward and its update. v2.3.0 copies them from max_packing_token_size's default 4096 before
+# it reads the config (rl_config.py l. 139-142, then update at l. 180), so a config's max_packing_token_size alone
+# reaches only PPO's critic (critic_worker.py l. 104-105): each is written.
+PACKING = ("rl_config.max_packing_token_size", "rl_config.ref_max_packing_token_size",
+           "rl_config.actor_max_packing_token_size", "rl_config.update_max_packing_token_size")
+PACKING_SOURCE = f"{RELEASE} mindspeed_rl/config_cls/rl_config.py l. 139-142, 180 (the limits copied before the " \
+                 f"config is read)"
+
+
+def packs(ex: Example) -> bool:
+    """Whether upstream's config packs micro batches to a token limit (rl_config.use_dynamic_bsz)."""
+    return bool(ex.find("rl_config.use_dynamic_bsz"))
+
+
+def packing_values(plan: Plan, ex: Example) -> dict[str, tuple[object, str]]:
+    """The RL family's token limit (families/rl/batching.py: SEQUENCES full sequences a micro batch, which the
+    Megatron roles' memory counts) for each limit, where upstream's config turns use_dynamic_bsz on."""
+    if not packs(ex):
+        return {}
+    limit = token_limit(plan.seq_len, 1, SEQUENCES)
+    key = PACKING[0]
+    own = (str(ex.get(key)), ex.source(key)) if key in ex.values else None
+    source = f"{limit_source(SEQUENCES, plan.seq_len, 1, own, False, GUIDE)}; {PACKING_SOURCE}"
+    return {name: (limit, source) for name in PACKING}
 
 
 # GenerateConfig's default where a config sets none (mindspeed_rl/config_cls/generate_config.py l. 85)
