@@ -40,9 +40,9 @@ COUNTS = (8, 24, 56, 64, 136, 504, 1024)
 def context(model: str, method: str, framework: str, hardware: str, pins: dict, batch: int | None = None) -> Context:
     spec = make_spec(model=model, method=method, hardware=hardware, frameworks=[framework],
                      layout={framework: pins} if pins else None, global_batch_size=batch)
-    row = T.model(spec.model)
-    return Context(spec, row, T.hardware_row(spec.hardware), T.frameworks[framework], False,
-                   adapter(spec, T.recipes[method]), _defaults(T, framework, method, row))
+    row, hw = T.model(spec.model), T.hardware_row(spec.hardware)
+    return Context(spec, row, hw, T.frameworks[framework], False, adapter(spec, T.recipes[method]),
+                   _defaults(T, framework, method, row, hw))
 
 
 @pytest.mark.parametrize("job", JOBS, ids=lambda job: f"{job[0]}-{job[1]}-{job[2]}-{job[3]}")
