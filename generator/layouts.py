@@ -484,10 +484,14 @@ def core_memory(ctx: Context, shape: Parallel) -> MemoryBreakdown:
     return _estimate_once(job, shape)
 
 
+# A layout is its shape's fields and the plan's own: the names once, not per layout laid out.
+_SHAPE_FIELDS = tuple(f.name for f in fields(Parallel))
+
+
 def _layout(ctx: Context, shape: Parallel, source: str) -> Layout:
     """`shape` with its memory estimate, as the plan states it."""
     memory = ctx.planning.memory(ctx, shape) or core_memory(ctx, shape)
-    return Layout(**{f.name: getattr(shape, f.name) for f in fields(Parallel)}, framework=ctx.fw.name, memory=memory,
+    return Layout(**{name: getattr(shape, name) for name in _SHAPE_FIELDS}, framework=ctx.fw.name, memory=memory,
                   usable_gb=ctx.usable_gb, usable_cap=ctx.usable_cap, optimizer_shard=ctx.optimizer_shard,
                   expert_tp=ctx.fw.expert_tp, deepspeed=ctx.fw.deepspeed, source=source,
                   measured=ctx.planning.measured(ctx, shape),
@@ -502,8 +506,11 @@ MAX_ESTIMATES = 1 << 16
 
 def _estimate_once(job: MemoryJob, shape: Parallel) -> MemoryBreakdown:
     """memory.estimate, once per distinct job and shape. The job's measured activations are a dict (unhashable):
-    the key holds them as sorted JSON."""
-    key = (replace(job, activations=None), json.dumps(job.activations, sort_keys=True), shape, memory_model.TERMS)
+    the key holds them as sorted JSON (a job without them, every Megatron one, is its own key: the copy and the
+    JSON were a tenth of a budget search)."""
+    measured = job.activations
+    key = (job, "null", shape, memory_model.TERMS) if measured is None else \
+        (replace(job, activations=None), json.dumps(measured, sort_keys=True), shape, memory_model.TERMS)
     found = _ESTIMATES.get(key)
     if found is None:
         if len(_ESTIMATES) >= MAX_ESTIMATES:
