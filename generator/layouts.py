@@ -347,6 +347,7 @@ def _settings(ctx: Context, cards: int, order: int, structure: Structure, recomp
     tp, pp, cp, ep = structure.tp, structure.pp, structure.cp, structure.ep
     dp = cards // (tp * pp * cp)
     batches = {mbs: _global_batch(ctx, mbs, dp, pp, cards) for mbs in mbs_options}  # recompute does not change them
+    sequences = ctx.planning.sequences_per_sample(ctx)
     for rc_rank, recompute in enumerate(recomputes):
         for mbs in mbs_options:
             # CPU offload last; then less recompute before a lighter DeepSpeed stage (ZeRO-2 and -3 cost far less
@@ -359,7 +360,7 @@ def _settings(ctx: Context, cards: int, order: int, structure: Structure, recomp
             yield _Setting(key, Parallel(
                 cards=cards, cards_per_node=ctx.hw.cards_per_node, tp=tp, pp=pp, cp=cp, ep=ep, micro_batch_size=mbs,
                 global_batch_size=gbs, recompute=recompute, mtp_layers=ctx.mtp_layers,
-                sequences_per_sample=ctx.planning.sequences_per_sample(ctx),
+                sequences_per_sample=sequences,
                 sequence_parallel=_sequence_parallel(ctx.pins.sequence_parallel, structure),
                 num_layer_list=structure.num_layer_list or split_layers(ctx.model.layers, pp, ctx.mtp_layers),
                 zero_stage=structure.zero_stage, offload=structure.offload))
