@@ -25,7 +25,8 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, replace
-from typing import TypeVar
+from functools import lru_cache
+from typing import Any, TypeVar
 
 from .memory import distinct_stages, expert_data_parallel, stage_params
 from .parallel import Parallel, split_layers
@@ -91,7 +92,14 @@ def attention_efficiency(hardware: Hardware, length: int) -> float:
     """The fused attention kernel's forward efficiency at `length`, interpolated in log2(length) between the
     measured lengths (clamped at both ends), then blended with the backward pass (twice the forward's work)."""
     measured = _step_input(hardware, "attention_efficiency", hardware.attention_efficiency)
-    curve = sorted((int(k), float(v)) for k, v in measured.items())
+    return _attention_efficiency(tuple(measured.items()), length)
+
+
+@lru_cache(maxsize=1 << 10)
+def _attention_efficiency(measured: tuple[tuple[Any, Any], ...], length: int) -> float:
+    """attention_efficiency over the curve's (length, efficiency) items, once per curve and length: the step model
+    asks at every layout it rates (a budget search rates hundreds at a few lengths)."""
+    curve = sorted((int(k), float(v)) for k, v in measured)
     x = math.log2(max(length, 1))
     forward = curve[0][1] if x <= math.log2(curve[0][0]) else curve[-1][1]
     for (l0, e0), (l1, e1) in zip(curve, curve[1:]):
