@@ -276,6 +276,29 @@ def search(ctx: Context, cards: int) -> tuple[Layout | None, Layout | None, list
     return (fitting[0] if fitting else None), closest, rejected
 
 
+# What a setting's rate is read from before its memory is estimated: a rate reads the shape and `measured`, never the
+# memory, so the fastest-first search ranks every setting first and estimates only down to the first that fits.
+_NOT_ESTIMATED = MemoryBreakdown(weights=0.0, gradients=0.0, optimizer=0.0, adapters=0.0, activations=0.0,
+                                 logits=0.0, overhead=0.0)
+
+
+def fastest(ctx: Context, cards: int) -> Layout | None:
+    """`search(ctx, cards)[0]` (the fastest layout that fits) where the caller needs nothing else: the settings
+    ranked by `_speed_key` first, and memory estimated in that order only until one fits (a budget search asks this
+    at some 25 counts; the full search estimates every setting for the closest layout and the reasons)."""
+    source = "pinned" if ctx.pinned else "search"
+    ranked = []
+    for _, broken, settings in _grid(ctx, cards):
+        if broken:
+            continue
+        for setting in settings:
+            if setting.shape is not None:
+                unestimated = _layout(ctx, setting.shape, source, _NOT_ESTIMATED)
+                ranked.append((_speed_key(ctx, unestimated, setting.key), setting.shape))
+    ranked.sort(key=lambda item: item[0])
+    return next((layout for _, shape in ranked if (layout := _layout(ctx, shape, source)).fits), None)
+
+
 def candidates(ctx: Context, cards: int) -> tuple[list[Layout], Layout | None, list[Rejected]]:
     """(every layout that fits at `cards`, fastest first; the one with the least memory; the rejected)."""
     fitting: list[tuple[tuple, Layout]] = []
@@ -489,9 +512,9 @@ def core_memory(ctx: Context, shape: Parallel) -> MemoryBreakdown:
 _SHAPE_FIELDS = tuple(f.name for f in fields(Parallel))
 
 
-def _layout(ctx: Context, shape: Parallel, source: str) -> Layout:
-    """`shape` with its memory estimate, as the plan states it."""
-    memory = ctx.planning.memory(ctx, shape) or core_memory(ctx, shape)
+def _layout(ctx: Context, shape: Parallel, source: str, memory: MemoryBreakdown | None = None) -> Layout:
+    """`shape` with its memory estimate (`memory`: one given instead), as the plan states it."""
+    memory = memory or ctx.planning.memory(ctx, shape) or core_memory(ctx, shape)
     return Layout(**{name: getattr(shape, name) for name in _SHAPE_FIELDS}, framework=ctx.fw.name, memory=memory,
                   usable_gb=ctx.usable_gb, usable_cap=ctx.usable_cap, optimizer_shard=ctx.optimizer_shard,
                   expert_tp=ctx.fw.expert_tp, deepspeed=ctx.fw.deepspeed, source=source,

@@ -228,8 +228,6 @@ def _data_parallel_sync(model: Model, par: Parallel, expert_tp: bool, link: floa
     group = par.dp * par.cp  # gradients of dense weights are reduced over DP x CP
     if group == 1:
         return 0.0
-    if par.num_layer_list is None:  # not placed (a layout under search): the search's own split
-        par = replace(par, num_layer_list=split_layers(model.layers, par.pp, par.mtp_layers))
     expert_group = expert_data_parallel(par, expert_tp)  # the ranks holding the same expert slice
     rate = link if par.tp * group <= par.cards_per_node else scaleout
 
@@ -239,8 +237,28 @@ def _data_parallel_sync(model: Model, par: Parallel, expert_tp: bool, link: floa
         reduce, gather = (moved * size / rate for size in (GRAD_BYTES, BF16_BYTES))
         last_reduce, first_gather = (bucket * size / rate for size in (GRAD_BYTES, BF16_BYTES))
         return max(last_reduce, reduce - backward) + max(first_gather, gather - forward)
-    held = {stage_params(model, par, stage, expert_tp)[:2] for stage in distinct_stages(model, par)}  # alike: once
-    return max(exposed(dense, experts) for dense, experts in held)
+    return max(exposed(dense, experts) for dense, experts in _held(model, par, expert_tp))
+
+
+# _held's answers by what they depend on (not DP, the batch or the card count, which a budget search varies): a
+# search rates the same structure at every count it tries. Cleared when full.
+_HELD: dict[tuple, frozenset[tuple[float, float]]] = {}
+MAX_HELD = 1 << 12
+
+
+def _held(model: Model, par: Parallel, expert_tp: bool) -> frozenset[tuple[float, float]]:
+    """The (dense, expert) parameters a card of each of `par`'s stages holds (stages that hold alike: once)."""
+    layers = par.num_layer_list or split_layers(model.layers, par.pp, par.mtp_layers)
+    key = (model, layers, par.mtp_layers, par.tp, par.ep, expert_tp)
+    found = _HELD.get(key)
+    if found is None:
+        if len(_HELD) >= MAX_HELD:
+            _HELD.clear()
+        if par.num_layer_list is None:  # not placed (a layout under search): the search's own split
+            par = replace(par, num_layer_list=layers)
+        found = _HELD[key] = frozenset(stage_params(model, par, stage, expert_tp)[:2]
+                                       for stage in distinct_stages(model, par))
+    return found
 
 
 # Where the rate is estimated, the time is a range (seed 000: the formula's time "is a range, for reference only");
