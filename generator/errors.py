@@ -92,8 +92,9 @@ def prints_as_itself(ch: str) -> bool:
 
 
 def plain_text(text: str) -> bool:
-    """Every character of `text` prints as itself: safe to write into PLAN.md and plan.json and to print."""
-    return all(map(prints_as_itself, text))
+    """Every character of `text` prints as itself: safe to write into PLAN.md and plan.json and to print. Printable
+    ASCII is known at once (no ASCII character is invisible): a plan checks every note and name it prints."""
+    return (text.isascii() and text.isprintable()) or all(map(prints_as_itself, text))
 
 
 def show_name(text: str, limit: int = 60) -> str:

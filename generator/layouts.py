@@ -276,6 +276,29 @@ def search(ctx: Context, cards: int) -> tuple[Layout | None, Layout | None, list
     return (fitting[0] if fitting else None), closest, rejected
 
 
+# What a setting's rate is read from before its memory is estimated: a rate reads the shape and `measured`, never the
+# memory, so the fastest-first search ranks every setting first and estimates only down to the first that fits.
+_NOT_ESTIMATED = MemoryBreakdown(weights=0.0, gradients=0.0, optimizer=0.0, adapters=0.0, activations=0.0,
+                                 logits=0.0, overhead=0.0)
+
+
+def fastest(ctx: Context, cards: int) -> Layout | None:
+    """`search(ctx, cards)[0]` (the fastest layout that fits) where the caller needs nothing else: the settings
+    ranked by `_speed_key` first, and memory estimated in that order only until one fits (a budget search asks this
+    at some 25 counts; the full search estimates every setting for the closest layout and the reasons)."""
+    source = "pinned" if ctx.pinned else "search"
+    ranked = []
+    for _, broken, settings in _grid(ctx, cards):
+        if broken:
+            continue
+        for setting in settings:
+            if setting.shape is not None:
+                unestimated = _layout(ctx, setting.shape, source, _NOT_ESTIMATED)
+                ranked.append((_speed_key(ctx, unestimated, setting.key), setting.shape))
+    ranked.sort(key=lambda item: item[0])
+    return next((layout for _, shape in ranked if (layout := _layout(ctx, shape, source)).fits), None)
+
+
 def candidates(ctx: Context, cards: int) -> tuple[list[Layout], Layout | None, list[Rejected]]:
     """(every layout that fits at `cards`, fastest first; the one with the least memory; the rejected)."""
     fitting: list[tuple[tuple, Layout]] = []
@@ -347,6 +370,7 @@ def _settings(ctx: Context, cards: int, order: int, structure: Structure, recomp
     tp, pp, cp, ep = structure.tp, structure.pp, structure.cp, structure.ep
     dp = cards // (tp * pp * cp)
     batches = {mbs: _global_batch(ctx, mbs, dp, pp, cards) for mbs in mbs_options}  # recompute does not change them
+    sequences = ctx.planning.sequences_per_sample(ctx)
     for rc_rank, recompute in enumerate(recomputes):
         for mbs in mbs_options:
             # CPU offload last; then less recompute before a lighter DeepSpeed stage (ZeRO-2 and -3 cost far less
@@ -359,7 +383,7 @@ def _settings(ctx: Context, cards: int, order: int, structure: Structure, recomp
             yield _Setting(key, Parallel(
                 cards=cards, cards_per_node=ctx.hw.cards_per_node, tp=tp, pp=pp, cp=cp, ep=ep, micro_batch_size=mbs,
                 global_batch_size=gbs, recompute=recompute, mtp_layers=ctx.mtp_layers,
-                sequences_per_sample=ctx.planning.sequences_per_sample(ctx),
+                sequences_per_sample=sequences,
                 sequence_parallel=_sequence_parallel(ctx.pins.sequence_parallel, structure),
                 num_layer_list=structure.num_layer_list or split_layers(ctx.model.layers, pp, ctx.mtp_layers),
                 zero_stage=structure.zero_stage, offload=structure.offload))
@@ -484,10 +508,14 @@ def core_memory(ctx: Context, shape: Parallel) -> MemoryBreakdown:
     return _estimate_once(job, shape)
 
 
-def _layout(ctx: Context, shape: Parallel, source: str) -> Layout:
-    """`shape` with its memory estimate, as the plan states it."""
-    memory = ctx.planning.memory(ctx, shape) or core_memory(ctx, shape)
-    return Layout(**{f.name: getattr(shape, f.name) for f in fields(Parallel)}, framework=ctx.fw.name, memory=memory,
+# A layout is its shape's fields and the plan's own: the names once, not per layout laid out.
+_SHAPE_FIELDS = tuple(f.name for f in fields(Parallel))
+
+
+def _layout(ctx: Context, shape: Parallel, source: str, memory: MemoryBreakdown | None = None) -> Layout:
+    """`shape` with its memory estimate (`memory`: one given instead), as the plan states it."""
+    memory = memory or ctx.planning.memory(ctx, shape) or core_memory(ctx, shape)
+    return Layout(**{name: getattr(shape, name) for name in _SHAPE_FIELDS}, framework=ctx.fw.name, memory=memory,
                   usable_gb=ctx.usable_gb, usable_cap=ctx.usable_cap, optimizer_shard=ctx.optimizer_shard,
                   expert_tp=ctx.fw.expert_tp, deepspeed=ctx.fw.deepspeed, source=source,
                   measured=ctx.planning.measured(ctx, shape),
@@ -502,8 +530,11 @@ MAX_ESTIMATES = 1 << 16
 
 def _estimate_once(job: MemoryJob, shape: Parallel) -> MemoryBreakdown:
     """memory.estimate, once per distinct job and shape. The job's measured activations are a dict (unhashable):
-    the key holds them as sorted JSON."""
-    key = (replace(job, activations=None), json.dumps(job.activations, sort_keys=True), shape, memory_model.TERMS)
+    the key holds them as sorted JSON (a job without them, every Megatron one, is its own key: the copy and the
+    JSON were a tenth of a budget search)."""
+    measured = job.activations
+    key = (job, "null", shape, memory_model.TERMS) if measured is None else \
+        (replace(job, activations=None), json.dumps(measured, sort_keys=True), shape, memory_model.TERMS)
     found = _ESTIMATES.get(key)
     if found is None:
         if len(_ESTIMATES) >= MAX_ESTIMATES:

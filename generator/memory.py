@@ -24,7 +24,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, replace
-from functools import lru_cache
+from functools import cached_property, lru_cache
 
 from .parallel import Parallel
 from .tables import Model, trains_adapters
@@ -46,7 +46,7 @@ class MemoryBreakdown:
     stage: int = 0  # the pipeline stage the numbers are for
     extra: tuple[tuple[str, float], ...] = ()  # the TERMS' items: (name, GiB)
 
-    @property
+    @cached_property  # read at every comparison of the layout search; the fields never change
     def total(self) -> float:
         return (self.weights + self.gradients + self.optimizer + self.adapters + self.activations + self.logits
                 + self.overhead + sum(gib for _, gib in self.extra))

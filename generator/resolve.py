@@ -47,6 +47,7 @@ from .layouts import (
     as_role,
     candidates,
     choose_layout,
+    fastest,
     fits_below,
     no_accumulation,
     rate,
@@ -703,7 +704,7 @@ def _fewest_cards_for_budget(ctx: Context, tables: Tables, minimum: MinCards, id
         trials = _BudgetTrials(ctx, tables, counts, tokens, budget, moved.layout.global_batch_size, forced)
         high = probe
     found, low = trials.scan(high)
-    chosen = trials.trial(found)
+    chosen = trials.trial(found, whole=True)
     assert chosen is not None  # it meets the budget
     notes.extend(chosen.notes)
     warnings.extend(chosen.warnings)
@@ -744,6 +745,7 @@ class _Trial:
     warnings: list[Note]
     at: Context  # the framework's context (a layout's rate does not depend on the batch the search tried)
     tokens: float
+    partial: bool = False  # the layout alone: no rejected layouts or notes (_BudgetTrials.trial)
 
     @cached_property
     def own_hours(self) -> float:
@@ -776,34 +778,37 @@ class _BudgetTrials:
         self.trials: dict[int, _Trial | None] = {}
         self.forced = forced
 
-    def trial(self, i: int) -> _Trial | None:
-        if i not in self.trials:
-            cards = self.counts[i]
-            found_notes: list[Note] = []
-            found_warnings: list[Note] = []
-            at = replace(self.at, spec=replace(self.at.spec, cards=cards))
-            # At a fixed batch, a count no layout tiles is known from the search alone (choose_layout would also
-            # search every layout at any batch to say why).
-            searched = None
-            if self.batch is not None and preset_for(at, self.tables, cards) is None:
-                # Most counts of a scan tile no batch at all: known without laying anything out.
-                if not tiles(at, cards):
-                    self.trials[i] = None
-                    return None
-                searched = search(at, cards)
-                if searched[0] is None and not self.forced:
-                    self.trials[i] = None
-                    return None
-            try:
-                layout, rejected = choose_layout(at, self.tables, cards, found_notes, found_warnings, searched)
-            except SpecError:
-                self.trials[i] = None
-            else:
-                if not (layout.fits or layout.source.startswith("preset") or self.forced):
-                    self.trials[i] = None  # --force kept the closest layout at this count, though others fit
-                    return None
-                self.trials[i] = _Trial(layout, rejected, found_notes, found_warnings, self.ctx, self.tokens)
+    def trial(self, i: int, whole: bool = False) -> _Trial | None:
+        """counts[i]'s trial. At a fixed batch the layout alone is laid out (`layouts.fastest`: all that a count
+        tried and not chosen shows); `whole`: with the search's rejected layouts and notes, as the chosen count's."""
+        if i not in self.trials or (whole and (found := self.trials[i]) is not None and found.partial):
+            self.trials[i] = self._lay_out(self.counts[i], whole)
         return self.trials[i]
+
+    def _lay_out(self, cards: int, whole: bool) -> _Trial | None:
+        found_notes: list[Note] = []
+        found_warnings: list[Note] = []
+        at = replace(self.at, spec=replace(self.at.spec, cards=cards))
+        # At a fixed batch, a count no layout tiles is known from the search alone (choose_layout would also
+        # search every layout at any batch to say why).
+        searched = None
+        if self.batch is not None and preset_for(at, self.tables, cards) is None:
+            # Most counts of a scan tile no batch at all: known without laying anything out.
+            if not tiles(at, cards):
+                return None
+            if not (whole or self.forced):
+                best = fastest(at, cards)
+                return None if best is None else _Trial(best, [], [], [], self.ctx, self.tokens, partial=True)
+            searched = search(at, cards)
+            if searched[0] is None and not self.forced:
+                return None
+        try:
+            layout, rejected = choose_layout(at, self.tables, cards, found_notes, found_warnings, searched)
+        except SpecError:
+            return None
+        if not (layout.fits or layout.source.startswith("preset") or self.forced):
+            return None  # --force kept the closest layout at this count, though others fit
+        return _Trial(layout, rejected, found_notes, found_warnings, self.ctx, self.tokens)
 
     def meets(self, i: int) -> bool:
         found = self.trial(i)

@@ -15,7 +15,8 @@ from __future__ import annotations
 from dataclasses import replace
 
 from .context import Context
-from .layouts import rate, search
+from .layouts import fastest as fastest_at
+from .layouts import rate
 from .plan import Layout
 from .throughput import Throughput, multi_node_efficiency, uses_step_model
 
@@ -36,7 +37,7 @@ def capped_rate(ctx: Context, layout: Layout) -> tuple[Throughput, float]:
         fewer //= 2
         key = (fewer * per_node, layout.global_batch_size)
         if key not in ctx.fastest:
-            ctx.fastest[key] = search(same, fewer * per_node)[0]
+            ctx.fastest[key] = fastest_at(same, fewer * per_node)
         fastest = ctx.fastest[key]
         if fastest is None:  # nothing fits here, so nothing fits on fewer cards either
             break

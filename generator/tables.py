@@ -678,6 +678,12 @@ def _load_yaml(name: str):
     return data
 
 
+def load_data(name: str):
+    """A YAML file under generator/data/ (`name`: its path there), parsed and kept as the tables are: a plugin's or a
+    family's own data (verl's upstream examples cost a tenth of `gen-launch plan` parsed each time)."""
+    return _load_yaml(name)
+
+
 # min_cards.csv's columns besides one per hardware row (the header names those, and hardware.yaml must know them)
 MIN_CARDS_KEYS = ("model", "strategy", "seq_len", "framework", "confidence")
 

@@ -25,7 +25,8 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, replace
-from typing import TypeVar
+from functools import lru_cache
+from typing import Any, TypeVar
 
 from .memory import distinct_stages, expert_data_parallel, stage_params
 from .parallel import Parallel, split_layers
@@ -91,7 +92,14 @@ def attention_efficiency(hardware: Hardware, length: int) -> float:
     """The fused attention kernel's forward efficiency at `length`, interpolated in log2(length) between the
     measured lengths (clamped at both ends), then blended with the backward pass (twice the forward's work)."""
     measured = _step_input(hardware, "attention_efficiency", hardware.attention_efficiency)
-    curve = sorted((int(k), float(v)) for k, v in measured.items())
+    return _attention_efficiency(tuple(measured.items()), length)
+
+
+@lru_cache(maxsize=1 << 10)
+def _attention_efficiency(measured: tuple[tuple[Any, Any], ...], length: int) -> float:
+    """attention_efficiency over the curve's (length, efficiency) items, once per curve and length: the step model
+    asks at every layout it rates (a budget search rates hundreds at a few lengths)."""
+    curve = sorted((int(k), float(v)) for k, v in measured)
     x = math.log2(max(length, 1))
     forward = curve[0][1] if x <= math.log2(curve[0][0]) else curve[-1][1]
     for (l0, e0), (l1, e1) in zip(curve, curve[1:]):
@@ -220,8 +228,6 @@ def _data_parallel_sync(model: Model, par: Parallel, expert_tp: bool, link: floa
     group = par.dp * par.cp  # gradients of dense weights are reduced over DP x CP
     if group == 1:
         return 0.0
-    if par.num_layer_list is None:  # not placed (a layout under search): the search's own split
-        par = replace(par, num_layer_list=split_layers(model.layers, par.pp, par.mtp_layers))
     expert_group = expert_data_parallel(par, expert_tp)  # the ranks holding the same expert slice
     rate = link if par.tp * group <= par.cards_per_node else scaleout
 
@@ -231,8 +237,28 @@ def _data_parallel_sync(model: Model, par: Parallel, expert_tp: bool, link: floa
         reduce, gather = (moved * size / rate for size in (GRAD_BYTES, BF16_BYTES))
         last_reduce, first_gather = (bucket * size / rate for size in (GRAD_BYTES, BF16_BYTES))
         return max(last_reduce, reduce - backward) + max(first_gather, gather - forward)
-    held = {stage_params(model, par, stage, expert_tp)[:2] for stage in distinct_stages(model, par)}  # alike: once
-    return max(exposed(dense, experts) for dense, experts in held)
+    return max(exposed(dense, experts) for dense, experts in _held(model, par, expert_tp))
+
+
+# _held's answers by what they depend on (not DP, the batch or the card count, which a budget search varies): a
+# search rates the same structure at every count it tries. Cleared when full.
+_HELD: dict[tuple, frozenset[tuple[float, float]]] = {}
+MAX_HELD = 1 << 12
+
+
+def _held(model: Model, par: Parallel, expert_tp: bool) -> frozenset[tuple[float, float]]:
+    """The (dense, expert) parameters a card of each of `par`'s stages holds (stages that hold alike: once)."""
+    layers = par.num_layer_list or split_layers(model.layers, par.pp, par.mtp_layers)
+    key = (model, layers, par.mtp_layers, par.tp, par.ep, expert_tp)
+    found = _HELD.get(key)
+    if found is None:
+        if len(_HELD) >= MAX_HELD:
+            _HELD.clear()
+        if par.num_layer_list is None:  # not placed (a layout under search): the search's own split
+            par = replace(par, num_layer_list=layers)
+        found = _HELD[key] = frozenset(stage_params(model, par, stage, expert_tp)[:2]
+                                       for stage in distinct_stages(model, par))
+    return found
 
 
 # Where the rate is estimated, the time is a range (seed 000: the formula's time "is a range, for reference only");

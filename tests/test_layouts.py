@@ -20,6 +20,8 @@ from generator.layouts import (
     _states_floor,
     _structure_problems,
     _validate_pins,
+    fastest,
+    search,
     split_layers,
 )
 from generator.memory import GIB
@@ -215,3 +217,19 @@ def test_a_structure_memory_rejects_names_the_last_setting_tried():
     rejected = {r.layout: r.reason for r in plan.rejected}
     assert rejected["tp=1 pp=1"] == ("memory: 214.7 GiB per card > 52.2 GiB budget (usable 58 less 10%; tried up to "
                                      "recompute=full, mbs=1)")
+
+
+@pytest.mark.parametrize("framework,fields,counts", [
+    # The budget example's model: nothing fits on 8 cards, few settings on 64, most on 320; 312 = 8 x 39.
+    ("mindspeed-llm", {"model": "llama3.1-70b", "method": "pretrain", "seq_len": 8192}, [8, 64, 176, 312, 320]),
+    ("mindspeed-llm", {"model": "deepseek-v3", "method": "pretrain"}, [256, 512]),
+    ("mindformers", {"model": "qwen3-32b"}, [8, 16, 32]),
+    ("llama-factory", {"model": "qwen2.5-7b", "method": "lora", "seq_len": 1024, "hardware": "rtx4090"}, [1, 2, 8]),
+])
+def test_the_fastest_first_search_finds_what_the_full_search_ranks_first(framework, fields, counts):
+    # layouts.fastest rates every setting before estimating any memory, and stops at the first that fits: it must
+    # give the full search's best (the budget search and scaling.capped_rate take it instead).
+    ctx = context(framework, **fields)
+    found = [(fastest(ctx, cards), search(ctx, cards)[0]) for cards in counts]
+    assert all(fast == full for fast, full in found)
+    assert any(full is not None for _, full in found)  # not only counts where nothing fits

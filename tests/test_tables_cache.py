@@ -119,3 +119,22 @@ def test_the_cache_is_not_in_the_repository():
         pytest.skip("not a git checkout")
     result = subprocess.run(["git", "check-ignore", "-q", str(cache)], cwd=REPO)
     assert result.returncode == 0, f"{cache} is not git-ignored"
+
+
+def test_a_plugins_and_a_familys_data_are_kept_as_the_tables_are(data):
+    # verl's upstream examples were parsed on every RL plan: a tenth of `gen-launch plan` (issue 35).
+    from generator.families.rl import rates
+    from generator.frameworks.verl import examples
+
+    for read in (examples.examples, rates.published):
+        read.cache_clear()
+    try:
+        examples.examples()
+        rates.published()
+    finally:
+        for read in (examples.examples, rates.published):
+            read.cache_clear()
+    for name in ("verl_0.7.0/examples.yaml", "rl/throughput.yaml"):
+        path = data / name
+        assert cache_of(path.parent, path.name).is_file(), name
+        assert same(tables_module.load_data(name), parsed(data, name))

@@ -6,10 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from functools import cache
 
-import yaml
-
-from ...resources import DATA_DIR
-from ...tables import TABLE_LOADER  # libyaml's loader where PyYAML has it
+from ...tables import load_data
 
 
 @dataclass(frozen=True)
@@ -25,5 +22,5 @@ class Published:
 
 @cache
 def published() -> tuple[Published, ...]:
-    doc = yaml.load((DATA_DIR / "rl" / "throughput.yaml").read_text(encoding="utf-8"), Loader=TABLE_LOADER)
+    doc = load_data("rl/throughput.yaml")
     return tuple(Published(**row) for row in doc["published"])

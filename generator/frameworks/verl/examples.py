@@ -6,11 +6,9 @@ from dataclasses import dataclass
 from functools import cache
 from typing import Any
 
-import yaml
-
 from ...errors import TableError
 from ...resources import DATA_DIR
-from ...tables import TABLE_LOADER  # libyaml's loader where PyYAML has it
+from ...tables import load_data
 
 FOLDER = DATA_DIR / "verl_0.7.0"
 COMMIT = "v0.7.0 (f9c855f7)"
@@ -33,7 +31,7 @@ class Example:
 
 @cache
 def examples() -> dict[str, Example]:
-    doc = yaml.load((FOLDER / "examples.yaml").read_text(encoding="utf-8"), Loader=TABLE_LOADER)
+    doc = load_data(f"{FOLDER.name}/examples.yaml")
     out = {}
     for script, row in doc["examples"].items():
         values = {key: value for key, value in row.items() if key not in ("method", "model")}
