@@ -521,6 +521,11 @@ EQUIVALENT: dict[str, str] = {
         "branches yield n and go on to 2 x cards_per_node",
     "cards:number:0->1#7": "first_holding's default rank, `lambda i: 0` made 1: a rank equal for every index "
                            "orders the candidates by (rank, i) exactly as before",
+    "cards:arith:n & -n->(n | -n)": "for n > 0, n | -n is -(n & -n) in two's complement, and int.bit_length "
+                                    "of a negative number is that of its absolute value",
+    "cards:compare:cards > hw.cards_per_node->(cards >= hw.cards_per_node)": "at one node's count, "
+        "cards % cards_per_node is 0: the whole-node refusal's second condition is false either way",
+    "cards:compare:wanted > 8->(wanted >= 8)": "a budget of exactly 8 cards rounded to a multiple of 8 is 8",
     "layouts:compare:pp > 1->(pp >= 1)": "at PP 1 the dense-stage rule would need first_dense >= layers, which "
                                          "tables.py refuses when it loads models.yaml (l. 697-698)",
 }
