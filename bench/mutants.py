@@ -526,6 +526,8 @@ EQUIVALENT: dict[str, str] = {
     "cards:compare:cards > hw.cards_per_node->(cards >= hw.cards_per_node)": "at one node's count, "
         "cards % cards_per_node is 0: the whole-node refusal's second condition is false either way",
     "cards:compare:wanted > 8->(wanted >= 8)": "a budget of exactly 8 cards rounded to a multiple of 8 is 8",
+    "jobdir:number:1->2": "read_regular reads limit + 2 bytes instead of limit + 1: `len(data) <= limit` decides "
+                          "the same for every file, a file that grew while read included",
     "layouts:compare:pp > 1->(pp >= 1)": "at PP 1 the dense-stage rule would need first_dense >= layers, which "
                                          "tables.py refuses when it loads models.yaml (l. 697-698)",
 }

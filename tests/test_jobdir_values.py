@@ -234,3 +234,42 @@ def test_one_render_at_a_time(tmp_path):
         pass
     with locked(tmp_path):  # released
         pass
+
+
+def test_a_file_of_16_mib_is_read_and_hashed_and_one_byte_more_is_not(tmp_path):
+    """jobdir.py MAX_READ: no file render writes comes near 16 MiB; a larger one is never read nor hashed."""
+    path = tmp_path / "f"
+    path.write_bytes(b"x" * (16 * 2**20))
+    assert len(read_regular(path) or b"") == 16 * 2**20
+    assert file_digest(path) == hashlib.sha256(b"x" * (16 * 2**20)).hexdigest()
+    with path.open("ab") as grown:
+        grown.write(b"x")
+    assert read_regular(path) is None and file_digest(path) is None
+
+
+def test_a_file_is_hashed_one_mib_at_a_time(tmp_path, monkeypatch):
+    """jobdir.py file_digest: the file is read in 1 MiB chunks (_CHUNK), never whole, up to its end."""
+    path = tmp_path / "f"
+    path.write_bytes(b"y" * (3 * 2**20))
+    asked: list[int] = []
+    real_read = os.read
+
+    def read(fd: int, size: int) -> bytes:
+        asked.append(size)
+        return real_read(fd, size)
+
+    monkeypatch.setattr(jobdir.os, "read", read)
+    assert file_digest(path) == hashlib.sha256(b"y" * (3 * 2**20)).hexdigest()
+    assert asked == [2**20] * 4  # three chunks, then the end
+
+
+def test_a_file_over_the_limit_is_refused_by_its_size_without_a_read(tmp_path, monkeypatch):
+    """jobdir.py read_regular: MAX_READ's "a larger one is never read": the size the file has decides first."""
+    path = tmp_path / "f"
+    path.write_bytes(b"z" * 11)
+    opened: list[int] = []
+    real_fdopen = os.fdopen
+    monkeypatch.setattr(jobdir.os, "fdopen", lambda fd, *a, **k: opened.append(fd) or real_fdopen(fd, *a, **k))
+    assert read_regular(path, limit=10) is None
+    assert opened == []
+    assert read_regular(path, limit=11) == b"z" * 11 and len(opened) == 1
