@@ -528,6 +528,8 @@ EQUIVALENT: dict[str, str] = {
     "cards:compare:wanted > 8->(wanted >= 8)": "a budget of exactly 8 cards rounded to a multiple of 8 is 8",
     "jobdir:number:1->2": "read_regular reads limit + 2 bytes instead of limit + 1: `len(data) <= limit` decides "
                           "the same for every file, a file that grew while read included",
+    "jobdir:number:0->1#1": "remove_tree's first temporary name is .2 instead of .1 (_free_name skips taken "
+                            "names either way); every one is removed with the folder",
     "layouts:compare:pp > 1->(pp >= 1)": "at PP 1 the dense-stage rule would need first_dense >= layers, which "
                                          "tables.py refuses when it loads models.yaml (l. 697-698)",
 }

@@ -8,7 +8,9 @@ import dataclasses
 import errno
 import hashlib
 import os
+import signal
 import stat
+from contextlib import contextmanager
 
 import pytest
 
@@ -273,3 +275,34 @@ def test_a_file_over_the_limit_is_refused_by_its_size_without_a_read(tmp_path, m
     assert read_regular(path, limit=10) is None
     assert opened == []
     assert read_regular(path, limit=11) == b"z" * 11 and len(opened) == 1
+
+
+class Blocked(Exception):
+    """Not an OSError, which the code under test catches."""
+
+
+@contextmanager
+def at_most(seconds: int):
+    """A block that must end within `seconds` (opening a FIFO for reading waits for a writer forever)."""
+    def expired(*_):
+        raise Blocked(f"still blocked after {seconds} s")
+
+    previous = signal.signal(signal.SIGALRM, expired)
+    signal.alarm(seconds)
+    try:
+        yield
+    finally:
+        signal.alarm(0)
+        signal.signal(signal.SIGALRM, previous)
+
+
+def test_a_fifo_where_a_folder_was_is_unreadable_at_once_and_never_removed(tmp_path):
+    """jobdir.py _listing and remove_tree open a folder with O_DIRECTORY: a FIFO put in its place fails at once
+    (ENOTDIR) instead of blocking the command until something writes to it."""
+    fifo = tmp_path / "job"
+    os.mkfifo(fifo)
+    with at_most(5):
+        assert scan(fifo) == {".": Entry("unreadable")}
+        with pytest.raises(NotADirectoryError):
+            remove_tree(fifo)
+    assert stat.S_ISFIFO(os.lstat(fifo).st_mode)
