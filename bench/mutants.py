@@ -530,6 +530,8 @@ EQUIVALENT: dict[str, str] = {
                           "the same for every file, a file that grew while read included",
     "jobdir:number:0->1#1": "remove_tree's first temporary name is .2 instead of .1 (_free_name skips taken "
                             "names either way); every one is removed with the folder",
+    "jobdir:number:1->2#1": "_free_name steps by 2: every name it returns is still one not taken, and each is "
+                            "removed with the folder",
     "layouts:compare:pp > 1->(pp >= 1)": "at PP 1 the dense-stage rule would need first_dense >= layers, which "
                                          "tables.py refuses when it loads models.yaml (l. 697-698)",
 }

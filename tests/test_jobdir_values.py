@@ -108,6 +108,8 @@ def test_a_manifest_edited_by_hand_or_sealed_with_a_plain_hash_is_not_intact():
     assert not parse_manifest(f"{body}# {SEAL}{seal}".encode()).intact
     none = parse_manifest(None)
     assert (none.entries, none.intact) == ({}, False)
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        none.intact = True  # type: ignore[misc]  # a value: what MANIFEST vouches for is never changed after parsing
 
 
 def job(tmp_path, files: dict[str, str], header=("# made by a test",)):
