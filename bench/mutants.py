@@ -532,6 +532,9 @@ EQUIVALENT: dict[str, str] = {
                             "names either way); every one is removed with the folder",
     "jobdir:number:1->2#1": "_free_name steps by 2: every name it returns is still one not taken, and each is "
                             "removed with the folder",
+    "jobdir:bool:False->True#5": "compare's Manifest for a job folder that is none (or a link): nothing is "
+                                 "scanned then, so no entry is compared and its intact flag is never read (its "
+                                 "entries are empty either way)",
     "layouts:compare:pp > 1->(pp >= 1)": "at PP 1 the dense-stage rule would need first_dense >= layers, which "
                                          "tables.py refuses when it loads models.yaml (l. 697-698)",
 }

@@ -308,3 +308,35 @@ def test_a_fifo_where_a_folder_was_is_unreadable_at_once_and_never_removed(tmp_p
         with pytest.raises(NotADirectoryError):
             remove_tree(fifo)
     assert stat.S_ISFIFO(os.lstat(fifo).st_mode)
+
+
+def test_a_comment_line_in_manifest_never_lists_a_file():
+    """jobdir.py parse_manifest: a `#` line is a comment even when it holds `<text>  <path>`; a change is a value."""
+    text = manifest_text(["# made from  a.sh", ""], {"b.sh": "B"})
+    assert parse_manifest(text.encode()).entries == {"b.sh": hashlib.sha256(b"B").hexdigest()}
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        Change("b.sh", "create").action = "stray"  # type: ignore[misc]
+
+
+def test_compare_reads_nothing_through_a_linked_job_folder(tmp_path, monkeypatch):
+    """jobdir.py compare: a job folder that is a link is never looked into, its MANIFEST included."""
+    folder, files = job(tmp_path, {"conf.yaml": "c"})
+    (tmp_path / "linked").symlink_to(folder)
+    read: list[str] = []
+    real = jobdir.read_regular
+    monkeypatch.setattr(jobdir, "read_regular", lambda path, *a: read.append(str(path)) or real(path, *a))
+    assert actions(compare(files, tmp_path / "linked")) == {"conf.yaml": "create", MANIFEST: "create"}
+    assert read == []
+    compare(files, folder)
+    assert read == [str(folder / MANIFEST)]
+
+
+def test_the_render_lock_is_taken_on_a_folder_only(tmp_path):
+    """jobdir.py locked opens OUT with O_DIRECTORY: a file or a FIFO there is refused at once, never locked (a FIFO
+    would block the render until something wrote to it)."""
+    (tmp_path / "file").write_text("x")
+    os.mkfifo(tmp_path / "fifo")
+    with at_most(5):
+        for name in ("file", "fifo"):
+            with pytest.raises(NotADirectoryError), locked(tmp_path / name):
+                pass
