@@ -535,6 +535,8 @@ EQUIVALENT: dict[str, str] = {
     "jobdir:bool:False->True#5": "compare's Manifest for a job folder that is none (or a link): nothing is "
                                  "scanned then, so no entry is compared and its intact flag is never read (its "
                                  "entries are empty either way)",
+    "jobdir:number:0->1#4": "_umask sets a umask of 1 instead of 0 for the instant before it restores the one it read: "
+                            "the value read and restored is the same, and nothing is created in between",
     "layouts:compare:pp > 1->(pp >= 1)": "at PP 1 the dense-stage rule would need first_dense >= layers, which "
                                          "tables.py refuses when it loads models.yaml (l. 697-698)",
 }

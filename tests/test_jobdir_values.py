@@ -4,6 +4,7 @@ on a re-render. The mutation run of issue 42 (bench/mutants.py) changed these un
 
 from __future__ import annotations
 
+import ctypes
 import dataclasses
 import errno
 import hashlib
@@ -208,6 +209,7 @@ def test_replace_writes_every_file_with_its_mode_and_keeps_a_backup_whole(tmp_pa
 def test_a_backup_name_that_is_taken_even_by_a_dangling_link_is_skipped(tmp_path, monkeypatch):
     monkeypatch.setattr(jobdir.time, "strftime", lambda *_: "STAMP")
     (tmp_path / "j+backup-STAMP").symlink_to(tmp_path / "nowhere")
+    assert jobdir._backup_name(tmp_path / "j") == tmp_path / "j+backup-STAMP-2"
     (tmp_path / "j+backup-STAMP-2").mkdir()
     assert jobdir._backup_name(tmp_path / "j") == tmp_path / "j+backup-STAMP-3"
 
@@ -340,3 +342,27 @@ def test_the_render_lock_is_taken_on_a_folder_only(tmp_path):
         for name in ("file", "fifo"):
             with pytest.raises(NotADirectoryError), locked(tmp_path / name):
                 pass
+
+
+class _Libc:
+    """A C library as ctypes.CDLL finds it on a system without an atomic exchange: no renameat2 at all (glibc
+    before 2.28, macOS), or one that fails with `code` (a file system without RENAME_EXCHANGE)."""
+
+    def __init__(self, code: int | None):
+        if code is not None:
+            self.renameat2 = lambda *_: ctypes.set_errno(code) or -1
+
+
+@pytest.mark.parametrize("code", [None, errno.EINVAL, errno.ENOSYS, errno.EOPNOTSUPP])
+def test_without_an_atomic_exchange_folders_swap_by_renames(tmp_path, monkeypatch, code):
+    """jobdir.py _exchange answers False where the system cannot exchange, and _swap then renames twice."""
+    (tmp_path / "new").mkdir()
+    (tmp_path / "new" / "made").write_text("new")
+    (tmp_path / "job").mkdir()
+    (tmp_path / "job" / "old").write_text("old")
+    monkeypatch.setattr(ctypes, "CDLL", lambda *_, **__: _Libc(code))
+    assert jobdir._exchange(tmp_path / "new", tmp_path / "job") is False
+    jobdir._swap(tmp_path / "new", tmp_path / "job")
+    assert [p.name for p in (tmp_path / "job").iterdir()] == ["made"]
+    assert [p.name for p in (tmp_path / "new").iterdir()] == ["old"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["job", "new"]
