@@ -12,6 +12,7 @@ import os
 import signal
 import stat
 from contextlib import contextmanager
+from pathlib import Path
 
 import pytest
 
@@ -366,3 +367,32 @@ def test_without_an_atomic_exchange_folders_swap_by_renames(tmp_path, monkeypatc
     assert [p.name for p in (tmp_path / "job").iterdir()] == ["made"]
     assert [p.name for p in (tmp_path / "new").iterdir()] == ["old"]
     assert sorted(p.name for p in tmp_path.iterdir()) == ["job", "new"]
+
+
+def test_folders_swap_by_relative_paths_from_the_working_folder(tmp_path, monkeypatch):
+    """jobdir.py _exchange passes AT_FDCWD (-100 on Linux, fcntl.h) so that relative paths are from the working
+    folder, as OUT given on the command line is."""
+    (tmp_path / "a").mkdir()
+    (tmp_path / "a" / "from_a").write_text("a")
+    (tmp_path / "b").mkdir()
+    monkeypatch.chdir(tmp_path)
+    assert jobdir._exchange(Path("a"), Path("b"))
+    assert (tmp_path / "b" / "from_a").exists()
+
+
+def test_a_sub_folder_swapped_for_a_fifo_while_removing_is_refused_at_once(tmp_path, monkeypatch):
+    """jobdir.py remove_tree opens each sub-folder with O_DIRECTORY: one replaced by a FIFO between the listing and
+    the open (another process racing the removal) fails at once instead of blocking."""
+    (tmp_path / "job" / "sub").mkdir(parents=True)
+    real = jobdir._unlink_files
+
+    def racing(fd: int) -> list[str]:
+        names = real(fd)
+        if "sub" in names:
+            (tmp_path / "job" / "sub").rmdir()
+            os.mkfifo(tmp_path / "job" / "sub")
+        return names
+
+    monkeypatch.setattr(jobdir, "_unlink_files", racing)
+    with at_most(5), pytest.raises(NotADirectoryError):
+        remove_tree(tmp_path / "job")
