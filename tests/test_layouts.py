@@ -10,6 +10,7 @@ from dataclasses import replace
 import pytest
 from helpers import make_spec
 
+from generator.api.roles import RoleKind
 from generator.context import Context
 from generator.errors import SpecError
 from generator.frameworks import plugin_of
@@ -159,9 +160,9 @@ def test_the_card_floor_is_the_model_states_over_the_budget():
     assert _states_floor(lora) == math.ceil(lora.model.params * 2 / budget)
 
 
-def table_minimum(value: int):
-    """The tables with qwen3-32b's full 4096 MindSpeed-LLM row on snt9b lowered to `value` cards."""
-    rows = [replace(r, cards={**r.cards, "snt9b": value})
+def table_minimum(value: int, hardware: str = "snt9b"):
+    """The tables with qwen3-32b's full 4096 MindSpeed-LLM row on `hardware` lowered to `value` cards."""
+    rows = [replace(r, cards={**r.cards, hardware: value})
             if (r.model, r.framework, "full" in r.methods, 4096 in r.seq_lens) == ("qwen3-32b", "mindspeed-llm", True,
                                                                                    True) else r
             for r in TABLES.min_cards]
@@ -210,8 +211,35 @@ def test_a_validated_preset_takes_its_own_global_batch():
     assert layout.source == "preset: validated (seed 003, level Validated)"
 
 
+def test_a_validated_preset_that_fits_is_kept_without_a_memory_note():
+    """layouts.py choose_layout: the preset's memory note only where the estimate is above the budget (here 35.9 of
+    52.2 GiB)."""
+    plan = resolve(make_spec(model="qwen3-32b", frameworks=["mindformers"]), TABLES)
+    assert plan.frameworks["mindformers"].layout.fits
+    assert not [n for n in plan.notes if "for the validated preset; the preset is kept" in str(n)]
+
+
 def test_a_structure_memory_rejects_names_the_last_setting_tried():
     plan = resolve(make_spec(model="qwen3-32b", frameworks=["mindspeed-llm"]), TABLES)
     rejected = {r.layout: r.reason for r in plan.rejected}
     assert rejected["tp=1 pp=1"] == ("memory: 214.7 GiB per card > 52.2 GiB budget (usable 58 less 10%; tried up to "
                                      "recompute=full, mbs=1)")
+
+
+def test_deepspeed_states_set_no_card_floor_and_a_forward_role_holds_its_bf16_weights():
+    """layouts.py _states_floor: DeepSpeed can offload every model state to the host (STATE_BYTES 0); a role that
+    only runs forward holds its weights in bf16, 2 bytes a parameter (FORWARD_BYTES): llama3.1-70b's 70.6e9 x 2 over
+    snt9b's 52.2 GiB budget is 2.5, 3 cards."""
+    for method in ("full", "lora"):
+        assert _states_floor(context("llama-factory", model="qwen3-32b", method=method, hardware="a800")) == 0
+    rollout = replace(context(model="llama3.1-70b"), role=RoleKind.ROLLOUT)
+    assert _states_floor(rollout) == math.ceil(rollout.model.params * 2 / (58 * 0.9 * GIB)) == 3
+
+
+def test_the_raise_stops_at_four_times_the_table_count_on_die_pairs_too():
+    """layouts.py MAX_RAISE: from 2 snt9b23 dies the memory model tries 4, 6 and 8, never 10."""
+    with pytest.raises(SpecError) as refused:
+        resolve(make_spec(model="qwen3-32b", hardware="snt9b23", frameworks=["mindspeed-llm"]),
+                table_minimum(2, "snt9b23"))
+    [problem] = refused.value.problems
+    assert problem.message.startswith("no mindspeed-llm layout of qwen3-32b fits on 2 to 8 cards of snt9b23; ")
