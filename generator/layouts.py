@@ -140,7 +140,7 @@ def _untileable_batch(ctx: Context, cards: int, wanted: int) -> None:
     step = free.batch_step
     least = step * (free.pp if free.pp > 1 else 1)
     below, above = wanted // step * step, -(-wanted // step) * step
-    near = [n for n in (below, above) if n >= least]
+    near = [n for n in (below, above) if n >= least] or [least]  # below PP micro steps: the least that works
     per = (f"{step} samples per micro step" if free.sequences_per_sample == 1 else
            f"{free.micro_batch_size * free.dp} sequences per micro step, {free.sequences_per_sample} a sample")
     raise SpecError.at("global_batch_size", f"{wanted} samples cannot be split over the layout that fits on {cards} "

@@ -246,3 +246,18 @@ def test_the_raise_stops_at_four_times_the_table_count_on_die_pairs_too():
                 table_minimum(2, "snt9b23"))
     [problem] = refused.value.problems
     assert problem.message.startswith("no mindspeed-llm layout of qwen3-32b fits on 2 to 8 cards of snt9b23; ")
+
+
+@pytest.mark.parametrize("pp,wanted,step,near", [(1, 13, 8, "8 or 16"), (2, 13, 4, "12 or 16"), (2, 3, 4, "8"),
+                                                 (2, 9, 4, "8 or 12")])
+def test_a_global_batch_the_fitting_layout_cannot_split_is_refused_with_the_nearest_that_work(pp, wanted, step, near):
+    """layouts.py _untileable_batch: the batches micro batch x DP tiles on either side of the spec's, none below PP
+    micro steps (a pipeline of PP stages needs PP micro batches a step): 3 on tp=1 pp=2 dp=4 is answered with 8."""
+    spec = make_spec(frameworks=["mindspeed-llm"], method="lora", layout={"mindspeed-llm": {"tp": 1, "pp": pp}},
+                     cards=8, global_batch_size=wanted)
+    with pytest.raises(SpecError) as refused:
+        resolve(spec, TABLES)
+    assert [(p.path, p.message) for p in refused.value.problems] == [(
+        "global_batch_size", f"{wanted} samples cannot be split over the layout that fits on 8 cards (tp=1 pp={pp} "
+                             f"dp={8 // pp} mbs=1 recompute=none: micro batch x DP = {step} samples per micro step); "
+                             f"nearest that work: {near}")]
