@@ -261,3 +261,29 @@ def test_a_global_batch_the_fitting_layout_cannot_split_is_refused_with_the_near
         "global_batch_size", f"{wanted} samples cannot be split over the layout that fits on 8 cards (tp=1 pp={pp} "
                              f"dp={8 // pp} mbs=1 recompute=none: micro batch x DP = {step} samples per micro step); "
                              f"nearest that work: {near}")]
+
+
+@pytest.mark.parametrize("pins,preset", [({"tp": 4}, True), ({"cp": 1}, True), ({"ep": 1}, True),
+                                         ({"micro_batch_size": 1}, True), ({"recompute": "full"}, True),
+                                         ({"tp": 2}, False), ({"recompute": "none"}, False)])
+def test_a_validated_preset_is_kept_under_the_pins_it_agrees_with_only(pins, preset):
+    """layouts.py _pins_allow_preset: seed 003's qwen3-32b full 4096 MindFormers preset (tp 4, pp 4, cp 1, ep 1,
+    micro batch 1, full recompute) stands where every pin matches it; a pin it breaks searches instead."""
+    layout = resolve(make_spec(model="qwen3-32b", frameworks=["mindformers"], layout={"mindformers": pins}),
+                     TABLES).frameworks["mindformers"].layout
+    assert layout.source.startswith("preset: validated") is preset
+
+
+@pytest.mark.parametrize("method,bits,refused", [("qlora", 4, True), ("lora", None, False)])
+def test_zero3_offload_is_refused_for_a_quantized_base_only(method, bits, refused):
+    """layouts.py _validate_pins: ZeRO-3 offload moves bf16 weights; a qlora base stays on the device."""
+    spec = make_spec(model="qwen2.5-7b", method=method, quantization_bit=bits, hardware="a800",
+                     frameworks=["llama-factory"], layout={"llama-factory": {"offload": True}})
+    if refused:
+        with pytest.raises(SpecError) as caught:
+            resolve(spec, TABLES)
+        assert [(p.path, p.message) for p in caught.value.problems] == [
+            ("layout.llama-factory.offload", "ZeRO-3 offload is for bf16 weights; a quantized (qlora) base stays on "
+                                             "the device")]
+    else:
+        assert resolve(spec, TABLES).frameworks["llama-factory"].layout.offload
