@@ -494,7 +494,7 @@ def main(argv: list[str]) -> int:
 
 # Mutants that change no behaviour, by key (module:operator:original->replacement), with why.
 EQUIVALENT: dict[str, str] = {
-    "layouts:number:0->1#16": "the LoRA rank of a job without adapters: memory.py reads lora_rank only for methods "
+    "layouts:number:0->1#13": "the LoRA rank of a job without adapters: memory.py reads lora_rank only for methods "
                               "that train adapters (l. 298-300, 377-379), and those always have one (recipe.adapter "
                               "l. 30-34)",
     "spec:drop:best is None->False": "no oneOf/anyOf error without an x-hint reaches it: both oneOf in "
@@ -537,7 +537,15 @@ EQUIVALENT: dict[str, str] = {
                                  "entries are empty either way)",
     "jobdir:number:0->1#4": "_umask sets a umask of 1 instead of 0 for the instant before it restores the one it read: "
                             "the value read and restored is the same, and nothing is created in between",
-    "layouts:compare:pp > 1->(pp >= 1)": "at PP 1 the dense-stage rule would need first_dense >= layers, which "
+    "layouts:compare:ep > 1->(ep >= 1)": "at EP 1 the group % 1 is 0: the expert rule adds nothing",
+    "layouts:number:1->2#18": "the dense-stage rule from PP 3 instead of 2: at PP 2 it needs first_dense >= "
+                              "layers // 2, and models.yaml's one model with dense first layers, deepseek-v3, has 3 "
+                              "of 61",
+    "layouts:compare:cp > 1->(cp >= 1)#1": "at CP 1, 2 x CP = 2 divides every seq_len the schema takes (multiples "
+                                           "of 256)",
+    "layouts:number:1->2#19": "the 2 x CP rule from CP 3 instead of 2: at CP 2, 4 divides every seq_len the schema "
+                              "takes (multiples of 256)",
+    "layouts:compare:pp > 1->(pp >= 1)#1": "at PP 1 the dense-stage rule would need first_dense >= layers, which "
                                          "tables.py refuses when it loads models.yaml (l. 697-698)",
 }
 

@@ -287,3 +287,29 @@ def test_zero3_offload_is_refused_for_a_quantized_base_only(method, bits, refuse
                                              "the device")]
     else:
         assert resolve(spec, TABLES).frameworks["llama-factory"].layout.offload
+
+
+def test_a_server_may_split_the_kv_heads_across_tp_and_nodes():
+    """layouts.py _structure_problems: a server's TP may exceed a node and replicate KV heads where TP is a multiple
+    of them (qwen3-8b: 8 KV heads, TP 16); a training role may not."""
+    assert rules(replace(context(), role=RoleKind.SERVE), 16, tp=16) == []
+    assert [k for k, _ in rules(context(), 16, tp=16)] == ["tp", "tp"]  # one node; the KV heads
+
+
+def test_the_expert_rule_is_checked_from_ep_2_and_only_on_a_layout_that_divides_the_cards():
+    mixtral = context(model="mixtral-8x7b")
+    assert [w for k, w in rules(mixtral, 8, tp=8, ep=2) if k == "ep"] == \
+        [f"EP (2) must divide DP 1 x CP 1 = 1 ({TABLES.frameworks['mindspeed-llm'].ep_rule})"]
+    assert [k for k, _ in rules(mixtral, 12, tp=8, ep=2)] == ["tp"]  # 8 does not divide 12: the cards rule alone
+
+
+def test_a_two_way_pipeline_or_context_split_that_does_not_divide_the_cards_names_its_key():
+    assert rules(context(), 9, pp=2) == [("pp", "TP (1) x PP (2) x CP (1) = 2 must divide the 9 cards")]
+    assert rules(context(model="qwen3-8b", seq_len=16384), 9, cp=2) == [
+        ("cp", "TP (1) x PP (1) x CP (2) = 2 must divide the 9 cards")]
+
+
+def test_cp_needs_the_sequence_divisible_by_twice_its_degree_even_at_256():
+    """layouts.py _split_problems: each CP rank takes two load-balanced halves, 2 x CP chunks (33024 = 256 x 129)."""
+    assert rules(context(model="qwen3-8b", seq_len=33024), 256, cp=256) == [
+        ("cp", "CP (256) needs seq_len divisible by 2 x CP = 512; 33024 is not")]
