@@ -18,6 +18,7 @@ from generator.layouts import (
     MAX_BUBBLE,
     STATE_BYTES,
     _global_batch,
+    _micro_batches,
     _states_floor,
     _structure_problems,
     _validate_pins,
@@ -313,3 +314,15 @@ def test_cp_needs_the_sequence_divisible_by_twice_its_degree_even_at_256():
     """layouts.py _split_problems: each CP rank takes two load-balanced halves, 2 x CP chunks (33024 = 256 x 129)."""
     assert rules(context(model="qwen3-8b", seq_len=33024), 256, cp=256) == [
         ("cp", "CP (256) needs seq_len divisible by 2 x CP = 512; 33024 is not")]
+
+
+def test_a_server_takes_its_whole_batch_as_one_micro_batch_unless_pinned():
+    """layouts.py _micro_batches: a server runs its batch at once (the spec's, else the method's target, 128 here);
+    a pinned micro batch stands; a training role tries the space's micro batches."""
+    serve = replace(context(global_batch_size=32), role=RoleKind.SERVE)
+    assert _micro_batches(serve, 8) == [32]
+    target = replace(context(), role=RoleKind.SERVE)
+    assert _micro_batches(target, 8) == [batch_target(target.defaults, target.spec)[0]] == [128]
+    pinned = context(global_batch_size=32, layout={"mindspeed-llm": {"micro_batch_size": 2}})
+    assert _micro_batches(replace(pinned, role=RoleKind.SERVE), 8) == [2]
+    assert _micro_batches(context(global_batch_size=32), 8) == [1]
