@@ -493,6 +493,8 @@ def main(argv: list[str]) -> int:
 
 
 # Mutants that change no behaviour, by key (module:operator:original->replacement), with why.
+_CACHE = ("a bound on _ESTIMATES, a cache of memory.estimate's results (pure): what it keeps or clears changes no "
+          "estimate")
 EQUIVALENT: dict[str, str] = {
     "layouts:number:0->1#13": "the LoRA rank of a job without adapters: memory.py reads lora_rank only for methods "
                               "that train adapters (l. 298-300, 377-379), and those always have one (recipe.adapter "
@@ -545,6 +547,12 @@ EQUIVALENT: dict[str, str] = {
                                            "of 256)",
     "layouts:number:1->2#19": "the 2 x CP rule from CP 3 instead of 2: at CP 2, 4 divides every seq_len the schema "
                               "takes (multiples of 256)",
+    "layouts:number:1->2#36": _CACHE,
+    "layouts:arith:1 << 16->(1 >> 16)": _CACHE,
+    "layouts:number:16->17#1": _CACHE,
+    "layouts:compare:len(_ESTIMATES) >= MAX_ESTIMATES->(len(_ESTIMATES) > MAX_ESTIMATES)": _CACHE,
+    "layouts:bool:True->False#8": "_estimate_once's key without sort_keys: the same activations in another order "
+                                  "miss the cache and are estimated again, to the same result",
     "layouts:compare:pp > 1->(pp >= 1)#1": "at PP 1 the dense-stage rule would need first_dense >= layers, which "
                                          "tables.py refuses when it loads models.yaml (l. 697-698)",
 }

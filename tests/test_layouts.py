@@ -203,6 +203,9 @@ def test_a_pinned_layout_that_does_not_fit_is_refused_unless_forced():
                                "them")
     plan = resolve(pinned, TABLES, force=True)
     assert plan.frameworks["mindspeed-llm"].layout.describe() == "tp=1 pp=1 dp=8 mbs=1 recompute=full"
+    assert plan.frameworks["mindspeed-llm"].layout.pinned_at == "layout.mindspeed-llm"  # where the plan says it came
+    free = resolve(make_spec(frameworks=["mindspeed-llm"], cards=8), TABLES).frameworks["mindspeed-llm"].layout
+    assert free.pinned_at is None
     assert "mindspeed-llm: layout tp=1 pp=1 dp=8 mbs=1 recompute=full may not fit: estimated 64.1 GiB per card > " \
            "52.2 GiB (usable 58 GiB less 10% headroom)" in plan.warnings
 
