@@ -10,6 +10,7 @@ from dataclasses import replace
 import pytest
 from helpers import make_spec
 
+from generator.api.contract import Structure
 from generator.api.roles import RoleKind
 from generator.context import Context
 from generator.errors import SpecError
@@ -19,6 +20,7 @@ from generator.layouts import (
     STATE_BYTES,
     _global_batch,
     _micro_batches,
+    _sequence_parallel,
     _states_floor,
     _structure_problems,
     _validate_pins,
@@ -329,3 +331,13 @@ def test_a_server_takes_its_whole_batch_as_one_micro_batch_unless_pinned():
     pinned = context(global_batch_size=32, layout={"mindspeed-llm": {"micro_batch_size": 2}})
     assert _micro_batches(replace(pinned, role=RoleKind.SERVE), 8) == [2]
     assert _micro_batches(context(global_batch_size=32), 8) == [1]
+
+
+@pytest.mark.parametrize("pinned,structure,on", [(True, Structure(tp=1), True), (False, Structure(tp=4), False),
+                                                 (None, Structure(tp=2), True), (None, Structure(tp=1), False),
+                                                 (None, Structure(tp=4, sequence_parallel=False), False),
+                                                 (None, Structure(tp=1, sequence_parallel=True), True)])
+def test_sequence_parallel_is_the_pin_else_the_frameworks_default_else_on_with_tp(pinned, structure, on):
+    """layouts.py _sequence_parallel: the spec's pin, else the structure's (the framework's) default, else on
+    wherever TP splits the layers."""
+    assert _sequence_parallel(pinned, structure) is on
