@@ -341,3 +341,25 @@ def test_sequence_parallel_is_the_pin_else_the_frameworks_default_else_on_with_t
     """layouts.py _sequence_parallel: the spec's pin, else the structure's (the framework's) default, else on
     wherever TP splits the layers."""
     assert _sequence_parallel(pinned, structure) is on
+
+
+def test_one_card_without_accumulation_takes_the_global_batch_as_its_micro_batch():
+    """layouts.py _global_batch: MindFormers stand-alone resets gradient accumulation to 1 (frameworks.yaml
+    one_card_rule), so on one card the global batch must be the micro batch; MindSpeed-LLM accumulates there."""
+    rule = TABLES.frameworks["mindformers"].one_card_rule
+    assert _global_batch(context("mindformers", global_batch_size=4), 1, 1, 1, 1) == (
+        4, f"global_batch_size 4 needs micro batch 4 on one card ({rule})")
+    assert _global_batch(context("mindformers", global_batch_size=4), 4, 1, 1, 1) == (4, None)
+    assert _global_batch(context("mindformers"), 2, 1, 1, 1) == (2, None)  # no spec batch: the micro batch
+    assert _global_batch(context(global_batch_size=4), 1, 1, 1, 1) == (4, None)
+
+
+def test_a_pipeline_needs_as_many_micro_batches_as_stages_then_a_small_bubble():
+    """layouts.py _global_batch: MindFormers' PP needs PP micro batches a step (its pipeline_micro_rule); at exactly
+    PP the bubble rule (MAX_BUBBLE) speaks instead."""
+    rule = TABLES.frameworks["mindformers"].pipeline_micro_rule
+    assert _global_batch(context("mindformers", global_batch_size=2), 1, 2, 2, 4) == (
+        2, f"PP (2) needs at least 2 micro batches per step; global batch 2 / (MBS 1 x DP 2) = 1 ({rule})")
+    assert _global_batch(context("mindformers", global_batch_size=4), 1, 2, 2, 4) == (
+        4, "pipeline bubble (PP-1)/micro batches = 1/2 = 50% > 25%")
+    assert _global_batch(context("mindformers", global_batch_size=16), 1, 2, 2, 4) == (16, None)
