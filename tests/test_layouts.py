@@ -24,6 +24,9 @@ from generator.layouts import (
     _states_floor,
     _structure_problems,
     _validate_pins,
+    fits_below,
+    rate,
+    smallest_fit,
     split_layers,
 )
 from generator.memory import GIB
@@ -363,3 +366,23 @@ def test_a_pipeline_needs_as_many_micro_batches_as_stages_then_a_small_bubble():
     assert _global_batch(context("mindformers", global_batch_size=4), 1, 2, 2, 4) == (
         4, "pipeline bubble (PP-1)/micro batches = 1/2 = 50% > 25%")
     assert _global_batch(context("mindformers", global_batch_size=16), 1, 2, 2, 4) == (16, None)
+
+
+def test_a_role_that_does_not_train_has_no_rate():
+    """layouts.py rate: a rollout engine runs forward only; gen-launch has no generation-rate model, so its layouts
+    rank by communication alone (0 tokens/s, an estimate)."""
+    own = rate(replace(context(), role=RoleKind.ROLLOUT), None)
+    assert (own.tokens_per_card_s, own.is_estimate) == (0.0, True)
+    assert own.source == "not estimated: rollout does not train; gen-launch has no generation-rate model yet"
+
+
+@pytest.mark.parametrize("model,method,fewest", [("qwen3-8b", "full", 4), ("qwen3-32b", "full", 16),
+                                                 ("qwen3-8b", "lora", 1)])
+def test_the_smallest_count_that_fits_and_a_fit_below_a_count(model, method, fewest):
+    """layouts.py smallest_fit and fits_below on snt9b: the fewest cards with a layout that fits, and the fastest
+    fitting layout on the fewest cards below a count (none below the smallest)."""
+    ctx = context(model=model, method=method)
+    assert smallest_fit(ctx) == fewest
+    below = fits_below(ctx, 2 * fewest)
+    assert below is not None and below.cards == fewest and below.fits
+    assert fits_below(ctx, fewest) is None
