@@ -493,8 +493,10 @@ def main(argv: list[str]) -> int:
 
 
 # Mutants that change no behaviour, by key (module:operator:original->replacement), with why.
+_CACHE = ("a bound on _ESTIMATES, a cache of memory.estimate's results (pure): what it keeps or clears changes no "
+          "estimate")
 EQUIVALENT: dict[str, str] = {
-    "layouts:number:0->1#16": "the LoRA rank of a job without adapters: memory.py reads lora_rank only for methods "
+    "layouts:number:0->1#13": "the LoRA rank of a job without adapters: memory.py reads lora_rank only for methods "
                               "that train adapters (l. 298-300, 377-379), and those always have one (recipe.adapter "
                               "l. 30-34)",
     "spec:drop:best is None->False": "no oneOf/anyOf error without an x-hint reaches it: both oneOf in "
@@ -521,7 +523,37 @@ EQUIVALENT: dict[str, str] = {
         "branches yield n and go on to 2 x cards_per_node",
     "cards:number:0->1#7": "first_holding's default rank, `lambda i: 0` made 1: a rank equal for every index "
                            "orders the candidates by (rank, i) exactly as before",
-    "layouts:compare:pp > 1->(pp >= 1)": "at PP 1 the dense-stage rule would need first_dense >= layers, which "
+    "cards:arith:n & -n->(n | -n)": "for n > 0, n | -n is -(n & -n) in two's complement, and int.bit_length "
+                                    "of a negative number is that of its absolute value",
+    "cards:compare:cards > hw.cards_per_node->(cards >= hw.cards_per_node)": "at one node's count, "
+        "cards % cards_per_node is 0: the whole-node refusal's second condition is false either way",
+    "cards:compare:wanted > 8->(wanted >= 8)": "a budget of exactly 8 cards rounded to a multiple of 8 is 8",
+    "jobdir:number:1->2": "read_regular reads limit + 2 bytes instead of limit + 1: `len(data) <= limit` decides "
+                          "the same for every file, a file that grew while read included",
+    "jobdir:number:0->1#1": "remove_tree's first temporary name is .2 instead of .1 (_free_name skips taken "
+                            "names either way); every one is removed with the folder",
+    "jobdir:number:1->2#1": "_free_name steps by 2: every name it returns is still one not taken, and each is "
+                            "removed with the folder",
+    "jobdir:bool:False->True#5": "compare's Manifest for a job folder that is none (or a link): nothing is "
+                                 "scanned then, so no entry is compared and its intact flag is never read (its "
+                                 "entries are empty either way)",
+    "jobdir:number:0->1#4": "_umask sets a umask of 1 instead of 0 for the instant before it restores the one it read: "
+                            "the value read and restored is the same, and nothing is created in between",
+    "layouts:compare:ep > 1->(ep >= 1)": "at EP 1 the group % 1 is 0: the expert rule adds nothing",
+    "layouts:number:1->2#18": "the dense-stage rule from PP 3 instead of 2: at PP 2 it needs first_dense >= "
+                              "layers // 2, and models.yaml's one model with dense first layers, deepseek-v3, has 3 "
+                              "of 61",
+    "layouts:compare:cp > 1->(cp >= 1)#1": "at CP 1, 2 x CP = 2 divides every seq_len the schema takes (multiples "
+                                           "of 256)",
+    "layouts:number:1->2#19": "the 2 x CP rule from CP 3 instead of 2: at CP 2, 4 divides every seq_len the schema "
+                              "takes (multiples of 256)",
+    "layouts:number:1->2#36": _CACHE,
+    "layouts:arith:1 << 16->(1 >> 16)": _CACHE,
+    "layouts:number:16->17#1": _CACHE,
+    "layouts:compare:len(_ESTIMATES) >= MAX_ESTIMATES->(len(_ESTIMATES) > MAX_ESTIMATES)": _CACHE,
+    "layouts:bool:True->False#8": "_estimate_once's key without sort_keys: the same activations in another order "
+                                  "miss the cache and are estimated again, to the same result",
+    "layouts:compare:pp > 1->(pp >= 1)#1": "at PP 1 the dense-stage rule would need first_dense >= layers, which "
                                          "tables.py refuses when it loads models.yaml (l. 697-698)",
 }
 

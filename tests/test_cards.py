@@ -224,3 +224,43 @@ def test_a_role_that_does_not_train_takes_no_table_minimum(role):
     assert minimum_cards(ctx, TABLES, notes) == (None, FORWARD)
     assert notes == []
     assert minimum_cards(replace(ctx, role=RoleKind.ACTOR), TABLES, notes)[0].value == 16
+
+
+def test_the_scan_below_the_answer_restarts_its_count_at_each_hit_and_reaches_index_0():
+    """cards.py first_holding: each index that holds moves the answer down and allows `scan` misses again, and the
+    scan goes down to index 0 (every probe in order)."""
+    probes: list[int] = []
+    holding = {29, 33} | set(range(37, 64))  # the bisection ends at 37; 33 and 29 are each within 4 misses
+    assert first_holding(64, lambda i: probes.append(i) or i in holding, scan=4) == 29
+    assert probes == [0, 1, 3, 7, 15, 31, 63, 47, 39, 35, 37, 36, 36, 35, 34, 33, 32, 31, 30, 29, 28, 27, 26, 25]
+    probes.clear()
+    assert first_holding(4, lambda i: probes.append(i) or i >= 2, scan=5) == 2
+    assert probes == [0, 1, 3, 2, 1, 0]
+
+
+@pytest.mark.parametrize("force,cards,minimum,message", [
+    (True, 1, 16, "1 is odd: snt9b23 uses dies in pairs (2 dies is the smallest parallel unit); use 2"),
+    (False, 15, 15, "15 is odd: snt9b23 uses dies in pairs (2 dies is the smallest parallel unit); use 16"),
+    (False, 40, 40, "40 is not a whole number of snt9b23 nodes (16 cards each): a job larger than one node uses whole "
+                    "nodes; use 48"),
+    (False, 40, 48, "40 is not a whole number of snt9b23 nodes (16 cards each): a job larger than one node uses whole "
+                    "nodes; use 48 (the minimum for qwen3-8b is 48: the row)"),
+])
+def test_a_refused_count_names_the_minimum_only_when_the_count_is_below_it(force, cards, minimum, message):
+    """cards.py explicit_cards: the counts it suggests meet the minimum, which --force lowers to 1; the minimum is
+    named only where the given count is below it."""
+    with pytest.raises(SpecError) as refused:
+        explicit_cards(context(hardware="snt9b23", force=force), cards, MinCards(minimum, "the row", "exact row"), [])
+    assert [(p.path, p.message) for p in refused.value.problems] == [("cards", message)]
+
+
+@pytest.mark.parametrize("budget,starts_at_minimum", [(7, True), (3, True), (9, False)])
+def test_a_budget_that_rounds_to_the_minimum_or_below_says_the_search_starts_there(budget, starts_at_minimum):
+    """cards.py auto_cards: snt9b23's counts from 7 round to 8, the minimum here: the plan says the search starts at
+    the minimum; 9 rounds to 16, above it: no such note."""
+    notes: list[str] = []
+    ctx = context(hardware="snt9b23", time_budget_hours=10, data={"total_tokens": 10**9})
+    auto_cards(ctx, MinCards(8, "row", "exact row"), budget, notes)
+    assert (notes[1:] == ["time budget: the search starts at the minimum, 8 cards (no fewer than that count)"]) \
+        is starts_at_minimum
+    assert len(notes) == (2 if starts_at_minimum else 1)

@@ -4,11 +4,15 @@ on a re-render. The mutation run of issue 42 (bench/mutants.py) changed these un
 
 from __future__ import annotations
 
+import ctypes
 import dataclasses
 import errno
 import hashlib
 import os
+import signal
 import stat
+from contextlib import contextmanager
+from pathlib import Path
 
 import pytest
 
@@ -106,6 +110,8 @@ def test_a_manifest_edited_by_hand_or_sealed_with_a_plain_hash_is_not_intact():
     assert not parse_manifest(f"{body}# {SEAL}{seal}".encode()).intact
     none = parse_manifest(None)
     assert (none.entries, none.intact) == ({}, False)
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        none.intact = True  # type: ignore[misc]  # a value: what MANIFEST vouches for is never changed after parsing
 
 
 def job(tmp_path, files: dict[str, str], header=("# made by a test",)):
@@ -204,6 +210,7 @@ def test_replace_writes_every_file_with_its_mode_and_keeps_a_backup_whole(tmp_pa
 def test_a_backup_name_that_is_taken_even_by_a_dangling_link_is_skipped(tmp_path, monkeypatch):
     monkeypatch.setattr(jobdir.time, "strftime", lambda *_: "STAMP")
     (tmp_path / "j+backup-STAMP").symlink_to(tmp_path / "nowhere")
+    assert jobdir._backup_name(tmp_path / "j") == tmp_path / "j+backup-STAMP-2"
     (tmp_path / "j+backup-STAMP-2").mkdir()
     assert jobdir._backup_name(tmp_path / "j") == tmp_path / "j+backup-STAMP-3"
 
@@ -234,3 +241,158 @@ def test_one_render_at_a_time(tmp_path):
         pass
     with locked(tmp_path):  # released
         pass
+
+
+def test_a_file_of_16_mib_is_read_and_hashed_and_one_byte_more_is_not(tmp_path):
+    """jobdir.py MAX_READ: no file render writes comes near 16 MiB; a larger one is never read nor hashed."""
+    path = tmp_path / "f"
+    path.write_bytes(b"x" * (16 * 2**20))
+    assert len(read_regular(path) or b"") == 16 * 2**20
+    assert file_digest(path) == hashlib.sha256(b"x" * (16 * 2**20)).hexdigest()
+    with path.open("ab") as grown:
+        grown.write(b"x")
+    assert read_regular(path) is None and file_digest(path) is None
+
+
+def test_a_file_is_hashed_one_mib_at_a_time(tmp_path, monkeypatch):
+    """jobdir.py file_digest: the file is read in 1 MiB chunks (_CHUNK), never whole, up to its end."""
+    path = tmp_path / "f"
+    path.write_bytes(b"y" * (3 * 2**20))
+    asked: list[int] = []
+    real_read = os.read
+
+    def read(fd: int, size: int) -> bytes:
+        asked.append(size)
+        return real_read(fd, size)
+
+    monkeypatch.setattr(jobdir.os, "read", read)
+    assert file_digest(path) == hashlib.sha256(b"y" * (3 * 2**20)).hexdigest()
+    assert asked == [2**20] * 4  # three chunks, then the end
+
+
+def test_a_file_over_the_limit_is_refused_by_its_size_without_a_read(tmp_path, monkeypatch):
+    """jobdir.py read_regular: MAX_READ's "a larger one is never read": the size the file has decides first."""
+    path = tmp_path / "f"
+    path.write_bytes(b"z" * 11)
+    opened: list[int] = []
+    real_fdopen = os.fdopen
+    monkeypatch.setattr(jobdir.os, "fdopen", lambda fd, *a, **k: opened.append(fd) or real_fdopen(fd, *a, **k))
+    assert read_regular(path, limit=10) is None
+    assert opened == []
+    assert read_regular(path, limit=11) == b"z" * 11 and len(opened) == 1
+
+
+class Blocked(Exception):
+    """Not an OSError, which the code under test catches."""
+
+
+@contextmanager
+def at_most(seconds: int):
+    """A block that must end within `seconds` (opening a FIFO for reading waits for a writer forever)."""
+    def expired(*_):
+        raise Blocked(f"still blocked after {seconds} s")
+
+    previous = signal.signal(signal.SIGALRM, expired)
+    signal.alarm(seconds)
+    try:
+        yield
+    finally:
+        signal.alarm(0)
+        signal.signal(signal.SIGALRM, previous)
+
+
+def test_a_fifo_where_a_folder_was_is_unreadable_at_once_and_never_removed(tmp_path):
+    """jobdir.py _listing and remove_tree open a folder with O_DIRECTORY: a FIFO put in its place fails at once
+    (ENOTDIR) instead of blocking the command until something writes to it."""
+    fifo = tmp_path / "job"
+    os.mkfifo(fifo)
+    with at_most(5):
+        assert scan(fifo) == {".": Entry("unreadable")}
+        with pytest.raises(NotADirectoryError):
+            remove_tree(fifo)
+    assert stat.S_ISFIFO(os.lstat(fifo).st_mode)
+
+
+def test_a_comment_line_in_manifest_never_lists_a_file():
+    """jobdir.py parse_manifest: a `#` line is a comment even when it holds `<text>  <path>`; a change is a value."""
+    text = manifest_text(["# made from  a.sh", ""], {"b.sh": "B"})
+    assert parse_manifest(text.encode()).entries == {"b.sh": hashlib.sha256(b"B").hexdigest()}
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        Change("b.sh", "create").action = "stray"  # type: ignore[misc]
+
+
+def test_compare_reads_nothing_through_a_linked_job_folder(tmp_path, monkeypatch):
+    """jobdir.py compare: a job folder that is a link is never looked into, its MANIFEST included."""
+    folder, files = job(tmp_path, {"conf.yaml": "c"})
+    (tmp_path / "linked").symlink_to(folder)
+    read: list[str] = []
+    real = jobdir.read_regular
+    monkeypatch.setattr(jobdir, "read_regular", lambda path, *a: read.append(str(path)) or real(path, *a))
+    assert actions(compare(files, tmp_path / "linked")) == {"conf.yaml": "create", MANIFEST: "create"}
+    assert read == []
+    compare(files, folder)
+    assert read == [str(folder / MANIFEST)]
+
+
+def test_the_render_lock_is_taken_on_a_folder_only(tmp_path):
+    """jobdir.py locked opens OUT with O_DIRECTORY: a file or a FIFO there is refused at once, never locked (a FIFO
+    would block the render until something wrote to it)."""
+    (tmp_path / "file").write_text("x")
+    os.mkfifo(tmp_path / "fifo")
+    with at_most(5):
+        for name in ("file", "fifo"):
+            with pytest.raises(NotADirectoryError), locked(tmp_path / name):
+                pass
+
+
+class _Libc:
+    """A C library as ctypes.CDLL finds it on a system without an atomic exchange: no renameat2 at all (glibc
+    before 2.28, macOS), or one that fails with `code` (a file system without RENAME_EXCHANGE)."""
+
+    def __init__(self, code: int | None):
+        if code is not None:
+            self.renameat2 = lambda *_: ctypes.set_errno(code) or -1
+
+
+@pytest.mark.parametrize("code", [None, errno.EINVAL, errno.ENOSYS, errno.EOPNOTSUPP])
+def test_without_an_atomic_exchange_folders_swap_by_renames(tmp_path, monkeypatch, code):
+    """jobdir.py _exchange answers False where the system cannot exchange, and _swap then renames twice."""
+    (tmp_path / "new").mkdir()
+    (tmp_path / "new" / "made").write_text("new")
+    (tmp_path / "job").mkdir()
+    (tmp_path / "job" / "old").write_text("old")
+    monkeypatch.setattr(ctypes, "CDLL", lambda *_, **__: _Libc(code))
+    assert jobdir._exchange(tmp_path / "new", tmp_path / "job") is False
+    jobdir._swap(tmp_path / "new", tmp_path / "job")
+    assert [p.name for p in (tmp_path / "job").iterdir()] == ["made"]
+    assert [p.name for p in (tmp_path / "new").iterdir()] == ["old"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["job", "new"]
+
+
+def test_folders_swap_by_relative_paths_from_the_working_folder(tmp_path, monkeypatch):
+    """jobdir.py _exchange passes AT_FDCWD (-100 on Linux, fcntl.h) so that relative paths are from the working
+    folder, as OUT given on the command line is."""
+    (tmp_path / "a").mkdir()
+    (tmp_path / "a" / "from_a").write_text("a")
+    (tmp_path / "b").mkdir()
+    monkeypatch.chdir(tmp_path)
+    assert jobdir._exchange(Path("a"), Path("b"))
+    assert (tmp_path / "b" / "from_a").exists()
+
+
+def test_a_sub_folder_swapped_for_a_fifo_while_removing_is_refused_at_once(tmp_path, monkeypatch):
+    """jobdir.py remove_tree opens each sub-folder with O_DIRECTORY: one replaced by a FIFO between the listing and
+    the open (another process racing the removal) fails at once instead of blocking."""
+    (tmp_path / "job" / "sub").mkdir(parents=True)
+    real = jobdir._unlink_files
+
+    def racing(fd: int) -> list[str]:
+        names = real(fd)
+        if "sub" in names:
+            (tmp_path / "job" / "sub").rmdir()
+            os.mkfifo(tmp_path / "job" / "sub")
+        return names
+
+    monkeypatch.setattr(jobdir, "_unlink_files", racing)
+    with at_most(5), pytest.raises(NotADirectoryError):
+        remove_tree(tmp_path / "job")

@@ -10,6 +10,8 @@ from dataclasses import replace
 import pytest
 from helpers import make_spec, note_lines
 
+from generator.api.contract import Structure
+from generator.api.roles import RoleKind
 from generator.context import Context
 from generator.errors import SpecError
 from generator.frameworks import plugin_of
@@ -17,11 +19,16 @@ from generator.layouts import (
     MAX_BUBBLE,
     STATE_BYTES,
     _global_batch,
+    _micro_batches,
+    _sequence_parallel,
     _states_floor,
     _structure_problems,
     _validate_pins,
     fastest,
+    fits_below,
+    rate,
     search,
+    smallest_fit,
     split_layers,
 )
 from generator.memory import GIB
@@ -161,9 +168,9 @@ def test_the_card_floor_is_the_model_states_over_the_budget():
     assert _states_floor(lora) == math.ceil(lora.model.params * 2 / budget)
 
 
-def table_minimum(value: int):
-    """The tables with qwen3-32b's full 4096 MindSpeed-LLM row on snt9b lowered to `value` cards."""
-    rows = [replace(r, cards={**r.cards, "snt9b": value})
+def table_minimum(value: int, hardware: str = "snt9b"):
+    """The tables with qwen3-32b's full 4096 MindSpeed-LLM row on `hardware` lowered to `value` cards."""
+    rows = [replace(r, cards={**r.cards, hardware: value})
             if (r.model, r.framework, "full" in r.methods, 4096 in r.seq_lens) == ("qwen3-32b", "mindspeed-llm", True,
                                                                                    True) else r
             for r in TABLES.min_cards]
@@ -196,10 +203,16 @@ def test_a_pinned_layout_that_does_not_fit_is_refused_unless_forced():
         resolve(pinned, TABLES)
     [problem] = refused.value.problems
     assert problem.path == "layout.mindspeed-llm"
-    assert problem.message.startswith("tp=1 pp=1 dp=8 mbs=1 recompute=full needs 64.1 GiB per card (weights 15.3, ")
-    assert problem.message.endswith("Change the pins, or --force to keep them")
+    assert problem.message == ("tp=1 pp=1 dp=8 mbs=1 recompute=full needs 64.1 GiB per card (weights 15.3, gradients "
+                               "30.5, optimizer states 11.4, activations 1.6, logits 2.3, runtime overhead 3.0) > 52.2 "
+                               "GiB budget (usable 58 GiB less 10% headroom); without the pins, tp=1 pp=2 dp=4 mbs=1 "
+                               "recompute=selective fits on 8 cards (51.4 GiB). Change the pins, or --force to keep "
+                               "them")
     plan = resolve(pinned, TABLES, force=True)
     assert plan.frameworks["mindspeed-llm"].layout.describe() == "tp=1 pp=1 dp=8 mbs=1 recompute=full"
+    assert plan.frameworks["mindspeed-llm"].layout.pinned_at == "layout.mindspeed-llm"  # where the plan says it came
+    free = resolve(make_spec(frameworks=["mindspeed-llm"], cards=8), TABLES).frameworks["mindspeed-llm"].layout
+    assert free.pinned_at is None
     assert "mindspeed-llm: layout tp=1 pp=1 dp=8 mbs=1 recompute=full may not fit: estimated 64.1 GiB per card > " \
            "52.2 GiB (usable 58 GiB less 10% headroom)" in note_lines(plan.warnings)
 
@@ -210,6 +223,14 @@ def test_a_validated_preset_takes_its_own_global_batch():
     assert (layout.cards, layout.tp, layout.pp, layout.dp, layout.micro_batch_size, layout.global_batch_size) == \
         (16, 4, 4, 1, 1, 4)
     assert layout.source == "preset: validated (MindFormers' Qwen3 guide, level Validated)"
+
+
+def test_a_validated_preset_that_fits_is_kept_without_a_memory_note():
+    """layouts.py choose_layout: the preset's memory note only where the estimate is above the budget (here 35.9 of
+    52.2 GiB)."""
+    plan = resolve(make_spec(model="qwen3-32b", frameworks=["mindformers"]), TABLES)
+    assert plan.frameworks["mindformers"].layout.fits
+    assert not [n for n in plan.notes if "for the validated preset; the preset is kept" in str(n)]
 
 
 def test_a_structure_memory_rejects_names_the_last_setting_tried():
@@ -233,3 +254,153 @@ def test_the_fastest_first_search_finds_what_the_full_search_ranks_first(framewo
     found = [(fastest(ctx, cards), search(ctx, cards)[0]) for cards in counts]
     assert all(fast == full for fast, full in found)
     assert any(full is not None for _, full in found)  # not only counts where nothing fits
+
+
+def test_deepspeed_states_set_no_card_floor_and_a_forward_role_holds_its_bf16_weights():
+    """layouts.py _states_floor: DeepSpeed can offload every model state to the host (STATE_BYTES 0); a role that
+    only runs forward holds its weights in bf16, 2 bytes a parameter (FORWARD_BYTES): llama3.1-70b's 70.6e9 x 2 over
+    snt9b's 52.2 GiB budget is 2.5, 3 cards."""
+    for method in ("full", "lora"):
+        assert _states_floor(context("llama-factory", model="qwen3-32b", method=method, hardware="a800")) == 0
+    rollout = replace(context(model="llama3.1-70b"), role=RoleKind.ROLLOUT)
+    assert _states_floor(rollout) == math.ceil(rollout.model.params * 2 / (58 * 0.9 * GIB)) == 3
+
+
+def test_the_raise_stops_at_four_times_the_table_count_on_die_pairs_too():
+    """layouts.py MAX_RAISE: from 2 snt9b23 dies the memory model tries 4, 6 and 8, never 10."""
+    with pytest.raises(SpecError) as refused:
+        resolve(make_spec(model="qwen3-32b", hardware="snt9b23", frameworks=["mindspeed-llm"]),
+                table_minimum(2, "snt9b23"))
+    [problem] = refused.value.problems
+    assert problem.message.startswith("no mindspeed-llm layout of qwen3-32b fits on 2 to 8 cards of snt9b23; ")
+
+
+@pytest.mark.parametrize("pp,wanted,step,near", [(1, 13, 8, "8 or 16"), (2, 13, 4, "12 or 16"), (2, 3, 4, "8"),
+                                                 (2, 9, 4, "8 or 12")])
+def test_a_global_batch_the_fitting_layout_cannot_split_is_refused_with_the_nearest_that_work(pp, wanted, step, near):
+    """layouts.py _untileable_batch: the batches micro batch x DP tiles on either side of the spec's, none below PP
+    micro steps (a pipeline of PP stages needs PP micro batches a step): 3 on tp=1 pp=2 dp=4 is answered with 8."""
+    spec = make_spec(frameworks=["mindspeed-llm"], method="lora", layout={"mindspeed-llm": {"tp": 1, "pp": pp}},
+                     cards=8, global_batch_size=wanted)
+    with pytest.raises(SpecError) as refused:
+        resolve(spec, TABLES)
+    assert [(p.path, p.message) for p in refused.value.problems] == [(
+        "global_batch_size", f"{wanted} samples cannot be split over the layout that fits on 8 cards (tp=1 pp={pp} "
+                             f"dp={8 // pp} mbs=1 recompute=none: micro batch x DP = {step} samples per micro step); "
+                             f"nearest that work: {near}")]
+
+
+@pytest.mark.parametrize("pins,preset", [({"tp": 4}, True), ({"cp": 1}, True), ({"ep": 1}, True),
+                                         ({"micro_batch_size": 1}, True), ({"recompute": "full"}, True),
+                                         ({"tp": 2}, False), ({"recompute": "none"}, False)])
+def test_a_validated_preset_is_kept_under_the_pins_it_agrees_with_only(pins, preset):
+    """layouts.py _pins_allow_preset: seed 003's qwen3-32b full 4096 MindFormers preset (tp 4, pp 4, cp 1, ep 1,
+    micro batch 1, full recompute) stands where every pin matches it; a pin it breaks searches instead."""
+    layout = resolve(make_spec(model="qwen3-32b", frameworks=["mindformers"], layout={"mindformers": pins}),
+                     TABLES).frameworks["mindformers"].layout
+    assert layout.source.startswith("preset: validated") is preset
+
+
+@pytest.mark.parametrize("method,bits,refused", [("qlora", 4, True), ("lora", None, False)])
+def test_zero3_offload_is_refused_for_a_quantized_base_only(method, bits, refused):
+    """layouts.py _validate_pins: ZeRO-3 offload moves bf16 weights; a qlora base stays on the device."""
+    spec = make_spec(model="qwen2.5-7b", method=method, quantization_bit=bits, hardware="a800",
+                     frameworks=["llama-factory"], layout={"llama-factory": {"offload": True}})
+    if refused:
+        with pytest.raises(SpecError) as caught:
+            resolve(spec, TABLES)
+        assert [(p.path, p.message) for p in caught.value.problems] == [
+            ("layout.llama-factory.offload", "ZeRO-3 offload is for bf16 weights; a quantized (qlora) base stays on "
+                                             "the device")]
+    else:
+        assert resolve(spec, TABLES).frameworks["llama-factory"].layout.offload
+
+
+def test_a_server_may_split_the_kv_heads_across_tp_and_nodes():
+    """layouts.py _structure_problems: a server's TP may exceed a node and replicate KV heads where TP is a multiple
+    of them (qwen3-8b: 8 KV heads, TP 16); a training role may not."""
+    assert rules(replace(context(), role=RoleKind.SERVE), 16, tp=16) == []
+    assert [k for k, _ in rules(context(), 16, tp=16)] == ["tp", "tp"]  # one node; the KV heads
+
+
+def test_the_expert_rule_is_checked_from_ep_2_and_only_on_a_layout_that_divides_the_cards():
+    mixtral = context(model="mixtral-8x7b")
+    assert [w for k, w in rules(mixtral, 8, tp=8, ep=2) if k == "ep"] == \
+        [f"EP (2) must divide DP 1 x CP 1 = 1 ({TABLES.frameworks['mindspeed-llm'].ep_rule})"]
+    assert [k for k, _ in rules(mixtral, 12, tp=8, ep=2)] == ["tp"]  # 8 does not divide 12: the cards rule alone
+
+
+def test_a_two_way_pipeline_or_context_split_that_does_not_divide_the_cards_names_its_key():
+    assert rules(context(), 9, pp=2) == [("pp", "TP (1) x PP (2) x CP (1) = 2 must divide the 9 cards")]
+    assert rules(context(model="qwen3-8b", seq_len=16384), 9, cp=2) == [
+        ("cp", "TP (1) x PP (1) x CP (2) = 2 must divide the 9 cards")]
+
+
+def test_cp_needs_the_sequence_divisible_by_twice_its_degree_even_at_256():
+    """layouts.py _split_problems: each CP rank takes two load-balanced halves, 2 x CP chunks (33024 = 256 x 129)."""
+    assert rules(context(model="qwen3-8b", seq_len=33024), 256, cp=256) == [
+        ("cp", "CP (256) needs seq_len divisible by 2 x CP = 512; 33024 is not")]
+
+
+def test_a_server_takes_its_whole_batch_as_one_micro_batch_unless_pinned():
+    """layouts.py _micro_batches: a server runs its batch at once (the spec's, else the method's target, 128 here);
+    a pinned micro batch stands; a training role tries the space's micro batches."""
+    serve = replace(context(global_batch_size=32), role=RoleKind.SERVE)
+    assert _micro_batches(serve, 8) == [32]
+    target = replace(context(), role=RoleKind.SERVE)
+    assert _micro_batches(target, 8) == [batch_target(target.defaults, target.spec)[0]] == [128]
+    pinned = context(global_batch_size=32, layout={"mindspeed-llm": {"micro_batch_size": 2}})
+    assert _micro_batches(replace(pinned, role=RoleKind.SERVE), 8) == [2]
+    assert _micro_batches(context(global_batch_size=32), 8) == [1]
+
+
+@pytest.mark.parametrize("pinned,structure,on", [(True, Structure(tp=1), True), (False, Structure(tp=4), False),
+                                                 (None, Structure(tp=2), True), (None, Structure(tp=1), False),
+                                                 (None, Structure(tp=4, sequence_parallel=False), False),
+                                                 (None, Structure(tp=1, sequence_parallel=True), True)])
+def test_sequence_parallel_is_the_pin_else_the_frameworks_default_else_on_with_tp(pinned, structure, on):
+    """layouts.py _sequence_parallel: the spec's pin, else the structure's (the framework's) default, else on
+    wherever TP splits the layers."""
+    assert _sequence_parallel(pinned, structure) is on
+
+
+def test_one_card_without_accumulation_takes_the_global_batch_as_its_micro_batch():
+    """layouts.py _global_batch: MindFormers stand-alone resets gradient accumulation to 1 (frameworks.yaml
+    one_card_rule), so on one card the global batch must be the micro batch; MindSpeed-LLM accumulates there."""
+    rule = TABLES.frameworks["mindformers"].one_card_rule
+    assert _global_batch(context("mindformers", global_batch_size=4), 1, 1, 1, 1) == (
+        4, f"global_batch_size 4 needs micro batch 4 on one card ({rule})")
+    assert _global_batch(context("mindformers", global_batch_size=4), 4, 1, 1, 1) == (4, None)
+    assert _global_batch(context("mindformers"), 2, 1, 1, 1) == (2, None)  # no spec batch: the micro batch
+    assert _global_batch(context(global_batch_size=4), 1, 1, 1, 1) == (4, None)
+
+
+def test_a_pipeline_needs_as_many_micro_batches_as_stages_then_a_small_bubble():
+    """layouts.py _global_batch: MindFormers' PP needs PP micro batches a step (its pipeline_micro_rule); at exactly
+    PP the bubble rule (MAX_BUBBLE) speaks instead."""
+    rule = TABLES.frameworks["mindformers"].pipeline_micro_rule
+    assert _global_batch(context("mindformers", global_batch_size=2), 1, 2, 2, 4) == (
+        2, f"PP (2) needs at least 2 micro batches per step; global batch 2 / (MBS 1 x DP 2) = 1 ({rule})")
+    assert _global_batch(context("mindformers", global_batch_size=4), 1, 2, 2, 4) == (
+        4, "pipeline bubble (PP-1)/micro batches = 1/2 = 50% > 25%")
+    assert _global_batch(context("mindformers", global_batch_size=16), 1, 2, 2, 4) == (16, None)
+
+
+def test_a_role_that_does_not_train_has_no_rate():
+    """layouts.py rate: a rollout engine runs forward only; gen-launch has no generation-rate model, so its layouts
+    rank by communication alone (0 tokens/s, an estimate)."""
+    own = rate(replace(context(), role=RoleKind.ROLLOUT), None)
+    assert (own.tokens_per_card_s, own.is_estimate) == (0.0, True)
+    assert own.source == "not estimated: rollout does not train; gen-launch has no generation-rate model yet"
+
+
+@pytest.mark.parametrize("model,method,fewest", [("qwen3-8b", "full", 4), ("qwen3-32b", "full", 16),
+                                                 ("qwen3-8b", "lora", 1)])
+def test_the_smallest_count_that_fits_and_a_fit_below_a_count(model, method, fewest):
+    """layouts.py smallest_fit and fits_below on snt9b: the fewest cards with a layout that fits, and the fastest
+    fitting layout on the fewest cards below a count (none below the smallest)."""
+    ctx = context(model=model, method=method)
+    assert smallest_fit(ctx) == fewest
+    below = fits_below(ctx, 2 * fewest)
+    assert below is not None and below.cards == fewest and below.fits
+    assert fits_below(ctx, fewest) is None
