@@ -214,14 +214,16 @@ def test_launch_head_once_joins_and_the_job_once(tmp_path, nodes):
                     name]
 
 
-def test_cards_auto_takes_a_count_the_upstream_layout_tiles(tmp_path):
+@pytest.mark.parametrize("hardware,node", [("snt9b", 8), ("snt9b23", 16)])
+def test_cards_auto_takes_whole_nodes_as_upstream_runs_rl(tmp_path, hardware, node):
     """Qwen3-8B has no min_cards row: the memory model counts the integrated worker (the actor's states offloaded
-    while vLLM generates, as upstream's config sets), which holds it on 4 cards, a count TP2 x PP2 tiles."""
-    plan, files = rendered(tmp_path, cards=None, model="qwen3-8b", seq_len=1536)
+    while vLLM generates, as upstream's config sets), which holds it on 4 cards (TP2 x PP2); the plan still takes a
+    whole node, as every v2.3.0 config runs (grpo_qwen3_8b_A3.yaml l. 81: num_npus 16) and as verl's plans do."""
+    plan, files = rendered(tmp_path, cards=None, hardware=hardware, model="qwen3-8b", seq_len=1536)
     fp = plan.frameworks[NAME]
-    assert fp.layout.cards == 4 and (fp.layout.tp, fp.layout.pp) == (2, 2)
+    assert fp.layout.cards == node and (fp.layout.tp, fp.layout.pp) == (2, 2)
     assert dict(fp.roles["rollout"].layout.memory.items())["actor states resident (not offloaded)"] == 0.0
-    assert config_of(plan, files)["rl_config"]["actor_resource"] == {"num_npus": 4}
+    assert config_of(plan, files)["rl_config"]["actor_resource"] == {"num_npus": node}
 
 
 def test_an_uneven_pipeline_writes_the_layer_list_training_and_conversion_share(tmp_path):

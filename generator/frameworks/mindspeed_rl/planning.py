@@ -155,6 +155,10 @@ class Planning(DefaultPlanning):
                                                                "Huawei card table's MindSpeed-RL row)")
     # Upstream asks new work to go to verl: a plan names MindSpeed-RL only where the spec lists it.
     opt_in = f"{NAME} is {FROZEN}; list it in frameworks: to plan it"
+    # Each count the plan chooses is whole nodes, as upstream runs RL (the contract's whole_nodes).
+    whole_nodes = (f"every {RELEASE} config runs whole nodes (rl_config.actor_resource.num_npus 16 on A3: "
+                   f"configs/grpo_qwen25_7b_A3.yaml l. 83, grpo_qwen3_8b_A3.yaml l. 81; 16 on A2: "
+                   f"grpo_qwen25_32b_A2.yaml l. 81; 128 and 256 on the MoE ones)")
 
     def roles(self, method: str) -> tuple[RoleDef, ...]:
         # PPO's critic runs in the actor's placement groups at the actor's layout (cli/train_ppo.py l. 65-91;
