@@ -163,7 +163,8 @@ def _nearest_tiled(ctx: Context, cards: int, wanted: int, step: int, least: int)
     for _ in range(NEAREST_TRIES):
         if batch < least:
             return None
-        if search(replace(ctx, spec=replace(ctx.spec, global_batch_size=batch)), cards)[0] is not None:
+        found = search(replace(ctx, spec=replace(ctx.spec, global_batch_size=batch)), cards)[0]
+        if found is not None and batch % ctx.planning.batch_unit(ctx, found) == 0:
             return batch
         batch += step
     return None

@@ -51,3 +51,16 @@ def test_a_budget_chooses_cards_never_the_batch_and_one_the_batch_cannot_feed_is
     assert str(caught.value).startswith("time_budget_hours: 48 h needs at least")
     assert "more than the 32 the global batch can use (a global batch of 32 prompts, at least one a rollout " \
            "replica of TP 1" in str(caught.value)
+
+
+def test_a_batch_the_cards_do_not_tile_is_refused_naming_batches_that_plan():
+    # 24 A2 cards: the actor's DP 6 takes 30 or 33 prompts, but every rollout replica (24 of TP 1) and each of the
+    # 3 nodes must take whole prompts too (validate_config.py l. 187-195, 277-285): the refusal named 30 or 33,
+    # which MindSpeed-RL's own rule then refused.
+    base = {"model": "qwen2.5-7b", "seq_len": 4096, "hardware": "snt9b", "cards": 24}
+    with pytest.raises(SpecError) as refused:
+        plan_of(**base)
+    [problem] = refused.value.problems
+    assert problem.path == "global_batch_size" and problem.message.endswith("nearest that work: 24 or 48")
+    for batch in (24, 48):
+        assert plan_of(**base, global_batch_size=batch).train.global_batch_size == batch

@@ -247,6 +247,11 @@ class Planning(Protocol):
         """The most cards the job's batch can use, and why (a time budget needing more is refused); None: no limit."""
         ...
 
+    def batch_unit(self, ctx: Context, layout: Layout) -> int:
+        """The prompts the global batch must be a multiple of on `layout` beyond its own tiling (its other roles'
+        and nodes' rules), so that a refusal names only batches that plan; 1: none."""
+        ...
+
     def sequences_per_sample(self, ctx: Context) -> int:
         """The sequences one sample of the global batch becomes in the update (RL: the responses to a prompt), so
         the batch tiles in sequences over micro batch x DP (Parallel.batch_step); 1 elsewhere."""

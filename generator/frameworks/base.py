@@ -69,6 +69,9 @@ class DefaultPlanning:
     def most_cards(self, ctx: Context) -> tuple[int, str] | None:
         return None
 
+    def batch_unit(self, ctx: Context, layout: Layout) -> int:
+        return 1
+
     def sequences_per_sample(self, ctx: Context) -> int:
         return 1
 

@@ -190,6 +190,14 @@ class Planning(DefaultPlanning):
         return batch * tp, (f"a global batch of {batch} prompts, at least one a rollout replica of TP {tp} "
                             f"({VALIDATE} l. 187-195)")
 
+    def batch_unit(self, ctx: Context, layout: Layout) -> int:
+        # Every rollout replica and, with rule rewards, every node takes whole prompts (validate_config.py
+        # l. 187-195, 277-285): the rollout's TP is its pin, else upstream's.
+        pinned = dict(ctx.spec.layout[NAME].roles).get("rollout") if NAME in ctx.spec.layout else None
+        tp = (pinned.tp if pinned is not None else None) or int(example_of(ctx.spec.method, ctx.model.name,
+                                                                           ctx.hw.name).get(ROLLOUT_TP))
+        return math.lcm(max(layout.cards // tp, 1), layout.nodes)
+
     def run_steps(self, ctx: Context, batch: int) -> RunSteps | None:
         # train_iters iterations of one global batch each, over whole passes of the rows (run.py)
         samples = ctx.spec.samples_per_epoch
