@@ -166,10 +166,10 @@ def test_the_card_floor_is_the_model_states_over_the_budget():
     assert _states_floor(lora) == math.ceil(lora.model.params * 2 / budget)
 
 
-def table_minimum(value: int, hardware: str = "snt9b"):
-    """The tables with qwen3-32b's full 4096 MindSpeed-LLM row on `hardware` lowered to `value` cards."""
+def table_minimum(value: int, hardware: str = "snt9b", model: str = "qwen3-32b"):
+    """The tables with `model`'s full 4096 MindSpeed-LLM row on `hardware` lowered to `value` cards."""
     rows = [replace(r, cards={**r.cards, hardware: value})
-            if (r.model, r.framework, "full" in r.methods, 4096 in r.seq_lens) == ("qwen3-32b", "mindspeed-llm", True,
+            if (r.model, r.framework, "full" in r.methods, 4096 in r.seq_lens) == (model, "mindspeed-llm", True,
                                                                                    True) else r
             for r in TABLES.min_cards]
     return replace(TABLES, min_cards=rows)
@@ -185,6 +185,15 @@ def test_the_memory_model_raises_a_table_count_it_cannot_fit_up_to_four_times():
     [problem] = refused.value.problems
     assert problem.path == "model"
     assert problem.message.startswith("no mindspeed-llm layout of qwen3-32b fits on 2 to 8 cards of snt9b; ")
+
+
+def test_the_raise_tries_the_very_next_count_first():
+    """layouts.py: the raise starts at the count one above the table's (valid_counts(hw, cards + 1)): qwen3-8b full
+    fits on 4 snt9b cards (test_the_smallest_count_that_fits_...), so a table minimum of 3 becomes 4, not 5."""
+    plan = resolve(make_spec(frameworks=["mindspeed-llm"]), table_minimum(3, model="qwen3-8b"))
+    assert (plan.frameworks["mindspeed-llm"].min_cards.value, plan.frameworks["mindspeed-llm"].layout.cards) == (3, 4)
+    assert "mindspeed-llm: the memory model raised the card count from 3 to 4: no layout fits on 3 (see rejected)" \
+        in plan.notes
 
 
 def test_a_count_the_spec_gives_is_never_raised():
@@ -386,3 +395,39 @@ def test_the_smallest_count_that_fits_and_a_fit_below_a_count(model, method, few
     below = fits_below(ctx, 2 * fewest)
     assert below is not None and below.cards == fewest and below.fits
     assert fits_below(ctx, fewest) is None
+
+
+@pytest.mark.parametrize("seq_len,tried", [(1024, [4, 2, 1]), (2048, [2, 1]), (4096, [1]), (8192, [1])])
+def test_the_micro_batches_tried_hold_at_most_4096_tokens(seq_len, tried):
+    """layouts.py _micro_batches: a space without its own list tries 4, 2 and 1 sequences where a micro batch holds
+    at most 4096 tokens, and 1 past that."""
+    assert _micro_batches(context(seq_len=seq_len, global_batch_size=32), 8) == tried
+
+
+def test_one_card_without_accumulation_tries_the_global_batch_alone_unless_pinned():
+    """layouts.py _micro_batches: MindFormers stand-alone takes the whole step as one micro batch (one_card_rule); a
+    pinned micro batch stands (and _global_batch then says why it breaks the rule)."""
+    assert _micro_batches(context("mindformers", global_batch_size=8), 1) == [8]
+    pinned = context("mindformers", global_batch_size=8, layout={"mindformers": {"micro_batch_size": 2}})
+    assert _micro_batches(pinned, 1) == [2]
+
+
+def test_a_spec_batch_on_cards_nothing_fits_is_refused_for_memory_not_the_batch():
+    """layouts.py _untileable_batch: where no layout fits even with the batch free, the refusal is the memory one."""
+    with pytest.raises(SpecError) as refused:
+        resolve(make_spec(model="qwen3-32b", frameworks=["mindspeed-llm"], cards=4, global_batch_size=13),
+                table_minimum(4))
+    [problem] = refused.value.problems
+    assert problem.path == "cards"
+    assert problem.message.startswith("no mindspeed-llm layout of qwen3-32b fits on 4 cards of snt9b; ")
+
+
+def test_a_frameworks_own_rate_model_comes_first_then_a_measured_rate():
+    """layouts.py rate: MindSpeed-RL rates its roles itself (a reference inside the actor's whole-step figure); the
+    spec's tokens_per_card_s is a measurement, not an estimate."""
+    own = rate(replace(context("mindspeed-rl", method="grpo"), role=RoleKind.REFERENCE), None)
+    assert (own.tokens_per_card_s, own.is_estimate) == (0.0, True)
+    assert own.source == "not estimated: reference runs inside the actor's whole-step figure"
+    given = rate(context(tokens_per_card_s=1234.5), None)
+    assert (given.tokens_per_card_s, given.source, given.is_estimate) == (
+        1234.5, "measured (spec tokens_per_card_s)", False)
