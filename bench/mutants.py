@@ -558,6 +558,12 @@ EQUIVALENT: dict[str, str] = {
                                   "miss the cache and are estimated again, to the same result",
     "layouts:compare:pp > 1->(pp >= 1)#1": "at PP 1 the dense-stage rule would need first_dense >= layers, which "
                                          "tables.py refuses when it loads models.yaml (l. 697-698)",
+    "layouts:number:1->2#11": "_validate_pins' EP at 2 where not pinned: every rule EP breaks is reported at key "
+                              "`ep` (_structure_problems, _split_problems), which _validate_pins keeps only where EP "
+                              "is pinned, and EP is in no other rule's product",
+    "layouts:compare:free.pp > 1->(free.pp >= 1)": "a layout's PP is at least 1: at PP 1 both branches give 1",
+    "layouts:number:4096->4097": "m x seq_len is a multiple of 256 (the schema's seq_len), so it is <= 4096 exactly "
+                                 "where it is <= 4097",
 }
 
 # The fixed CI sample (tests/test_mutants.py runs each against its module's first test file): mutants the suite let

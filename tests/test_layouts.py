@@ -20,6 +20,7 @@ from generator.layouts import (
     STATE_BYTES,
     _global_batch,
     _micro_batches,
+    _preset_layout,
     _sequence_parallel,
     _states_floor,
     _structure_problems,
@@ -229,6 +230,7 @@ def test_a_validated_preset_takes_its_own_global_batch():
     layout = resolve(make_spec(model="qwen3-32b", frameworks=["mindformers"]), TABLES).frameworks["mindformers"].layout
     assert (layout.cards, layout.tp, layout.pp, layout.dp, layout.micro_batch_size, layout.global_batch_size) == \
         (16, 4, 4, 1, 1, 4)
+    assert type(layout.global_batch_size) is int  # MindFormers reads an int (micro batch x micro batches x DP)
     assert layout.source == "preset: validated (seed 003, level Validated)"
 
 
@@ -431,3 +433,27 @@ def test_a_frameworks_own_rate_model_comes_first_then_a_measured_rate():
     given = rate(context(tokens_per_card_s=1234.5), None)
     assert (given.tokens_per_card_s, given.source, given.is_estimate) == (
         1234.5, "measured (spec tokens_per_card_s)", False)
+
+
+@pytest.mark.parametrize("tp,on", [(8, True), (2, True), (1, False)])
+def test_a_presets_sequence_parallel_needs_tp(tp, on):
+    """layouts.py _preset_layout: the preset's use_seq_parallel for the method (seed 003), on only where TP splits
+    the layers; the global batch is micro batch x micro batches x DP."""
+    ctx = context("mindformers")
+    [preset] = [p for p in TABLES.presets if (p.framework, p.model, p.methods) == ("mindformers", "qwen3-8b",
+                                                                                    ("full", "pretrain"))]
+    assert preset.sequence_parallel["full"] is True
+    layout = _preset_layout(ctx, replace(preset, tp=tp, dp=8 // tp, micro_batch_num=2), 8)
+    assert layout.sequence_parallel is on
+    assert (layout.tp, layout.dp, layout.global_batch_size) == (tp, 8 // tp, 2 * (8 // tp))
+
+
+@pytest.mark.parametrize("pins,cards", [({"pp": 3}, 9), ({"tp": 1}, 9), ({"cp": 2}, 6), ({"ep": 1}, 9), ({"tp": 2}, 6)])
+def test_a_dimension_not_pinned_counts_as_one_in_the_pins_rules(pins, cards):
+    """layouts.py _validate_pins: the pinned degrees are checked with the others at 1 (the search picks those), so a
+    pin that divides the cards with them at 1 is no problem, and one that does not is refused at its own key."""
+    _validate_pins(context(seq_len=16384, layout={"mindspeed-llm": pins}), cards)
+    with pytest.raises(SpecError) as refused:
+        _validate_pins(context(layout={"mindspeed-llm": {"pp": 4}}), 6)
+    assert [(p.path, p.message) for p in refused.value.problems] == [
+        ("layout.mindspeed-llm.pp", "TP (1) x PP (4) x CP (1) = 4 must divide the 6 cards")]
