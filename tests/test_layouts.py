@@ -16,6 +16,7 @@ from generator.context import Context
 from generator.errors import SpecError
 from generator.frameworks import plugin_of
 from generator.layouts import (
+    NoFit,
     MAX_BUBBLE,
     STATE_BYTES,
     _global_batch,
@@ -457,3 +458,30 @@ def test_a_dimension_not_pinned_counts_as_one_in_the_pins_rules(pins, cards):
         _validate_pins(context(layout={"mindspeed-llm": {"pp": 4}}), 6)
     assert [(p.path, p.message) for p in refused.value.problems] == [
         ("layout.mindspeed-llm.pp", "TP (1) x PP (4) x CP (1) = 4 must divide the 6 cards")]
+
+
+@pytest.mark.parametrize("model,fewest", [("qwen3-8b", 1), ("qwen3-32b", 2)])
+def test_a_server_takes_the_fewest_cards_that_serve_it(model, fewest):
+    """layouts.py smallest_fit: MindFormers predict splits the model over all its cards; each count from one card up
+    to one per attention head is tried, the fewest that fits kept."""
+    assert smallest_fit(context("mindformers", method="predict", model=model)) == fewest
+
+
+def test_a_model_no_count_serves_is_refused_at_the_model():
+    """layouts.py smallest_fit: deepseek-v3 served by MindFormers fits on no count up to its 128 heads."""
+    with pytest.raises(NoFit) as refused:
+        smallest_fit(context("mindformers", method="predict", model="deepseek-v3"))
+    assert [(p.path, p.message) for p in refused.value.problems] == [
+        ("model", "no mindformers layout serves deepseek-v3 at seq_len 4096 on snt9b")]
+    assert refused.value.cards == 128
+
+
+def test_deepspeed_takes_the_fewest_cards_that_hold_the_states_on_the_device():
+    """layouts.py smallest_fit and fits_below: CPU offload trades a large cost in speed for memory, so where a layout
+    fits on the device the fewest cards are those without offload (qwen3-8b full on RTX 4090s: ZeRO-3 over 24), with
+    the global batch free; none fits below that."""
+    ctx = context("llama-factory", hardware="rtx4090")
+    assert smallest_fit(ctx) == 24
+    below = fits_below(ctx, 48)
+    assert below is not None and (below.cards, below.dp, below.offload, below.zero_stage) == (24, 24, False, 3)
+    assert fits_below(ctx, 24) is None
