@@ -25,6 +25,7 @@ from generator.layouts import (
     _sequence_parallel,
     _states_floor,
     _structure_problems,
+    tiles,
     _validate_pins,
     fits_below,
     rate,
@@ -485,3 +486,18 @@ def test_deepspeed_takes_the_fewest_cards_that_hold_the_states_on_the_device():
     below = fits_below(ctx, 48)
     assert below is not None and (below.cards, below.dp, below.offload, below.zero_stage) == (24, 24, False, 3)
     assert fits_below(ctx, 24) is None
+
+
+@pytest.mark.parametrize("seq_len,pins,batch,tiled", [
+    (4096, {"tp": 1, "pp": 2}, 16, True),  # DP 4: 4 micro batches of 4
+    (4096, {"tp": 2, "pp": 1}, 8, True),  # DP 4
+    (16384, {"tp": 1, "pp": 1, "cp": 2}, 8, True),  # DP 4
+    (4096, {"tp": 2, "pp": 1}, 12, True),  # DP 4: 3 micro batches
+    (4096, {"tp": 1, "pp": 1}, 12, False),  # DP 8 does not divide 12
+])
+def test_a_batch_tiles_where_some_structure_takes_micro_batch_times_its_dp(seq_len, pins, batch, tiled):
+    """layouts.py tiles: DP is the cards over TP x PP x CP; a structure tiles the global batch where micro batch x DP
+    divides it (micro batch 1 pinned)."""
+    ctx = context(seq_len=seq_len, global_batch_size=batch,
+                  layout={"mindspeed-llm": {**pins, "micro_batch_size": 1}})
+    assert tiles(ctx, 8) is tiled
