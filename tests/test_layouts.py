@@ -29,6 +29,8 @@ from generator.layouts import (
     _validate_pins,
     fits_below,
     rate,
+    search,
+    smallest_batch,
     smallest_fit,
     split_layers,
 )
@@ -501,3 +503,29 @@ def test_a_batch_tiles_where_some_structure_takes_micro_batch_times_its_dp(seq_l
     ctx = context(seq_len=seq_len, global_batch_size=batch,
                   layout={"mindspeed-llm": {**pins, "micro_batch_size": 1}})
     assert tiles(ctx, 8) is tiled
+
+
+def test_a_search_rejects_only_the_structures_where_no_setting_fits():
+    """layouts.py candidates: qwen3-8b full on 8 snt9b cards fits with every structure but TP 1 x PP 1 (64.1 GiB per
+    card), which alone is rejected, for its memory."""
+    best, _, rejected = search(context(), 8)
+    assert best is not None and best.describe() == "tp=1 pp=2 dp=4 mbs=1 recompute=selective"
+    assert [(r.layout, r.reason.split(" GiB")[0]) for r in rejected] == [("tp=1 pp=1", "memory: 64.1")]
+
+
+@pytest.mark.parametrize("model,cards,layout", [("qwen3-8b", 8, "tp=1 pp=2 dp=4 mbs=1 recompute=selective"),
+                                                ("qwen3-8b", 6, "tp=1 pp=3 dp=2 mbs=1 recompute=selective"),
+                                                ("qwen3-32b", 16, "tp=4 pp=4 dp=1 mbs=1 recompute=selective")])
+def test_the_smallest_batch_is_taken_by_the_fastest_layout_that_fits(model, cards, layout):
+    """layouts.py smallest_batch: with the batch free, the layouts at the least global batch (the method's target,
+    128) that fit, the fastest of them (the search's best where it tiles the target)."""
+    found = smallest_batch(context(model=model), cards)
+    assert found is not None and (found.global_batch_size, found.describe(), found.fits) == (128, layout, True)
+
+
+def test_the_smallest_batch_is_free_of_the_target_where_no_layout_tiles_it():
+    """layouts.py smallest_batch: TP 1 x PP 1 pinned on 6 cards cannot tile the target 128; with the batch free the
+    layout takes the smallest multiple of micro batch x DP = 6 above it, 132."""
+    found = smallest_batch(context(method="lora", layout={"mindspeed-llm": {"tp": 1, "pp": 1}}), 6)
+    assert found is not None and (found.global_batch_size, found.describe()) == (
+        132, "tp=1 pp=1 dp=6 mbs=1 recompute=none")
