@@ -53,7 +53,8 @@ class Target:
 RUNTIME, CHECKS = "tests/test_runtime_inputs.py", "tests/test_run_time_checks.py"
 TARGETS = {
     "memory": Target("generator/memory.py", ("tests/test_memory_terms.py", "tests/test_memory.py",
-                                             "tests/test_memory_moe.py")),
+                                             "tests/test_memory_moe.py", "tests/test_memory_hf.py",
+                                             "tests/test_memory_seed002.py", "tests/test_layouts.py")),
     "parallel": Target("generator/parallel.py", ("tests/test_parallel.py", "tests/test_memory.py")),
     "layouts": Target("generator/layouts.py", ("tests/test_layouts.py", "tests/test_tables_typed.py",
                                                "tests/test_budget.py", "tests/test_nofit.py", "tests/test_roles.py",

@@ -7,10 +7,12 @@ from dataclasses import replace
 
 import pytest
 
+from generator import memory
 from generator.memory import (
     GIB,
     MemoryBreakdown,
     MemoryJob,
+    Term,
     _stage_layers,
     estimate,
     hf_layer_bytes,
@@ -178,3 +180,22 @@ def test_a_forward_only_moe_role_holds_its_experts_too():
     dense, experts, _, _ = stage_params(DEEPSEEK, layout, mem.stage, True)
     assert experts > 0
     assert mem.weights * GIB == 2.0 * (dense + experts)
+
+
+def test_a_term_weighs_each_stage_and_the_heaviest_stage_is_the_estimate(monkeypatch):
+    """memory.py TERMS (README "Extending": add a memory term): a term's bytes per card, in GiB, is an item of every
+    estimate and counts in the total, so with a term the worst stage is found among all of them: here the term
+    weighs 100 GiB on stage 2 of 4 only, which is then the estimate's stage."""
+    job = MemoryJob(QWEN3_8B, "full", "megatron-distopt", S, 0, 3.0)
+    layout = shape(tp=2, pp=4, num_layer_list=(9,) * 4, global_batch_size=8)
+    plain = megatron_stages(job, layout)
+    assert [m.extra for m in plain] == [()] * 4  # as shipped: no term
+    monkeypatch.setattr(memory, "TERMS", (Term("buffer", lambda job, shape, stage: 100 * GIB * (stage == 2)),))
+    mem = estimate(job, layout)
+    assert (mem.stage, mem.extra) == (2, (("buffer", 100.0),))
+    assert mem.total == plain[2].total + 100.0
+    forward = estimate(replace(job, trains=False), layout)
+    assert (forward.stage, forward.extra) == (2, (("buffer", 100.0),))
+    # DeepSpeed has no pipeline: its one stage is stage 0, which the term is asked for
+    monkeypatch.setattr(memory, "TERMS", (Term("buffer", lambda job, shape, stage: 100 * GIB * (stage == 0)),))
+    assert deepspeed().extra == (("buffer", 100.0),)
