@@ -499,6 +499,8 @@ def main(argv: list[str]) -> int:
 # Mutants that change no behaviour, by key (module:operator:original->replacement), with why.
 _CACHE = ("a bound on _ESTIMATES, a cache of memory.estimate's results (pure): what it keeps or clears changes no "
           "estimate")
+_STAGES = ("the lru_cache bound of _distinct_stages or _stage_layers (pure functions of a frozen Model and ints): "
+           "what the cache keeps changes no result")
 EQUIVALENT: dict[str, str] = {
     "layouts:number:0->1#13": "the LoRA rank of a job without adapters: memory.py reads lora_rank only for methods "
                               "that train adapters (l. 298-300, 377-379), and those always have one (recipe.adapter "
@@ -563,6 +565,18 @@ EQUIVALENT: dict[str, str] = {
                               "`ep` (_structure_problems, _split_problems), which _validate_pins keeps only where EP "
                               "is pinned, and EP is in no other rule's product",
     "layouts:compare:free.pp > 1->(free.pp >= 1)": "a layout's PP is at least 1: at PP 1 both branches give 1",
+    "layouts:bool:True->False#5": "_Setting's dataclass not frozen: a _Setting is private to layouts.py, built once "
+                                  "and only read (never assigned to, hashed or compared)",
+    "memory:bool:True->False#5": "Term's dataclass not frozen: TERMS is only iterated (_with_terms, estimate); "
+                                 "nothing assigns to, hashes or compares a Term",
+    "memory:drop:not TERMS->False": "_with_terms' shortcut dropped: with no TERMS, replace(breakdown, extra=()) is "
+                                    "a breakdown equal to the one given (extra is () already)",
+    "memory:number:1->2#3": _STAGES,
+    "memory:arith:1 << 12->(1 >> 12)": _STAGES,
+    "memory:number:12->13": _STAGES,
+    "memory:number:1->2#8": _STAGES,
+    "memory:arith:1 << 16->(1 >> 16)": _STAGES,
+    "memory:number:16->17": _STAGES,
     "layouts:number:4096->4097": "m x seq_len is a multiple of 256 (the schema's seq_len), so it is <= 4096 exactly "
                                  "where it is <= 4097",
 }

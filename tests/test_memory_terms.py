@@ -199,3 +199,43 @@ def test_a_term_weighs_each_stage_and_the_heaviest_stage_is_the_estimate(monkeyp
     # DeepSpeed has no pipeline: its one stage is stage 0, which the term is asked for
     monkeypatch.setattr(memory, "TERMS", (Term("buffer", lambda job, shape, stage: 100 * GIB * (stage == 0)),))
     assert deepspeed().extra == (("buffer", 100.0),)
+
+
+COEFFICIENTS = {"hidden": 1.0, "q": 2.0, "kv": 3.0, "ffn": 4.0, "heads": 5.0, "const": 6.0, "scores_per_head": 7.0}
+
+
+def test_the_hf_layer_bytes_are_each_coefficient_times_its_dimension():
+    """memory.py hf_layer_bytes: bytes per token per layer = sum of coefficient x dimension (h, q, kv, F, heads, 1)
+    + scores_per_head x heads x seq (the eager attention's scores); distinct coefficients, so each term shows."""
+    assert hf_layer_bytes(COEFFICIENTS, QWEN3_8B, S) == 1 * H + 2 * Q + 3 * KV + 4 * F + 5 * 32 + 6 + 7 * 32 * S
+
+
+@pytest.mark.parametrize("recompute", ["none", "full"])
+def test_the_hf_step_adds_what_the_working_set_holds_beyond_the_logits_and_an_8_bit_bases_inputs(recompute):
+    """memory.py hf_step_bytes: kept = layers x per-layer bytes x tokens (+ an 8-bit base's kept inputs), working =
+    one layer's x tokens (+ its inputs while recomputed); the peak adds the working set beyond the bf16 logits (the
+    default loss), which a large working coefficient exceeds here."""
+    small = dict(COEFFICIENTS, scores_per_head=0.0)
+    large = dict(COEFFICIENTS, scores_per_head=3000.0)
+    activations = {"full": {"none": small, "full": small}, "working": {"full": {"none": large, "full": large}},
+                   "logit_bytes": {"bf16": 2.0, "fp32": 4.0}}
+    tokens = 2 * S
+    kept8, working8 = int8_input_bytes(QWEN3_8B, recompute, tokens)
+    assert (kept8 > 0) is (recompute == "none") and (working8 > 0) is (recompute == "full")
+    kept = 36 * hf_layer_bytes(small, QWEN3_8B, S) * tokens + kept8
+    working = hf_layer_bytes(large, QWEN3_8B, S) * tokens + working8
+    logits = 2.0 * tokens * QWEN3_8B.vocab
+    assert working > logits
+    assert hf_step_bytes(activations, QWEN3_8B, "full", recompute, S, 2, int8_base=True) == (
+        kept + working - logits, logits)
+
+
+def test_a_moe_layers_activations_count_the_routed_and_shared_experts_ffn():
+    """memory.py layer_activation_bytes: a MoE layer's F is the expert MLP size x (top-k + shared experts) (DeepSeek-V3:
+    2048 x (8 + 1)), the rest as Korthikanti's table 2."""
+    m = DEEPSEEK
+    ffn = 2048 * (8 + 1)
+    assert (m.moe_ffn, m.topk, m.shared_experts, m.mlp_matrices) == (2048, 8, 1, 3)
+    outside = 8.0 * S * m.hidden
+    inside = 2.0 * S * (2 * m.q_dim + 2 * m.kv_dim + 3 * ffn)
+    assert layer_activation_bytes(m, S, 1, 1, False, "none") == (outside + inside, 0.0)
