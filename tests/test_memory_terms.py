@@ -239,3 +239,38 @@ def test_a_moe_layers_activations_count_the_routed_and_shared_experts_ffn():
     outside = 8.0 * S * m.hidden
     inside = 2.0 * S * (2 * m.q_dim + 2 * m.kv_dim + 3 * ffn)
     assert layer_activation_bytes(m, S, 1, 1, False, "none") == (outside + inside, 0.0)
+
+
+def test_the_last_stage_holds_the_logits_of_its_cp_share_and_the_mtp_layer():
+    """memory.py _megatron_stage and _forward_stage: the last stage holds fp32 logits, (1 + MTP layers) x seq / CP x
+    micro batch x vocab x 4 bytes over TP; the others none; CP splits the sequence the activations see too."""
+    layout = shape(tp=2, pp=2, cp=2, micro_batch_size=2, num_layer_list=(31, 30), mtp_layers=1, global_batch_size=8)
+    logits = (1 + 1) * (S // 2) * 2 * DEEPSEEK.vocab * 4.0 / 2
+    for trains in (True, False):
+        first, last = megatron_stages(MemoryJob(DEEPSEEK, "full", "megatron-distopt", S, 0, 3.0), layout) if trains \
+            else [memory._forward_stage(MemoryJob(DEEPSEEK, "full", "megatron-distopt", S, 0, 3.0, trains=False),
+                                        layout, stage) for stage in (0, 1)]
+        assert (first.logits, last.logits * GIB) == (0.0, logits)
+    forward = memory._forward_stage(MemoryJob(DEEPSEEK, "full", "megatron-distopt", S, 0, 3.0, trains=False), layout, 0)
+    assert forward.activations * GIB == layer_activation_bytes(DEEPSEEK, S // 2, 2, 2, False, "none")[0]
+
+
+@pytest.mark.parametrize("scheme,weight_bytes", [("megatron-distopt", 2.0), ("megatron-fp32", 4.0)])
+def test_lora_on_megatron_holds_the_frozen_weights_and_16_bytes_an_adapter_parameter(scheme, weight_bytes):
+    """memory.py _megatron_stage: LoRA keeps the base in bf16 (fp32 on MindFormers' megatron-fp32) without grads or
+    states; each adapter parameter, split over TP, holds fp32 weight, grad and Adam's two moments (16 bytes)."""
+    layout = shape(tp=2)
+    [mem] = megatron_stages(MemoryJob(QWEN3_8B, "lora", scheme, S, 8, 3.0), layout)
+    dense, experts, layers, _ = stage_params(QWEN3_8B, layout, 0, True)
+    assert (mem.weights * GIB, mem.gradients, mem.optimizer) == ((dense + experts) * weight_bytes, 0.0, 0.0)
+    assert mem.adapters * GIB == 36 * QWEN3_8B.lora_params_per_layer(8) / 2 * 16.0
+    [full] = megatron_stages(MemoryJob(QWEN3_8B, "full", scheme, S, 0, 3.0), layout)
+    assert full.adapters == 0.0
+
+
+def test_the_parallel_optimizer_splits_dense_states_over_dp_times_cp():
+    """memory.py optimizer_shard_groups: a TP-split dense weight is the same slice on DP x CP cards (-1: the whole
+    group); a shard size caps it where it divides it."""
+    layout = shape(cp=2)  # DP 4
+    assert memory.optimizer_shard_groups(layout, -1, True)[0] == 8
+    assert memory.optimizer_shard_groups(layout, 2, True)[0] == 2
