@@ -274,3 +274,31 @@ def test_the_parallel_optimizer_splits_dense_states_over_dp_times_cp():
     layout = shape(cp=2)  # DP 4
     assert memory.optimizer_shard_groups(layout, -1, True)[0] == 8
     assert memory.optimizer_shard_groups(layout, 2, True)[0] == 2
+
+
+def test_zero3_offload_keeps_the_live_parameters_and_a_sub_group_on_the_device():
+    """memory.py _deepspeed with offload (upstream's ds_z3_offload_config.json): bf16 live parameters up to
+    stage3_max_live_parameters (1e9) plus the largest layer gathered (4 bytes a parameter), fp32 gradients and
+    parameters of one sub_group_size (1e9) group on their way to the CPU optimizer."""
+    job = MemoryJob(QWEN3_8B, "full", "deepspeed", S, 0, 2.5, activations=QWEN3)
+    mem = estimate(job, shape(zero_stage=3, offload=True, global_batch_size=8))
+    assert QWEN3_8B.params > 1_000_000_000
+    assert mem.weights * GIB == 2.0 * 1_000_000_000 + 4.0 * QWEN3_8B.largest_layer_params
+    assert mem.gradients * GIB == mem.optimizer * GIB == 4.0 * 1_000_000_000
+
+
+def test_lora_under_zero3_shards_the_frozen_base_and_gathers_the_largest_layer():
+    """memory.py _deepspeed: ZeRO-3 shards the bf16 base over the world and gathers one layer in full (4 bytes a
+    parameter of the largest layer, as DeepSpeed's estimate_zero3_model_states_mem_needs)."""
+    assert deepspeed("lora", zero=3).weights * GIB == 2.0 * QWEN3_8B.params / 8 + 4.0 * QWEN3_8B.largest_layer_params
+
+
+def test_a_full_fine_tune_of_a_vision_model_trains_all_but_the_frozen_vision_tower():
+    """memory.py _trained: LLaMA-Factory freezes the vision tower by default (freeze_vision_tower): its weights, no
+    gradients or optimizer states (ZeRO-2 here: 4 + 12 bytes a trained parameter over 8 cards)."""
+    model = TABLES.models["qwen2vl-7b"]
+    job = MemoryJob(model, "full", "deepspeed", S, 0, 2.5, activations=TABLES.frameworks["llama-factory"]
+                    .activations["qwen2"])
+    mem = estimate(job, shape(zero_stage=2, global_batch_size=8, num_layer_list=(model.layers,)))
+    trained = model.params - 675_000_000
+    assert (mem.gradients * GIB, mem.optimizer * GIB) == (4.0 * trained / 8, 12.0 * trained / 8)
