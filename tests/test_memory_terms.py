@@ -302,3 +302,13 @@ def test_a_full_fine_tune_of_a_vision_model_trains_all_but_the_frozen_vision_tow
     mem = estimate(job, shape(zero_stage=2, global_batch_size=8, num_layer_list=(model.layers,)))
     trained = model.params - 675_000_000
     assert (mem.gradients * GIB, mem.optimizer * GIB) == (4.0 * trained / 8, 12.0 * trained / 8)
+
+
+@pytest.mark.parametrize("bits,int8", [(8, True), (4, False)])
+def test_only_an_8_bit_base_keeps_its_linear_inputs_in_the_step(bits, int8):
+    """memory.py _deepspeed: bitsandbytes' int8 matmul keeps its bf16 input (int8_input_bytes); the 4-bit one does
+    not."""
+    job = MemoryJob(QWEN3_8B, "qlora", "deepspeed", S, 8, 2.5, activations=QWEN3, quant_bits=bits)
+    mem = estimate(job, shape(zero_stage=2, global_batch_size=8))
+    assert mem.activations * GIB == hf_step_bytes(QWEN3, QWEN3_8B, "qlora", "none", S, 1, int8_base=int8)[0]
+    assert int8_input_bytes(QWEN3_8B, "none", S)[0] > 0
