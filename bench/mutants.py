@@ -571,6 +571,11 @@ EQUIVALENT: dict[str, str] = {
                                  "nothing assigns to, hashes or compares a Term",
     "memory:drop:not TERMS->False": "_with_terms' shortcut dropped: with no TERMS, replace(breakdown, extra=()) is "
                                     "a breakdown equal to the one given (extra is () already)",
+    "memory:compare:stage == last->(stage != last)": "_distinct_stages' flag for the last stage negated: it still "
+                                                     "sets the last stage apart from all others, the same partition",
+    "memory:number:0->1#4": "a dense model's MoE layers counted 1 instead of 0: _stage_layers' count only multiplies "
+                            "expert_params_per_layer (stage_params), which is 0 for every dense model in models.yaml, "
+                            "and is equal on every stage (distinct_stages)",
     "memory:number:1->2#3": _STAGES,
     "memory:arith:1 << 12->(1 >> 12)": _STAGES,
     "memory:number:12->13": _STAGES,

@@ -312,3 +312,28 @@ def test_only_an_8_bit_base_keeps_its_linear_inputs_in_the_step(bits, int8):
     mem = estimate(job, shape(zero_stage=2, global_batch_size=8))
     assert mem.activations * GIB == hf_step_bytes(QWEN3, QWEN3_8B, "qlora", "none", S, 1, int8_base=int8)[0]
     assert int8_input_bytes(QWEN3_8B, "none", S)[0] > 0
+
+
+def test_the_last_stage_stands_apart_even_where_it_holds_what_the_first_does():
+    """memory.py distinct_stages: qwen3-8b's 4 stages of 9 layers: the first and the last hold alike (the same
+    layers' parameters, one embedding matrix each), but the last holds the logits: stages 0, 1 and 3 are estimated."""
+    layout = shape(pp=4, num_layer_list=(9,) * 4)
+    assert _stage_layers(QWEN3_8B, (9,) * 4, 0, 0) == _stage_layers(QWEN3_8B, (9,) * 4, 0, 3)
+    assert memory.distinct_stages(QWEN3_8B, layout) == (0, 1, 3)
+
+
+def test_a_tied_model_holds_its_one_embedding_matrix_on_each_end_of_a_pipeline():
+    """memory.py _stage_layers: a tied model (llama3.2-1b) on one stage holds the shared matrix once; split over
+    stages, the first holds the input embedding and the last its own copy for the output layer."""
+    model = TABLES.models["llama3.2-1b"]
+    assert model.tied
+    assert _stage_layers(model, (model.layers,), 0, 0)[1] == 1
+    half = model.layers // 2
+    stages = (half, model.layers - half)
+    assert (_stage_layers(model, stages, 0, 0)[1], _stage_layers(model, stages, 0, 1)[1]) == (1, 1)
+
+
+def test_the_deepspeed_scheme_refuses_a_job_without_measured_activations():
+    job = MemoryJob(QWEN3_8B, "full", "deepspeed", S, 0, 2.5)
+    with pytest.raises(ValueError, match="the deepspeed scheme counts measured activations"):
+        estimate(job, shape(zero_stage=2))
