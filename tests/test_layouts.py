@@ -529,3 +529,15 @@ def test_the_smallest_batch_is_free_of_the_target_where_no_layout_tiles_it():
     found = smallest_batch(context(method="lora", layout={"mindspeed-llm": {"tp": 1, "pp": 1}}), 6)
     assert found is not None and (found.global_batch_size, found.describe()) == (
         132, "tp=1 pp=1 dp=6 mbs=1 recompute=none")
+
+
+def test_the_nearest_batches_come_from_the_layout_that_fits_with_the_batch_free():
+    """layouts.py _untileable_batch: the layout named is searched with the batch free, not at the method's target
+    (128, which DP 6 does not tile either)."""
+    spec = make_spec(method="lora", cards=6, global_batch_size=13, frameworks=["mindspeed-llm"],
+                     layout={"mindspeed-llm": {"tp": 1, "pp": 1}})
+    with pytest.raises(SpecError) as refused:
+        resolve(spec, TABLES, force=True)  # 6 is below the table's 8
+    assert [(p.path, p.message) for p in refused.value.problems] == [(
+        "global_batch_size", "13 samples cannot be split over the layout that fits on 6 cards (tp=1 pp=1 dp=6 mbs=1 "
+        "recompute=none: micro batch x DP = 6 samples per micro step); nearest that work: 12 or 18")]
