@@ -541,3 +541,21 @@ def test_the_nearest_batches_come_from_the_layout_that_fits_with_the_batch_free(
     assert [(p.path, p.message) for p in refused.value.problems] == [(
         "global_batch_size", "13 samples cannot be split over the layout that fits on 6 cards (tp=1 pp=1 dp=6 mbs=1 "
         "recompute=none: micro batch x DP = 6 samples per micro step); nearest that work: 12 or 18")]
+
+
+def test_a_pinned_refusal_lists_each_part_that_shows_at_one_decimal():
+    """layouts.py _pinned_does_not_fit: the breakdown names every part of at least 0.05 GiB (what prints as 0.1 or
+    more): qwen3-14b's LoRA adapters over TP 8 do (0.0507 GiB); qwen3-8b's (0.034 GiB) do not."""
+    def refusal(model: str) -> str:
+        spec = make_spec(model=model, method="lora", seq_len=32768, cards=8, frameworks=["mindspeed-llm"],
+                         layout={"mindspeed-llm": {"tp": 8, "pp": 1, "recompute": "none", "micro_batch_size": 4}})
+        with pytest.raises(SpecError) as refused:
+            resolve(spec, TABLES)
+        [problem] = refused.value.problems
+        return problem.message.split(" > ")[0]
+
+    assert refusal("qwen3-14b") == ("tp=8 pp=1 dp=1 mbs=4 recompute=none needs 119.5 GiB per card (weights 3.4, LoRA "
+                                    "adapters (weights, grads, Adam) 0.1, activations 103.8, logits 9.3, runtime "
+                                    "overhead 3.0)")
+    assert refusal("qwen3-8b") == ("tp=8 pp=1 dp=1 mbs=4 recompute=none needs 84.0 GiB per card (weights 1.9, "
+                                   "activations 69.8, logits 9.3, runtime overhead 3.0)")
