@@ -582,6 +582,9 @@ EQUIVALENT: dict[str, str] = {
     "memory:number:1->2#8": _STAGES,
     "memory:arith:1 << 16->(1 >> 16)": _STAGES,
     "memory:number:16->17": _STAGES,
+    "layouts:compare:pp > 1->(pp >= 1)#2": "_global_batch's PP micro-batch rule from PP 1: a step has at least one "
+                                           "micro batch (the batch is a multiple of `unit`, and unit x sequences of "
+                                           "micro batch x DP), so micro_batches < 1 never holds",
     "layouts:number:4096->4097": "m x seq_len is a multiple of 256 (the schema's seq_len), so it is <= 4096 exactly "
                                  "where it is <= 4097",
 }

@@ -559,3 +559,15 @@ def test_a_pinned_refusal_lists_each_part_that_shows_at_one_decimal():
                                     "overhead 3.0)")
     assert refusal("qwen3-8b") == ("tp=8 pp=1 dp=1 mbs=4 recompute=none needs 84.0 GiB per card (weights 1.9, "
                                    "activations 69.8, logits 9.3, runtime overhead 3.0)")
+
+
+def test_an_rl_batch_tiles_in_sequences_and_a_defaulted_target_must_tile_too():
+    """layouts.py _global_batch: GRPO's 5 responses a prompt (verl) fill micro steps in sequences: 4 prompts are 20
+    sequences, two micro steps of micro batch 1 x DP 10 (the fewest prompts that do: 10 / gcd(10, 5) = 2), but not
+    of 1 x DP 8; without a spec batch and with the batch not free, the method's target (128) must tile."""
+    rl = context("verl", method="grpo", global_batch_size=4)
+    assert rl.planning.sequences_per_sample(rl) == 5
+    assert _global_batch(rl, 1, 10, 1, 10) == (4, None)
+    assert _global_batch(rl, 1, 8, 1, 8) == (
+        4, "global_batch_size 4 x 5 sequences each is not divisible by micro batch 1 x DP 8 = 8")
+    assert _global_batch(context(), 1, 6, 1, 6) == (128, "global batch 128 is not divisible by micro batch 1 x DP 6 = 6")
