@@ -612,6 +612,8 @@ SAMPLE = {
     "scheduler:drop:not _under(sched.job_dir or \"\", mount)->False",  # a job folder off Volcano's volume
     "parallel:arith:step // math.gcd(step, self.sequences_per_sample)->(step * math.gcd(step, "
     "self.sequences_per_sample))",  # RL's batch tiled in prompts, not responses
+    "memory:number:16.0->32.0",  # a LoRA adapter parameter's 16 bytes on Megatron (layouts and memory's full runs)
+    "layouts:compare:m * seq <= 4096->(m * seq < 4096)",  # the micro batches a space without a list tries
 }
 
 if __name__ == "__main__":
