@@ -16,16 +16,15 @@ from generator.context import Context
 from generator.errors import SpecError
 from generator.frameworks import plugin_of
 from generator.layouts import (
-    NoFit,
     MAX_BUBBLE,
     STATE_BYTES,
+    NoFit,
     _global_batch,
     _micro_batches,
     _preset_layout,
     _sequence_parallel,
     _states_floor,
     _structure_problems,
-    tiles,
     _validate_pins,
     fits_below,
     rate,
@@ -33,6 +32,7 @@ from generator.layouts import (
     smallest_batch,
     smallest_fit,
     split_layers,
+    tiles,
 )
 from generator.memory import GIB
 from generator.recipe import adapter, batch_target
@@ -570,4 +570,5 @@ def test_an_rl_batch_tiles_in_sequences_and_a_defaulted_target_must_tile_too():
     assert _global_batch(rl, 1, 10, 1, 10) == (4, None)
     assert _global_batch(rl, 1, 8, 1, 8) == (
         4, "global_batch_size 4 x 5 sequences each is not divisible by micro batch 1 x DP 8 = 8")
-    assert _global_batch(context(), 1, 6, 1, 6) == (128, "global batch 128 is not divisible by micro batch 1 x DP 6 = 6")
+    assert _global_batch(context(), 1, 6, 1, 6) == (
+        128, "global batch 128 is not divisible by micro batch 1 x DP 6 = 6")
