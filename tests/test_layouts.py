@@ -401,6 +401,7 @@ def test_the_smallest_count_that_fits_and_a_fit_below_a_count(model, method, few
     below = fits_below(ctx, 2 * fewest)
     assert below is not None and below.cards == fewest and below.fits
     assert fits_below(ctx, fewest) is None
+    assert (below.source, below.pinned_at) == ("search", None)  # nothing pinned (the on-device pin is DeepSpeed's)
 
 
 @pytest.mark.parametrize("seq_len,tried", [(1024, [4, 2, 1]), (2048, [2, 1]), (4096, [1]), (8192, [1])])
