@@ -573,3 +573,6 @@ def test_an_rl_batch_tiles_in_sequences_and_a_defaulted_target_must_tile_too():
         4, "global_batch_size 4 x 5 sequences each is not divisible by micro batch 1 x DP 8 = 8")
     assert _global_batch(context(), 1, 6, 1, 6) == (
         128, "global batch 128 is not divisible by micro batch 1 x DP 6 = 6")
+    pairs = context("verl", method="grpo", global_batch_size=3, rl={"samples_per_prompt": 2})  # rl.n 2: said too
+    assert _global_batch(pairs, 1, 4, 1, 4) == (
+        3, "global_batch_size 3 x 2 sequences each is not divisible by micro batch 1 x DP 4 = 4")
