@@ -337,3 +337,13 @@ def test_the_deepspeed_scheme_refuses_a_job_without_measured_activations():
     job = MemoryJob(QWEN3_8B, "full", "deepspeed", S, 0, 2.5)
     with pytest.raises(ValueError, match="the deepspeed scheme counts measured activations"):
         estimate(job, shape(zero_stage=2))
+
+
+def test_a_full_fine_tune_in_fp32_holds_16_bytes_a_parameter():
+    """memory.py _megatron_stage, megatron-fp32 (MindFormers without the parallel optimizer): fp32 weights (4) and
+    gradients (4) and Adam's two fp32 moments (8), none sharded."""
+    layout = shape(tp=2)
+    [mem] = megatron_stages(MemoryJob(QWEN3_8B, "full", "megatron-fp32", S, 0, 3.0), layout)
+    dense, experts, _, _ = stage_params(QWEN3_8B, layout, 0, True)
+    params = dense + experts
+    assert (mem.weights * GIB, mem.gradients * GIB, mem.optimizer * GIB) == (params * 4.0, params * 4.0, params * 8.0)
