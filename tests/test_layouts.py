@@ -576,3 +576,12 @@ def test_an_rl_batch_tiles_in_sequences_and_a_defaulted_target_must_tile_too():
     pairs = context("verl", method="grpo", global_batch_size=3, rl={"samples_per_prompt": 2})  # rl.n 2: said too
     assert _global_batch(pairs, 1, 4, 1, 4) == (
         3, "global_batch_size 3 x 2 sequences each is not divisible by micro batch 1 x DP 4 = 4")
+
+
+def test_a_model_that_fits_on_no_count_is_refused_at_the_model():
+    """layouts.py smallest_fit: activations, logits and runtime do not shrink with more cards, so where the largest
+    count fits nothing (qwen3-8b at seq_len 65536 on RTX 3090s) the model is refused, not counted up to."""
+    with pytest.raises(NoFit) as refused:
+        smallest_fit(context("llama-factory", hardware="rtx3090", seq_len=65536))
+    assert [(p.path, p.message) for p in refused.value.problems] == [
+        ("model", "no llama-factory layout fits qwen3-8b full at seq_len 65536 on rtx3090")]
