@@ -53,9 +53,13 @@ class Target:
 RUNTIME, CHECKS = "tests/test_runtime_inputs.py", "tests/test_run_time_checks.py"
 TARGETS = {
     "memory": Target("generator/memory.py", ("tests/test_memory_terms.py", "tests/test_memory.py",
-                                             "tests/test_memory_moe.py")),
+                                             "tests/test_memory_moe.py", "tests/test_memory_hf.py",
+                                             "tests/test_memory_seed002.py", "tests/test_layouts.py")),
     "parallel": Target("generator/parallel.py", ("tests/test_parallel.py", "tests/test_memory.py")),
-    "layouts": Target("generator/layouts.py", ("tests/test_layouts.py", "tests/test_tables_typed.py")),
+    "layouts": Target("generator/layouts.py", ("tests/test_layouts.py", "tests/test_tables_typed.py",
+                                               "tests/test_budget.py", "tests/test_nofit.py", "tests/test_roles.py",
+                                               "tests/test_search_shortcuts.py", "tests/test_plan_values.py",
+                                               "tests/test_resolve.py")),
     "cards": Target("generator/cards.py", ("tests/test_cards.py", "tests/test_budget.py")),
     "scheduler": Target("generator/scheduler.py", ("tests/test_scheduler_values.py", "tests/test_scheduler.py", "-k",
                                                    "values or gpus_ask or time_limit or bad_scheduler or cannot_use")),
@@ -495,6 +499,8 @@ def main(argv: list[str]) -> int:
 # Mutants that change no behaviour, by key (module:operator:original->replacement), with why.
 _CACHE = ("a bound on _ESTIMATES, a cache of memory.estimate's results (pure): what it keeps or clears changes no "
           "estimate")
+_STAGES = ("the lru_cache bound of _distinct_stages or _stage_layers (pure functions of a frozen Model and ints): "
+           "what the cache keeps changes no result")
 EQUIVALENT: dict[str, str] = {
     "layouts:number:0->1#13": "the LoRA rank of a job without adapters: memory.py reads lora_rank only for methods "
                               "that train adapters (l. 298-300, 377-379), and those always have one (recipe.adapter "
@@ -555,6 +561,32 @@ EQUIVALENT: dict[str, str] = {
                                   "miss the cache and are estimated again, to the same result",
     "layouts:compare:pp > 1->(pp >= 1)#1": "at PP 1 the dense-stage rule would need first_dense >= layers, which "
                                          "tables.py refuses when it loads models.yaml (l. 697-698)",
+    "layouts:number:1->2#11": "_validate_pins' EP at 2 where not pinned: every rule EP breaks is reported at key "
+                              "`ep` (_structure_problems, _split_problems), which _validate_pins keeps only where EP "
+                              "is pinned, and EP is in no other rule's product",
+    "layouts:compare:free.pp > 1->(free.pp >= 1)": "a layout's PP is at least 1: at PP 1 both branches give 1",
+    "layouts:bool:True->False#5": "_Setting's dataclass not frozen: a _Setting is private to layouts.py, built once "
+                                  "and only read (never assigned to, hashed or compared)",
+    "memory:bool:True->False#5": "Term's dataclass not frozen: TERMS is only iterated (_with_terms, estimate); "
+                                 "nothing assigns to, hashes or compares a Term",
+    "memory:drop:not TERMS->False": "_with_terms' shortcut dropped: with no TERMS, replace(breakdown, extra=()) is "
+                                    "a breakdown equal to the one given (extra is () already)",
+    "memory:compare:stage == last->(stage != last)": "_distinct_stages' flag for the last stage negated: it still "
+                                                     "sets the last stage apart from all others, the same partition",
+    "memory:number:0->1#4": "a dense model's MoE layers counted 1 instead of 0: _stage_layers' count only multiplies "
+                            "expert_params_per_layer (stage_params), which is 0 for every dense model in models.yaml, "
+                            "and is equal on every stage (distinct_stages)",
+    "memory:number:1->2#3": _STAGES,
+    "memory:arith:1 << 12->(1 >> 12)": _STAGES,
+    "memory:number:12->13": _STAGES,
+    "memory:number:1->2#8": _STAGES,
+    "memory:arith:1 << 16->(1 >> 16)": _STAGES,
+    "memory:number:16->17": _STAGES,
+    "layouts:compare:pp > 1->(pp >= 1)#2": "_global_batch's PP micro-batch rule from PP 1: a step has at least one "
+                                           "micro batch (the batch is a multiple of `unit`, and unit x sequences of "
+                                           "micro batch x DP), so micro_batches < 1 never holds",
+    "layouts:number:4096->4097": "m x seq_len is a multiple of 256 (the schema's seq_len), so it is <= 4096 exactly "
+                                 "where it is <= 4097",
 }
 
 # The fixed CI sample (tests/test_mutants.py runs each against its module's first test file): mutants the suite let
@@ -580,6 +612,8 @@ SAMPLE = {
     "scheduler:drop:not _under(sched.job_dir or \"\", mount)->False",  # a job folder off Volcano's volume
     "parallel:arith:step // math.gcd(step, self.sequences_per_sample)->(step * math.gcd(step, "
     "self.sequences_per_sample))",  # RL's batch tiled in prompts, not responses
+    "memory:number:16.0->32.0",  # a LoRA adapter parameter's 16 bytes on Megatron (layouts and memory's full runs)
+    "layouts:compare:m * seq <= 4096->(m * seq < 4096)",  # the micro batches a space without a list tries
 }
 
 if __name__ == "__main__":

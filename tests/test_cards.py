@@ -261,6 +261,7 @@ def test_a_budget_that_rounds_to_the_minimum_or_below_says_the_search_starts_the
     notes: list = []
     ctx = context(hardware="snt9b23", time_budget_hours=10, data={"total_tokens": 10**9})
     auto_cards(ctx, MinCards(8, "row", "exact row"), budget, notes)
-    assert ([str(note) for note in notes[1:]] == ["time budget: the search starts at the minimum, 8 cards (no fewer than that count)"]) \
+    said = [str(note) for note in notes[1:]]
+    assert (said == ["time budget: the search starts at the minimum, 8 cards (no fewer than that count)"]) \
         is starts_at_minimum
     assert len(notes) == (2 if starts_at_minimum else 1)

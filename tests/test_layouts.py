@@ -18,8 +18,10 @@ from generator.frameworks import plugin_of
 from generator.layouts import (
     MAX_BUBBLE,
     STATE_BYTES,
+    NoFit,
     _global_batch,
     _micro_batches,
+    _preset_layout,
     _sequence_parallel,
     _states_floor,
     _structure_problems,
@@ -28,8 +30,10 @@ from generator.layouts import (
     fits_below,
     rate,
     search,
+    smallest_batch,
     smallest_fit,
     split_layers,
+    tiles,
 )
 from generator.memory import GIB
 from generator.recipe import adapter, batch_target
@@ -168,10 +172,10 @@ def test_the_card_floor_is_the_model_states_over_the_budget():
     assert _states_floor(lora) == math.ceil(lora.model.params * 2 / budget)
 
 
-def table_minimum(value: int, hardware: str = "snt9b"):
-    """The tables with qwen3-32b's full 4096 MindSpeed-LLM row on `hardware` lowered to `value` cards."""
+def table_minimum(value: int, hardware: str = "snt9b", model: str = "qwen3-32b"):
+    """The tables with `model`'s full 4096 MindSpeed-LLM row on `hardware` lowered to `value` cards."""
     rows = [replace(r, cards={**r.cards, hardware: value})
-            if (r.model, r.framework, "full" in r.methods, 4096 in r.seq_lens) == ("qwen3-32b", "mindspeed-llm", True,
+            if (r.model, r.framework, "full" in r.methods, 4096 in r.seq_lens) == (model, "mindspeed-llm", True,
                                                                                    True) else r
             for r in TABLES.min_cards]
     return replace(TABLES, min_cards=rows)
@@ -187,6 +191,15 @@ def test_the_memory_model_raises_a_table_count_it_cannot_fit_up_to_four_times():
     [problem] = refused.value.problems
     assert problem.path == "model"
     assert problem.message.startswith("no mindspeed-llm layout of qwen3-32b fits on 2 to 8 cards of snt9b; ")
+
+
+def test_the_raise_tries_the_very_next_count_first():
+    """layouts.py: the raise starts at the count one above the table's (valid_counts(hw, cards + 1)): qwen3-8b full
+    fits on 4 snt9b cards (test_the_smallest_count_that_fits_...), so a table minimum of 3 becomes 4, not 5."""
+    plan = resolve(make_spec(frameworks=["mindspeed-llm"]), table_minimum(3, model="qwen3-8b"))
+    assert (plan.frameworks["mindspeed-llm"].min_cards.value, plan.frameworks["mindspeed-llm"].layout.cards) == (3, 4)
+    assert "mindspeed-llm: the memory model raised the card count from 3 to 4: no layout fits on 3 (see rejected)" \
+        in note_lines(plan.notes)
 
 
 def test_a_count_the_spec_gives_is_never_raised():
@@ -222,6 +235,7 @@ def test_a_validated_preset_takes_its_own_global_batch():
     layout = resolve(make_spec(model="qwen3-32b", frameworks=["mindformers"]), TABLES).frameworks["mindformers"].layout
     assert (layout.cards, layout.tp, layout.pp, layout.dp, layout.micro_batch_size, layout.global_batch_size) == \
         (16, 4, 4, 1, 1, 4)
+    assert type(layout.global_batch_size) is int  # MindFormers reads an int (micro batch x micro batches x DP)
     assert layout.source == "preset: validated (MindFormers' Qwen3 guide, level Validated)"
 
 
@@ -404,3 +418,187 @@ def test_the_smallest_count_that_fits_and_a_fit_below_a_count(model, method, few
     below = fits_below(ctx, 2 * fewest)
     assert below is not None and below.cards == fewest and below.fits
     assert fits_below(ctx, fewest) is None
+    assert (below.source, below.pinned_at) == ("search", None)  # nothing pinned (the on-device pin is DeepSpeed's)
+
+
+@pytest.mark.parametrize("seq_len,tried", [(1024, [4, 2, 1]), (2048, [2, 1]), (4096, [1]), (8192, [1])])
+def test_the_micro_batches_tried_hold_at_most_4096_tokens(seq_len, tried):
+    """layouts.py _micro_batches: a space without its own list tries 4, 2 and 1 sequences where a micro batch holds
+    at most 4096 tokens, and 1 past that."""
+    assert _micro_batches(context(seq_len=seq_len, global_batch_size=32), 8) == tried
+
+
+def test_one_card_without_accumulation_tries_the_global_batch_alone_unless_pinned():
+    """layouts.py _micro_batches: MindFormers stand-alone takes the whole step as one micro batch (one_card_rule); a
+    pinned micro batch stands (and _global_batch then says why it breaks the rule)."""
+    assert _micro_batches(context("mindformers", global_batch_size=8), 1) == [8]
+    pinned = context("mindformers", global_batch_size=8, layout={"mindformers": {"micro_batch_size": 2}})
+    assert _micro_batches(pinned, 1) == [2]
+
+
+def test_a_spec_batch_on_cards_nothing_fits_is_refused_for_memory_not_the_batch():
+    """layouts.py _untileable_batch: where no layout fits even with the batch free, the refusal is the memory one."""
+    with pytest.raises(SpecError) as refused:
+        resolve(make_spec(model="qwen3-32b", frameworks=["mindspeed-llm"], cards=4, global_batch_size=13),
+                table_minimum(4))
+    [problem] = refused.value.problems
+    assert problem.path == "cards"
+    assert problem.message.startswith("no mindspeed-llm layout of qwen3-32b fits on 4 cards of snt9b; ")
+
+
+def test_a_frameworks_own_rate_model_comes_first_then_a_measured_rate():
+    """layouts.py rate: MindSpeed-RL rates its roles itself (a reference inside the actor's whole-step figure); the
+    spec's tokens_per_card_s is a measurement, not an estimate."""
+    own = rate(replace(context("mindspeed-rl", method="grpo"), role=RoleKind.REFERENCE), None)
+    assert (own.tokens_per_card_s, own.is_estimate) == (0.0, True)
+    assert own.source == "not estimated: reference runs inside the actor's whole-step figure"
+    given = rate(context(tokens_per_card_s=1234.5), None)
+    assert (given.tokens_per_card_s, given.source, given.is_estimate) == (
+        1234.5, "measured (spec tokens_per_card_s)", False)
+
+
+@pytest.mark.parametrize("tp,on", [(8, True), (2, True), (1, False)])
+def test_a_presets_sequence_parallel_needs_tp(tp, on):
+    """layouts.py _preset_layout: the preset's use_seq_parallel for the method (seed 003), on only where TP splits
+    the layers; the global batch is micro batch x micro batches x DP."""
+    ctx = context("mindformers")
+    [preset] = [p for p in TABLES.presets if (p.framework, p.model, p.methods) == ("mindformers", "qwen3-8b",
+                                                                                    ("full", "pretrain"))]
+    assert preset.sequence_parallel["full"] is True
+    layout = _preset_layout(ctx, replace(preset, tp=tp, dp=8 // tp, micro_batch_num=2), 8)
+    assert layout.sequence_parallel is on
+    assert (layout.tp, layout.dp, layout.global_batch_size) == (tp, 8 // tp, 2 * (8 // tp))
+
+
+@pytest.mark.parametrize("pins,cards", [({"pp": 3}, 9), ({"tp": 1}, 9), ({"cp": 2}, 6), ({"ep": 1}, 9), ({"tp": 2}, 6)])
+def test_a_dimension_not_pinned_counts_as_one_in_the_pins_rules(pins, cards):
+    """layouts.py _validate_pins: the pinned degrees are checked with the others at 1 (the search picks those), so a
+    pin that divides the cards with them at 1 is no problem, and one that does not is refused at its own key."""
+    _validate_pins(context(seq_len=16384, layout={"mindspeed-llm": pins}), cards)
+    with pytest.raises(SpecError) as refused:
+        _validate_pins(context(layout={"mindspeed-llm": {"pp": 4}}), 6)
+    assert [(p.path, p.message) for p in refused.value.problems] == [
+        ("layout.mindspeed-llm.pp", "TP (1) x PP (4) x CP (1) = 4 must divide the 6 cards")]
+
+
+@pytest.mark.parametrize("model,fewest", [("qwen3-8b", 1), ("qwen3-32b", 2)])
+def test_a_server_takes_the_fewest_cards_that_serve_it(model, fewest):
+    """layouts.py smallest_fit: MindFormers predict splits the model over all its cards; each count from one card up
+    to one per attention head is tried, the fewest that fits kept."""
+    assert smallest_fit(context("mindformers", method="predict", model=model)) == fewest
+
+
+def test_a_model_no_count_serves_is_refused_at_the_model():
+    """layouts.py smallest_fit: deepseek-v3 served by MindFormers fits on no count up to its 128 heads."""
+    with pytest.raises(NoFit) as refused:
+        smallest_fit(context("mindformers", method="predict", model="deepseek-v3"))
+    assert [(p.path, p.message) for p in refused.value.problems] == [
+        ("model", "no mindformers layout serves deepseek-v3 at seq_len 4096 on snt9b")]
+    assert refused.value.cards == 128
+
+
+def test_deepspeed_takes_the_fewest_cards_that_hold_the_states_on_the_device():
+    """layouts.py smallest_fit and fits_below: CPU offload trades a large cost in speed for memory, so where a layout
+    fits on the device the fewest cards are those without offload (qwen3-8b full on RTX 4090s: ZeRO-3 over 24), with
+    the global batch free; none fits below that."""
+    ctx = context("llama-factory", hardware="rtx4090")
+    assert smallest_fit(ctx) == 24
+    below = fits_below(ctx, 48)
+    assert below is not None and (below.cards, below.dp, below.offload, below.zero_stage) == (24, 24, False, 3)
+    assert fits_below(ctx, 24) is None
+
+
+@pytest.mark.parametrize("seq_len,pins,batch,tiled", [
+    (4096, {"tp": 1, "pp": 2}, 16, True),  # DP 4: 4 micro batches of 4
+    (4096, {"tp": 2, "pp": 1}, 8, True),  # DP 4
+    (16384, {"tp": 1, "pp": 1, "cp": 2}, 8, True),  # DP 4
+    (4096, {"tp": 2, "pp": 1}, 12, True),  # DP 4: 3 micro batches
+    (4096, {"tp": 1, "pp": 1}, 12, False),  # DP 8 does not divide 12
+])
+def test_a_batch_tiles_where_some_structure_takes_micro_batch_times_its_dp(seq_len, pins, batch, tiled):
+    """layouts.py tiles: DP is the cards over TP x PP x CP; a structure tiles the global batch where micro batch x DP
+    divides it (micro batch 1 pinned)."""
+    ctx = context(seq_len=seq_len, global_batch_size=batch,
+                  layout={"mindspeed-llm": {**pins, "micro_batch_size": 1}})
+    assert tiles(ctx, 8) is tiled
+
+
+def test_a_search_rejects_only_the_structures_where_no_setting_fits():
+    """layouts.py candidates: qwen3-8b full on 8 snt9b cards fits with every structure but TP 1 x PP 1 (64.1 GiB per
+    card), which alone is rejected, for its memory."""
+    best, _, rejected = search(context(), 8)
+    assert best is not None and best.describe() == "tp=1 pp=2 dp=4 mbs=1 recompute=selective"
+    assert [(r.layout, r.reason.split(" GiB")[0]) for r in rejected] == [("tp=1 pp=1", "memory: 64.1")]
+
+
+@pytest.mark.parametrize("model,cards,layout", [("qwen3-8b", 8, "tp=1 pp=2 dp=4 mbs=1 recompute=selective"),
+                                                ("qwen3-8b", 6, "tp=1 pp=3 dp=2 mbs=1 recompute=selective"),
+                                                ("qwen3-32b", 16, "tp=4 pp=4 dp=1 mbs=1 recompute=selective")])
+def test_the_smallest_batch_is_taken_by_the_fastest_layout_that_fits(model, cards, layout):
+    """layouts.py smallest_batch: with the batch free, the layouts at the least global batch (the method's target,
+    128) that fit, the fastest of them (the search's best where it tiles the target)."""
+    found = smallest_batch(context(model=model), cards)
+    assert found is not None and (found.global_batch_size, found.describe(), found.fits) == (128, layout, True)
+
+
+def test_the_smallest_batch_is_free_of_the_target_where_no_layout_tiles_it():
+    """layouts.py smallest_batch: TP 1 x PP 1 pinned on 6 cards cannot tile the target 128; with the batch free the
+    layout takes the smallest multiple of micro batch x DP = 6 above it, 132."""
+    found = smallest_batch(context(method="lora", layout={"mindspeed-llm": {"tp": 1, "pp": 1}}), 6)
+    assert found is not None and (found.global_batch_size, found.describe()) == (
+        132, "tp=1 pp=1 dp=6 mbs=1 recompute=none")
+
+
+def test_the_nearest_batches_come_from_the_layout_that_fits_with_the_batch_free():
+    """layouts.py _untileable_batch: the layout named is searched with the batch free, not at the method's target
+    (128, which DP 6 does not tile either)."""
+    spec = make_spec(method="lora", cards=6, global_batch_size=13, frameworks=["mindspeed-llm"],
+                     layout={"mindspeed-llm": {"tp": 1, "pp": 1}})
+    with pytest.raises(SpecError) as refused:
+        resolve(spec, TABLES, force=True)  # 6 is below the table's 8
+    assert [(p.path, p.message) for p in refused.value.problems] == [(
+        "global_batch_size", "13 samples cannot be split over the layout that fits on 6 cards (tp=1 pp=1 dp=6 mbs=1 "
+        "recompute=none: micro batch x DP = 6 samples per micro step); nearest that work: 12 or 18")]
+
+
+def test_a_pinned_refusal_lists_each_part_that_shows_at_one_decimal():
+    """layouts.py _pinned_does_not_fit: the breakdown names every part of at least 0.05 GiB (what prints as 0.1 or
+    more): qwen3-14b's LoRA adapters over TP 8 do (0.0507 GiB); qwen3-8b's (0.034 GiB) do not."""
+    def refusal(model: str) -> str:
+        spec = make_spec(model=model, method="lora", seq_len=32768, cards=8, frameworks=["mindspeed-llm"],
+                         layout={"mindspeed-llm": {"tp": 8, "pp": 1, "recompute": "none", "micro_batch_size": 4}})
+        with pytest.raises(SpecError) as refused:
+            resolve(spec, TABLES)
+        [problem] = refused.value.problems
+        return problem.message.split(" > ")[0]
+
+    assert refusal("qwen3-14b") == ("tp=8 pp=1 dp=1 mbs=4 recompute=none needs 119.5 GiB per card (weights 3.4, LoRA "
+                                    "adapters (weights, grads, Adam) 0.1, activations 103.8, logits 9.3, runtime "
+                                    "overhead 3.0)")
+    assert refusal("qwen3-8b") == ("tp=8 pp=1 dp=1 mbs=4 recompute=none needs 84.0 GiB per card (weights 1.9, "
+                                   "activations 69.8, logits 9.3, runtime overhead 3.0)")
+
+
+def test_an_rl_batch_tiles_in_sequences_and_a_defaulted_target_must_tile_too():
+    """layouts.py _global_batch: GRPO's 5 responses a prompt (verl) fill micro steps in sequences: 4 prompts are 20
+    sequences, two micro steps of micro batch 1 x DP 10 (the fewest prompts that do: 10 / gcd(10, 5) = 2), but not
+    of 1 x DP 8; without a spec batch and with the batch not free, the method's target (128) must tile."""
+    rl = context("verl", method="grpo", global_batch_size=4)
+    assert rl.planning.sequences_per_sample(rl) == 5
+    assert _global_batch(rl, 1, 10, 1, 10) == (4, None)
+    assert _global_batch(rl, 1, 8, 1, 8) == (
+        4, "global_batch_size 4 x 5 sequences each is not divisible by micro batch 1 x DP 8 = 8")
+    assert _global_batch(context(), 1, 6, 1, 6) == (
+        128, "global batch 128 is not divisible by micro batch 1 x DP 6 = 6")
+    pairs = context("verl", method="grpo", global_batch_size=3, rl={"samples_per_prompt": 2})  # rl.n 2: said too
+    assert _global_batch(pairs, 1, 4, 1, 4) == (
+        3, "global_batch_size 3 x 2 sequences each is not divisible by micro batch 1 x DP 4 = 4")
+
+
+def test_a_model_that_fits_on_no_count_is_refused_at_the_model():
+    """layouts.py smallest_fit: activations, logits and runtime do not shrink with more cards, so where the largest
+    count fits nothing (qwen3-8b at seq_len 65536 on RTX 3090s) the model is refused, not counted up to."""
+    with pytest.raises(NoFit) as refused:
+        smallest_fit(context("llama-factory", hardware="rtx3090", seq_len=65536))
+    assert [(p.path, p.message) for p in refused.value.problems] == [
+        ("model", "no llama-factory layout fits qwen3-8b full at seq_len 65536 on rtx3090")]

@@ -7,10 +7,12 @@ from dataclasses import replace
 
 import pytest
 
+from generator import memory
 from generator.memory import (
     GIB,
     MemoryBreakdown,
     MemoryJob,
+    Term,
     _stage_layers,
     estimate,
     hf_layer_bytes,
@@ -178,3 +180,170 @@ def test_a_forward_only_moe_role_holds_its_experts_too():
     dense, experts, _, _ = stage_params(DEEPSEEK, layout, mem.stage, True)
     assert experts > 0
     assert mem.weights * GIB == 2.0 * (dense + experts)
+
+
+def test_a_term_weighs_each_stage_and_the_heaviest_stage_is_the_estimate(monkeypatch):
+    """memory.py TERMS (README "Extending": add a memory term): a term's bytes per card, in GiB, is an item of every
+    estimate and counts in the total, so with a term the worst stage is found among all of them: here the term
+    weighs 100 GiB on stage 2 of 4 only, which is then the estimate's stage."""
+    job = MemoryJob(QWEN3_8B, "full", "megatron-distopt", S, 0, 3.0)
+    layout = shape(tp=2, pp=4, num_layer_list=(9,) * 4, global_batch_size=8)
+    plain = megatron_stages(job, layout)
+    assert [m.extra for m in plain] == [()] * 4  # as shipped: no term
+    monkeypatch.setattr(memory, "TERMS", (Term("buffer", lambda job, shape, stage: 100 * GIB * (stage == 2)),))
+    mem = estimate(job, layout)
+    assert (mem.stage, mem.extra) == (2, (("buffer", 100.0),))
+    assert mem.total == plain[2].total + 100.0
+    forward = estimate(replace(job, trains=False), layout)
+    assert (forward.stage, forward.extra) == (2, (("buffer", 100.0),))
+    # DeepSpeed has no pipeline: its one stage is stage 0, which the term is asked for
+    monkeypatch.setattr(memory, "TERMS", (Term("buffer", lambda job, shape, stage: 100 * GIB * (stage == 0)),))
+    assert deepspeed().extra == (("buffer", 100.0),)
+
+
+COEFFICIENTS = {"hidden": 1.0, "q": 2.0, "kv": 3.0, "ffn": 4.0, "heads": 5.0, "const": 6.0, "scores_per_head": 7.0}
+
+
+def test_the_hf_layer_bytes_are_each_coefficient_times_its_dimension():
+    """memory.py hf_layer_bytes: bytes per token per layer = sum of coefficient x dimension (h, q, kv, F, heads, 1)
+    + scores_per_head x heads x seq (the eager attention's scores); distinct coefficients, so each term shows."""
+    assert hf_layer_bytes(COEFFICIENTS, QWEN3_8B, S) == 1 * H + 2 * Q + 3 * KV + 4 * F + 5 * 32 + 6 + 7 * 32 * S
+
+
+@pytest.mark.parametrize("recompute", ["none", "full"])
+def test_the_hf_step_adds_what_the_working_set_holds_beyond_the_logits_and_an_8_bit_bases_inputs(recompute):
+    """memory.py hf_step_bytes: kept = layers x per-layer bytes x tokens (+ an 8-bit base's kept inputs), working =
+    one layer's x tokens (+ its inputs while recomputed); the peak adds the working set beyond the bf16 logits (the
+    default loss), which a large working coefficient exceeds here."""
+    small = dict(COEFFICIENTS, scores_per_head=0.0)
+    large = dict(COEFFICIENTS, scores_per_head=3000.0)
+    activations = {"full": {"none": small, "full": small}, "working": {"full": {"none": large, "full": large}},
+                   "logit_bytes": {"bf16": 2.0, "fp32": 4.0}}
+    tokens = 2 * S
+    kept8, working8 = int8_input_bytes(QWEN3_8B, recompute, tokens)
+    assert (kept8 > 0) is (recompute == "none") and (working8 > 0) is (recompute == "full")
+    kept = 36 * hf_layer_bytes(small, QWEN3_8B, S) * tokens + kept8
+    working = hf_layer_bytes(large, QWEN3_8B, S) * tokens + working8
+    logits = 2.0 * tokens * QWEN3_8B.vocab
+    assert working > logits
+    assert hf_step_bytes(activations, QWEN3_8B, "full", recompute, S, 2, int8_base=True) == (
+        kept + working - logits, logits)
+
+
+def test_a_moe_layers_activations_count_the_routed_and_shared_experts_ffn():
+    """memory.py layer_activation_bytes: a MoE layer's F is the expert MLP size x (top-k + shared experts) (DeepSeek-V3:
+    2048 x (8 + 1)), the rest as Korthikanti's table 2."""
+    m = DEEPSEEK
+    ffn = 2048 * (8 + 1)
+    assert (m.moe_ffn, m.topk, m.shared_experts, m.mlp_matrices) == (2048, 8, 1, 3)
+    outside = 8.0 * S * m.hidden
+    inside = 2.0 * S * (2 * m.q_dim + 2 * m.kv_dim + 3 * ffn)
+    assert layer_activation_bytes(m, S, 1, 1, False, "none") == (outside + inside, 0.0)
+
+
+def test_the_last_stage_holds_the_logits_of_its_cp_share_and_the_mtp_layer():
+    """memory.py _megatron_stage and _forward_stage: the last stage holds fp32 logits, (1 + MTP layers) x seq / CP x
+    micro batch x vocab x 4 bytes over TP; the others none; CP splits the sequence the activations see too."""
+    layout = shape(tp=2, pp=2, cp=2, micro_batch_size=2, num_layer_list=(31, 30), mtp_layers=1, global_batch_size=8)
+    logits = (1 + 1) * (S // 2) * 2 * DEEPSEEK.vocab * 4.0 / 2
+    for trains in (True, False):
+        first, last = megatron_stages(MemoryJob(DEEPSEEK, "full", "megatron-distopt", S, 0, 3.0), layout) if trains \
+            else [memory._forward_stage(MemoryJob(DEEPSEEK, "full", "megatron-distopt", S, 0, 3.0, trains=False),
+                                        layout, stage) for stage in (0, 1)]
+        assert (first.logits, last.logits * GIB) == (0.0, logits)
+    forward = memory._forward_stage(MemoryJob(DEEPSEEK, "full", "megatron-distopt", S, 0, 3.0, trains=False), layout, 0)
+    assert forward.activations * GIB == layer_activation_bytes(DEEPSEEK, S // 2, 2, 2, False, "none")[0]
+
+
+@pytest.mark.parametrize("scheme,weight_bytes", [("megatron-distopt", 2.0), ("megatron-fp32", 4.0)])
+def test_lora_on_megatron_holds_the_frozen_weights_and_16_bytes_an_adapter_parameter(scheme, weight_bytes):
+    """memory.py _megatron_stage: LoRA keeps the base in bf16 (fp32 on MindFormers' megatron-fp32) without grads or
+    states; each adapter parameter, split over TP, holds fp32 weight, grad and Adam's two moments (16 bytes)."""
+    layout = shape(tp=2)
+    [mem] = megatron_stages(MemoryJob(QWEN3_8B, "lora", scheme, S, 8, 3.0), layout)
+    dense, experts, layers, _ = stage_params(QWEN3_8B, layout, 0, True)
+    assert (mem.weights * GIB, mem.gradients, mem.optimizer) == ((dense + experts) * weight_bytes, 0.0, 0.0)
+    assert mem.adapters * GIB == 36 * QWEN3_8B.lora_params_per_layer(8) / 2 * 16.0
+    [full] = megatron_stages(MemoryJob(QWEN3_8B, "full", scheme, S, 0, 3.0), layout)
+    assert full.adapters == 0.0
+
+
+def test_the_parallel_optimizer_splits_dense_states_over_dp_times_cp():
+    """memory.py optimizer_shard_groups: a TP-split dense weight is the same slice on DP x CP cards (-1: the whole
+    group); a shard size caps it where it divides it."""
+    layout = shape(cp=2)  # DP 4
+    assert memory.optimizer_shard_groups(layout, -1, True)[0] == 8
+    assert memory.optimizer_shard_groups(layout, 2, True)[0] == 2
+
+
+def test_zero3_offload_keeps_the_live_parameters_and_a_sub_group_on_the_device():
+    """memory.py _deepspeed with offload (upstream's ds_z3_offload_config.json): bf16 live parameters up to
+    stage3_max_live_parameters (1e9) plus the largest layer gathered (4 bytes a parameter), fp32 gradients and
+    parameters of one sub_group_size (1e9) group on their way to the CPU optimizer."""
+    job = MemoryJob(QWEN3_8B, "full", "deepspeed", S, 0, 2.5, activations=QWEN3)
+    mem = estimate(job, shape(zero_stage=3, offload=True, global_batch_size=8))
+    assert QWEN3_8B.params > 1_000_000_000
+    assert mem.weights * GIB == 2.0 * 1_000_000_000 + 4.0 * QWEN3_8B.largest_layer_params
+    assert mem.gradients * GIB == mem.optimizer * GIB == 4.0 * 1_000_000_000
+
+
+def test_lora_under_zero3_shards_the_frozen_base_and_gathers_the_largest_layer():
+    """memory.py _deepspeed: ZeRO-3 shards the bf16 base over the world and gathers one layer in full (4 bytes a
+    parameter of the largest layer, as DeepSpeed's estimate_zero3_model_states_mem_needs)."""
+    assert deepspeed("lora", zero=3).weights * GIB == 2.0 * QWEN3_8B.params / 8 + 4.0 * QWEN3_8B.largest_layer_params
+
+
+def test_a_full_fine_tune_of_a_vision_model_trains_all_but_the_frozen_vision_tower():
+    """memory.py _trained: LLaMA-Factory freezes the vision tower by default (freeze_vision_tower): its weights, no
+    gradients or optimizer states (ZeRO-2 here: 4 + 12 bytes a trained parameter over 8 cards)."""
+    model = TABLES.models["qwen2vl-7b"]
+    job = MemoryJob(model, "full", "deepspeed", S, 0, 2.5, activations=TABLES.frameworks["llama-factory"]
+                    .activations["qwen2"])
+    mem = estimate(job, shape(zero_stage=2, global_batch_size=8, num_layer_list=(model.layers,)))
+    trained = model.params - 675_000_000
+    assert (mem.gradients * GIB, mem.optimizer * GIB) == (4.0 * trained / 8, 12.0 * trained / 8)
+
+
+@pytest.mark.parametrize("bits,int8", [(8, True), (4, False)])
+def test_only_an_8_bit_base_keeps_its_linear_inputs_in_the_step(bits, int8):
+    """memory.py _deepspeed: bitsandbytes' int8 matmul keeps its bf16 input (int8_input_bytes); the 4-bit one does
+    not."""
+    job = MemoryJob(QWEN3_8B, "qlora", "deepspeed", S, 8, 2.5, activations=QWEN3, quant_bits=bits)
+    mem = estimate(job, shape(zero_stage=2, global_batch_size=8))
+    assert mem.activations * GIB == hf_step_bytes(QWEN3, QWEN3_8B, "qlora", "none", S, 1, int8_base=int8)[0]
+    assert int8_input_bytes(QWEN3_8B, "none", S)[0] > 0
+
+
+def test_the_last_stage_stands_apart_even_where_it_holds_what_the_first_does():
+    """memory.py distinct_stages: qwen3-8b's 4 stages of 9 layers: the first and the last hold alike (the same
+    layers' parameters, one embedding matrix each), but the last holds the logits: stages 0, 1 and 3 are estimated."""
+    layout = shape(pp=4, num_layer_list=(9,) * 4)
+    assert _stage_layers(QWEN3_8B, (9,) * 4, 0, 0) == _stage_layers(QWEN3_8B, (9,) * 4, 0, 3)
+    assert memory.distinct_stages(QWEN3_8B, layout) == (0, 1, 3)
+
+
+def test_a_tied_model_holds_its_one_embedding_matrix_on_each_end_of_a_pipeline():
+    """memory.py _stage_layers: a tied model (llama3.2-1b) on one stage holds the shared matrix once; split over
+    stages, the first holds the input embedding and the last its own copy for the output layer."""
+    model = TABLES.models["llama3.2-1b"]
+    assert model.tied
+    assert _stage_layers(model, (model.layers,), 0, 0)[1] == 1
+    half = model.layers // 2
+    stages = (half, model.layers - half)
+    assert (_stage_layers(model, stages, 0, 0)[1], _stage_layers(model, stages, 0, 1)[1]) == (1, 1)
+
+
+def test_the_deepspeed_scheme_refuses_a_job_without_measured_activations():
+    job = MemoryJob(QWEN3_8B, "full", "deepspeed", S, 0, 2.5)
+    with pytest.raises(ValueError, match="the deepspeed scheme counts measured activations"):
+        estimate(job, shape(zero_stage=2))
+
+
+def test_a_full_fine_tune_in_fp32_holds_16_bytes_a_parameter():
+    """memory.py _megatron_stage, megatron-fp32 (MindFormers without the parallel optimizer): fp32 weights (4) and
+    gradients (4) and Adam's two fp32 moments (8), none sharded."""
+    layout = shape(tp=2)
+    [mem] = megatron_stages(MemoryJob(QWEN3_8B, "full", "megatron-fp32", S, 0, 3.0), layout)
+    dense, experts, _, _ = stage_params(QWEN3_8B, layout, 0, True)
+    params = dense + experts
+    assert (mem.weights * GIB, mem.gradients * GIB, mem.optimizer * GIB) == (params * 4.0, params * 4.0, params * 8.0)
