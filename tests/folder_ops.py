@@ -45,11 +45,15 @@ def cli(*args) -> CliRunner.Result:
         return CliRunner().invoke(main, [str(a) for a in args])
 
 
+class Blocked(Exception):
+    """Not an OSError, which the code under test catches."""
+
+
 @contextmanager
 def no_hang(seconds: int = 30):
     """Fail, not hang, when something blocks (a FIFO opened for reading waits for a writer forever)."""
     def fail(signum, frame):
-        raise TimeoutError(f"blocked for {seconds} s")
+        raise Blocked(f"blocked for {seconds} s")
     previous = signal.signal(signal.SIGALRM, fail)
     signal.alarm(seconds)
     try:

@@ -9,12 +9,11 @@ import dataclasses
 import errno
 import hashlib
 import os
-import signal
 import stat
-from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
+from folder_ops import no_hang
 
 from generator import jobdir
 from generator.errors import UserError
@@ -282,31 +281,12 @@ def test_a_file_over_the_limit_is_refused_by_its_size_without_a_read(tmp_path, m
     assert read_regular(path, limit=11) == b"z" * 11 and len(opened) == 1
 
 
-class Blocked(Exception):
-    """Not an OSError, which the code under test catches."""
-
-
-@contextmanager
-def at_most(seconds: int):
-    """A block that must end within `seconds` (opening a FIFO for reading waits for a writer forever)."""
-    def expired(*_):
-        raise Blocked(f"still blocked after {seconds} s")
-
-    previous = signal.signal(signal.SIGALRM, expired)
-    signal.alarm(seconds)
-    try:
-        yield
-    finally:
-        signal.alarm(0)
-        signal.signal(signal.SIGALRM, previous)
-
-
 def test_a_fifo_where_a_folder_was_is_unreadable_at_once_and_never_removed(tmp_path):
     """jobdir.py _listing and remove_tree open a folder with O_DIRECTORY: a FIFO put in its place fails at once
     (ENOTDIR) instead of blocking the command until something writes to it."""
     fifo = tmp_path / "job"
     os.mkfifo(fifo)
-    with at_most(5):
+    with no_hang(5):
         assert scan(fifo) == {".": Entry("unreadable")}
         with pytest.raises(NotADirectoryError):
             remove_tree(fifo)
@@ -339,7 +319,7 @@ def test_the_render_lock_is_taken_on_a_folder_only(tmp_path):
     would block the render until something wrote to it)."""
     (tmp_path / "file").write_text("x")
     os.mkfifo(tmp_path / "fifo")
-    with at_most(5):
+    with no_hang(5):
         for name in ("file", "fifo"):
             with pytest.raises(NotADirectoryError), locked(tmp_path / name):
                 pass
@@ -394,5 +374,5 @@ def test_a_sub_folder_swapped_for_a_fifo_while_removing_is_refused_at_once(tmp_p
         return names
 
     monkeypatch.setattr(jobdir, "_unlink_files", racing)
-    with at_most(5), pytest.raises(NotADirectoryError):
+    with no_hang(5), pytest.raises(NotADirectoryError):
         remove_tree(tmp_path / "job")
