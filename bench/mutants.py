@@ -3,7 +3,8 @@ comparison's boundary moved, an operator or constant changed, a check dropped, a
 the test files that cover its module; a mutant no test notices is a test to write, or an equivalent (no behaviour
 changes; named with why in EQUIVALENT).
 
-    python bench/mutants.py [MODULE ...] [--sample] [--size N] [--results FILE] [--report FILE] [--list]
+    python bench/mutants.py [MODULE ...] [--sample] [--size N] [--since REV] [--results FILE] [--report FILE]
+                            [--list]
 
 The tree is copied into a temporary folder and each mutant written there only: the worktree is never touched. A
 mutant is killed when the covering tests fail (or run past TIMEOUT, or, selected, past LOOPING times the unmutated
@@ -397,6 +398,14 @@ def run_module(module: str, chosen: list[Mutant], trees: queue.Queue, every_test
         return dict(zip((m.key for m in chosen), pool.map(run, chosen)))
 
 
+def changed_lines(path: str, revision: str) -> set[int]:
+    """The lines of `path` in the worktree that differ from `revision`'s (git diff's new side)."""
+    diff = subprocess.run(["git", "-C", str(REPO), "diff", "-U0", revision, "--", path], capture_output=True,
+                          text=True, check=True).stdout
+    spans = re.findall(r"^@@ -\S+ \+(\d+)(?:,(\d+))? @@", diff, re.M)
+    return {line for start, count in spans for line in range(int(start), int(start) + int(count or 1))}
+
+
 def read_results(path: Path | None) -> dict[str, str]:
     """The outcomes a results file holds, by mutant key (the last one where a key was measured again)."""
     if path is None or not path.exists():
@@ -455,6 +464,8 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--at", metavar="REVISION", help="measure the tests of this commit (the modules must match)")
     parser.add_argument("--jobs", type=int, default=1, help="mutants run at once, each in its own copy")
     parser.add_argument("--match", default="", metavar="TEXT", help="only the mutants whose line shows TEXT")
+    parser.add_argument("--since", metavar="REVISION",
+                        help="only the mutants on lines changed since this commit (a merge's new code)")
     parser.add_argument("--list", action="store_true", help="list the mutants, run nothing")
     parser.add_argument("--tabulate", type=Path, metavar="LOG",
                         help="the table of a run's log (or --results file, *.jsonl), run nothing")
@@ -470,6 +481,9 @@ def main(argv: list[str]) -> int:
     chosen = {m: [x for x in mutants(m) if x.key in SAMPLE] if args.sample else drawn(mutants(m), args.size)
               for m in modules}
     chosen = {m: [x for x in found if args.match in shown(x)] for m, found in chosen.items()}
+    if args.since:
+        chosen = {m: [x for x in found if x.line in changed_lines(TARGETS[m].path, args.since)]
+                  for m, found in chosen.items()}
     if args.list:
         for module, found in chosen.items():
             for m in found:
