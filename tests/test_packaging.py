@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+import shutil
 import subprocess
 import sys
 import venv
@@ -65,3 +67,34 @@ def test_deepspeed_pin_is_what_llamafactory_users_install():
     except PackageNotFoundError:
         pytest.skip("deepspeed is not installed")
     assert installed == exact.version, "the environment's DeepSpeed is not the pinned one: bash scripts/install.sh test"
+
+
+def _readme_setup_command() -> str:
+    """The first command of README.md's "Set up": the one that installs gen-launch and renders the main example."""
+    section = (REPO / "README.md").read_text(encoding="utf-8").split("## Set up", 1)[1]
+    block = section.split("```bash\n", 1)[1].split("```", 1)[0]
+    lines = [line for line in block.splitlines() if line.strip() and not line.startswith("#")]
+    assert len(lines) == 1, lines  # one command: a harness or a reader runs it in one shell
+    return lines[0]
+
+
+@pytest.mark.slow
+def test_the_readmes_setup_command_installs_and_renders_in_a_fresh_venv(tmp_path):
+    # The README's set-up once began with a venv's activation on a line of its own: run line by line, the install
+    # went into the venv while `gen-launch` came from whatever was on PATH before (a stale install's script failed with
+    # "No module named 'generator.cli'"). Its one command must install into the Python it runs and then render.
+    command = _readme_setup_command()
+    assert "pip install -e ." in command and "gen-launch render examples/" in command
+    clone = tmp_path / "clone"
+    shutil.copytree(REPO, clone, ignore=shutil.ignore_patterns(".git", ".venv*", "node_modules", "out", "__pycache__",
+                                                               ".pytest_cache", ".mypy_cache", ".ruff_cache",
+                                                               ".hypothesis"))
+    env = tmp_path / "venv"
+    venv.EnvBuilder(with_pip=True).create(env)
+    path = f"{env / 'bin'}{os.pathsep}{os.environ['PATH']}"
+    result = subprocess.run(["bash", "-c", command], cwd=clone, capture_output=True, text=True,
+                            env={**os.environ, "PATH": path, "VIRTUAL_ENV": str(env)})
+    assert result.returncode == 0, result.stderr[-2000:]
+    example = command.split("gen-launch render examples/", 1)[1].split(".yaml", 1)[0]
+    assert (clone / "out" / example / "PLAN.md").is_file()
+    assert (env / "bin" / "gen-launch").is_file()  # the command it ran is the one it installed
