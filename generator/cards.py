@@ -109,18 +109,11 @@ def table_above_memory(minimum: MinCards, fewer: Layout) -> Note:
 def valid_counts(hw: Hardware, start: int):
     """Card counts the platform allows, from `start` up: multiples of the parallel unit up to one node,
     whole nodes beyond."""
-    n = max(start, hw.parallel_unit)
-    while n <= MAX_SEARCH_CARDS:
-        if n <= hw.cards_per_node:
-            if n % hw.parallel_unit == 0:
-                yield n
-            n += 1
-        else:
-            if n % hw.cards_per_node == 0:
-                yield n
-                n += hw.cards_per_node
-            else:
-                n += hw.cards_per_node - n % hw.cards_per_node
+    unit, node = hw.parallel_unit, hw.cards_per_node
+    first = max(start, unit)
+    yield from range(first + -first % unit, min(node, MAX_SEARCH_CARDS) + 1, unit)
+    whole = max(first, node + 1)
+    yield from range(whole + -whole % node, MAX_SEARCH_CARDS + 1, node)
 
 
 def first_holding(size: int, holds: Callable[[int], bool], scan: int = 0,

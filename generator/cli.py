@@ -20,7 +20,6 @@ import click
 from . import __version__
 from .errors import SpecError, UserError, show, show_path
 from .facts import Accelerator
-from .jobdir import MANIFEST
 from .schemafile import SCHEMA_NAME, current, schema_bytes, schema_ref, write_schema
 from .shell import quote
 
@@ -43,8 +42,7 @@ def _fail(error: UserError, source: str) -> NoReturn:
 
 
 def _load(spec_path: str, overrides: tuple[str, ...]) -> Spec:
-    from .record import bad_override
-    from .spec import load_spec
+    from .spec import bad_override, load_spec
 
     bad = bad_override(overrides)
     try:
@@ -141,6 +139,8 @@ def _record(job_dir: Path, spec_path: str, must_trust: bool) -> MadeFrom | None:
                               f"the folder without them (the old folder is moved aside whole first)"), spec_path)
         click.echo(f"Note: {error.args[0]}; not applying the --set overrides and --force it records", err=True)
         return None
+    from .jobdir import MANIFEST
+
     if record is None and os.path.lexists(job_dir / MANIFEST):
         click.echo(f"Note: {show_path(job_dir / PLAN_JSON)} is missing: no recorded options to apply", err=True)
     return record
@@ -157,7 +157,7 @@ def _files(plan: Plan, spec_path: str) -> dict[str, str]:
 
 def _plan_text(plan: Plan) -> str:
     """The plan as `plan` prints it (and `render` on stderr)."""
-    from .render import environment
+    from .templating import environment
 
     return environment().get_template("plan.txt.j2").render(plan=plan)
 
@@ -253,10 +253,9 @@ def plan(spec: str, overrides: tuple[str, ...], as_json: bool, show_candidates: 
     """
     from .charts import candidates_chart
     from .charts import markdown as chart_markdown
-    from .render import environment
-    from .render.core import plan_json
     from .resolve import candidate_layouts
     from .spec import load_spec
+    from .templating import environment
 
     result = _plan(spec, force, overrides)
     found = {}
@@ -270,6 +269,8 @@ def plan(spec: str, overrides: tuple[str, ...], as_json: bool, show_candidates: 
             name, rows, result.frameworks[name].layout.usable_gb)) is not None)]
         click.echo("\n".join(chart_markdown(chart) for chart in charts), nl=False)
     elif as_json:
+        from .render.core import plan_json  # the renderer's plan.json: loaded only where it is printed
+
         extra = {"candidates": {name: [row.to_json() for row in rows] for name, rows in found.items()}} \
             if show_candidates else None
         click.echo(plan_json(result, extra), nl=False)
@@ -452,8 +453,8 @@ def models(framework: str | None, method: str | None, hardware: str | None, matr
     Example:
         gen-launch models --method grpo --hardware snt9b
     """
-    from .render import environment
     from .support import by_model, matrix
+    from .templating import environment
 
     try:
         tables = _tables()
@@ -518,8 +519,8 @@ def init(model: str, method: str, hardware: str, out_file: Path | None, schema_d
     Example:
         gen-launch init Qwen/Qwen3-8B --method lora --hardware snt9b -o jobs/qwen3-8b-lora.yaml
     """
-    from .render import environment
     from .starter import starter_spec
+    from .templating import environment
 
     spec_dir = out_file.parent if out_file is not None else Path()
     schema_dir = spec_dir if schema_dir is None else schema_dir

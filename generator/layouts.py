@@ -5,6 +5,7 @@ keeps the rule it broke."""
 
 from __future__ import annotations
 
+import heapq
 import itertools
 import json
 import math
@@ -284,20 +285,29 @@ _NOT_ESTIMATED = MemoryBreakdown(weights=0.0, gradients=0.0, optimizer=0.0, adap
 
 
 def fastest(ctx: Context, cards: int) -> Layout | None:
-    """`search(ctx, cards)[0]` (the fastest layout that fits) where the caller needs nothing else: the settings
-    ranked by `_speed_key` first, and memory estimated in that order only until one fits (a budget search asks this
-    at some 25 counts; the full search estimates every setting for the closest layout and the reasons)."""
+    """`search(ctx, cards)[0]` (the fastest layout that fits) where the caller needs nothing else: memory estimated
+    in `_speed_key`'s order only until one fits, and each setting rated only when those ranked above it do not fit
+    (a budget search asks this at some 25 counts; the full search estimates every setting for the closest layout and
+    the reasons). A structure's settings at one micro batch run no faster with more recompute (the step model's time
+    grows with the forward run again; the other rates do not read it), so each chain of them, least recompute first,
+    is already in order and the chains are merged."""
     source = "pinned" if ctx.pinned else "search"
-    ranked = []
-    for _, broken, settings in _grid(ctx, cards):
-        if broken:
-            continue
-        for setting in settings:
-            if setting.shape is not None:
-                unestimated = _layout(ctx, setting.shape, source, _NOT_ESTIMATED)
-                ranked.append((_speed_key(ctx, unestimated, setting.key), setting.shape))
-    ranked.sort(key=lambda item: item[0])
-    return next((layout for _, shape in ranked if (layout := _layout(ctx, shape, source)).fits), None)
+    chains = _chains(ctx, cards)
+    queue = []  # (speed key, chain, shape): the fastest not yet estimated of each chain
+    for i, chain in enumerate(chains):
+        first = next(chain, None)
+        if first is not None and first.shape is not None:  # a chain's batch is its micro batch's: None for all
+            queue.append((_speed_key(ctx, first.shape, first.key), i, first.shape))
+    heapq.heapify(queue)
+    while queue:
+        _, i, shape = heapq.heappop(queue)
+        layout = _layout(ctx, shape, source)
+        if layout.fits:
+            return layout
+        after = next(chains[i], None)
+        if after is not None and after.shape is not None:
+            heapq.heappush(queue, (_speed_key(ctx, after.shape, after.key), i, after.shape))
+    return None
 
 
 def candidates(ctx: Context, cards: int) -> tuple[list[Layout], Layout | None, list[Rejected]]:
@@ -333,12 +343,12 @@ def candidates(ctx: Context, cards: int) -> tuple[list[Layout], Layout | None, l
     return [layout for _, layout in ranked], closest, rejected
 
 
-def _speed_key(ctx: Context, layout: Layout, key: tuple) -> tuple:
+def _speed_key(ctx: Context, layout: Parallel, key: tuple) -> tuple:
     """The search's order: fastest first by the framework's rate model (the step model's time per sample at these
     cards); ties (the MFU model, a measured rate) by less communication: smaller TP, PP, CP, EP, then CPU offload
     last, less recompute, larger micro batch (`key`: _Setting.key). A rate counts at the least it may be (over its
     `spread`), so an estimate displaces a measured rate only when it is faster by more than its error."""
-    own = rate(ctx, layout)
+    own = rate(ctx, layout, described=False)
     return -round(own.tokens_per_card_s / own.spread, 6), key
 
 
@@ -356,13 +366,27 @@ def _grid(ctx: Context, cards: int) -> Iterator[tuple[Structure, list[tuple[str,
     """Each structure of the role's space at `cards`, in the space's order: (it, the rules it breaks, its settings,
     recompute by micro batch; none for a structure that breaks a rule)."""
     structures = ctx.space.structures(ctx, cards)
-    # A role that only runs forward has no backward to recompute for.
-    recomputes = ctx.space.recomputes(ctx) if ctx.role_kind.trains else ["none"]
-    mbs_options = _micro_batches(ctx, cards)
+    recomputes, mbs_options = _recomputes(ctx), _micro_batches(ctx, cards)
     for order, structure in enumerate(structures):
         broken = _structure_problems(ctx, cards, structure.tp, structure.pp, structure.cp, structure.ep)
         settings = iter(()) if broken else _settings(ctx, cards, order, structure, recomputes, mbs_options)
         yield structure, broken, settings
+
+
+def _chains(ctx: Context, cards: int) -> list[Iterator[_Setting]]:
+    """The settings of each structure that breaks no rule, one chain per micro batch, least recompute first, each
+    built when it is asked for."""
+    recomputes, mbs_options = _recomputes(ctx), _micro_batches(ctx, cards)
+    return [_settings(ctx, cards, order, structure, recomputes, [mbs])
+            for order, structure in enumerate(ctx.space.structures(ctx, cards))
+            if not _structure_problems(ctx, cards, structure.tp, structure.pp, structure.cp, structure.ep)
+            for mbs in mbs_options]
+
+
+def _recomputes(ctx: Context) -> list[str]:
+    """The recompute settings the search tries, least first: a role that only runs forward has no backward to
+    recompute for."""
+    return ctx.space.recomputes(ctx) if ctx.role_kind.trains else ["none"]
 
 
 def _settings(ctx: Context, cards: int, order: int, structure: Structure, recomputes: list[str],
@@ -434,7 +458,7 @@ def smallest_batch(ctx: Context, cards: int) -> Layout | None:
     return None
 
 
-def rate(ctx: Context, layout: Layout | None) -> Throughput:
+def rate(ctx: Context, layout: Parallel | None, described: bool = True) -> Throughput:
     """Tokens/s per card of `layout` (None: before a layout is chosen) by the framework's rate model. A role that
     does not train has none (0: communication alone ranks its layouts)."""
     own = ctx.planning.rate(ctx, layout)
@@ -447,7 +471,7 @@ def rate(ctx: Context, layout: Layout | None) -> Throughput:
     if found is not None:
         return Throughput(found.tokens_per_card_s, found.source, False)
     return throughput(ctx.model, ctx.spec.method, ctx.spec.seq_len, ctx.fw, ctx.hw, None, layout,
-                      ctx.spec.scaling_given)
+                      ctx.spec.scaling_given, described)
 
 
 def no_accumulation(ctx: Context, cards: int) -> bool:

@@ -202,8 +202,8 @@ def distinct_stages(model: Model, shape: Parallel) -> tuple[int, ...]:
 def _distinct_stages(model: Model, layers_per_stage: tuple[int, ...], mtp_layers: int) -> tuple[int, ...]:
     last = len(layers_per_stage) - 1
     firsts: dict[tuple, int] = {}
-    for stage in range(len(layers_per_stage)):
-        firsts.setdefault((_stage_layers(model, layers_per_stage, mtp_layers, stage), stage == last), stage)
+    for stage, held in enumerate(_stages_held(model, layers_per_stage, mtp_layers)):
+        firsts.setdefault((held, stage == last), stage)
     return tuple(firsts.values())
 
 
@@ -248,27 +248,36 @@ def stage_params(model: Model, shape: Parallel, stage: int, expert_tp: bool) -> 
     return dense, experts, layers, mtp
 
 
-@lru_cache(maxsize=1 << 16)
 def _stage_layers(model: Model, layers_per_stage: tuple[int, ...], mtp_layers: int,
                   stage: int) -> tuple[float, int, int, int, int]:
-    """What stage `stage` holds before any split, once per placement (the step model asks for every stage of every
-    layout it rates): its layers' own non-expert parameters, how many embedding matrices, its MoE layers, its
-    layers (MTP included) and its MTP layers."""
+    """What stage `stage` holds before any split (_stages_held)."""
+    return _stages_held(model, layers_per_stage, mtp_layers)[stage]
+
+
+@lru_cache(maxsize=1 << 12)
+def _stages_held(model: Model, layers_per_stage: tuple[int, ...],
+                 mtp_layers: int) -> tuple[tuple[float, int, int, int, int], ...]:
+    """What each stage holds before any split, once per placement (the step model and the memory model ask for
+    every stage of every layout they rate): its layers' own non-expert parameters, how many embedding matrices,
+    its MoE layers, its layers (MTP included) and its MTP layers."""
     pp = len(layers_per_stage)
-    first, last = stage == 0, stage == pp - 1
-    # An MTP layer is a decoder layer (plus a 2h x h projection) with its own logits, after the last layer.
-    mtp = mtp_layers if last else 0
-    layers = layers_per_stage[stage] + mtp
-    # MoE layers on this stage: the first `first_dense` layers of the model stay dense (DeepSeek-V3: 3), the MTP
-    # layer is a MoE layer.
-    start = sum(layers_per_stage[:stage])
-    held = range(start, start + layers_per_stage[stage])
-    moe_here = sum(1 for i in held if i >= model.first_dense) + mtp if model.is_moe else 0
-    # Each held layer's own non-expert weights: the leading dense layers' MLPs sit on the stages that hold them.
-    own = sum(map(model.layer_params_at, held)) + mtp * (model.layer_params_at(model.layers)
-                                                         + 2 * model.hidden * model.hidden)
-    embeddings = int(first) + int(last and (not model.tied or pp > 1))
-    return own, embeddings, moe_here, layers, mtp
+    out = []
+    start = 0
+    for stage, count in enumerate(layers_per_stage):
+        first, last = stage == 0, stage == pp - 1
+        # An MTP layer is a decoder layer (plus a 2h x h projection) with its own logits, after the last layer.
+        mtp = mtp_layers if last else 0
+        # MoE layers on this stage: the first `first_dense` layers of the model stay dense (DeepSeek-V3: 3), the MTP
+        # layer is a MoE layer.
+        held = range(start, start + count)
+        moe_here = sum(1 for i in held if i >= model.first_dense) + mtp if model.is_moe else 0
+        # Each held layer's own non-expert weights: the leading dense layers' MLPs sit on the stages that hold them.
+        own = sum(map(model.layer_params_at, held)) + mtp * (model.layer_params_at(model.layers)
+                                                             + 2 * model.hidden * model.hidden)
+        embeddings = int(first) + int(last and (not model.tied or pp > 1))
+        out.append((own, embeddings, moe_here, count + mtp, mtp))
+        start += count
+    return tuple(out)
 
 
 def _forward_stage(job: MemoryJob, shape: Parallel, stage: int) -> MemoryBreakdown:

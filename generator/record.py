@@ -16,6 +16,7 @@ from pathlib import Path
 from .errors import UserError, plain_text, show, show_path
 from .jobdir import MANIFEST, parse_manifest, read_regular, sha256
 from .plan import MadeFrom
+from .spec import bad_override
 
 PLAN_JSON = "plan.json"
 MAX_BYTES = 1 << 24  # plan.json is tens of KB; MANIFEST a few
@@ -39,12 +40,6 @@ def spec_key(spec: str, out_dir: Path) -> str:
         raise UserError(f"the spec's path {show(key)} holds a control or other non-printing character; it is "
                         f"recorded in plan.json and PLAN.md: rename the file")
     return key
-
-
-def bad_override(overrides: tuple[str, ...]) -> str | None:
-    """The first override that is not plain text (a control, format, unassigned or blank-drawn character, or a line
-    break): it would reach PLAN.md, plan.json and the terminal. None when all are (the rule show_name applies)."""
-    return next((o for o in overrides if not plain_text(o)), None)
 
 
 def merged(recorded: tuple[str, ...], given: tuple[str, ...]) -> tuple[str, ...]:

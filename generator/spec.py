@@ -24,7 +24,7 @@ import yaml
 from . import schemacheck
 from .api.roles import RoleKind
 from .calibration_block import Calibration
-from .errors import Problem, SpecError, TableError, invisible, show, show_name
+from .errors import Problem, SpecError, TableError, invisible, plain_text, show, show_name
 from .frameworks import registry
 from .resources import resource_dir
 
@@ -366,6 +366,12 @@ def load_spec(path: str | Path, overrides: tuple[str, ...] = ()) -> Spec:
 
 
 OVERRIDE = re.compile(r"([a-z_][a-z0-9_-]*(?:\.[a-z_][a-z0-9_-]*)*)=(.*)", re.S)
+
+
+def bad_override(overrides: tuple[str, ...]) -> str | None:
+    """The first override that is not plain text (a control, format, unassigned or blank-drawn character, or a line
+    break): it would reach PLAN.md, plan.json and the terminal. None when all are (the rule show_name applies)."""
+    return next((o for o in overrides if not plain_text(o)), None)
 
 
 def _apply_overrides(data: dict, overrides: tuple[str, ...], values: int) -> None:

@@ -26,7 +26,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, replace
 from functools import lru_cache
-from typing import Any, TypeVar
+from typing import Any, NamedTuple, TypeVar
 
 from .memory import distinct_stages, expert_data_parallel, stage_params
 from .parallel import Parallel, split_layers
@@ -161,9 +161,9 @@ def step_time(model: Model, method: str, seq_len: int, par: Parallel, hardware: 
                     tokens_per_card_s=tps, mfu=tps * flops_per_token(model, method, seq_len) / peak)
 
 
-@dataclass(frozen=True, order=True)
-class _StageTime:
-    """One pipeline stage's seconds per micro batch (ordered by their sum: the slowest stage compares highest)."""
+class _StageTime(NamedTuple):
+    """One pipeline stage's seconds per micro batch (ordered by their sum: the slowest stage compares highest). A
+    tuple: the step model makes two for each of the hundreds of layouts a search rates."""
 
     total: float
     gemm: float
@@ -234,8 +234,8 @@ def _data_parallel_sync(model: Model, par: Parallel, expert_tp: bool, link: floa
     def exposed(dense: float, experts: float) -> float:
         moved = dense * (group - 1) / group + experts * (expert_group - 1) / expert_group
         bucket = min(max(BUCKET_PARAMS, BUCKET_PARAMS_PER_DP * par.dp), dense + experts) * (group - 1) / group
-        reduce, gather = (moved * size / rate for size in (GRAD_BYTES, BF16_BYTES))
-        last_reduce, first_gather = (bucket * size / rate for size in (GRAD_BYTES, BF16_BYTES))
+        reduce, gather = moved * GRAD_BYTES / rate, moved * BF16_BYTES / rate
+        last_reduce, first_gather = bucket * GRAD_BYTES / rate, bucket * BF16_BYTES / rate
         return max(last_reduce, reduce - backward) + max(first_gather, gather - forward)
     return max(exposed(dense, experts) for dense, experts in _held(model, par, expert_tp))
 
@@ -300,41 +300,52 @@ def multi_node_efficiency(hardware: Hardware, nodes: int) -> float:
 
 
 def throughput(model: Model, method: str, seq_len: int, framework: Framework, hardware: Hardware,
-               measured: float | None, par: Parallel | None = None, scaling_given: bool = False) -> Throughput:
+               measured: float | None, par: Parallel | None = None, scaling_given: bool = False,
+               described: bool = True) -> Throughput:
     """The spec's measured tokens/s per card; else the step model for `par` (Megatron-style frameworks on
     Ascend); else MFU x peak / FLOPs per token. Without `par` the step model assumes one card's worth of work
     with no communication or bubble: the rate a time budget is first sized with. An estimate for more than one
     node keeps the hardware row's measured scaling efficiency of it, unless the spec gives its own
-    (`scaling_given`: the time formula divides by the spec's)."""
+    (`scaling_given`: the time formula divides by the spec's). `described` False: the step model's rate alone,
+    with no source, MFU or shares (the layout search ranks hundreds of layouts by it, and their text was a fifth
+    of a budget search)."""
     if measured is not None:
         return Throughput(measured, "measured (spec tokens_per_card_s)", False)
     info = framework.throughput
-    flops = flops_per_token(model, method, seq_len)
     scaling = multi_node_efficiency(hardware, par.nodes) if par is not None and not scaling_given else 1.0
-    measured_at = hardware.scaling_measured_cards
-    beyond = (f"; measured at {measured_at} cards, on {par.cards:,} compounded per doubling of nodes, an assumption"
-              if par is not None and measured_at is not None and par.cards > measured_at else "")
-    scaled = f"; x {scaling:g} multi-node scaling efficiency ({hardware.scaling_source}{beyond})" \
-        if scaling != 1.0 else ""
     if uses_step_model(framework, hardware):
         par = par or Parallel(cards=1, cards_per_node=hardware.cards_per_node, global_batch_size=1)
         step = step_time(model, method, seq_len, par, hardware, info["gemm_efficiency"], framework.expert_tp)
+        if not described:
+            return Throughput(step.tokens_per_card_s * scaling, "", True)
         shares = step.shares()
         causes = ", ".join(f"{k} {v:.0%}" for k, v in shares.items())
         mfu = step.mfu * scaling
         return Throughput(step.tokens_per_card_s * scaling,
                           f"estimate: step model, MFU {mfu:.1%} of {hardware.peak_tflops_bf16:g} TFLOPS at "
-                          f"{flops / 1e9:.1f} GFLOP per token; step time: {causes} ({info['source']}){scaled}",
+                          f"{flops_per_token(model, method, seq_len) / 1e9:.1f} GFLOP per token; step time: {causes} "
+                          f"({info['source']}){_scaled(hardware, par, scaling)}",
                           True, mfu, shares, slow_share=STEP_MODEL_SLOW)
+    flops = flops_per_token(model, method, seq_len)
     key = "moe" if model.is_moe and not trains_adapters(method) else VARIANT_OF.get(method, method)
     mfu = info["mfu"][key] * scaling
     tps = mfu * hardware.peak_tflops_bf16 * 1e12 / flops
     source = f"estimate: MFU {mfu:.1%} x {hardware.peak_tflops_bf16:g} TFLOPS / {flops / 1e9:.1f} GFLOP per token " \
-             f"({info['source']}){scaled}"
+             f"({info['source']}){_scaled(hardware, par, scaling)}"
     if par is not None and par.offload:
         slowed, source = _with_offload(model, method, seq_len, par, tps, source)
         tps, mfu = slowed, mfu * slowed / tps
     return Throughput(tps, source, True, mfu, slow_share=ASSUMED_MFU_SLOW)
+
+
+def _scaled(hardware: Hardware, par: Parallel | None, scaling: float) -> str:
+    """The multi-node efficiency a rate keeps, in words for its source ("": none)."""
+    if scaling == 1.0:
+        return ""
+    measured_at = hardware.scaling_measured_cards
+    beyond = (f"; measured at {measured_at} cards, on {par.cards:,} compounded per doubling of nodes, an assumption"
+              if par is not None and measured_at is not None and par.cards > measured_at else "")
+    return f"; x {scaling:g} multi-node scaling efficiency ({hardware.scaling_source}{beyond})"
 
 
 # What ZeRO-3 CPU offload (LLaMA-Factory 0.9.5 examples/deepspeed/ds_z3_offload_config.json: offload_optimizer and

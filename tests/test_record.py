@@ -13,7 +13,8 @@ from generator import record
 from generator.errors import UserError
 from generator.jobdir import MANIFEST, manifest_text
 from generator.plan import MadeFrom
-from generator.record import PLAN_JSON, RecordError, bad_override, read_record, spec_key
+from generator.record import PLAN_JSON, RecordError, read_record, spec_key
+from generator.spec import bad_override
 
 
 def job_folder(tmp_path, document, manifest_of=None):
