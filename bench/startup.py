@@ -6,7 +6,7 @@ less disturbed by other load on the machine).
     python bench/startup.py [REPEAT]
 
 Bytecode is cached as an installed package has it: the children run without PYTHONDONTWRITEBYTECODE after one
-warm-up run each, which also keeps the templates' compiled code (generator/render `_CompiledTemplates`). Targets
+warm-up run each, which also keeps the templates' compiled code (generator/templating.py `_CompiledTemplates`). Targets
 (issues 26, 35): plan at most 2x the bare imports on every example, render of the 512-card job at most 3x.
 """
 

@@ -286,27 +286,30 @@ _NOT_ESTIMATED = MemoryBreakdown(weights=0.0, gradients=0.0, optimizer=0.0, adap
 
 def fastest(ctx: Context, cards: int) -> Layout | None:
     """`search(ctx, cards)[0]` (the fastest layout that fits) where the caller needs nothing else: memory estimated
-    in `_speed_key`'s order only until one fits, and each setting rated only when those ranked above it do not fit
-    (a budget search asks this at some 25 counts; the full search estimates every setting for the closest layout and
-    the reasons). A structure's settings at one micro batch run no faster with more recompute (the step model's time
-    grows with the forward run again; the other rates do not read it), so each chain of them, least recompute first,
-    is already in order and the chains are merged."""
+    in `_speed_key`'s order only until one fits, and a setting rated only once those ranked above it do not fit (a
+    budget search asks this at some 25 counts; the full search estimates and rates every setting, for the closest
+    layout and the reasons). A structure's settings at one micro batch are a chain, least recompute first, in which
+    none is faster than the one before: the step model's time grows with the forward run again, and a rate that is
+    not the step model's (a spec's, a calibration's scaled by it, a published one per method) is one figure for all
+    of them. So the chains are merged, each setting rated when the one before it is taken; a chain that holds
+    upstream's own measured layout (a published rate for it alone) is rated whole."""
     source = "pinned" if ctx.pinned else "search"
     chains = _chains(ctx, cards)
-    queue = []  # (speed key, chain, shape): the fastest not yet estimated of each chain
-    for i, chain in enumerate(chains):
-        first = next(chain, None)
-        if first is not None and first.shape is not None:  # a chain's batch is its micro batch's: None for all
-            queue.append((_speed_key(ctx, first.shape, first.key), i, first.shape))
+    whole = [any(ctx.planning.measured(ctx, shape) for _, shape in chain) for chain in chains]
+
+    def rated(i: int, at: int) -> tuple[tuple, int, int]:
+        key, shape = chains[i][at]
+        return _speed_key(ctx, _layout(ctx, shape, source, _NOT_ESTIMATED), key), i, at
+
+    queue = [rated(i, at) for i, chain in enumerate(chains) for at in range(len(chain) if whole[i] else 1)]
     heapq.heapify(queue)
     while queue:
-        _, i, shape = heapq.heappop(queue)
-        layout = _layout(ctx, shape, source)
+        _, i, at = heapq.heappop(queue)
+        layout = _layout(ctx, chains[i][at][1], source)
         if layout.fits:
             return layout
-        after = next(chains[i], None)
-        if after is not None and after.shape is not None:
-            heapq.heappush(queue, (_speed_key(ctx, after.shape, after.key), i, after.shape))
+        if not whole[i] and at + 1 < len(chains[i]):
+            heapq.heappush(queue, rated(i, at + 1))
     return None
 
 
@@ -343,7 +346,7 @@ def candidates(ctx: Context, cards: int) -> tuple[list[Layout], Layout | None, l
     return [layout for _, layout in ranked], closest, rejected
 
 
-def _speed_key(ctx: Context, layout: Parallel, key: tuple) -> tuple:
+def _speed_key(ctx: Context, layout: Layout, key: tuple) -> tuple:
     """The search's order: fastest first by the framework's rate model (the step model's time per sample at these
     cards); ties (the MFU model, a measured rate) by less communication: smaller TP, PP, CP, EP, then CPU offload
     last, less recompute, larger micro batch (`key`: _Setting.key). A rate counts at the least it may be (over its
@@ -373,14 +376,16 @@ def _grid(ctx: Context, cards: int) -> Iterator[tuple[Structure, list[tuple[str,
         yield structure, broken, settings
 
 
-def _chains(ctx: Context, cards: int) -> list[Iterator[_Setting]]:
-    """The settings of each structure that breaks no rule, one chain per micro batch, least recompute first, each
-    built when it is asked for."""
+def _chains(ctx: Context, cards: int) -> list[list[tuple[tuple, Parallel]]]:
+    """The settings of each structure that breaks no rule, (its key, its shape), a chain per micro batch whose batch
+    tiles, least recompute first."""
     recomputes, mbs_options = _recomputes(ctx), _micro_batches(ctx, cards)
-    return [_settings(ctx, cards, order, structure, recomputes, [mbs])
-            for order, structure in enumerate(ctx.space.structures(ctx, cards))
-            if not _structure_problems(ctx, cards, structure.tp, structure.pp, structure.cp, structure.ep)
-            for mbs in mbs_options]
+    chains = ([(setting.key, setting.shape) for setting in _settings(ctx, cards, order, structure, recomputes, [mbs])
+               if setting.shape is not None]
+              for order, structure in enumerate(ctx.space.structures(ctx, cards))
+              if not _structure_problems(ctx, cards, structure.tp, structure.pp, structure.cp, structure.ep)
+              for mbs in mbs_options)
+    return [chain for chain in chains if chain]
 
 
 def _recomputes(ctx: Context) -> list[str]:
@@ -458,7 +463,7 @@ def smallest_batch(ctx: Context, cards: int) -> Layout | None:
     return None
 
 
-def rate(ctx: Context, layout: Parallel | None, described: bool = True) -> Throughput:
+def rate(ctx: Context, layout: Layout | None, described: bool = True) -> Throughput:
     """Tokens/s per card of `layout` (None: before a layout is chosen) by the framework's rate model. A role that
     does not train has none (0: communication alone ranks its layouts)."""
     own = ctx.planning.rate(ctx, layout)

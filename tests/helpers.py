@@ -322,7 +322,7 @@ def add_framework(folder, monkeypatch, name: str, row: str, module: str, source:
     `source`) on sys.path."""
     import shutil
 
-    from generator import render, resources, spec, tables
+    from generator import resources, spec, tables, templating
 
     data, schemas, copied = folder / "data", folder / "schemas", folder / "templates"
     shutil.copytree(tables.DATA_DIR, data)
@@ -348,7 +348,7 @@ def add_framework(folder, monkeypatch, name: str, row: str, module: str, source:
     folders = {"schemas": schemas, "templates": copied}
     monkeypatch.setattr(tables, "DATA_DIR", data)
     monkeypatch.setattr(spec, "resource_dir", folders.__getitem__)
-    monkeypatch.setattr(render, "resource_dir", folders.__getitem__)
+    monkeypatch.setattr(templating, "resource_dir", folders.__getitem__)
     clear_table_caches()
 
 
@@ -363,7 +363,8 @@ def assert_meets_contract(name: str, plugin, tmp_path, monkeypatch) -> None:
     from generator import tables
     from generator.frameworks import registry
     from generator.frameworks.contract import Plugin
-    from generator.render import environment, render_files, write
+    from generator.render import render_files, write
+    from generator.templating import environment
     from generator.validate import validate
 
     row = tables.load_tables().frameworks[name]

@@ -10,6 +10,7 @@ from dataclasses import replace
 import pytest
 from helpers import make_spec, note_lines
 
+from generator import layouts
 from generator.api.contract import Structure
 from generator.api.roles import RoleKind
 from generator.context import Context
@@ -19,10 +20,13 @@ from generator.layouts import (
     MAX_BUBBLE,
     STATE_BYTES,
     NoFit,
+    _chains,
     _global_batch,
+    _layout,
     _micro_batches,
     _preset_layout,
     _sequence_parallel,
+    _speed_key,
     _states_floor,
     _structure_problems,
     _validate_pins,
@@ -40,6 +44,7 @@ from generator.recipe import adapter, batch_target
 from generator.resolve import resolve
 from generator.spaces import CP_SEQ_THRESHOLD
 from generator.tables import load_tables
+from generator.throughput import Throughput
 
 TABLES = load_tables()
 
@@ -260,14 +265,77 @@ def test_a_structure_memory_rejects_names_the_last_setting_tried():
     ("mindspeed-llm", {"model": "deepseek-v3", "method": "pretrain"}, [256, 512]),
     ("mindformers", {"model": "qwen3-32b"}, [8, 16, 32]),
     ("llama-factory", {"model": "qwen2.5-7b", "method": "lora", "seq_len": 1024, "hardware": "rtx4090"}, [1, 2, 8]),
+    # Upstream's own measured layout (a published rate for it alone) is the fastest on 8 and 16 cards, not on 32.
+    ("mindspeed-mm", {"model": "qwen2.5_vl-7b", "method": "full", "seq_len": 1024, "global_batch_size": 192},
+     [8, 16, 32]),
+    ("mindspeed-mm", {"model": "qwen2.5_vl-32b", "method": "full", "seq_len": 1024}, [16, 32]),
+    ("mindspeed-llm", {"model": "qwen3-32b", "method": "lora", "tokens_per_card_s": 500.0}, [8, 16]),
 ])
 def test_the_fastest_first_search_finds_what_the_full_search_ranks_first(framework, fields, counts):
-    # layouts.fastest rates every setting before estimating any memory, and stops at the first that fits: it must
-    # give the full search's best (the budget search and scaling.capped_rate take it instead).
+    # layouts.fastest rates settings lazily and stops at the first that fits: it must give the full search's best
+    # (the budget search and scaling.capped_rate take it instead).
     ctx = context(framework, **fields)
     found = [(fastest(ctx, cards), search(ctx, cards)[0]) for cards in counts]
     assert all(fast == full for fast, full in found)
     assert any(full is not None for _, full in found)  # not only counts where nothing fits
+
+
+def test_the_fastest_first_search_rates_a_setting_only_once_those_ranked_above_it_do_not_fit(monkeypatch):
+    """layouts.fastest merges the chains (a structure's settings at one micro batch, least recompute first): on 176
+    cards of the budget example the fourth setting taken fits, so 11 of the 24 are rated (every one was before, and
+    rating was most of a budget search)."""
+    ctx = context(model="llama3.1-70b", method="pretrain", seq_len=8192)
+    rated = []
+    real = layouts._speed_key
+    monkeypatch.setattr(layouts, "_speed_key", lambda at, layout, key: rated.append(key) or real(at, layout, key))
+    found = fastest(ctx, 176)
+    assert (found.describe(), len(rated), sum(map(len, _chains(ctx, 176)))) == \
+        ("tp=4 pp=11 dp=4 mbs=1 recompute=selective", 11, 24)
+    assert found == search(ctx, 176)[0]
+
+
+SWEEP = [(framework, {"model": model, "method": method, "seq_len": seq}, counts)
+         for framework in ("mindspeed-llm", "mindformers")
+         for model, counts in (("llama3.1-8b", (8, 16)), ("qwen3-32b", (16, 64)), ("qwen3_moe-30b_a3b", (16, 32)),
+                               ("llama3.1-70b", (64, 176, 320)))
+         for method, seq in (("pretrain", 8192), ("full", 4096), ("lora", 4096))]
+
+
+@pytest.mark.parametrize("framework,fields,counts", SWEEP)
+def test_no_setting_of_a_chain_ranks_above_the_one_before(framework, fields, counts):
+    """What layouts.fastest relies on: along a chain (more recompute, the same structure and micro batch) the speed
+    key never falls, so a chain's first setting bounds the rest. The step model's time grows with the share of
+    layers run twice (parallel.py forward_twice); selective recompute runs no matrix multiply again, so it ties with
+    none and ranks after it."""
+    ctx = context(framework, **fields)
+    for cards in counts:
+        for chain in _chains(ctx, cards):
+            keys = [_speed_key(ctx, _layout(ctx, shape, "search"), key) for key, shape in chain]
+            assert keys == sorted(keys), (cards, keys)
+
+
+def test_a_chain_with_upstreams_own_measured_layout_is_rated_whole(monkeypatch):
+    """layouts.fastest: a published rate belongs to one layout, which need not be the first of its chain, so the
+    chain is rated whole and its measured layout ranks by its own rate: here qwen3-32b's tp=8 pp=2 with full
+    recompute on 16 cards, given a rate no other layout reaches, is the fastest, as the full search ranks it."""
+    ctx = context(model="qwen3-32b", method="full")
+    planning = ctx.planning
+    published = Throughput(10_000.0, "published", is_estimate=False)
+
+    def own(shape) -> bool:
+        return (shape.tp, shape.pp, shape.recompute) == (8, 2, "full")
+
+    class Published(type(planning)):
+        def measured(self, at, shape):
+            return "published run" if own(shape) else ""
+
+        def rate(self, at, layout):
+            return published if layout is not None and own(layout) else planning.rate(at, layout)
+
+    ctx.__dict__["planning"] = Published()
+    found = fastest(ctx, 16)
+    assert (found.describe(), found.measured) == ("tp=8 pp=2 dp=1 mbs=1 recompute=full", "published run")
+    assert found == search(ctx, 16)[0]
 
 
 def test_deepspeed_states_set_no_card_floor_and_a_forward_role_holds_its_bf16_weights():

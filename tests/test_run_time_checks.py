@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from generator.render import environment
+from generator.templating import environment
 
 CHECKS = environment().get_template("_run_time_data.sh.j2").render(reads_json=True)
 

@@ -362,3 +362,16 @@ def test_zero3_offload_is_slower_than_zero3_by_its_transfers():
     moved = (4 + 4 * zero3.grad_accum) * model.params / 16
     assert 128 * 4096 / 16 / slowed.tokens_per_card_s == pytest.approx(step + moved / 31.5e9)
     assert slowed.tokens_per_card_s < plain.tokens_per_card_s and "ZeRO-3 offload: at least" in slowed.source
+
+
+@pytest.mark.parametrize("hardware,scaling_given", [("snt9b", False), ("snt9b", True), ("snt9b23", False)])
+def test_the_rate_the_search_ranks_by_is_the_rate_the_plan_states(hardware, scaling_given):
+    """throughput(described=False), the number alone that the layout search ranks its settings by (their sources
+    were a fifth of a budget search), is the described rate's number, multi-node efficiency included."""
+    hw, fw, model = T.hardware[hardware], T.frameworks["mindspeed-llm"], T.models["llama3.1-70b"]
+    for shape in (par(dp=4, tp=4, pp=11), par(dp=2, tp=8, pp=20, recompute="full"), par(dp=64, tp=8, pp=2),
+                  par(dp=1, tp=8, micro_batch_size=2, global_batch_size=64)):
+        described = throughput(model, "pretrain", 8192, fw, hw, None, shape, scaling_given)
+        alone = throughput(model, "pretrain", 8192, fw, hw, None, shape, scaling_given, described=False)
+        assert alone.tokens_per_card_s == described.tokens_per_card_s and described.source.startswith("estimate")
+        assert alone.source == "" and (shape.nodes == 1 or scaling_given or "multi-node" in described.source)

@@ -20,9 +20,9 @@ from generator.frameworks.verl.planning import answer_settings
 from generator.frameworks.verl.settings import Setting, VerlSettings
 from generator.frameworks.verl.steps import step_files
 from generator.plan import PathValue
-from generator.render import environment
 from generator.resolve import resolve
 from generator.tables import load_tables
+from generator.templating import environment
 
 needs_verl = pytest.mark.skipif(verl_python() is None and os.environ.get("CI", "").lower() != "true",
                                 reason="verl's environment is not installed: run `bash scripts/install.sh verl` (or "

@@ -7,13 +7,13 @@ import jinja2
 from ...plan import Plan
 from ..base import ModuleOutput
 from ..contract import Launcher, Output
-from . import predict
+from . import predict_files as predict
 from . import render as training
 from .validate import PYTHON_OPTION, check
 
 
 def render(plan: Plan, env: jinja2.Environment) -> dict[str, str]:
-    """A predict job's files (predict.py), or a training job's (render.py)."""
+    """A predict job's files (predict_files.py), or a training job's (render.py)."""
     return (predict if plan.method == "predict" else training).render(plan, env)
 
 
