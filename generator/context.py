@@ -7,6 +7,7 @@ from functools import cached_property
 
 from .api.contract import MemoryInputs, Planning, RoleKind, SearchSpace
 from .frameworks import plugin_of
+from .memory import MemoryJob
 from .spec import Pins, Spec
 from .tables import Framework, Hardware, Model, RecipeDefaults, Tables
 from .training import Adapter
@@ -97,6 +98,16 @@ class Context:
     def optimizer_shard(self) -> int | None:
         """The optimizer-state shard size where the framework's recipe shards them; None where it does not."""
         return self.memory_inputs.optimizer_shard
+
+    @cached_property
+    def memory_job(self) -> MemoryJob:
+        """The memory model's job for this role (frameworks.yaml `memory`): what it reads besides the layout."""
+        return MemoryJob(model=self.model, method=self.spec.method, scheme=self.fw.memory, seq_len=self.spec.seq_len,
+                         lora_rank=self.adapter.rank if self.adapter else 0, overhead_gb=self.fw.overhead_gb,
+                         quant_bits=self.spec.quantization_bit, activations=self.activations,
+                         kbit_fp32=self.fw.kbit_fp32, optimizer_shard=self.optimizer_shard,
+                         trains=self.role_kind.trains, expert_tp=self.fw.expert_tp,
+                         double_quant=self.memory_inputs.double_quant)
 
     @cached_property
     def mtp_layers(self) -> int:

@@ -401,6 +401,8 @@ def _settings(ctx: Context, cards: int, order: int, structure: Structure, recomp
     dp = cards // (tp * pp * cp)
     batches = {mbs: _global_batch(ctx, mbs, dp, pp, cards) for mbs in mbs_options}  # recompute does not change them
     sequences = ctx.planning.sequences_per_sample(ctx)
+    sequence_parallel = _sequence_parallel(ctx.pins.sequence_parallel, structure)
+    layers = structure.num_layer_list or split_layers(ctx.model.layers, pp, ctx.mtp_layers)
     for rc_rank, recompute in enumerate(recomputes):
         for mbs in mbs_options:
             # CPU offload last; then less recompute before a lighter DeepSpeed stage (ZeRO-2 and -3 cost far less
@@ -413,9 +415,7 @@ def _settings(ctx: Context, cards: int, order: int, structure: Structure, recomp
             yield _Setting(key, Parallel(
                 cards=cards, cards_per_node=ctx.hw.cards_per_node, tp=tp, pp=pp, cp=cp, ep=ep, micro_batch_size=mbs,
                 global_batch_size=gbs, recompute=recompute, mtp_layers=ctx.mtp_layers,
-                sequences_per_sample=sequences,
-                sequence_parallel=_sequence_parallel(ctx.pins.sequence_parallel, structure),
-                num_layer_list=structure.num_layer_list or split_layers(ctx.model.layers, pp, ctx.mtp_layers),
+                sequences_per_sample=sequences, sequence_parallel=sequence_parallel, num_layer_list=layers,
                 zero_stage=structure.zero_stage, offload=structure.offload))
 
 
@@ -529,13 +529,7 @@ def as_role(ctx: Context, taken: Layout, role: str) -> Layout:
 def core_memory(ctx: Context, shape: Parallel) -> MemoryBreakdown:
     """The core's estimate of `shape` for ctx's role (frameworks.yaml `memory`), which a plugin's memory hook may
     adjust for a setting of its own."""
-    rank = ctx.adapter.rank if ctx.adapter else 0
-    job = MemoryJob(model=ctx.model, method=ctx.spec.method, scheme=ctx.fw.memory, seq_len=ctx.spec.seq_len,
-                    lora_rank=rank, overhead_gb=ctx.fw.overhead_gb, quant_bits=ctx.spec.quantization_bit,
-                    activations=ctx.activations, kbit_fp32=ctx.fw.kbit_fp32, optimizer_shard=ctx.optimizer_shard,
-                    trains=ctx.role_kind.trains, expert_tp=ctx.fw.expert_tp,
-                    double_quant=ctx.memory_inputs.double_quant)
-    return _estimate_once(job, shape)
+    return _estimate_once(ctx.memory_job, shape)
 
 
 # A layout is its shape's fields and the plan's own: the names once, not per layout laid out.

@@ -271,9 +271,10 @@ def _stages_held(model: Model, layers_per_stage: tuple[int, ...],
         # layer is a MoE layer.
         held = range(start, start + count)
         moe_here = sum(1 for i in held if i >= model.first_dense) + mtp if model.is_moe else 0
-        # Each held layer's own non-expert weights: the leading dense layers' MLPs sit on the stages that hold them.
-        own = sum(map(model.layer_params_at, held)) + mtp * (model.layer_params_at(model.layers)
-                                                             + 2 * model.hidden * model.hidden)
+        # Each held layer's own non-expert weights: the leading dense layers' MLPs sit on the stages that hold them
+        # (a dense model's layers are all alike).
+        layers = sum(map(model.layer_params_at, held)) if model.is_moe else count * model.layer_params_at(start)
+        own = layers + mtp * (model.layer_params_at(model.layers) + 2 * model.hidden * model.hidden)
         embeddings = int(first) + int(last and (not model.tied or pp > 1))
         out.append((own, embeddings, moe_here, count + mtp, mtp))
         start += count
