@@ -32,6 +32,8 @@ def layout_of(layout: Parallel) -> dict[str, Any]:
 
 @dataclass(frozen=True)
 class Measured:
+    """A rate the spec measured (scaled to the layout where a calibration gave it) and its source."""
+
     tokens_per_card_s: float
     source: str
 

@@ -31,6 +31,8 @@ SPAN = 8  # a time chart's counts: from the plan's / SPAN to the plan's x SPAN
 
 @dataclass(frozen=True)
 class Chart:
+    """One chart of the plan: its kind, its title and its Mermaid source."""
+
     kind: str  # memory | pipeline | time | candidates
     title: str
     source: str  # Mermaid

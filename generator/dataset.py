@@ -22,6 +22,8 @@ OPTIONAL_COLUMNS = {"alpaca": ("system", "history", "images"), "sharegpt": ("sys
 
 @dataclass(frozen=True)
 class DataShape:
+    """The data file's format and the optional columns every row has."""
+
     format: str  # "alpaca" | "sharegpt" | "openai"; "text" for pretraining
     columns: tuple[str, ...]  # optional columns every row has, in OPTIONAL_COLUMNS order
 

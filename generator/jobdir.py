@@ -206,6 +206,8 @@ def _seal(body: str) -> str:
 
 @dataclass(frozen=True)
 class Manifest:
+    """MANIFEST as read: each path's sha256, and whether its seal holds."""
+
     entries: dict[str, str]  # path -> sha256, only paths render could have written
     intact: bool  # the seal matches: render wrote it as it is
 
@@ -231,6 +233,8 @@ def parse_manifest(data: bytes | None) -> Manifest:
 
 @dataclass(frozen=True)
 class Change:
+    """What replacing the job folder does to one path."""
+
     path: str
     action: str  # create | overwrite | identical | mode | remove | edited | stray
 

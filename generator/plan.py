@@ -24,6 +24,8 @@ HEADROOM = 0.10
 
 @dataclass(frozen=True)
 class MinCards:
+    """The minimum card count, the row or rule that gave it, and the case of the table that applied."""
+
     value: int
     source: str  # which table row / preset / memory-model case gave it
     case: str  # "exact row", "pretrain uses the full row", "next larger seq_len row", "largest seq_len row",
@@ -32,6 +34,8 @@ class MinCards:
 
 @dataclass(frozen=True)
 class Estimate:
+    """One framework's rate and time: the tokens, the tokens/s per card and the hours, and their sources."""
+
     total_tokens: float | None  # tokens x epochs
     tokens_per_card_s: float
     tps_source: str
@@ -45,6 +49,8 @@ class Estimate:
 
 @dataclass(frozen=True)
 class Rejected:
+    """A layout the search turned down, and why."""
+
     framework: str
     layout: str
     reason: str
@@ -265,6 +271,8 @@ def _estimate_json(est: Estimate) -> dict:
 
 @dataclass(frozen=True)
 class PathValue:
+    """A path the files use: its value, whether it is a placeholder, and the spec key that sets it."""
+
     value: str
     placeholder: bool  # True: not given in the spec; the user must edit before running
     set_key: str | None = None  # the spec path that sets this placeholder where not its own (PathDefault)
@@ -285,6 +293,8 @@ class MadeFrom:
 
 @dataclass(frozen=True)
 class Plan:
+    """The plan: every value the files hold, and what PLAN.md and plan.json say of it."""
+
     job: str
     model: str
     hf_id: str

@@ -53,6 +53,8 @@ class Pins:
 
 @dataclass(frozen=True)
 class Spec:
+    """A job spec as loaded and checked: what the resolver plans from."""
+
     job: str
     model: str
     method: str

@@ -14,6 +14,8 @@ from .tables import METHODS, Tables
 
 @dataclass(frozen=True)
 class Supported:
+    """One model, framework, method and hardware the tables support together."""
+
     model: str
     framework: str
     method: str

@@ -278,6 +278,8 @@ def _inside(wanted: str, names: dict[str, str]) -> list[str]:
 
 @dataclass(frozen=True)
 class Framework:
+    """One framework's row of frameworks.yaml, typed when the tables load."""
+
     name: str
     plugin: str  # the module exposing its PLUGIN (generator/frameworks/contract.py)
     label: str
@@ -371,6 +373,8 @@ class MinCardsRow:
 
 @dataclass(frozen=True)
 class Preset:
+    """One validated layout of presets.yaml: where it ran and the layout that ran."""
+
     framework: str
     model: str
     methods: tuple[str, ...]
@@ -470,6 +474,8 @@ def _framework_rows(frameworks: dict, method: str) -> dict[str, dict]:
 
 @dataclass(frozen=True)
 class Tables:
+    """Every data table, typed and checked when loaded."""
+
     models: dict[str, Model]
     hardware: dict[str, Hardware]
     frameworks: dict[str, Framework]

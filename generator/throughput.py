@@ -272,6 +272,8 @@ ASSUMED_MFU_SLOW = 0.317 / 0.690
 
 @dataclass(frozen=True)
 class Throughput:
+    """A rate in tokens/s per card, where it comes from, and how far the truth may be from it."""
+
     tokens_per_card_s: float
     source: str
     is_estimate: bool

@@ -23,6 +23,8 @@ class Adapter:
 
 @dataclass(frozen=True)
 class Training:
+    """The training recipe the files hold: the optimizer, the schedule, the batch, the steps and the checkpoints."""
+
     learning_rate: float
     min_learning_rate: float
     lr_schedule: str  # "cosine" | "linear" | "constant"

@@ -23,6 +23,8 @@ NO_PLAN = "plan.json is missing or unreadable: the card count and model this fil
 
 @dataclass(frozen=True)
 class Result:
+    """One check's verdict on one file."""
+
     path: str
     status: str  # ok | problem | skipped | env (validate.py's docstring says what each means)
     detail: str = ""

@@ -25,6 +25,8 @@ class FrameworkRecord:
 
 @dataclass(frozen=True)
 class PlanRecord:
+    """What validate reads of plan.json: the model, the paths, the data rows and each framework's record."""
+
     model: str  # the model table's name
     paths: Mapping[str, PathValue]
     data_rows: int | None  # fine-tuning: the data file's rows the steps are sized for

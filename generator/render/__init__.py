@@ -124,6 +124,8 @@ def files_digest(out: dict[str, str], framework: str) -> str:
 
 @dataclass(frozen=True)
 class Written:
+    """What write() did: each path's change, and where the folder it replaced was kept."""
+
     changes: list[Change]
     backup: Path | None  # where --overwrite kept the folder it replaced (hand edits, stray files), if it did
 

@@ -40,6 +40,8 @@ class ParseError(ValueError):
 
 @dataclass(frozen=True)
 class Flag:
+    """One argument of an upstream parser, as the flag table records it."""
+
     name: str
     kind: str  # store_true | store_false | value
     nargs: str  # "" (one value), "*", "+", or a count

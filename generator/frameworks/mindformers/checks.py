@@ -85,6 +85,8 @@ class View:
 
 @dataclass(frozen=True)
 class Rule:
+    """One upstream rule the files are checked against: its id, source and message, and what breaks it."""
+
     id: str
     source: str
     message: str

@@ -19,6 +19,8 @@ _SAFE_BUILTINS = {"any": any, "all": all, "int": int, "len": len, "sum": sum, "s
 
 @dataclass(frozen=True)
 class Rule:
+    """One of MindSpeed-LLM's start-up rules, as the rule table holds it."""
+
     id: str
     kind: str  # fails | adjusts | legacy (see the table's header)
     stage: str

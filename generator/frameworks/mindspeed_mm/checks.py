@@ -75,6 +75,8 @@ def _pipelined(args) -> bool:
 
 @dataclass(frozen=True)
 class Rule:
+    """One upstream rule: its id, its source, the error upstream raises, and what breaks it."""
+
     id: str
     source: str
     error: str

@@ -67,6 +67,8 @@ class Shape:
 
 @dataclass(frozen=True)
 class Broken:
+    """A start-up rule the config breaks: its key, the spec key that sets it, and why."""
+
     config_key: str
     spec_key: str
     message: str
