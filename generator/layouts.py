@@ -465,7 +465,8 @@ def smallest_batch(ctx: Context, cards: int) -> Layout | None:
 
 def rate(ctx: Context, layout: Layout | None, described: bool = True) -> Throughput:
     """Tokens/s per card of `layout` (None: before a layout is chosen) by the framework's rate model. A role that
-    does not train has none (0: communication alone ranks its layouts)."""
+    does not train has none (0: communication alone ranks its layouts). `described` False: the step model's number
+    without its source (what the search ranks by; throughput.py)."""
     own = ctx.planning.rate(ctx, layout)
     if own is not None:
         return own

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import contextlib
 import csv
-import difflib
 import marshal
 import math
 import re
@@ -247,6 +246,8 @@ def _known(name: str, names: dict[str, str], key, where: str, what: str, listing
     found = names.get(key(name))
     if found is not None:
         return found
+    import difflib  # only an unknown name needs it (with heapq, a millisecond of every start-up)
+
     close = _same_family(key(name), names) or _inside(key(name), names) \
         or difflib.get_close_matches(key(name), sorted(names), n=1, cutoff=0.6)
     hint = f"; did you mean {names[close[0]]}?" if close else ""

@@ -24,6 +24,9 @@ from .roles import RoleDef, RoleKind
 if TYPE_CHECKING:
     import jinja2
 
+    from .output import CheckOption, Launcher
+    from .starter import StarterSection
+
 # The core's types the contract passes between the core and a plugin, named here and not imported: the contract
 # imports nothing else from the package, so every module may import it (no import cycle, tests/test_imports.py).
 # A plugin's own signatures name the real types: generator/context.py Context, plan.py Plan, FrameworkPlan, Layout,
@@ -112,27 +115,6 @@ class PathDefault:
     derived_from: str | None = None
     # A folder the job itself writes inside `derived_from`: left a placeholder, it is set through that path.
     set_through_source: bool = False
-
-
-@dataclass(frozen=True)
-class StarterRow:
-    """One key of a starter's own section: its value and source; `written` as a key, else as a comment to edit."""
-
-    key: str
-    value: object
-    source: str
-    written: bool = False
-
-
-@dataclass(frozen=True)
-class StarterSection:
-    """A spec section `init` writes for a method a framework plans in its own terms (the values the plan would
-    use), and the seq_len the starter takes from it."""
-
-    key: str  # the spec key (rl)
-    comment: str  # what the section is, one line
-    seq_len: int
-    rows: tuple[StarterRow, ...]
 
 
 @runtime_checkable
@@ -361,29 +343,3 @@ class Output(Protocol):
         when it has none for that file. validate runs the generic checks (bash -n and shellcheck, JSON syntax,
         node ranks of commands.txt) itself and reports a problem from either side."""
         ...
-
-
-@dataclass(frozen=True)
-class CheckOption:
-    """An option of `gen-launch validate` a plugin's checks take, as the user types it: the flag, the environment
-    variable that may stand for it, the word its help shows for the value, and the help."""
-
-    flag: str
-    envvar: str
-    metavar: str
-    help: str
-
-    @property
-    def dest(self) -> str:
-        """The key of Job.options that carries its value."""
-        return self.flag.lstrip("-").replace("-", "_")
-
-
-@dataclass(frozen=True)
-class Launcher:
-    """A launcher script a commands.txt line may run, and where its node rank is: the `rank_at`-th word after the
-    script's name (`source`: the upstream file that fixes its arguments)."""
-
-    script: str
-    rank_at: int
-    source: str

@@ -6,7 +6,7 @@ import shlex
 from collections.abc import Sequence
 from pathlib import PurePosixPath
 
-from ..api.contract import Launcher
+from ..api.output import Launcher
 
 # gen-launch's own launch scripts take the node rank first (launch.sh NODE_RANK [MASTER_ADDR]).
 LAUNCH_SH = Launcher("launch.sh", 1, "templates/_launch_prologue.sh.j2")

@@ -3,8 +3,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from collections.abc import Mapping
+from typing import TYPE_CHECKING
 
 from ..api.notes import Note
 from ..context import Context
@@ -19,16 +19,16 @@ from ..tables import Framework, Hardware, Model, RecipeDefaults
 from ..throughput import Throughput
 from ..training import Training
 from .contract import (
-    CheckOption,
-    Launcher,
     MemoryInputs,
     PathDefault,
     RoleDef,
     RoleKind,
     SearchSpace,
     Settings,
-    StarterSection,
 )
+
+if TYPE_CHECKING:
+    from ..api.starter import StarterSection
 
 GRID = GridSpace()
 
@@ -113,15 +113,3 @@ class DefaultPlanning:
 
     def settings(self, ctx: Context, plan: Plan, fp: FrameworkPlan) -> Settings | None:
         return None
-
-
-@dataclass(frozen=True)
-class ModuleOutput:
-    """An output side made of a plugin's module functions (contract.py Output): its renderer, its PLAN.md section,
-    its per-file check, and the validate options and launchers it declares."""
-
-    render: Callable
-    plan_section: Callable
-    check: Callable
-    options: tuple[CheckOption, ...] = ()
-    launchers: tuple[Launcher, ...] = ()  # none: its commands.txt runs gen-launch's launch.sh

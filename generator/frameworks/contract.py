@@ -1,5 +1,7 @@
 """How a plugin is loaded: `Plugin` names a framework's two sides (the contract, generator/api/contract.py) and imports
-each when first used. The contract's names are re-exported here, where the plugins have always imported them."""
+each when first used. The contract's names are re-exported here, where the plugins have always imported them; the
+values only `init` (api/starter.py) and the files' side (api/output.py) use are imported from their own modules, so
+that a plan loads neither."""
 
 from __future__ import annotations
 
@@ -9,23 +11,19 @@ from types import ModuleType
 from typing import Any
 
 from ..api.contract import (
-    CheckOption,
-    Launcher,
     MemoryInputs,
     Output,
     PathDefault,
     Planning,
     SearchSpace,
     Settings,
-    StarterRow,
-    StarterSection,
     Structure,
 )
 from ..api.roles import RoleDef, RoleKind
 from ..errors import TableError
 
-__all__ = ["CheckOption", "Launcher", "MemoryInputs", "Output", "PathDefault", "Planning", "Plugin", "RoleDef",
-           "RoleKind", "SearchSpace", "Settings", "StarterRow", "StarterSection", "Structure", "import_for"]
+__all__ = ["MemoryInputs", "Output", "PathDefault", "Planning", "Plugin", "RoleDef", "RoleKind", "SearchSpace",
+           "Settings", "Structure", "import_for"]
 
 
 class Plugin:

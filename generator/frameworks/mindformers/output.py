@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import jinja2
 
+from ...api.output import Launcher
 from ...plan import Plan
-from ..base import ModuleOutput
-from ..contract import Launcher, Output
+from ..contract import Output
+from ..module_output import ModuleOutput
 from . import predict_files as predict
 from . import render as training
 from .validate import PYTHON_OPTION, check

@@ -7,9 +7,9 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
+from ...api.output import CheckOption
 from ...checks.job import NO_PLAN, Job, Result, text, yaml_mapping
 from ...checks.plan_record import PlanRecord
-from ..contract import CheckOption
 from . import checks
 
 NAME = "mindformers"

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from ..base import ModuleOutput
 from ..contract import Output
+from ..module_output import ModuleOutput
 from .render import plan_section, render
 from .validate import check
 

@@ -31,11 +31,11 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import NamedTuple
 
+from ...api.output import CheckOption
 from ...checks import child_answer
 from ...checks.job import NO_PLAN, Job, Result, text
 from ...resources import DATA_DIR
 from ...tables import Model
-from ..contract import CheckOption
 from .settings import VerlSettings, hydra_value
 
 # entry -> the config folder (None: verl's own verl/trainer/config) and the config name its main composes

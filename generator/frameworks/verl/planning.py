@@ -14,6 +14,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from ...api.notes import Note
+from ...api.starter import StarterRow, StarterSection
 from ...calibration import measured
 from ...context import Context
 from ...errors import SpecError
@@ -167,7 +168,7 @@ class VerlPlanning(DefaultPlanning):
         base = (RoleDef(RoleKind.ACTOR), RoleDef(RoleKind.ROLLOUT), RoleDef(RoleKind.REFERENCE))
         return base + ((RoleDef(RoleKind.CRITIC),) if method == "ppo" else ())
 
-    def starter_section(self, method: str, model: Model, fw: Framework) -> contract.StarterSection:
+    def starter_section(self, method: str, model: Model, fw: Framework) -> StarterSection:
         """The `rl:` keys at the values of the upstream example the plan follows; the reward written out (it decides
         what the data must hold), the rest commented. seq_len: the example's prompt plus response, raised to the
         multiple of 256 a spec's seq_len is (the response takes the rest)."""
@@ -177,9 +178,9 @@ class VerlPlanning(DefaultPlanning):
         # A given rl.kl_coef > 0 turns the KL loss on (rl.py): say so where the example keeps it off.
         kl = "" if rl.use_kl_loss else \
             f"; the example has no KL loss ({rl.sources['use_kl_loss']}): giving kl_coef turns one on"
-        row = contract.StarterRow
+        row = StarterRow
         what = "the rule reward that scores each response, and the values of the upstream example the plan follows"
-        return contract.StarterSection("rl", what, seq_len, (
+        return StarterSection("rl", what, seq_len, (
             row("reward", rl.reward, f"gsm8k, math, math_dapo or geo3k; {rl.sources['reward']}", written=True),
             row("answer_column", "answer", "the column holding the final answer only; default: found in the answer "
                                            "text"),
