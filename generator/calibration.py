@@ -38,7 +38,7 @@ class Measured:
     source: str
 
 
-def measured(ctx: Context, layout: Layout | None) -> Measured | None:
+def measured(ctx: Context, layout: Parallel | None) -> Measured | None:
     """The spec's measured rate for `layout` of the role being planned (None: the spec measured none, or the role
     does not train): `tokens_per_card_s` as given, or the calibration's, scaled to `layout`."""
     if not ctx.role_kind.trains:
@@ -65,7 +65,7 @@ def measured(ctx: Context, layout: Layout | None) -> Measured | None:
                     f"layout ({modelled_there:,.0f})")
 
 
-def _measured_shape(ctx: Context, cal: Calibration, layout: Layout | None) -> Parallel:
+def _measured_shape(ctx: Context, cal: Calibration, layout: Parallel | None) -> Parallel:
     """The measured layout as the step model takes it (the rest of `layout`'s choices where one is given)."""
     values = {key: cal.layout[key] for key in LAYOUT_KEYS}
     if layout is not None:

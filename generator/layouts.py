@@ -278,12 +278,6 @@ def search(ctx: Context, cards: int) -> tuple[Layout | None, Layout | None, list
     return (fitting[0] if fitting else None), closest, rejected
 
 
-# What a setting's rate is read from before its memory is estimated: a rate reads the shape and `measured`, never the
-# memory, so the fastest-first search ranks every setting first and estimates only down to the first that fits.
-_NOT_ESTIMATED = MemoryBreakdown(weights=0.0, gradients=0.0, optimizer=0.0, adapters=0.0, activations=0.0,
-                                 logits=0.0, overhead=0.0)
-
-
 def fastest(ctx: Context, cards: int) -> Layout | None:
     """`search(ctx, cards)[0]` (the fastest layout that fits) where the caller needs nothing else: memory estimated
     in `_speed_key`'s order only until one fits, and a setting rated only once those ranked above it do not fit (a
@@ -299,7 +293,7 @@ def fastest(ctx: Context, cards: int) -> Layout | None:
 
     def rated(i: int, at: int) -> tuple[tuple, int, int]:
         key, shape = chains[i][at]
-        return _speed_key(ctx, _layout(ctx, shape, source, _NOT_ESTIMATED), key), i, at
+        return _speed_key(ctx, shape, key), i, at
 
     queue = [rated(i, at) for i, chain in enumerate(chains) for at in range(len(chain) if whole[i] else 1)]
     heapq.heapify(queue)
@@ -346,7 +340,7 @@ def candidates(ctx: Context, cards: int) -> tuple[list[Layout], Layout | None, l
     return [layout for _, layout in ranked], closest, rejected
 
 
-def _speed_key(ctx: Context, layout: Layout, key: tuple) -> tuple:
+def _speed_key(ctx: Context, layout: Parallel, key: tuple) -> tuple:
     """The search's order: fastest first by the framework's rate model (the step model's time per sample at these
     cards); ties (the MFU model, a measured rate) by less communication: smaller TP, PP, CP, EP, then CPU offload
     last, less recompute, larger micro batch (`key`: _Setting.key). A rate counts at the least it may be (over its
@@ -463,7 +457,7 @@ def smallest_batch(ctx: Context, cards: int) -> Layout | None:
     return None
 
 
-def rate(ctx: Context, layout: Layout | None, described: bool = True) -> Throughput:
+def rate(ctx: Context, layout: Parallel | None, described: bool = True) -> Throughput:
     """Tokens/s per card of `layout` (None: before a layout is chosen) by the framework's rate model. A role that
     does not train has none (0: communication alone ranks its layouts). `described` False: the step model's number
     without its source (what the search ranks by; throughput.py)."""
@@ -537,9 +531,9 @@ def core_memory(ctx: Context, shape: Parallel) -> MemoryBreakdown:
 _SHAPE_FIELDS = tuple(f.name for f in fields(Parallel))
 
 
-def _layout(ctx: Context, shape: Parallel, source: str, memory: MemoryBreakdown | None = None) -> Layout:
-    """`shape` with its memory estimate (`memory`: one given instead), as the plan states it."""
-    memory = memory or ctx.planning.memory(ctx, shape) or core_memory(ctx, shape)
+def _layout(ctx: Context, shape: Parallel, source: str) -> Layout:
+    """`shape` with its memory estimate, as the plan states it."""
+    memory = ctx.planning.memory(ctx, shape) or core_memory(ctx, shape)
     return Layout(**{name: getattr(shape, name) for name in _SHAPE_FIELDS}, framework=ctx.fw.name, memory=memory,
                   usable_gb=ctx.usable_gb, usable_cap=ctx.usable_cap, optimizer_shard=ctx.optimizer_shard,
                   expert_tp=ctx.fw.expert_tp, deepspeed=ctx.fw.deepspeed, source=source,

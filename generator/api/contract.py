@@ -285,9 +285,11 @@ class Planning(Protocol):
         whatever the memory model estimates; "": none."""
         ...
 
-    def rate(self, ctx: Context, layout: Layout | None) -> Throughput | None:
-        """Tokens/s per card of ctx.role_kind where the plugin has its own figure (a published measurement; a
-        Throughput of 0 says none is published, and the plan then gives no time); None: the core's rate model."""
+    def rate(self, ctx: Context, shape: Parallel | None) -> Throughput | None:
+        """Tokens/s per card of ctx.role_kind at `shape` (None: before a layout is chosen) where the plugin has its
+        own figure (a published measurement; a Throughput of 0 says none is published, and the plan then gives no
+        time); None: the core's rate model. It reads the shape alone: the search ranks settings before it estimates
+        their memory."""
         ...
 
     def starter_section(self, method: str, model: Model, fw: Framework) -> StarterSection | None:

@@ -105,7 +105,7 @@ class DefaultPlanning:
     def measured(self, ctx: Context, shape: Parallel) -> str:
         return ""
 
-    def rate(self, ctx: Context, layout: Layout | None) -> Throughput | None:
+    def rate(self, ctx: Context, shape: Parallel | None) -> Throughput | None:
         return None
 
     def starter_section(self, method: str, model: Model, fw: Framework) -> StarterSection | None:

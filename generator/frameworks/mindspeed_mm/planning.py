@@ -440,18 +440,18 @@ class Planning(DefaultPlanning):
         published = ctx.info.get("published")
         return published["source"] if published is not None and measured_layout(ctx, shape, published) else ""
 
-    def rate(self, ctx: Context, layout: Layout | None) -> Throughput | None:
+    def rate(self, ctx: Context, shape: Parallel | None) -> Throughput | None:
         """The core's step model scaled to upstream's published figures, so layouts rank by the step model and a
         cell is not several times optimistic: by the model's own published row (FACTOR), its layout getting exactly
         the published figure, labelled so. An estimate's spread is the factors' (SPREAD): the search lets it
         displace the measured layout only when it is faster by more than that."""
-        if measured(ctx, layout) is not None or not uses_step_model(ctx.fw, ctx.hw):  # the core takes a measured rate
+        if measured(ctx, shape) is not None or not uses_step_model(ctx.fw, ctx.hw):  # the core takes a measured rate
             return None
         published = ctx.info.get("published")
-        if published is not None and layout is not None and layout.measured:
+        if published is not None and shape is not None and measured_layout(ctx, shape, published):
             return Throughput(float(published["tokens_per_card_s"]),
                               f"published, upstream's own layout: {published['source']}", is_estimate=False)
-        step = throughput(ctx.model, ctx.spec.method, ctx.spec.seq_len, ctx.fw, ctx.hw, None, layout,
+        step = throughput(ctx.model, ctx.spec.method, ctx.spec.seq_len, ctx.fw, ctx.hw, None, shape,
                           ctx.spec.scaling_given)
         factor, why = _factor(ctx)
         return replace(step, tokens_per_card_s=step.tokens_per_card_s * factor,

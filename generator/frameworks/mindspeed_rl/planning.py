@@ -223,11 +223,11 @@ class Planning(DefaultPlanning):
         return rollout_memory(ctx.model, ctx.hw, ctx.fw.overhead_gb, recipe_of(ctx), shape.tp, shape.cards,
                               shape.offload, ctx.spec.method, shape.global_batch_size, shape.ep)
 
-    def rate(self, ctx: Context, layout: Layout | None) -> Throughput | None:
+    def rate(self, ctx: Context, shape: Parallel | None) -> Throughput | None:
         if ctx.role_kind is not RoleKind.ACTOR:
             return Throughput(0.0, f"not estimated: {ctx.role_kind.value} runs inside the actor's whole-step figure",
                               is_estimate=True)
-        given = measured(ctx, layout)
+        given = measured(ctx, shape)
         if given is not None:  # the spec's rate or calibration: its own e2e_tps, converted as a published row
             return per_data_token(ctx, given.tokens_per_card_s, f"{given.source}; as MindSpeed-RL's e2e_tps", False)
         found = next((row for row in published() if (row.method, row.model, row.hardware)

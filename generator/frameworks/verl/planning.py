@@ -243,11 +243,11 @@ class VerlPlanning(DefaultPlanning):
                    shape.offload)
         return memory.role_memory(ctx.role_kind, ctx.model, ctx.hw, ctx.fw, ctx.spec.method, rl, shape)
 
-    def rate(self, ctx: Context, layout: Layout | None) -> Throughput | None:
+    def rate(self, ctx: Context, shape: Parallel | None) -> Throughput | None:
         if ctx.role_kind is not RoleKind.ACTOR:
             why = "inside the actor's whole-step figure" if ctx.role_kind.trains else "does not train"
             return Throughput(0.0, f"not estimated: {ctx.role_kind.value} {why}", is_estimate=True)
-        given = measured(ctx, layout)
+        given = measured(ctx, shape)
         if given is not None:  # the spec's measured rate or calibration: verl's own perf/throughput
             return per_data_token(ctx, given.tokens_per_card_s, f"{given.source}; as verl's perf/throughput", "",
                                   False)
