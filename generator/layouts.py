@@ -10,8 +10,9 @@ import itertools
 import json
 import math
 from collections.abc import Iterator
-from dataclasses import dataclass, fields, replace
+from dataclasses import fields, replace
 from enum import Enum
+from typing import NamedTuple
 
 from . import memory as memory_model
 from .api.contract import RoleKind, Structure
@@ -349,10 +350,9 @@ def _speed_key(ctx: Context, layout: Parallel, key: tuple) -> tuple:
     return -round(own.tokens_per_card_s / own.spread, 6), key
 
 
-@dataclass(frozen=True)
-class _Setting:
+class _Setting(NamedTuple):
     """One setting of a structure the search lays out: its shape (None where `why` says how the batch breaks a rule)
-    and its place in the search's order among equally fast layouts."""
+    and its place in the search's order among equally fast layouts. A tuple: a budget search makes a thousand."""
 
     key: tuple
     shape: Parallel | None
