@@ -23,7 +23,7 @@ from .context import Context
 from .errors import Problem, SpecError
 from .memory import GIB, MemoryBreakdown, MemoryJob, estimate
 from .parallel import Parallel, split_layers
-from .plan import HEADROOM, Layout, Rejected
+from .plan import HEADROOM, Layout, Rejected, fits
 from .recipe import batch_target
 from .spaces import CP_SEQ_THRESHOLD
 from .spec import Pins
@@ -300,9 +300,10 @@ def fastest(ctx: Context, cards: int) -> Layout | None:
     heapq.heapify(queue)
     while queue:
         _, i, at = heapq.heappop(queue)
-        layout = _layout(ctx, chains[i][at][1], source)
-        if layout.fits:
-            return layout
+        shape = chains[i][at][1]
+        memory = _memory(ctx, shape)
+        if fits(memory, ctx.usable_gb, ctx.planning.measured(ctx, shape)):  # a layout is built for this one alone
+            return _layout(ctx, shape, source, memory)
         if not whole[i] and at + 1 < len(chains[i]):
             heapq.heappush(queue, rated(i, at + 1))
     return None
@@ -531,9 +532,14 @@ def core_memory(ctx: Context, shape: Parallel) -> MemoryBreakdown:
 _SHAPE_FIELDS = tuple(f.name for f in fields(Parallel))
 
 
-def _layout(ctx: Context, shape: Parallel, source: str) -> Layout:
-    """`shape` with its memory estimate, as the plan states it."""
-    memory = ctx.planning.memory(ctx, shape) or core_memory(ctx, shape)
+def _memory(ctx: Context, shape: Parallel) -> MemoryBreakdown:
+    """`shape`'s memory for ctx's role: the plugin's where it models the role itself, else the core's."""
+    return ctx.planning.memory(ctx, shape) or core_memory(ctx, shape)
+
+
+def _layout(ctx: Context, shape: Parallel, source: str, memory: MemoryBreakdown | None = None) -> Layout:
+    """`shape` with its memory estimate (`memory`: the one already made), as the plan states it."""
+    memory = memory or _memory(ctx, shape)
     return Layout(**{name: getattr(shape, name) for name in _SHAPE_FIELDS}, framework=ctx.fw.name, memory=memory,
                   usable_gb=ctx.usable_gb, usable_cap=ctx.usable_cap, optimizer_shard=ctx.optimizer_shard,
                   expert_tp=ctx.fw.expert_tp, deepspeed=ctx.fw.deepspeed, source=source,

@@ -98,9 +98,7 @@ class Layout(Parallel):
 
     @property
     def fits(self) -> bool:
-        """Within the budget, or run by upstream as it is (the headroom covers the memory model's error, which a
-        measured run has none of)."""
-        return bool(self.measured) or self.memory.total <= self.budget_gb
+        return fits(self.memory, self.usable_gb, self.measured)
 
     def describe(self) -> str:
         parts = [f"tp={self.tp}", f"pp={self.pp}", f"dp={self.dp}"]
@@ -115,6 +113,12 @@ class Layout(Parallel):
         elif self.offload:  # a framework offloading outside DeepSpeed (verl's FSDP states between phases)
             parts.append("offload=on")
         return " ".join(parts)
+
+
+def fits(memory: MemoryBreakdown, usable_gb: float, measured: str) -> bool:
+    """Whether a layout fits: its estimate within the usable memory less HEADROOM, or `measured`, upstream's run of
+    it as it is (the headroom covers the memory model's error, which a measured run has none of)."""
+    return bool(measured) or memory.total <= usable_gb * (1.0 - HEADROOM)
 
 
 def _layout_json(lay: Layout) -> dict:
