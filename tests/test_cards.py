@@ -265,3 +265,14 @@ def test_a_budget_that_rounds_to_the_minimum_or_below_says_the_search_starts_the
     assert (said == ["time budget: the search starts at the minimum, 8 cards (no fewer than that count)"]) \
         is starts_at_minimum
     assert len(notes) == (2 if starts_at_minimum else 1)
+
+
+@pytest.mark.parametrize("hardware", sorted(TABLES.hardware))
+def test_counts_are_exactly_the_units_within_a_node_then_whole_nodes(hardware):
+    """cards.valid_counts against its definition, count by count up to the planner's largest: a multiple of the
+    parallel unit up to one node, then whole nodes (it steps through ranges, not every count)."""
+    hw = TABLES.hardware[hardware]
+    for start in (0, 1, hw.parallel_unit + 1, hw.cards_per_node, hw.cards_per_node + 1, 1000, MAX_SEARCH_CARDS):
+        wanted = [n for n in range(max(start, hw.parallel_unit), MAX_SEARCH_CARDS + 1)
+                  if (n % hw.parallel_unit == 0 if n <= hw.cards_per_node else n % hw.cards_per_node == 0)]
+        assert list(valid_counts(hw, start)) == wanted, start
