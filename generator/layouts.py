@@ -279,33 +279,50 @@ def search(ctx: Context, cards: int) -> tuple[Layout | None, Layout | None, list
     return (fitting[0] if fitting else None), closest, rejected
 
 
+# _speed_key rounds a rate to 6 decimals; a setting not yet rated is queued this far ahead of the one before it in its
+# chain, which it can pass only by rounding (fastest's docstring): two rounding steps, so that the float sum of the
+# bound never lands behind the key it bounds.
+UNRATED_LEAD = 2e-6
+
+
 def fastest(ctx: Context, cards: int) -> Layout | None:
     """`search(ctx, cards)[0]` (the fastest layout that fits) where the caller needs nothing else: memory estimated
-    in `_speed_key`'s order only until one fits, and a setting rated only once those ranked above it do not fit (a
-    budget search asks this at some 25 counts; the full search estimates and rates every setting, for the closest
-    layout and the reasons). A structure's settings at one micro batch are a chain, least recompute first, in which
-    none is faster than the one before: the step model's time grows with the forward run again, and a rate that is
-    not the step model's (a spec's, a calibration's scaled by it, a published one per method) is one figure for all
-    of them. So the chains are merged, each setting rated when the one before it is taken; a chain that holds
-    upstream's own measured layout (a published rate for it alone) is rated whole."""
+    in `_speed_key`'s order only until one fits, and a setting rated only when it may come next (a budget search asks
+    this at some 25 counts; the full search estimates and rates every setting, for the closest layout and the
+    reasons). A structure's settings at one micro batch are a chain, least recompute first, and a setting runs no
+    faster than the one before it: the step model adds the forward run again, and what a longer backward hides of the
+    gradient sync can offset it exactly (one stage, one micro batch), so that full recompute ties with none and may
+    round one step faster; a rate that is not the step model's is one figure for the chain, or the step model's
+    scaled (a calibration). So each chain enters the queue at its first setting, and each setting after it at the
+    rate of the one before plus UNRATED_LEAD, rated when that bound comes up; a chain that holds upstream's own
+    measured layout (a published rate for that setting alone) is rated whole."""
     source = "pinned" if ctx.pinned else "search"
     chains = _chains(ctx, cards)
-    whole = [any(ctx.planning.measured(ctx, shape) for _, shape in chain) for chain in chains]
+    # (speed key or a bound of it, whether rated, chain, place): every setting's key is its own, so no entries tie
+    queue: list[tuple[tuple, bool, int, int]] = []
 
-    def rated(i: int, at: int) -> tuple[tuple, int, int]:
-        key, shape = chains[i][at]
-        return _speed_key(ctx, shape, key), i, at
+    def enter(i: int, at: int, then: bool) -> None:
+        """Rate chains[i][at] into the queue, and (`then`) the bound of the setting after it."""
+        key = _speed_key(ctx, chains[i][at][1], chains[i][at][0])
+        heapq.heappush(queue, (key, True, i, at))
+        if then and at + 1 < len(chains[i]):
+            heapq.heappush(queue, ((key[0] - UNRATED_LEAD, chains[i][at + 1][0]), False, i, at + 1))
 
-    queue = [rated(i, at) for i, chain in enumerate(chains) for at in range(len(chain) if whole[i] else 1)]
-    heapq.heapify(queue)
+    for i, chain in enumerate(chains):
+        if any(ctx.planning.measured(ctx, shape) for _, shape in chain):
+            for at in range(len(chain)):
+                enter(i, at, then=False)
+        else:
+            enter(i, 0, then=True)
     while queue:
-        _, i, at = heapq.heappop(queue)
+        _, known, i, at = heapq.heappop(queue)
+        if not known:
+            enter(i, at, then=True)
+            continue
         shape = chains[i][at][1]
         memory = _memory(ctx, shape)
         if fits(memory, ctx.usable_gb, ctx.planning.measured(ctx, shape)):  # a layout is built for this one alone
             return _layout(ctx, shape, source, memory)
-        if not whole[i] and at + 1 < len(chains[i]):
-            heapq.heappush(queue, rated(i, at + 1))
     return None
 
 
@@ -342,12 +359,12 @@ def candidates(ctx: Context, cards: int) -> tuple[list[Layout], Layout | None, l
     return [layout for _, layout in ranked], closest, rejected
 
 
-def _speed_key(ctx: Context, layout: Parallel, key: tuple) -> tuple:
+def _speed_key(ctx: Context, shape: Parallel, key: tuple) -> tuple:
     """The search's order: fastest first by the framework's rate model (the step model's time per sample at these
     cards); ties (the MFU model, a measured rate) by less communication: smaller TP, PP, CP, EP, then CPU offload
     last, less recompute, larger micro batch (`key`: _Setting.key). A rate counts at the least it may be (over its
     `spread`), so an estimate displaces a measured rate only when it is faster by more than its error."""
-    own = rate(ctx, layout, described=False)
+    own = rate(ctx, shape, described=False)
     return -round(own.tokens_per_card_s / own.spread, 6), key
 
 

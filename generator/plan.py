@@ -98,6 +98,7 @@ class Layout(Parallel):
 
     @property
     def fits(self) -> bool:
+        """Within the budget, or upstream's run of it as it is (`fits`)."""
         return fits(self.memory, self.usable_gb, self.measured)
 
     def describe(self) -> str:

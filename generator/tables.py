@@ -246,7 +246,7 @@ def _known(name: str, names: dict[str, str], key, where: str, what: str, listing
     found = names.get(key(name))
     if found is not None:
         return found
-    import difflib  # only an unknown name needs it (with heapq, a millisecond of every start-up)
+    import difflib  # only an unknown name needs it (a millisecond of every start-up otherwise)
 
     close = _same_family(key(name), names) or _inside(key(name), names) \
         or difflib.get_close_matches(key(name), sorted(names), n=1, cutoff=0.6)

@@ -11,10 +11,9 @@ import itertools
 import math
 from collections.abc import Callable
 from dataclasses import dataclass, replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ...api.notes import Note
-from ...api.starter import StarterRow, StarterSection
 from ...calibration import measured
 from ...context import Context
 from ...errors import SpecError
@@ -36,6 +35,9 @@ from . import memory
 from .examples import example
 from .rl import DATA_SOURCES, GUIDE, RL, VERL, bare, example_script, rl_config
 from .settings import Setting, VerlSettings
+
+if TYPE_CHECKING:
+    from ...api.starter import StarterSection
 
 NAME = "verl"
 FSDP_WORKERS = f"{VERL} verl/workers/fsdp_workers.py"
@@ -172,6 +174,8 @@ class VerlPlanning(DefaultPlanning):
         """The `rl:` keys at the values of the upstream example the plan follows; the reward written out (it decides
         what the data must hold), the rest commented. seq_len: the example's prompt plus response, raised to the
         multiple of 256 a spec's seq_len is (the response takes the rest)."""
+        from ...api.starter import StarterRow, StarterSection  # init's alone: a plan does not load them
+
         values = rl_config({}, method, STARTER_SEQ_LEN, model, fw).example.values
         seq_len = -(-(int(values["prompt_length"][0]) + int(values["response_length"][0])) // 256) * 256
         rl = rl_config({}, method, seq_len, model, fw)
