@@ -41,7 +41,8 @@ case "$#:${1:-}" in
     exit 2
     ;;
 esac
-python3 -m pip install -e "$target"
+# A copy, not a link to this clone (-e): a later `gen-launch` on this Python still runs when the clone is deleted.
+python3 -m pip install "$target"
 if [ "$target" = ".[test]" ]; then
   python3 -m pip install "coverage==7.17.5" "pytest-cov==7.1.0"
 fi

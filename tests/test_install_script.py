@@ -42,7 +42,7 @@ def run_install(tmp_path: Path, *args: str, installed: str = "", broken: str = "
 def test_removes_only_what_does_not_import(tmp_path):
     status, calls = run_install(tmp_path, "test", installed="torchvision torchaudio", broken="torchvision")
     assert status == 0
-    assert calls[0] == "-m pip install -e .[test]"
+    assert calls[0] == "-m pip install .[test]"
     assert calls[1] == "-m pip install coverage==7.17.5 pytest-cov==7.1.0"  # bench/mutants.py's test selection
     assert "-m pip uninstall -y torchvision" in calls
     assert "-m pip uninstall -y torchaudio" not in calls  # it imports here: a CUDA host keeps it
@@ -51,7 +51,7 @@ def test_removes_only_what_does_not_import(tmp_path):
 def test_plain_install_removes_nothing(tmp_path):
     status, calls = run_install(tmp_path)
     assert status == 0
-    assert calls[0] == "-m pip install -e ."
+    assert calls[0] == "-m pip install ."
     assert not [call for call in calls if "coverage" in call]  # only the test install runs the mutation bench
     assert not [call for call in calls if "uninstall" in call]
 

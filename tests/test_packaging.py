@@ -84,7 +84,7 @@ def test_the_readmes_setup_command_installs_and_renders_in_a_fresh_venv(tmp_path
     # went into the venv while `gen-launch` came from whatever was on PATH before (a stale install's script failed with
     # "No module named 'generator.cli'"). Its one command must install into the Python it runs and then render.
     command = _readme_setup_command()
-    assert "pip install -e ." in command and "gen-launch render examples/" in command
+    assert "pip install ." in command and "gen-launch render examples/" in command
     clone = tmp_path / "clone"
     shutil.copytree(REPO, clone, ignore=shutil.ignore_patterns(".git", ".venv*", "node_modules", "out", "__pycache__",
                                                                ".pytest_cache", ".mypy_cache", ".ruff_cache",
@@ -98,3 +98,12 @@ def test_the_readmes_setup_command_installs_and_renders_in_a_fresh_venv(tmp_path
     example = command.split("gen-launch render examples/", 1)[1].split(".yaml", 1)[0]
     assert (clone / "out" / example / "PLAN.md").is_file()
     assert (env / "bin" / "gen-launch").is_file()  # the command it ran is the one it installed
+    # The installed command outlives the clone it came from: an editable install (-e) from a CI run's temporary clone
+    # left the machine's `gen-launch` failing on every example with "No module named 'generator.__main__'".
+    examples = shutil.copytree(clone / "examples", tmp_path / "examples")
+    shutil.rmtree(clone)
+    for spec in sorted(examples.glob("*.yaml")):
+        done = subprocess.run([str(env / "bin" / "gen-launch"), "render", str(spec), "-o", str(tmp_path / "later")],
+                              cwd=tmp_path, capture_output=True, text=True)
+        assert done.returncode == 0, f"{spec.name}: {done.stderr[-1000:]}"
+    assert len(list((tmp_path / "later").glob("*/PLAN.md"))) == len(list(examples.glob("*.yaml")))
