@@ -10,9 +10,10 @@ MindSpeed-RL's e2e_tps, which its plugin converts as it converts the published r
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
+from .api.frozen import frozen
 from .api.notes import Note, warning
 from .calibration_block import LAYOUT_KEYS, Calibration
 from .errors import SpecError, show
@@ -30,7 +31,7 @@ def layout_of(layout: Parallel) -> dict[str, Any]:
     return {key: getattr(layout, key) for key in LAYOUT_KEYS}
 
 
-@dataclass(frozen=True)
+@frozen
 class Measured:
     """A rate the spec measured (scaled to the layout where a calibration gave it) and its source."""
 

@@ -3,15 +3,16 @@ what it was measured under (calibration.py says how the plan uses it)."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any
+
+from .api.frozen import frozen
 
 # The layout fields a calibration records and compares: what the step model times, in the plan's vocabulary.
 LAYOUT_KEYS = ("cards", "tp", "pp", "cp", "ep", "micro_batch_size", "global_batch_size", "recompute",
                "sequence_parallel")
 
 
-@dataclass(frozen=True)
+@frozen
 class Calibration:
     """The `calibration:` block (schemas/job.schema.json): figures measured in a run's log, with what they were
     measured under."""

@@ -14,8 +14,9 @@ rounded, so the text is byte-stable."""
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, replace
+from dataclasses import replace
 
+from .api.frozen import frozen
 from .plan import FrameworkPlan, Layout, Plan
 from .tables import TRAINING_METHODS, Tables
 from .throughput import hours, throughput
@@ -29,7 +30,7 @@ MAX_CANDIDATES = 6  # points on a candidates chart
 SPAN = 8  # a time chart's counts: from the plan's / SPAN to the plan's x SPAN
 
 
-@dataclass(frozen=True)
+@frozen
 class Chart:
     """One chart of the plan: its kind, its title and its Mermaid source."""
 

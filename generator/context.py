@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from functools import cached_property
 
 from .api.contract import MemoryInputs, Planning, RoleKind, SearchSpace
+from .api.frozen import frozen
 from .frameworks import plugin_of
 from .memory import MemoryJob
 from .spec import Pins, Spec
@@ -13,7 +14,7 @@ from .tables import Framework, Hardware, Model, RecipeDefaults, Tables
 from .training import Adapter
 
 
-@dataclass(frozen=True)
+@frozen
 class Context:
     """What every step of one framework's resolution needs. Frozen: what it derives is computed once per context (a
     layout search reads it for every candidate)."""

@@ -6,8 +6,7 @@ the columns the spec names, or the model's default, are ever registered.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
+from .api.frozen import frozen
 from .errors import Problem, SpecError
 from .spec import Spec
 from .tables import Model
@@ -20,7 +19,7 @@ OPTIONAL_COLUMNS = {"alpaca": ("system", "history", "images"), "sharegpt": ("sys
                     "openai": ("system", "images")}
 
 
-@dataclass(frozen=True)
+@frozen
 class DataShape:
     """The data file's format and the optional columns every row has."""
 

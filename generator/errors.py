@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from .api.frozen import frozen
 
 MAX_SHOWN = 20  # problems printed for one spec: a spec of thousands of unknown keys would print them all
 
 
-@dataclass(frozen=True)
+@frozen
 class Problem:
     """One thing wrong with a spec: the dotted key path and a plain sentence."""
 

@@ -7,10 +7,10 @@ and the key, and what is allowed, so a data edit fails when the tables load, not
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from enum import Enum
 from typing import Any, cast
 
+from .api.frozen import frozen
 from .errors import TableError
 
 
@@ -100,7 +100,7 @@ def check_share(where: str, key: str, value) -> None:
         raise TableError(f"{where}: {key} {value!r} must be a number in (0, 1]")
 
 
-@dataclass(frozen=True)
+@frozen
 class Column:
     """One declared column: its type, default and meaning, and optionally a closed set of values (a list, a mapping
     value -> the facts the code reads for it, each giving the keys named in `facts`, or the name of a vocabulary

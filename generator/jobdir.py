@@ -19,9 +19,9 @@ import tempfile
 import time
 from collections.abc import Container, Iterator
 from contextlib import contextmanager, suppress
-from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
+from .api.frozen import frozen
 from .errors import UserError, show_path
 
 MANIFEST = "MANIFEST"
@@ -42,7 +42,7 @@ def sha256(data: bytes) -> str:
 # What a folder holds
 
 
-@dataclass(frozen=True)
+@frozen
 class Entry:
     """One thing found under the job folder. kind: file | folder | symlink | special (FIFO, socket, device) |
     unreadable (a folder that cannot be listed)."""
@@ -204,7 +204,7 @@ def _seal(body: str) -> str:
     return hmac.new(_SEAL_KEY, body.encode("utf-8"), hashlib.sha256).hexdigest()
 
 
-@dataclass(frozen=True)
+@frozen
 class Manifest:
     """MANIFEST as read: each path's sha256, and whether its seal holds."""
 
@@ -231,7 +231,7 @@ def parse_manifest(data: bytes | None) -> Manifest:
 # Comparing what render would write with what is there
 
 
-@dataclass(frozen=True)
+@frozen
 class Change:
     """What replacing the job folder does to one path."""
 

@@ -16,6 +16,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Protocol
 
+from .api.frozen import frozen
 from .errors import UserError, prints_as_itself, show_path
 
 MAX_LOG_BYTES = 1 << 30  # a day of a 64-node job's rank-0 log is well under this; the rest is not read
@@ -49,7 +50,7 @@ def whole(text: str) -> int | None:
     return int(value) if value is not None and value == int(value) and "." not in text else None
 
 
-@dataclass(frozen=True)
+@frozen
 class Sample:
     """One logged interval: the step it ends at, the steps it covers and the seconds per step over them."""
 
@@ -125,7 +126,7 @@ def _clean(raw: bytes) -> str:
     return "".join(ch if prints_as_itself(ch) else " " for ch in raw.decode("utf-8", errors="replace"))
 
 
-@dataclass(frozen=True)
+@frozen
 class Steady:
     """The steady-state figures of a log: seconds per step, the framework's own throughput where it logs one."""
 

@@ -23,16 +23,17 @@ Conventions (bf16 compute everywhere, flash attention, so no s^2 attention score
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from functools import cached_property, lru_cache
 
+from .api.frozen import frozen
 from .parallel import Parallel
 from .tables import Model, trains_adapters
 
 GIB = float(1 << 30)
 
 
-@dataclass(frozen=True)
+@frozen
 class MemoryBreakdown:
     """GiB per card on the most loaded pipeline stage."""
 
@@ -131,7 +132,7 @@ def int8_input_bytes(model: Model, recompute: str, tokens: int) -> tuple[float, 
     return model.layers * per_layer - 2.0 * tokens * model.hidden, 0.0
 
 
-@dataclass(frozen=True)
+@frozen
 class MemoryJob:
     """What the memory model needs about the job and its framework; the layout comes separately (a Parallel)."""
 
@@ -154,7 +155,7 @@ class MemoryJob:
     expert_tp: bool = True
 
 
-@dataclass(frozen=True)
+@frozen
 class Term:
     """One more item of every estimate: its name (the key in plan.json's memory_breakdown_gib and the row in
     PLAN.md) and its bytes per card for a job, a layout and a pipeline stage. Counted in the total, so in every fit

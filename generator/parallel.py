@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+
+from .api.frozen import frozen
 
 
-@dataclass(frozen=True, kw_only=True)
+@frozen(kw_only=True)
 class Parallel:
     """Cards split into TP x PP x CP x DP (EP inside), the batch, recompute, and the DeepSpeed setting."""
 

@@ -5,9 +5,10 @@ Sizes use one vocabulary (tp, pp, dp, cp, ep); each framework's own spelling liv
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, replace
+from dataclasses import field, replace
 
 from .api.contract import RoleKind, Settings
+from .api.frozen import frozen
 from .api.notes import Note
 from .dataset import DataShape
 from .families.hf_trainer.words import deepspeed_words
@@ -22,7 +23,7 @@ from .training import Training, plan_json
 HEADROOM = 0.10
 
 
-@dataclass(frozen=True)
+@frozen
 class MinCards:
     """The minimum card count, the row or rule that gave it, and the case of the table that applied."""
 
@@ -32,7 +33,7 @@ class MinCards:
     #            "preset", "memory model (no table row)", "memory model (the table gives no count)"
 
 
-@dataclass(frozen=True)
+@frozen
 class Estimate:
     """One framework's rate and time: the tokens, the tokens/s per card and the hours, and their sources."""
 
@@ -47,7 +48,7 @@ class Estimate:
     rate_share: float = 1.0  # the share of the layout's own rate the plan claims (scaling.py; 1: all of it)
 
 
-@dataclass(frozen=True)
+@frozen
 class Rejected:
     """A layout the search turned down, and why."""
 
@@ -59,7 +60,7 @@ class Rejected:
         return {"framework": self.framework, "layout": self.layout, "reason": self.reason}
 
 
-@dataclass(frozen=True, kw_only=True)
+@frozen(kw_only=True)
 class Layout(Parallel):
     """One framework's parallel layout with its memory estimate and where it came from."""
 
@@ -144,7 +145,7 @@ def _layout_settings(lay: Layout) -> dict:
                if lay.states_split is not None else {})}
 
 
-@dataclass(frozen=True)
+@frozen
 class Role:
     """One role of a framework's plan (contract.py RoleKind: train; actor, rollout, reference, critic; serve): its
     own layout, memory estimate and time. Colocated roles share the framework's cards in turns; the others have
@@ -166,7 +167,7 @@ class Role:
                 "choice": self.choice, **_layout_settings(self.layout)}
 
 
-@dataclass(frozen=True)
+@frozen
 class RunLength:
     """How long a framework trains in its own terms, where it counts them itself (MindFormers: whole epochs over
     packed data): decided by its plugin's Planning.run_length, shown on plan.json as frameworks.<name>.run, and
@@ -184,7 +185,7 @@ class RunLength:
                 "save_every_steps": self.save_every_steps, "source": self.source, "note": self.note}
 
 
-@dataclass(frozen=True)
+@frozen
 class FrameworkPlan:
     """One framework's plan: its roles (the first is the one its recipe's global batch and files follow: `train`
     for a training framework), the minimum cards and the facts its renderer reads. `layout`, `estimate` and
@@ -274,7 +275,7 @@ def _estimate_json(est: Estimate) -> dict:
             "time_hours_high": None if est.time_high_hours is None else round(est.time_high_hours, 2)}
 
 
-@dataclass(frozen=True)
+@frozen
 class PathValue:
     """A path the files use: its value, whether it is a placeholder, and the spec key that sets it."""
 
@@ -283,7 +284,7 @@ class PathValue:
     set_key: str | None = None  # the spec path that sets this placeholder where not its own (PathDefault)
 
 
-@dataclass(frozen=True)
+@frozen
 class MadeFrom:
     """How render was asked for the plan (plan.json's `made_from`): `check` and a re-render read it back from the
     job folder, so a folder made with --set or --force is checked and re-rendered as it was made."""
@@ -296,7 +297,7 @@ class MadeFrom:
         return {"spec_file": self.spec_file, "overrides": list(self.overrides), "force": self.force}
 
 
-@dataclass(frozen=True)
+@frozen
 class Plan:
     """The plan: every value the files hold, and what PLAN.md and plan.json say of it."""
 

@@ -14,12 +14,13 @@ Order of decisions, per framework:
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from functools import cached_property
 from typing import NoReturn
 
 from . import __version__
 from .api.contract import PathDefault, Planning, RoleDef, RoleKind
+from .api.frozen import frozen
 from .api.notes import Note, warning
 from .calibration import check as check_calibration
 from .calibration import memory_warning
@@ -189,7 +190,7 @@ def _check_roles(contexts: dict[str, Context]) -> None:
         raise SpecError(problems)
 
 
-@dataclass(frozen=True)
+@frozen
 class Laid:
     """The layouts stage's result: each framework's plan with every role laid out at the plan's global batch, the
     rejected candidates, and the batch with where it comes from (None: the method's target or the spec's)."""
@@ -735,7 +736,7 @@ def _forced_pins_that_never_fit(ctx: Context, counts: list[int]) -> bool:
                        f"do not shrink it further; change the pins (or --force to keep them)")
 
 
-@dataclass(frozen=True)
+@frozen
 class _Trial:
     """The fastest layout at one count of the budget search, what the layout search said about it, its hours."""
 
@@ -1062,7 +1063,7 @@ def _paths(spec: Spec, model: Model, hf_id: str, plans: dict[str, FrameworkPlan]
     return paths
 
 
-@dataclass(frozen=True)
+@frozen
 class Candidate:
     """A layout that fits one role at the plan's card count, its estimated rate, and whether the plan chose it."""
 

@@ -8,9 +8,10 @@ from __future__ import annotations
 
 import math
 import re
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import asdict, field, replace
 from typing import TYPE_CHECKING
 
+from .api.frozen import frozen
 from .api.notes import Note, warning
 from .errors import Problem, SpecError
 
@@ -83,7 +84,7 @@ OWN_KEYS = {"slurm": ("partition", "account", "time_limit_minutes", "time_margin
             "modelarts": ("master_wait_s", "master_wait_step_s")}
 
 
-@dataclass(frozen=True)
+@frozen
 class Scheduler:
     """cluster.scheduler and its settings, defaults filled in."""
 

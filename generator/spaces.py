@@ -5,10 +5,10 @@ brings its own (generator/frameworks/contract.py SearchSpace)."""
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
 from itertools import product
 
 from .api.contract import Structure
+from .api.frozen import frozen
 from .api.notes import Note
 from .context import Context
 from .plan import Layout, Rejected
@@ -26,7 +26,7 @@ def divisors(n: int) -> list[int]:
     return low + [n // d for d in reversed(low) if d * d != n]
 
 
-@dataclass(frozen=True)
+@frozen
 class GridSpace:
     """Every TP x PP x CP x EP that can tile the cards (each within its choices, TP within a node, PP within the
     layers, CP only for long sequences, EP only for MoE models), each with every recompute setting."""

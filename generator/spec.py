@@ -14,7 +14,7 @@ import re
 import stat
 import unicodedata
 from collections.abc import Iterator
-from dataclasses import dataclass, field
+from dataclasses import field
 from functools import lru_cache
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any
 import yaml
 
 from . import schemacheck
+from .api.frozen import frozen
 from .api.roles import RoleKind
 from .calibration_block import Calibration
 from .errors import Problem, SpecError, TableError, invisible, plain_text, show, show_name
@@ -35,7 +36,7 @@ if TYPE_CHECKING:  # imported where a spec is validated: it is a third of a comm
 ROLE_NAMES = tuple(kind.value for kind in RoleKind)  # a key of layout.<framework> naming a role's own pins
 
 
-@dataclass(frozen=True)
+@frozen
 class Pins:
     """A framework's pinned layout values from `layout.<framework>`; None = let the resolver choose."""
 
@@ -51,7 +52,7 @@ class Pins:
     roles: tuple[tuple[str, Pins], ...] = ()
 
 
-@dataclass(frozen=True)
+@frozen
 class Spec:
     """A job spec as loaded and checked: what the resolver plans from."""
 

@@ -5,14 +5,13 @@ it when it refuses."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
+from .api.frozen import frozen
 from .resolve import _job_refusal
 from .spec import Spec
 from .tables import METHODS, Tables
 
 
-@dataclass(frozen=True)
+@frozen
 class Supported:
     """One model, framework, method and hardware the tables support together."""
 

@@ -11,13 +11,14 @@ import csv
 import marshal
 import math
 import re
-from dataclasses import MISSING, dataclass, field, fields
+from dataclasses import MISSING, field, fields
 from functools import cached_property, lru_cache
 from pathlib import Path
 
 import yaml
 
 from . import kept
+from .api.frozen import frozen
 from .errors import SpecError, TableError, show
 from .facts import (
     Accelerator,
@@ -51,7 +52,7 @@ def trains_adapters(method: str) -> bool:
     return method in ("lora", "qlora")
 
 
-@dataclass(frozen=True)
+@frozen
 class Model:
     """One models.yaml row; its types, ranges and defaults are the file's `columns:` block."""
 
@@ -208,7 +209,7 @@ class Model:
         return qkv + proj + mlp
 
 
-@dataclass(frozen=True)
+@frozen
 class Hardware:
     """One hardware.yaml row; its types, ranges and defaults are the file's `columns:` block."""
 
@@ -277,7 +278,7 @@ def _inside(wanted: str, names: dict[str, str]) -> list[str]:
     return inside[:1]
 
 
-@dataclass(frozen=True)
+@frozen
 class Framework:
     """One framework's row of frameworks.yaml, typed when the tables load."""
 
@@ -352,7 +353,7 @@ class Framework:
         return offered + tuple(method for method in ("pretrain", "predict") if info.get(method))
 
 
-@dataclass(frozen=True)
+@frozen
 class MinCardsRow:
     """One row of min_cards.csv; `line` is its line number in the file, for the plan's citation."""
 
@@ -372,7 +373,7 @@ class MinCardsRow:
                 f"(confidence {self.confidence})")
 
 
-@dataclass(frozen=True)
+@frozen
 class Preset:
     """One validated layout of presets.yaml: where it ran and the layout that ran."""
 
@@ -405,7 +406,7 @@ COMMON_KEYS = ("seed", "keep_checkpoints", "resume", "save_every_hours", "save_e
                "adam_betas", "max_grad_norm", "min_steps", "enable_thinking")
 
 
-@dataclass(frozen=True)
+@frozen
 class RecipeDefaults:
     """One method's training defaults (recipes.yaml): key -> {value, source}, or a list of size bands."""
 
@@ -473,7 +474,7 @@ def _framework_rows(frameworks: dict, method: str) -> dict[str, dict]:
     return out
 
 
-@dataclass(frozen=True)
+@frozen
 class Tables:
     """Every data table, typed and checked when loaded."""
 

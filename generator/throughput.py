@@ -24,10 +24,11 @@ compute no weight gradients of the frozen base) + 12 L q s for attention, whatev
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from functools import lru_cache
 from typing import Any, NamedTuple, TypeVar
 
+from .api.frozen import frozen
 from .memory import distinct_stages, expert_data_parallel, stage_params
 from .parallel import Parallel, split_layers
 from .tables import VARIANT_OF, Framework, Hardware, Model, trains_adapters
@@ -55,7 +56,7 @@ def attention_flops_per_token(model: Model, seq_len: int) -> float:
     return 12.0 * model.layers * model.q_dim * seq_len
 
 
-@dataclass(frozen=True)
+@frozen
 class StepTime:
     """Seconds per optimizer step on one card, by cause."""
 
@@ -270,7 +271,7 @@ STEP_MODEL_SLOW = 0.85
 ASSUMED_MFU_SLOW = 0.317 / 0.690
 
 
-@dataclass(frozen=True)
+@frozen
 class Throughput:
     """A rate in tokens/s per card, where it comes from, and how far the truth may be from it."""
 

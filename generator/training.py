@@ -4,10 +4,12 @@ their JSON form and PLAN.md rows. generator/recipe.py resolves them; the plan an
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import field
+
+from .api.frozen import frozen
 
 
-@dataclass(frozen=True)
+@frozen
 class Adapter:
     """The LoRA shape every framework trains."""
 
@@ -21,7 +23,7 @@ class Adapter:
         return self.alpha / self.rank
 
 
-@dataclass(frozen=True)
+@frozen
 class Training:
     """The training recipe the files hold: the optimizer, the schedule, the batch, the steps and the checkpoints."""
 

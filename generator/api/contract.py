@@ -15,9 +15,9 @@ templates under templates/<name>/. `tests/test_registry.py` runs the contract te
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
+from .frozen import frozen
 from .notes import Note
 from .roles import RoleDef, RoleKind
 
@@ -54,7 +54,7 @@ Job = Any
 Result = Any
 
 
-@dataclass(frozen=True)
+@frozen
 class Structure:
     """How one candidate layout splits the model, before micro batch and recompute: model-parallel sizes, or a
     ZeRO stage (zero_stage None with tp..ep 1: plain data parallel, or one card)."""
@@ -95,7 +95,7 @@ class SearchSpace(Protocol):
         ...
 
 
-@dataclass(frozen=True)
+@frozen
 class MemoryInputs:
     """What the framework's upstream recipe for a model sets that the memory model reads (the defaults: nothing)."""
 
@@ -106,7 +106,7 @@ class MemoryInputs:
     double_quant: bool = True  # a 4-bit base's quantization constants quantized again (bitsandbytes)
 
 
-@dataclass(frozen=True)
+@frozen
 class PathDefault:
     """A path the framework reads, as the plan writes it when the spec does not give it: a placeholder to edit, or
     derived from the spec's `derived_from` path when the spec gives that one."""

@@ -5,13 +5,15 @@ show it as the framework's label followed by its text."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from typing import Literal
+
+from .frozen import frozen
 
 Kind = Literal["note", "warning"]
 
 
-@dataclass(frozen=True)
+@frozen
 class Note:
     """One note: `code` a short stable name ("cards.forced"), `text` the sentence, `kind` note or warning,
     `framework` (and `role`) the one it is about, None for the whole plan."""

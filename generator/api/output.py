@@ -4,10 +4,10 @@ renders or checks files."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from .frozen import frozen
 
 
-@dataclass(frozen=True)
+@frozen
 class CheckOption:
     """An option of `gen-launch validate` a plugin's checks take, as the user types it: the flag, the environment
     variable that may stand for it, the word its help shows for the value, and the help."""
@@ -23,7 +23,7 @@ class CheckOption:
         return self.flag.lstrip("-").replace("-", "_")
 
 
-@dataclass(frozen=True)
+@frozen
 class Launcher:
     """A launcher script a commands.txt line may run, and where its node rank is: the `rank_at`-th word after the
     script's name (`source`: the upstream file that fixes its arguments)."""

@@ -4,13 +4,14 @@ plan's decision that set it."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
+
+from .frozen import frozen
 
 V = TypeVar("V")
 
 
-@dataclass(frozen=True)
+@frozen
 class Setting(Generic[V]):
     """One value: `key` as its reader names it (a config key, an environment variable, a step's option), the value in
     the type its reader declares (each plugin names its Value type), and its source ("upstream <file> l. N",

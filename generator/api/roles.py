@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from enum import Enum
+
+from .frozen import frozen
 
 
 class RoleKind(str, Enum):
@@ -24,7 +25,7 @@ class RoleKind(str, Enum):
         return self in (RoleKind.TRAIN, RoleKind.ACTOR, RoleKind.CRITIC)
 
 
-@dataclass(frozen=True)
+@frozen
 class RoleDef:
     """One role a method runs: its kind, whether it shares the framework's cards with the other roles in turns
     (colocated: the job's cards are the peak over the phases, not the sum), and the earlier role whose layout it

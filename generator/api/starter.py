@@ -3,10 +3,10 @@ writes for a method the framework plans in its own terms. Apart from the contrac
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from .frozen import frozen
 
 
-@dataclass(frozen=True)
+@frozen
 class StarterRow:
     """One key of a starter's own section: its value and source; `written` as a key, else as a comment to edit."""
 
@@ -16,7 +16,7 @@ class StarterRow:
     written: bool = False
 
 
-@dataclass(frozen=True)
+@frozen
 class StarterSection:
     """A spec section `init` writes for a method a framework plans in its own terms (the values the plan would
     use), and the seq_len the starter takes from it."""

@@ -11,6 +11,7 @@ from typing import Any, TypeVar
 
 import yaml
 
+from ..api.frozen import frozen
 from ..errors import UserError
 from ..jobdir import read_regular
 from ..tables import Framework, Model, Tables, load_tables
@@ -21,7 +22,7 @@ T = TypeVar("T")
 NO_PLAN = "plan.json is missing or unreadable: the card count and model this file is checked against are unknown"
 
 
-@dataclass(frozen=True)
+@frozen
 class Result:
     """One check's verdict on one file."""
 

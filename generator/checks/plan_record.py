@@ -6,13 +6,13 @@ every check then says the plan is unknown, never guesses."""
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
 from typing import Any
 
+from ..api.frozen import frozen
 from ..plan import PathValue
 
 
-@dataclass(frozen=True)
+@frozen
 class FrameworkRecord:
     """One framework's counts on plan.json; `settings`: its plugin's settings as plan.json holds them (the plugin's
     own reader types them; None: the plugin has none)."""
@@ -23,7 +23,7 @@ class FrameworkRecord:
     settings: Mapping[str, Any] | None = None
 
 
-@dataclass(frozen=True)
+@frozen
 class PlanRecord:
     """What validate reads of plan.json: the model, the paths, the data rows and each framework's record."""
 

@@ -4,12 +4,12 @@ defaults (base.py): a plan never loads it."""
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
 
+from ..api.frozen import frozen
 from ..api.output import CheckOption, Launcher
 
 
-@dataclass(frozen=True)
+@frozen
 class ModuleOutput:
     """An output side made of a plugin's module functions (contract.py Output): its renderer, its PLAN.md section,
     its per-file check, and the validate options and launchers it declares."""

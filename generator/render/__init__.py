@@ -13,9 +13,9 @@ import errno
 import hashlib
 import os
 from contextlib import nullcontext
-from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
+from ..api.frozen import frozen
 from ..errors import SpecError, TableError, UserError, show, show_path
 from ..frameworks import registry
 from ..jobdir import (
@@ -122,7 +122,7 @@ def files_digest(out: dict[str, str], framework: str) -> str:
 # Disk
 
 
-@dataclass(frozen=True)
+@frozen
 class Written:
     """What write() did: each path's change, and where the folder it replaced was kept."""
 

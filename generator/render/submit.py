@@ -4,11 +4,10 @@ the framework's own launch.sh, which takes its rank and node 0's address from th
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 import jinja2
 import yaml
 
+from ..api.frozen import frozen
 from ..plan import FrameworkPlan, Plan
 from ..scheduler import DEVICE_RESOURCE, VOLCANO_TASK, slurm_time, volcano_name
 from ..shell import quote
@@ -17,7 +16,7 @@ SBATCH = "submit.sbatch"
 VOLCANO = "volcano-job.yaml"
 
 
-@dataclass(frozen=True)
+@frozen
 class Submit:
     """What PLAN.md says of one framework's submission: the command, and what it asks for."""
 

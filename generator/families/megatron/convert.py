@@ -6,13 +6,12 @@ own extra flags; flags.py writes them in the type the pinned parser declares."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
+from ...api.frozen import frozen
 from ...tables import Model
 from .flags import Flags
 
 
-@dataclass(frozen=True)
+@frozen
 class Target:
     """The layout the converted checkpoint is written at: the one training loads."""
 

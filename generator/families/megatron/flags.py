@@ -15,9 +15,9 @@ import ast
 import json
 import math
 from collections.abc import Callable
-from dataclasses import dataclass
 from functools import cache
 
+from ...api.frozen import frozen
 from ...resources import DATA_DIR
 
 # The tables, by the program whose parser they describe.
@@ -38,7 +38,7 @@ class ParseError(ValueError):
     """What the upstream parser would print before exiting."""
 
 
-@dataclass(frozen=True)
+@frozen
 class Flag:
     """One argument of an upstream parser, as the flag table records it."""
 

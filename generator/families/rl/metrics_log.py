@@ -5,12 +5,13 @@ their upstream source; this reads them as bounded data (generator/logs.py)."""
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
+from dataclasses import field
 
+from ...api.frozen import frozen
 from ...logs import LogFacts, Sample, number
 
 
-@dataclass(frozen=True)
+@frozen
 class MetricsLine:
     """Where a framework's metrics line starts (`step`: a regex whose group 1 is the step number), how its items are
     separated, and the keys of the step time, the rate, the peak memory (GiB) and the steps that are not steady."""

@@ -3,13 +3,13 @@ MindSpeed-RL's and MindSpeed-MM's measurements, by method, model and hardware)."
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from functools import cache
 
+from ...api.frozen import frozen
 from ...tables import load_data
 
 
-@dataclass(frozen=True)
+@frozen
 class Published:
     """A published end-to-end RL throughput: tokens/s per card (die on Snt9b23), with its source."""
 

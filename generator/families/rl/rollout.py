@@ -16,8 +16,8 @@ gpu_memory_utilization is raised, and where the card cannot hold that the layout
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
 
+from ...api.frozen import frozen
 from ...memory import GIB, MemoryBreakdown
 from ...plan import HEADROOM
 from ...tables import Hardware, Model
@@ -60,7 +60,7 @@ GPU_RULE = ("vLLM 0.11 vllm/v1/worker/gpu_worker.py determine_available_memory: 
             "allocations, beside the actor's states")
 
 
-@dataclass(frozen=True)
+@frozen
 class KVCache:
     """The rollout's gpu_memory_utilization, why, and the KV cache it gives each vLLM replica."""
 

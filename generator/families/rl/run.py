@@ -5,13 +5,14 @@ and the files state one count."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from typing import Any
 
+from ...api.frozen import frozen
 from ...tables import RecipeDefaults
 
 
-@dataclass(frozen=True)
+@frozen
 class RunSteps:
     """The steps an RL job's files run and where the count comes from; `draw`: the prompts one step draws from the
     data (the global batch, or DAPO's generation batch), which one step's time counts."""

@@ -13,12 +13,12 @@ import re
 import shlex
 import tempfile
 from collections.abc import Callable
-from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
 
 import yaml
 
+from ...api.frozen import frozen
 from ...checks import run_isolated
 from ...resources import DATA_DIR
 from ...tables import Model
@@ -43,7 +43,7 @@ PARALLEL_OPTIMIZER_KEYS = {"gradient_accumulation_shard", "parallel_optimizer_th
 MAX_DEVICE_MEMORY = re.compile(r"^([1-9][0-9]*(\.)?[0-9]*GB|0\.[0-9]*GB)$")
 
 
-@dataclass(frozen=True)
+@frozen
 class View:
     """What the rules read: the YAML and the model it trains."""
 
@@ -83,7 +83,7 @@ class View:
         return bool(self.doc.get("load_checkpoint") or self.doc.get("pretrained_model_dir"))
 
 
-@dataclass(frozen=True)
+@frozen
 class Rule:
     """One upstream rule the files are checked against: its id, source and message, and what breaks it."""
 

@@ -13,8 +13,9 @@ its "推理" sections; code at the project's pin, master 167a50d, unless a line 
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import replace
 
+from ...api.frozen import frozen
 from ...api.notes import Note
 from ...context import Context
 from ...errors import SpecError
@@ -49,7 +50,7 @@ def split_problem(heads: int, kv_heads: int, tp: int) -> str | None:
     return None
 
 
-@dataclass(frozen=True)
+@frozen
 class PredictSpace:
     """The serve role's one structure at a card count: all of it model parallel (data_parallel 1, no pipeline,
     context or expert parallelism), as MindFormers' predict runs it."""
@@ -111,7 +112,7 @@ def memory(ctx: Context, shape: Parallel) -> MemoryBreakdown:
                    extra=(*forward.extra, ("KV cache (batch x seq_len)", cache / GIB)))
 
 
-@dataclass(frozen=True)
+@frozen
 class PredictSettings:
     """What predict.yaml and launch.sh hold beyond the layout, each with its source (contract.py Settings)."""
 

@@ -6,9 +6,9 @@ generator/data/mindspeed_llm_rules.tsv, each a condition over the parsed argumen
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from functools import lru_cache
 
+from ...api.frozen import frozen
 from ...families.megatron import flags
 from ...resources import DATA_DIR
 
@@ -17,7 +17,7 @@ _SAFE_BUILTINS = {"any": any, "all": all, "int": int, "len": len, "sum": sum, "s
                   "bool": bool, "isinstance": isinstance, "getattr": getattr}
 
 
-@dataclass(frozen=True)
+@frozen
 class Rule:
     """One of MindSpeed-LLM's start-up rules, as the rule table holds it."""
 

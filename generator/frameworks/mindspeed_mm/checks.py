@@ -8,9 +8,9 @@ import argparse
 import json
 import math
 from collections.abc import Callable
-from dataclasses import dataclass
 from pathlib import Path
 
+from ...api.frozen import frozen
 from ...checks.job import text
 from ...checks.shell import assignment, bash_arrays
 from ...families.megatron import flags
@@ -73,7 +73,7 @@ def _pipelined(args) -> bool:
     return args.pipeline_model_parallel_size > 1
 
 
-@dataclass(frozen=True)
+@frozen
 class Rule:
     """One upstream rule: its id, its source, the error upstream raises, and what breaks it."""
 

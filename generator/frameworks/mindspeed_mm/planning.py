@@ -11,10 +11,11 @@ from __future__ import annotations
 
 import json
 import math
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from functools import cache
 
 from ...api import provenance
+from ...api.frozen import frozen
 from ...api.notes import Note
 from ...calibration import measured
 from ...context import Context
@@ -184,7 +185,7 @@ SOURCED = "sourced "
 DATA = "data.json "
 
 
-@dataclass(frozen=True)
+@frozen
 class MmSettings:
     """The values of a MindSpeed-MM job's files the plugin decides (contract.py Planning.settings)."""
 
@@ -334,7 +335,7 @@ def settings(method: str, layout: Layout, info: dict, output_dir: str, resume: b
                 f"one per node rank ({', '.join(files)}): README.md l. 327, nodes must not share a cache_dir")))
 
 
-@dataclass(frozen=True)
+@frozen
 class _Vision:
     """What the vision encoder adds on the first stage, bytes per card."""
 

@@ -3,12 +3,12 @@ method and model, each value with its line, the dataset YAMLs and verifiers, and
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from functools import cache
 from typing import Any
 
 import yaml
 
+from ...api.frozen import frozen
 from ...resources import DATA_DIR
 from ...tables import TABLE_LOADER  # libyaml's loader where PyYAML has it
 
@@ -16,7 +16,7 @@ FOLDER = DATA_DIR / "mindspeed_rl_2.3.0"
 RELEASE = "MindSpeed-RL v2.3.0 (4b30d034)"
 
 
-@dataclass(frozen=True)
+@frozen
 class Example:
     """One upstream config: its name, facts from examples.yaml, and every value by `section.key` with its line."""
 

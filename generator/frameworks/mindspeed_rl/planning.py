@@ -8,9 +8,10 @@ of the files is decided here (settings), and a spec breaking one of rules.py's r
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from typing import Any
 
+from ...api.frozen import frozen
 from ...api.notes import Note
 from ...calibration import measured
 from ...context import Context
@@ -52,7 +53,7 @@ def example_of(method: str, model: str, hardware: str | None = None) -> Example:
     return found
 
 
-@dataclass(frozen=True)
+@frozen
 class Recipe:
     """The RL values the family's rollout memory reads (families/rl/recipe.py Recipe)."""
 
@@ -116,7 +117,7 @@ def actor_cards(ex: Example) -> int:
     return shape.tp * shape.pp * shape.ep
 
 
-@dataclass(frozen=True)
+@frozen
 class ExampleSpace(GridSpace):
     """The upstream config's layout for the role (actor TP/PP, or the rollout's TP), unless the spec pins one."""
 

@@ -8,8 +8,8 @@ config key it is about, the spec key that sets it, and a sentence naming the val
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
 
+from ...api.frozen import frozen
 from ...spaces import divisors
 
 SRC = "MindSpeed-RL v2.3.0"
@@ -17,7 +17,7 @@ VALIDATE = f"{SRC} mindspeed_rl/config_cls/validate_config.py"
 CONTAINER = f"{SRC} mindspeed_rl/workers/resharding/vllm_weight_container.py"
 
 
-@dataclass(frozen=True)
+@frozen
 class Shape:
     """A job's numbers as MindSpeed-RL reads them (`cards`: actor_resource.num_npus; batches in prompts, as
     global_batch_size and mini_batch_size are written; `mbs`: actor_config.micro_batch_size in samples)."""
@@ -65,7 +65,7 @@ class Shape:
         return self.cards // self.itp
 
 
-@dataclass(frozen=True)
+@frozen
 class Broken:
     """A start-up rule the config breaks: its key, the spec key that sets it, and why."""
 

@@ -4,16 +4,15 @@ source, shown on plan.json (frameworks.mindspeed-rl.settings) and PLAN.md."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 from ...api import provenance
+from ...api.frozen import frozen
 
 Scalar = bool | int | float | str | None
 Value = Scalar | tuple[Scalar, ...] | dict
 Setting = provenance.Setting[Value]
 
 
-@dataclass(frozen=True)
+@frozen
 class MsrlSettings:
     """The values of one MindSpeed-RL job's files (contract.py Planning.settings)."""
 

@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from functools import cache
 from typing import Any
 
+from ...api.frozen import frozen
 from ...errors import TableError
 from ...resources import DATA_DIR
 from ...tables import load_data
@@ -14,7 +14,7 @@ FOLDER = DATA_DIR / "verl_0.7.0"
 COMMIT = "v0.7.0 (f9c855f7)"
 
 
-@dataclass(frozen=True)
+@frozen
 class Example:
     """One upstream script: the HuggingFace model it trains and its values, key -> (value, line)."""
 

@@ -10,9 +10,10 @@ from __future__ import annotations
 import itertools
 import math
 from collections.abc import Callable
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
+from ...api.frozen import frozen
 from ...api.notes import Note
 from ...calibration import measured
 from ...context import Context
@@ -87,7 +88,7 @@ def rl_of(ctx: Context) -> RL:
     return rl_config(ctx.spec.rl, ctx.spec.method, ctx.spec.seq_len, ctx.model, ctx.fw, ctx.hw.accelerator)
 
 
-@dataclass(frozen=True)
+@frozen
 class VerlSpace:
     """One role's choices. Actor and critic: FSDP full shard over every card (no TP or PP), gradient checkpointing
     on (every NPU example), with the actor's (and critic's) parameter + optimizer offload between phases off, then

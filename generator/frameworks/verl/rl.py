@@ -3,8 +3,7 @@ the model and method (examples.py), else verl 0.7.0's own config defaults; each 
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
+from ...api.frozen import frozen
 from ...api.notes import Note
 from ...errors import SpecError
 from ...families.rl.batching import SEQUENCES
@@ -39,7 +38,7 @@ DEFAULTS: dict[str, tuple[object, str]] = {
 }
 
 
-@dataclass(frozen=True)
+@frozen
 class RL:
     """The RL values of one job, each with its source (`sources`, by field name)."""
 

@@ -9,10 +9,10 @@ import math
 import re
 import unicodedata
 from collections.abc import Mapping
-from dataclasses import dataclass
 from typing import Any
 
 from ...api import provenance
+from ...api.frozen import frozen
 
 Scalar = bool | int | float | str | None
 Value = Scalar | tuple[Scalar, ...]
@@ -20,7 +20,7 @@ Setting = provenance.Setting[Value]  # a value as verl's readers take it (Hydra,
 GROUPS = ("overrides", "environment", "prepare", "merge")  # the settings lists, in the order VerlSettings holds them
 
 
-@dataclass(frozen=True)
+@frozen
 class VerlSettings:
     """The values of one verl job's files (contract.py Planning.settings)."""
 
