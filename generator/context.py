@@ -9,6 +9,7 @@ from .api.contract import MemoryInputs, Planning, RoleKind, SearchSpace
 from .api.frozen import frozen
 from .frameworks import plugin_of
 from .memory import MemoryJob
+from .recipe import batch_target
 from .spec import Pins, Spec
 from .tables import Framework, Hardware, Model, RecipeDefaults, Tables
 from .training import Adapter
@@ -109,6 +110,12 @@ class Context:
                          kbit_fp32=self.fw.kbit_fp32, optimizer_shard=self.optimizer_shard,
                          trains=self.role_kind.trains, expert_tp=self.fw.expert_tp,
                          double_quant=self.memory_inputs.double_quant)
+
+    @cached_property
+    def batch_target(self) -> int:
+        """The samples per step a defaulted global batch aims at (recipe.batch_target): a search tiles it at every
+        setting it tries."""
+        return batch_target(self.defaults, self.spec)[0]
 
     @cached_property
     def mtp_layers(self) -> int:

@@ -24,7 +24,6 @@ from .errors import Problem, SpecError
 from .memory import GIB, MemoryBreakdown, MemoryJob, estimate
 from .parallel import Parallel, split_layers
 from .plan import HEADROOM, Layout, Rejected, fits
-from .recipe import batch_target
 from .spaces import CP_SEQ_THRESHOLD
 from .spec import Pins
 from .tables import Preset, Tables, trains_adapters
@@ -392,8 +391,8 @@ def _chains(ctx: Context, cards: int) -> list[list[tuple[tuple, Parallel]]]:
     """The settings of each structure that breaks no rule, (its key, its shape), a chain per micro batch whose batch
     tiles, least recompute first."""
     recomputes, mbs_options = _recomputes(ctx), _micro_batches(ctx, cards)
-    chains = ([(setting.key, setting.shape) for setting in _settings(ctx, cards, order, structure, recomputes, [mbs])
-               if setting.shape is not None]
+    chains = ([(setting.key, setting.shape) for setting in
+               _settings(ctx, cards, order, structure, recomputes, [mbs], explain=False) if setting.shape is not None]
               for order, structure in enumerate(ctx.space.structures(ctx, cards))
               if not _structure_problems(ctx, cards, structure.tp, structure.pp, structure.cp, structure.ep)
               for mbs in mbs_options)
@@ -407,11 +406,14 @@ def _recomputes(ctx: Context) -> list[str]:
 
 
 def _settings(ctx: Context, cards: int, order: int, structure: Structure, recomputes: list[str],
-              mbs_options: list[int]) -> Iterator[_Setting]:
-    """The settings of `structure` (the `order`th of its space), recompute by micro batch."""
+              mbs_options: list[int], explain: bool = True) -> Iterator[_Setting]:
+    """The settings of `structure` (the `order`th of its space), recompute by micro batch; `explain` False: only
+    those with a shape (the settings whose batch breaks a rule are most of a budget search's)."""
     tp, pp, cp, ep = structure.tp, structure.pp, structure.cp, structure.ep
     dp = cards // (tp * pp * cp)
     batches = {mbs: _global_batch(ctx, mbs, dp, pp, cards) for mbs in mbs_options}  # recompute does not change them
+    if not explain and all(why for _, why in batches.values()):
+        return
     sequences = ctx.planning.sequences_per_sample(ctx)
     sequence_parallel = _sequence_parallel(ctx.pins.sequence_parallel, structure)
     layers = structure.num_layer_list or split_layers(ctx.model.layers, pp, ctx.mtp_layers)
@@ -422,7 +424,8 @@ def _settings(ctx: Context, cards: int, order: int, structure: Structure, recomp
             key = (tp, pp, cp, ep, structure.offload, rc_rank, order, -mbs)
             gbs, why = batches[mbs]
             if why:
-                yield _Setting(key, None, why)
+                if explain:
+                    yield _Setting(key, None, why)
                 continue
             yield _Setting(key, Parallel(
                 cards=cards, cards_per_node=ctx.hw.cards_per_node, tp=tp, pp=pp, cp=cp, ep=ep, micro_batch_size=mbs,
@@ -435,7 +438,7 @@ def _micro_batches(ctx: Context, cards: int) -> list[int]:
     """The micro batches the search tries at `cards`."""
     pins, seq = ctx.pins, ctx.spec.seq_len
     if ctx.role_kind is RoleKind.SERVE and not pins.micro_batch_size:  # a server takes its whole batch at once
-        return [ctx.spec.global_batch_size or batch_target(ctx.defaults, ctx.spec)[0]]
+        return [ctx.spec.global_batch_size or ctx.batch_target]
     if no_accumulation(ctx, cards) and ctx.spec.global_batch_size and not pins.micro_batch_size:
         return [ctx.spec.global_batch_size]  # the whole step in one micro batch
     if pins.micro_batch_size:
@@ -514,14 +517,14 @@ def _global_batch(ctx: Context, mbs: int, dp: int, pp: int, cards: int) -> tuple
     sequences = ctx.planning.sequences_per_sample(ctx)
     unit = step // math.gcd(step, sequences)
     if ctx.spec.global_batch_size is not None or not ctx.free_batch:
-        gbs = ctx.spec.global_batch_size or batch_target(ctx.defaults, ctx.spec)[0]
+        gbs = ctx.spec.global_batch_size or ctx.batch_target
         if gbs % unit:
             name = "global_batch_size" if ctx.spec.global_batch_size else "global batch"
             each = f" x {sequences} sequences each" if sequences > 1 else ""
             return gbs, f"{name} {gbs}{each} is not divisible by micro batch {mbs} x DP {dp} = {step}"
     else:
         # At least PP micro batches, and enough that the pipeline bubble stays within MAX_BUBBLE.
-        micro = max(math.ceil(batch_target(ctx.defaults, ctx.spec)[0] / unit), pp, math.ceil((pp - 1) / MAX_BUBBLE))
+        micro = max(math.ceil(ctx.batch_target / unit), pp, math.ceil((pp - 1) / MAX_BUBBLE))
         gbs = micro * unit
     micro_batches = gbs * sequences // step
     if pp > 1 and micro_batches < pp and ctx.fw.pipeline_micro_rule:
