@@ -310,9 +310,10 @@ ALIASES = ("verl", "msrun", "mindspore", "mindspeed", "megatron[-_ ]?lm")
 
 
 def framework_names(names) -> re.Pattern:
-    """Every registry name, spelled with -, _, a space or no separator, and the ALIASES."""
+    """Every registry name, spelled with -, _, a space or no separator, and the ALIASES; not the end of a longer word
+    (typing's `overload` holds "verl")."""
     spelled = ["[-_ ]?".join(map(re.escape, re.split(r"[-_ ]", name))) for name in names]
-    return re.compile("|".join([*spelled, *ALIASES]), re.I)
+    return re.compile("(?<![a-z])(?:" + "|".join([*spelled, *ALIASES]) + ")", re.I)
 
 
 FRAMEWORK_NAMES = framework_names(registry())
@@ -349,7 +350,8 @@ def test_the_names_grep_every_spelling():
              "verl", "msrun", "MindSpore", "Megatron-LM", "toy"]
     assert [w for w in words if not framework_names(["llama-factory", "mindspeed-llm", "mindformers", "toy"])
             .search(w)] == []
-    assert not FRAMEWORK_NAMES.search("megatron-fp32 megatron_distopt deepspeed torch")
+    assert not FRAMEWORK_NAMES.search("megatron-fp32 megatron_distopt deepspeed torch overload")
+    assert [w for w in ["run_verl", "VERL_HOME", "ppo.verl", "2verl"] if not FRAMEWORK_NAMES.search(w)] == []
 
 
 def data_file(module: str, word: str) -> bool:
