@@ -280,6 +280,26 @@ def test_the_fastest_first_search_finds_what_the_full_search_ranks_first(framewo
     assert any(full is not None for _, full in found)  # not only counts where nothing fits
 
 
+@pytest.mark.parametrize("framework,fields,counts", [
+    ("mindspeed-llm", {"model": "llama3.1-70b", "method": "pretrain", "seq_len": 8192}, [8, 176, 312, 320]),
+    ("mindspeed-llm", {"model": "qwen3-32b", "global_batch_size": 96}, [16, 24, 40]),
+    ("llama-factory", {"model": "qwen2.5-7b", "method": "lora", "seq_len": 1024, "hardware": "rtx4090"}, [1, 2, 3]),
+])
+def test_the_chains_are_the_settings_that_tile_the_batch(framework, fields, counts):
+    # _chains asks _settings for the settings with a shape alone (explain=False skips the rest unbuilt): they must be
+    # the ones the full search lays out, chain by chain.
+    ctx = context(framework, **fields)
+    for cards in counts:
+        recomputes, mbs_options = layouts._recomputes(ctx), layouts._micro_batches(ctx, cards)
+        every = [[(s.key, s.shape) for s in layouts._settings(ctx, cards, order, structure, recomputes, [mbs])
+                  if s.shape is not None]
+                 for order, structure in enumerate(ctx.space.structures(ctx, cards))
+                 if not layouts._structure_problems(ctx, cards, structure.tp, structure.pp, structure.cp, structure.ep)
+                 for mbs in mbs_options]
+        assert _chains(ctx, cards) == [chain for chain in every if chain]
+    assert any(_chains(ctx, cards) for cards in counts)
+
+
 def test_the_fastest_first_search_rates_a_setting_only_when_it_may_come_next(monkeypatch):
     """layouts.fastest merges the chains (a structure's settings at one micro batch, least recompute first): on 176
     cards of the budget example the fourth setting taken fits, and 12 of the 24 are rated, those of the chains that
