@@ -376,27 +376,32 @@ class _Setting(NamedTuple):
     why: str = ""
 
 
-def _grid(ctx: Context, cards: int) -> Iterator[tuple[Structure, list[tuple[str, str]], Iterator[_Setting]]]:
+# What _grid yields for each structure: it, the rules it breaks and its settings.
+_Grid = Iterator[tuple[Structure, list[tuple[str, str]], Iterator[_Setting]]]
+
+
+def _grid(ctx: Context, cards: int, explain: bool = True) -> _Grid:
     """Each structure of the role's space at `cards`, in the space's order: (it, the rules it breaks, its settings,
-    recompute by micro batch; none for a structure that breaks a rule)."""
+    recompute by micro batch; none for a structure that breaks a rule; `explain` False: only those with a shape)."""
     structures = ctx.space.structures(ctx, cards)
     recomputes, mbs_options = _recomputes(ctx), _micro_batches(ctx, cards)
     for order, structure in enumerate(structures):
         broken = _structure_problems(ctx, cards, structure.tp, structure.pp, structure.cp, structure.ep)
-        settings = iter(()) if broken else _settings(ctx, cards, order, structure, recomputes, mbs_options)
+        settings = iter(()) if broken else _settings(ctx, cards, order, structure, recomputes, mbs_options, explain)
         yield structure, broken, settings
 
 
 def _chains(ctx: Context, cards: int) -> list[list[tuple[tuple, Parallel]]]:
     """The settings of each structure that breaks no rule, (its key, its shape), a chain per micro batch whose batch
     tiles, least recompute first."""
-    recomputes, mbs_options = _recomputes(ctx), _micro_batches(ctx, cards)
-    chains = ([(setting.key, setting.shape) for setting in
-               _settings(ctx, cards, order, structure, recomputes, [mbs], explain=False) if setting.shape is not None]
-              for order, structure in enumerate(ctx.space.structures(ctx, cards))
-              if not _structure_problems(ctx, cards, structure.tp, structure.pp, structure.cp, structure.ep)
-              for mbs in mbs_options)
-    return [chain for chain in chains if chain]
+    chains: list[list[tuple[tuple, Parallel]]] = []
+    for _, _, settings in _grid(ctx, cards, explain=False):
+        by_mbs: dict[int, list[tuple[tuple, Parallel]]] = {}
+        for setting in settings:
+            if setting.shape is not None:
+                by_mbs.setdefault(setting.shape.micro_batch_size, []).append((setting.key, setting.shape))
+        chains.extend(by_mbs.values())
+    return chains
 
 
 def _recomputes(ctx: Context) -> list[str]:

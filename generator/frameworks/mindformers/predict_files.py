@@ -40,6 +40,6 @@ def render(plan: Plan, env: jinja2.Environment) -> dict[str, str]:
 
 
 def plan_section(plan: Plan, env: jinja2.Environment) -> str:
-    fp = plan.frameworks["mindformers"]
+    fp = plan.frameworks[NAME]
     return env.get_template("mindformers/predict_section.md.j2").render(
-        plan=plan, fp=fp, settings=fp.settings, **section_context(plan, fp, "mindformers"))
+        plan=plan, fp=fp, settings=fp.settings, **section_context(plan, fp, NAME))
