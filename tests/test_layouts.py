@@ -284,6 +284,9 @@ def test_the_fastest_first_search_finds_what_the_full_search_ranks_first(framewo
     ("mindspeed-llm", {"model": "llama3.1-70b", "method": "pretrain", "seq_len": 8192}, [8, 176, 312, 320]),
     ("mindspeed-llm", {"model": "qwen3-32b", "global_batch_size": 96}, [16, 24, 40]),
     ("llama-factory", {"model": "qwen2.5-7b", "method": "lora", "seq_len": 1024, "hardware": "rtx4090"}, [1, 2, 3]),
+    # Micro batches 1 and 2 tile 6 samples on 3 cards, 4 does not: a structure's chains are those of the first two.
+    ("llama-factory", {"model": "qwen2.5-7b", "method": "lora", "seq_len": 1024, "hardware": "rtx4090",
+                       "global_batch_size": 6}, [3]),
 ])
 def test_the_chains_are_the_settings_that_tile_the_batch(framework, fields, counts):
     # _chains asks _settings for the settings with a shape alone (explain=False skips the rest unbuilt): they must be
